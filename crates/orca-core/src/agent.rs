@@ -1,0 +1,210 @@
+//! The agent port: how the service layer talks to agents, whatever runs them.
+//!
+//! `orca-services` calls an [`AgentPort`]; `orca-agents` implements it (LLM backends,
+//! command-line agents, the `shell` agent, scripted replies) and a test can implement it with a
+//! few lines. Tools an agent may call are offered by a [`ToolHost`] the caller passes in, so the
+//! grant check and the audit of every tool call happen in one place, on the caller's side.
+//!
+//! **Cancellation** is by dropping the future: implementations must stop their work when
+//! dropped (kill child processes, abort requests).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::context::TaskContext;
+use crate::id::{AgentId, ExecutionId, PlanId, SessionId};
+use crate::plan::Step;
+use crate::results::{AgentAnswer, Budget, PlannerResponse, TaskFailure, TaskResult, Usage};
+
+/// The role an agent plays; it decides which tools it is offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The relay the user talks to: forwards every message, nothing else.
+    Relay,
+    /// Researches (read-only), asks, and builds plans with the plan tools.
+    Planner,
+    /// Carries out steps.
+    Specialist,
+}
+
+/// What the caller knows about an available agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentInfo {
+    /// Its id.
+    pub id: AgentId,
+    /// Its role.
+    pub role: Role,
+    /// What it is good at (listed in the planner's prompt).
+    pub description: String,
+    /// The backend kind (`openai`, `anthropic`, `claude-code`, `shell`, `scripted`…).
+    pub backend: String,
+    /// The model, if the backend has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Workspace tools its profile grants (`read_file`, `write_file`, `run_command`…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workspace_tools: Vec<String>,
+}
+
+/// A tool as offered to a model: its name, what it does, and the JSON schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The name the model calls.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// A tool call made by a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The provider's call id (generated if the provider gave none).
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments.
+    pub arguments: serde_json::Value,
+}
+
+/// A tool error the model sees as the tool's result (it is not fatal to the agent loop).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// What went wrong, for the model.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A tool error with a message.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// Offers tools and runs the calls an agent makes.
+#[async_trait]
+pub trait ToolHost: Send + Sync {
+    /// The tools offered, with their schemas.
+    fn specs(&self) -> Vec<ToolSpec>;
+
+    /// Runs a call. Refused calls (a tool not granted) and failures come back as
+    /// [`ToolError`] for the model to read.
+    async fn call(&self, call: &ToolCall) -> Result<serde_json::Value, ToolError>;
+}
+
+/// A [`ToolHost`] that offers nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTools;
+
+#[async_trait]
+impl ToolHost for NoTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+
+    async fn call(&self, call: &ToolCall) -> Result<serde_json::Value, ToolError> {
+        Err(ToolError::new(format!("tool `{}` is not available", call.name)))
+    }
+}
+
+/// A step to carry out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRequest {
+    /// The agent.
+    pub agent: AgentId,
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// The plan.
+    pub plan_id: PlanId,
+    /// The step, as approved.
+    pub step: Step,
+    /// This attempt's number (1-based).
+    pub attempt: u32,
+    /// What the step is told about the plan and earlier work.
+    pub context: TaskContext,
+    /// Limits for this call.
+    pub budget: Budget,
+    /// The wall-clock limit of this attempt.
+    pub timeout: Option<Duration>,
+}
+
+/// A read-only question to a specialist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionRequest {
+    /// The agent.
+    pub agent: AgentId,
+    /// The question.
+    pub question: String,
+    /// A session to continue.
+    pub session: Option<SessionId>,
+    /// Limits for this call.
+    pub budget: Budget,
+}
+
+/// One user message for the planner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannerRequest {
+    /// The message (or, for a replan, the failure report built by the service layer).
+    pub message: String,
+    /// The plan being worked on: the continuity token between the planner's turns.
+    pub plan_id: Option<PlanId>,
+    /// A session to continue.
+    pub session: Option<SessionId>,
+    /// Limits for this call.
+    pub budget: Budget,
+}
+
+/// What an agent call produced, with what it spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply<T> {
+    /// The outcome.
+    pub outcome: T,
+    /// Usage, summed across turns.
+    pub usage: Usage,
+    /// The session, if the conversation can be continued.
+    pub session: Option<SessionId>,
+}
+
+impl<T> Reply<T> {
+    /// A reply with no usage and no session.
+    #[must_use]
+    pub fn new(outcome: T) -> Self {
+        Self {
+            outcome,
+            usage: Usage::default(),
+            session: None,
+        }
+    }
+}
+
+/// The port to agents. Object-safe; implementations are chosen by the binary.
+#[async_trait]
+pub trait AgentPort: Send + Sync {
+    /// The agents available (built-in and configured).
+    fn agents(&self) -> Vec<AgentInfo>;
+
+    /// Carries out a step. Failures of the agent itself are reported as
+    /// [`TaskResult::Failure`], never as a panic.
+    async fn run_task(&self, request: TaskRequest, tools: &dyn ToolHost) -> Reply<TaskResult>;
+
+    /// Asks a specialist a read-only question.
+    async fn ask(
+        &self,
+        request: QuestionRequest,
+        tools: &dyn ToolHost,
+    ) -> Reply<Result<AgentAnswer, TaskFailure>>;
+
+    /// Gives the planner a message; it answers or builds a plan with the plan tools.
+    async fn plan(&self, request: PlannerRequest, tools: &dyn ToolHost) -> Reply<PlannerResponse>;
+}

@@ -1,0 +1,428 @@
+//! Plan validation and the step graph.
+//!
+//! `depends_on` omitted means "after the previous step", `[]` makes a root, a list names the
+//! edges. [`resolved_dependencies`] turns that into indices; [`validate`] reports every problem
+//! of a plan at once, in a stable order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{AgentId, StepId};
+use crate::plan::{PlanContent, Step};
+
+/// One thing wrong with a plan. [`fmt::Display`] names the field and the step.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Problem {
+    /// `goal` is empty.
+    EmptyGoal,
+    /// `steps` is empty.
+    NoSteps,
+    /// A required list (`assumptions`, `risks`, `verification`) is empty.
+    EmptyList {
+        /// The field.
+        field: String,
+    },
+    /// A step has an empty description.
+    EmptyDescription {
+        /// The step.
+        step: StepId,
+    },
+    /// Two steps share an id.
+    DuplicateStep {
+        /// The repeated id.
+        step: StepId,
+    },
+    /// A step depends on a step that is not in the plan.
+    UnknownDependency {
+        /// The step.
+        step: StepId,
+        /// The missing dependency.
+        dependency: StepId,
+    },
+    /// The dependencies form a cycle; the steps are named in plan order.
+    Cycle {
+        /// The steps of the cycle.
+        steps: Vec<StepId>,
+    },
+    /// A step names an agent that is not available.
+    UnknownAgent {
+        /// The step.
+        step: StepId,
+        /// The unknown agent.
+        agent: AgentId,
+    },
+    /// A `shell` step without a command.
+    MissingCommand {
+        /// The step.
+        step: StepId,
+    },
+    /// A lock name that is empty or has surrounding whitespace.
+    InvalidLock {
+        /// The step.
+        step: StepId,
+        /// The lock as written.
+        lock: String,
+    },
+    /// `max_attempts: 0` or `timeout_secs: 0`.
+    ZeroLimit {
+        /// The step.
+        step: StepId,
+        /// The field.
+        field: String,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmptyGoal => f.write_str("`goal` is empty"),
+            Self::NoSteps => f.write_str("`steps` is empty: a plan needs at least one step"),
+            Self::EmptyList { field } => write!(f, "`{field}` is empty: list at least one"),
+            Self::EmptyDescription { step } => write!(f, "step `{step}`: `description` is empty"),
+            Self::DuplicateStep { step } => write!(f, "step id `{step}` is used more than once"),
+            Self::UnknownDependency { step, dependency } => write!(
+                f,
+                "step `{step}`: `depends_on` names `{dependency}`, which is not a step of this plan"
+            ),
+            Self::Cycle { steps } => {
+                f.write_str("the dependencies form a cycle: ")?;
+                for (i, s) in steps.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" → ")?;
+                    }
+                    write!(f, "{s}")?;
+                }
+                if let Some(first) = steps.first() {
+                    write!(f, " → {first}")?;
+                }
+                Ok(())
+            }
+            Self::UnknownAgent { step, agent } => {
+                write!(f, "step `{step}`: unknown agent `{agent}`")
+            }
+            Self::MissingCommand { step } => {
+                write!(f, "step `{step}`: the `shell` agent needs a `command`")
+            }
+            Self::InvalidLock { step, lock } => write!(
+                f,
+                "step `{step}`: lock {lock:?} must be non-empty without surrounding whitespace"
+            ),
+            Self::ZeroLimit { step, field } => {
+                write!(f, "step `{step}`: `{field}` must be at least 1")
+            }
+        }
+    }
+}
+
+/// A resolved dependency: a step index, or a name that matches no step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dep {
+    /// The index of the step depended on.
+    Index(usize),
+    /// A name that is not a step of the plan.
+    Unknown(StepId),
+}
+
+/// The dependencies of every step, in plan order, with the "after the previous step" default
+/// applied. If two steps share an id, a name resolves to the first.
+#[must_use]
+pub fn resolved_dependencies(steps: &[Step]) -> Vec<Vec<Dep>> {
+    let mut index: BTreeMap<&StepId, usize> = BTreeMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        index.entry(&s.id).or_insert(i);
+    }
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| match &step.depends_on {
+            None => i.checked_sub(1).map(Dep::Index).into_iter().collect(),
+            Some(names) => {
+                let mut seen = BTreeSet::new();
+                names
+                    .iter()
+                    .filter(|n| seen.insert(*n))
+                    .map(|n| index.get(n).map_or_else(|| Dep::Unknown(n.clone()), |&j| Dep::Index(j)))
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+/// The dependency indices of every step (unknown names dropped).
+#[must_use]
+pub fn dependency_indices(steps: &[Step]) -> Vec<Vec<usize>> {
+    resolved_dependencies(steps)
+        .into_iter()
+        .map(|deps| {
+            deps.into_iter()
+                .filter_map(|d| match d {
+                    Dep::Index(i) => Some(i),
+                    Dep::Unknown(_) => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The steps that depend on each step (the reverse edges), in plan order.
+#[must_use]
+pub fn dependents(steps: &[Step]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new(); steps.len()];
+    for (i, deps) in dependency_indices(steps).into_iter().enumerate() {
+        for d in deps {
+            if let Some(list) = out.get_mut(d) {
+                list.push(i);
+            }
+        }
+    }
+    out
+}
+
+/// Every step that depends on `root`, directly or not (not `root` itself), in plan order.
+#[must_use]
+pub fn transitive_dependents(steps: &[Step], root: usize) -> Vec<usize> {
+    let rev = dependents(steps);
+    let mut seen = vec![false; steps.len()];
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        for &d in rev.get(n).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(flag) = seen.get_mut(d)
+                && !*flag
+            {
+                *flag = true;
+                stack.push(d);
+            }
+        }
+    }
+    seen.iter()
+        .enumerate()
+        .filter(|(i, s)| **s && *i != root)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Every step that `node` depends on, directly or not, in plan order.
+#[must_use]
+pub fn ancestors(deps: &[Vec<usize>], node: usize) -> Vec<usize> {
+    let mut seen = vec![false; deps.len()];
+    let mut stack: Vec<usize> = deps.get(node).cloned().unwrap_or_default();
+    while let Some(n) = stack.pop() {
+        if let Some(flag) = seen.get_mut(n)
+            && !*flag
+        {
+            *flag = true;
+            stack.extend(deps.get(n).into_iter().flatten().copied());
+        }
+    }
+    seen.iter()
+        .enumerate()
+        .filter(|(i, s)| **s && *i != node)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The strongly connected components that are cycles (more than one step, or a self-loop),
+/// each as step indices in plan order. Tarjan's algorithm, iterative.
+#[must_use]
+pub fn cycles(deps: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = deps.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next = 0usize;
+    let mut out = Vec::new();
+
+    for start in 0..n {
+        if index[start] != usize::MAX {
+            continue;
+        }
+        // (node, next edge to look at)
+        let mut work: Vec<(usize, usize)> = vec![(start, 0)];
+        index[start] = next;
+        low[start] = next;
+        next += 1;
+        stack.push(start);
+        on_stack[start] = true;
+        while let Some(&mut (v, ref mut edge)) = work.last_mut() {
+            let edges = &deps[v];
+            if let Some(&w) = edges.get(*edge) {
+                *edge += 1;
+                if w >= n {
+                    continue;
+                }
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                work.pop();
+                if let Some(&(parent, _)) = work.last() {
+                    low[parent] = low[parent].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut component = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        component.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    let self_loop = component.len() == 1 && deps[v].contains(&v);
+                    if component.len() > 1 || self_loop {
+                        component.sort_unstable();
+                        out.push(component);
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every problem of a plan's content, in a stable order. `known_agents` is the set of agents
+/// the caller can dispatch to.
+#[must_use]
+pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if content.goal.trim().is_empty() {
+        problems.push(Problem::EmptyGoal);
+    }
+    if content.steps.is_empty() {
+        problems.push(Problem::NoSteps);
+    }
+    for (field, list) in [
+        ("assumptions", &content.assumptions),
+        ("risks", &content.risks),
+        ("verification", &content.verification),
+    ] {
+        if list.iter().all(|s| s.trim().is_empty()) {
+            problems.push(Problem::EmptyList {
+                field: field.to_owned(),
+            });
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut reported = BTreeSet::new();
+    for step in &content.steps {
+        if !seen.insert(&step.id) && reported.insert(&step.id) {
+            problems.push(Problem::DuplicateStep {
+                step: step.id.clone(),
+            });
+        }
+    }
+    let deps = resolved_dependencies(&content.steps);
+    for (step, deps) in content.steps.iter().zip(&deps) {
+        if step.description.trim().is_empty() {
+            problems.push(Problem::EmptyDescription {
+                step: step.id.clone(),
+            });
+        }
+        if !known_agents.contains(&step.agent) {
+            problems.push(Problem::UnknownAgent {
+                step: step.id.clone(),
+                agent: step.agent.clone(),
+            });
+        }
+        if step.agent.as_str() == AgentId::SHELL
+            && step.command.as_deref().is_none_or(|c| c.trim().is_empty())
+        {
+            problems.push(Problem::MissingCommand {
+                step: step.id.clone(),
+            });
+        }
+        for dep in deps {
+            if let Dep::Unknown(name) = dep {
+                problems.push(Problem::UnknownDependency {
+                    step: step.id.clone(),
+                    dependency: name.clone(),
+                });
+            }
+        }
+        for lock in &step.locks {
+            if lock.is_empty() || lock.trim() != lock {
+                problems.push(Problem::InvalidLock {
+                    step: step.id.clone(),
+                    lock: lock.clone(),
+                });
+            }
+        }
+        for (field, zero) in [
+            ("max_attempts", step.max_attempts == Some(0)),
+            ("timeout_secs", step.timeout_secs == Some(0)),
+        ] {
+            if zero {
+                problems.push(Problem::ZeroLimit {
+                    step: step.id.clone(),
+                    field: field.to_owned(),
+                });
+            }
+        }
+    }
+    let indices = dependency_indices(&content.steps);
+    for cycle in cycles(&indices) {
+        problems.push(Problem::Cycle {
+            steps: cycle
+                .into_iter()
+                .filter_map(|i| content.steps.get(i).map(|s| s.id.clone()))
+                .collect(),
+        });
+    }
+    problems
+}
+
+/// A topological order of the steps (dependencies first), or `None` if there is a cycle.
+#[must_use]
+pub fn topological_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
+    let n = deps.len();
+    let mut indegree = vec![0usize; n];
+    let mut rev = vec![Vec::new(); n];
+    for (i, ds) in deps.iter().enumerate() {
+        for &d in ds {
+            if d < n {
+                indegree[i] += 1;
+                rev[d].push(i);
+            }
+        }
+    }
+    let mut queue: std::collections::VecDeque<usize> =
+        (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(v) = queue.pop_front() {
+        order.push(v);
+        for &w in &rev[v] {
+            indegree[w] -= 1;
+            if indegree[w] == 0 {
+                queue.push_back(w);
+            }
+        }
+    }
+    (order.len() == n).then_some(order)
+}
+
+/// The length of the longest dependency chain, counting steps (the critical path in steps);
+/// 0 for an empty or cyclic plan.
+#[must_use]
+pub fn depth(steps: &[Step]) -> usize {
+    let deps = dependency_indices(steps);
+    let Some(order) = topological_order(&deps) else {
+        return 0;
+    };
+    let mut level = vec![0usize; steps.len()];
+    for v in order {
+        level[v] = 1 + deps[v].iter().map(|&d| level[d]).max().unwrap_or(0);
+    }
+    level.into_iter().max().unwrap_or(0)
+}

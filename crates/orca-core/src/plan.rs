@@ -1,0 +1,857 @@
+//! Plans: what to do.
+//!
+//! A [`Plan`] is tagged by its `stage` and each variant holds only that stage's data:
+//!
+//! ```text
+//! draft ──submit──► proposal ──approve──► approved
+//!   ▲                  │ └─────reject───► rejected
+//!   └─request_changes──┘
+//! ```
+//!
+//! A [`DraftPlan`] is mutable and may be incomplete; [`DraftPlan::submit`] validates it and
+//! either returns an immutable [`ProposalPlan`] or hands the draft back with **every** problem.
+//! An [`ApprovedPlan`] records the sha256 [`Digest`] of its canonical content; it is never edited
+//! again — replanning creates a new plan that names the one it supersedes.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::error::{BuilderError, DocumentError};
+use crate::format::{Digest, FormatVersion};
+use crate::graph::{self, Problem};
+use crate::id::{AgentId, PlanId, StepId};
+
+/// One step of a plan: which agent does what, and after which other steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// Unique within the plan.
+    pub id: StepId,
+    /// The agent that carries the step out (`coder`, `shell`, a custom agent…).
+    pub agent: AgentId,
+    /// What to do, for the agent and for the human who approves the plan.
+    pub description: String,
+    /// The command the `shell` agent runs (`sh -c`); a hint for other agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Omitted: after the previous step (plans are sequential by default). `[]`: a root.
+    /// A list: exactly these steps (a DAG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<StepId>>,
+    /// Named resources; steps sharing a lock never run at once, in any execution.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locks: Vec<String>,
+    /// Assumptions specific to this step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assumptions: Vec<String>,
+    /// Risks specific to this step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub risks: Vec<String>,
+    /// How to check this step's work.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification: Vec<String>,
+    /// Attempts before the step counts as finally failed (default: the runner's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Wall-clock limit of one attempt, in seconds (default: the runner's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+impl Step {
+    /// A step with only the required fields; it runs after the previous step.
+    #[must_use]
+    pub fn new(id: StepId, agent: AgentId, description: impl Into<String>) -> Self {
+        Self {
+            id,
+            agent,
+            description: description.into(),
+            command: None,
+            depends_on: None,
+            locks: Vec::new(),
+            assumptions: Vec::new(),
+            risks: Vec::new(),
+            verification: Vec::new(),
+            max_attempts: None,
+            timeout_secs: None,
+        }
+    }
+
+    /// Sets the command (builder style).
+    #[must_use]
+    pub fn with_command(mut self, command: impl Into<String>) -> Self {
+        self.command = Some(command.into());
+        self
+    }
+
+    /// Sets explicit dependencies (builder style); `[]` makes a root.
+    #[must_use]
+    pub fn with_depends_on(mut self, deps: impl IntoIterator<Item = StepId>) -> Self {
+        self.depends_on = Some(deps.into_iter().collect());
+        self
+    }
+
+    /// Sets the locks (builder style).
+    #[must_use]
+    pub fn with_locks(mut self, locks: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.locks = locks.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// What a plan says: the goal, the steps and what the human approves along with them.
+///
+/// This is also the plan document format accepted by `orca plan create --file`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanContent {
+    /// What the plan achieves, in one sentence.
+    pub goal: String,
+    /// A longer description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The steps, in plan order.
+    pub steps: Vec<Step>,
+    /// What the plan takes for granted (at least one).
+    pub assumptions: Vec<String>,
+    /// What could go wrong (at least one).
+    pub risks: Vec<String>,
+    /// How the result will be checked (at least one).
+    pub verification: Vec<String>,
+}
+
+impl PlanContent {
+    /// Reads a plan document (JSON; the format of [`PlanContent`]) strictly: unknown fields and
+    /// malformed ids are errors naming the field.
+    ///
+    /// # Errors
+    ///
+    /// Malformed JSON or a document of the wrong shape. Validation is separate:
+    /// [`PlanContent::validate`].
+    pub fn from_json(text: &str) -> Result<Self, DocumentError> {
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// Every problem of this content, in a stable order (empty = valid).
+    #[must_use]
+    pub fn validate(&self, known_agents: &BTreeSet<AgentId>) -> Vec<Problem> {
+        graph::validate(self, known_agents)
+    }
+
+    /// The sha256 digest of the canonical JSON of this content.
+    #[must_use]
+    pub fn digest(&self) -> Digest {
+        // Serializing plain structs of strings and numbers cannot fail.
+        Digest::of_canonical(self).unwrap_or_else(|_| Digest::of_bytes(b""))
+    }
+
+    /// The index of a step.
+    #[must_use]
+    pub fn position(&self, id: &StepId) -> Option<usize> {
+        self.steps.iter().position(|s| &s.id == id)
+    }
+
+    /// A step by id.
+    #[must_use]
+    pub fn step(&self, id: &StepId) -> Option<&Step> {
+        self.steps.iter().find(|s| &s.id == id)
+    }
+
+    /// The steps that may start now: not yet done and every dependency done.
+    /// `done` holds the ids of completed steps. Unknown dependencies never become ready.
+    #[must_use]
+    pub fn ready_steps(&self, done: &BTreeSet<StepId>) -> Vec<&Step> {
+        let deps = graph::resolved_dependencies(&self.steps);
+        self.steps
+            .iter()
+            .zip(deps)
+            .filter(|(step, deps)| {
+                !done.contains(&step.id)
+                    && deps.iter().all(|d| match d {
+                        graph::Dep::Index(i) => {
+                            self.steps.get(*i).is_some_and(|s| done.contains(&s.id))
+                        }
+                        graph::Dep::Unknown(_) => false,
+                    })
+            })
+            .map(|(step, _)| step)
+            .collect()
+    }
+}
+
+/// Something that happened to a plan before it was decided, kept in its history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum PlanEvent {
+    /// The draft was submitted and became a proposal.
+    Submitted {
+        /// When.
+        #[serde(with = "time::serde::rfc3339")]
+        at: OffsetDateTime,
+    },
+    /// The human asked for changes: the proposal went back to draft.
+    ChangesRequested {
+        /// When.
+        #[serde(with = "time::serde::rfc3339")]
+        at: OffsetDateTime,
+        /// Who asked.
+        by: String,
+        /// What to change.
+        feedback: String,
+    },
+}
+
+/// Who approved a plan, when, and the digest of what they approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// Who.
+    pub by: String,
+    /// An optional note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// sha256 of the canonical content approved.
+    pub digest: Digest,
+}
+
+/// Who rejected a plan, when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rejection {
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// Who.
+    pub by: String,
+    /// Why, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+macro_rules! plan_common_accessors {
+    ($ty:ident) => {
+        impl $ty {
+            /// The plan's id.
+            #[must_use]
+            pub const fn id(&self) -> PlanId {
+                self.id
+            }
+
+            /// What the plan says.
+            #[must_use]
+            pub const fn content(&self) -> &PlanContent {
+                &self.content
+            }
+
+            /// When the plan was created.
+            #[must_use]
+            pub const fn created_at(&self) -> OffsetDateTime {
+                self.created_at
+            }
+
+            /// The plan this one replaces, if it came from a replan.
+            #[must_use]
+            pub const fn supersedes(&self) -> Option<PlanId> {
+                self.supersedes
+            }
+
+            /// Submissions and change requests so far.
+            #[must_use]
+            pub fn history(&self) -> &[PlanEvent] {
+                &self.history
+            }
+        }
+    };
+}
+
+/// A plan being built: mutable, possibly incomplete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DraftPlan {
+    format_version: FormatVersion,
+    id: PlanId,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    supersedes: Option<PlanId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<PlanEvent>,
+    content: PlanContent,
+}
+plan_common_accessors!(DraftPlan);
+
+/// A submitted, valid plan waiting for the human's decision. Immutable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProposalPlan {
+    format_version: FormatVersion,
+    id: PlanId,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    supersedes: Option<PlanId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<PlanEvent>,
+    content: PlanContent,
+}
+plan_common_accessors!(ProposalPlan);
+
+/// An approved plan: immutable, with the digest of what was approved. Executions run these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovedPlan {
+    format_version: FormatVersion,
+    id: PlanId,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    supersedes: Option<PlanId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<PlanEvent>,
+    content: PlanContent,
+    approval: Approval,
+}
+plan_common_accessors!(ApprovedPlan);
+
+/// A rejected plan. Final.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RejectedPlan {
+    format_version: FormatVersion,
+    id: PlanId,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    supersedes: Option<PlanId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<PlanEvent>,
+    content: PlanContent,
+    rejection: Rejection,
+}
+plan_common_accessors!(RejectedPlan);
+
+/// A field of a step that [`DraftPlan::update_step`] can change. `None` leaves a field as is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepPatch {
+    /// A new agent.
+    #[serde(default)]
+    pub agent: Option<AgentId>,
+    /// A new description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A new command (`Some(None)` clears it).
+    #[serde(default, with = "double_option")]
+    pub command: Option<Option<String>>,
+    /// New dependencies (`Some(None)` restores "after the previous step").
+    #[serde(default, with = "double_option")]
+    pub depends_on: Option<Option<Vec<StepId>>>,
+    /// New locks.
+    #[serde(default)]
+    pub locks: Option<Vec<String>>,
+    /// New per-step assumptions.
+    #[serde(default)]
+    pub assumptions: Option<Vec<String>>,
+    /// New per-step risks.
+    #[serde(default)]
+    pub risks: Option<Vec<String>>,
+    /// New per-step verification.
+    #[serde(default)]
+    pub verification: Option<Vec<String>>,
+    /// New attempt limit (`Some(None)` restores the default).
+    #[serde(default, with = "double_option")]
+    pub max_attempts: Option<Option<u32>>,
+    /// New timeout (`Some(None)` restores the default).
+    #[serde(default, with = "double_option")]
+    pub timeout_secs: Option<Option<u64>>,
+}
+
+mod double_option {
+    //! `null` means "clear", a missing field means "leave as is".
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        value: &Option<Option<T>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            None | Some(None) => serializer.serialize_none(),
+            Some(Some(v)) => v.serialize(serializer),
+        }
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(deserializer).map(Some)
+    }
+}
+
+/// A draft could not be submitted: it comes back unchanged with every problem found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmitRejected {
+    /// The draft, unchanged.
+    pub draft: DraftPlan,
+    /// Every problem, in a stable order.
+    pub problems: Vec<Problem>,
+}
+
+impl std::fmt::Display for SubmitRejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the plan has {} problem(s): ", self.problems.len())?;
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SubmitRejected {}
+
+impl DraftPlan {
+    /// A new, empty draft.
+    #[must_use]
+    pub fn new(id: PlanId, created_at: OffsetDateTime) -> Self {
+        Self::with_content(id, created_at, PlanContent::default())
+    }
+
+    /// A draft holding some content already (e.g. from a plan document).
+    #[must_use]
+    pub fn with_content(id: PlanId, created_at: OffsetDateTime, content: PlanContent) -> Self {
+        Self {
+            format_version: FormatVersion,
+            id,
+            created_at,
+            supersedes: None,
+            history: Vec::new(),
+            content,
+        }
+    }
+
+    /// Marks this draft as the replacement of another plan (after a failed execution).
+    #[must_use]
+    pub const fn superseding(mut self, previous: PlanId) -> Self {
+        self.supersedes = Some(previous);
+        self
+    }
+
+    /// Sets the goal.
+    pub fn set_goal(&mut self, goal: impl Into<String>) {
+        self.content.goal = goal.into();
+    }
+
+    /// Sets or clears the summary.
+    pub fn set_summary(&mut self, summary: Option<String>) {
+        self.content.summary = summary;
+    }
+
+    /// Replaces the assumptions.
+    pub fn set_assumptions(&mut self, items: Vec<String>) {
+        self.content.assumptions = items;
+    }
+
+    /// Replaces the risks.
+    pub fn set_risks(&mut self, items: Vec<String>) {
+        self.content.risks = items;
+    }
+
+    /// Replaces the verification list.
+    pub fn set_verification(&mut self, items: Vec<String>) {
+        self.content.verification = items;
+    }
+
+    /// Adds a step at `position` (0 = first), or at the end.
+    ///
+    /// # Errors
+    ///
+    /// A duplicate step id, or a position past the end. The draft is unchanged.
+    pub fn add_step(&mut self, step: Step, position: Option<usize>) -> Result<(), BuilderError> {
+        if self.content.position(&step.id).is_some() {
+            return Err(BuilderError::DuplicateStep(step.id));
+        }
+        let len = self.content.steps.len();
+        let index = position.unwrap_or(len);
+        if index > len {
+            return Err(BuilderError::IndexOutOfRange { index, len });
+        }
+        self.content.steps.insert(index, step);
+        Ok(())
+    }
+
+    /// Changes some fields of a step.
+    ///
+    /// # Errors
+    ///
+    /// No step with this id. The draft is unchanged.
+    pub fn update_step(&mut self, id: &StepId, patch: StepPatch) -> Result<(), BuilderError> {
+        let step = self
+            .content
+            .steps
+            .iter_mut()
+            .find(|s| &s.id == id)
+            .ok_or_else(|| BuilderError::UnknownStep(id.clone()))?;
+        let StepPatch {
+            agent,
+            description,
+            command,
+            depends_on,
+            locks,
+            assumptions,
+            risks,
+            verification,
+            max_attempts,
+            timeout_secs,
+        } = patch;
+        if let Some(v) = agent {
+            step.agent = v;
+        }
+        if let Some(v) = description {
+            step.description = v;
+        }
+        if let Some(v) = command {
+            step.command = v;
+        }
+        if let Some(v) = depends_on {
+            step.depends_on = v;
+        }
+        if let Some(v) = locks {
+            step.locks = v;
+        }
+        if let Some(v) = assumptions {
+            step.assumptions = v;
+        }
+        if let Some(v) = risks {
+            step.risks = v;
+        }
+        if let Some(v) = verification {
+            step.verification = v;
+        }
+        if let Some(v) = max_attempts {
+            step.max_attempts = v;
+        }
+        if let Some(v) = timeout_secs {
+            step.timeout_secs = v;
+        }
+        Ok(())
+    }
+
+    /// Removes a step and returns it. Steps that named it in `depends_on` keep the name (and
+    /// `submit` will report the unknown dependency), so nothing changes silently.
+    ///
+    /// # Errors
+    ///
+    /// No step with this id.
+    pub fn remove_step(&mut self, id: &StepId) -> Result<Step, BuilderError> {
+        let index = self
+            .content
+            .position(id)
+            .ok_or_else(|| BuilderError::UnknownStep(id.clone()))?;
+        Ok(self.content.steps.remove(index))
+    }
+
+    /// Validates the draft and turns it into an immutable proposal.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitRejected`] with the draft, unchanged, and every problem.
+    pub fn submit(
+        self,
+        known_agents: &BTreeSet<AgentId>,
+        at: OffsetDateTime,
+    ) -> Result<ProposalPlan, Box<SubmitRejected>> {
+        let problems = self.content.validate(known_agents);
+        if !problems.is_empty() {
+            return Err(Box::new(SubmitRejected {
+                draft: self,
+                problems,
+            }));
+        }
+        let Self {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            mut history,
+            content,
+        } = self;
+        history.push(PlanEvent::Submitted { at });
+        Ok(ProposalPlan {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            history,
+            content,
+        })
+    }
+}
+
+impl ProposalPlan {
+    /// The human approves: the plan becomes immutable and records the digest of its content.
+    #[must_use]
+    pub fn approve(self, by: impl Into<String>, note: Option<String>, at: OffsetDateTime) -> ApprovedPlan {
+        let digest = self.content.digest();
+        let Self {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            history,
+            content,
+        } = self;
+        ApprovedPlan {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            history,
+            content,
+            approval: Approval {
+                at,
+                by: by.into(),
+                note,
+                digest,
+            },
+        }
+    }
+
+    /// The human rejects the plan. Final.
+    #[must_use]
+    pub fn reject(self, by: impl Into<String>, reason: Option<String>, at: OffsetDateTime) -> RejectedPlan {
+        let Self {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            history,
+            content,
+        } = self;
+        RejectedPlan {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            history,
+            content,
+            rejection: Rejection {
+                at,
+                by: by.into(),
+                reason,
+            },
+        }
+    }
+
+    /// The human asks for changes: back to a draft, the feedback kept in the history.
+    #[must_use]
+    pub fn request_changes(
+        self,
+        by: impl Into<String>,
+        feedback: impl Into<String>,
+        at: OffsetDateTime,
+    ) -> DraftPlan {
+        let Self {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            mut history,
+            content,
+        } = self;
+        history.push(PlanEvent::ChangesRequested {
+            at,
+            by: by.into(),
+            feedback: feedback.into(),
+        });
+        DraftPlan {
+            format_version,
+            id,
+            created_at,
+            supersedes,
+            history,
+            content,
+        }
+    }
+}
+
+impl ApprovedPlan {
+    /// Who approved it, when, and the digest.
+    #[must_use]
+    pub const fn approval(&self) -> &Approval {
+        &self.approval
+    }
+
+    /// The digest recorded at approval.
+    #[must_use]
+    pub const fn digest(&self) -> &Digest {
+        &self.approval.digest
+    }
+
+    /// Whether the content still hashes to the approved digest (a hand-edited file does not).
+    #[must_use]
+    pub fn is_intact(&self) -> bool {
+        self.content.digest() == self.approval.digest
+    }
+}
+
+impl RejectedPlan {
+    /// Who rejected it, when, and why.
+    #[must_use]
+    pub const fn rejection(&self) -> &Rejection {
+        &self.rejection
+    }
+}
+
+/// The stage of a plan, without its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStage {
+    /// Being built.
+    Draft,
+    /// Waiting for the human.
+    Proposal,
+    /// Approved: can be executed.
+    Approved,
+    /// Rejected: final.
+    Rejected,
+}
+
+impl std::fmt::Display for PlanStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Draft => "draft",
+            Self::Proposal => "proposal",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+        })
+    }
+}
+
+/// A plan in any stage. This is the persisted document (`.orca/plans/{plan_id}.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "stage", rename_all = "snake_case")]
+pub enum Plan {
+    /// Being built.
+    Draft(DraftPlan),
+    /// Waiting for the human.
+    Proposal(ProposalPlan),
+    /// Approved.
+    Approved(ApprovedPlan),
+    /// Rejected.
+    Rejected(RejectedPlan),
+}
+
+impl Plan {
+    /// Reads a stored plan document, checking its format version first.
+    ///
+    /// # Errors
+    ///
+    /// See [`crate::format::read_document`].
+    pub fn from_json(text: &str) -> Result<Self, DocumentError> {
+        crate::format::read_document(text, "plan")
+    }
+
+    /// The stage.
+    #[must_use]
+    pub const fn stage(&self) -> PlanStage {
+        match self {
+            Self::Draft(_) => PlanStage::Draft,
+            Self::Proposal(_) => PlanStage::Proposal,
+            Self::Approved(_) => PlanStage::Approved,
+            Self::Rejected(_) => PlanStage::Rejected,
+        }
+    }
+
+    /// The id.
+    #[must_use]
+    pub const fn id(&self) -> PlanId {
+        match self {
+            Self::Draft(p) => p.id,
+            Self::Proposal(p) => p.id,
+            Self::Approved(p) => p.id,
+            Self::Rejected(p) => p.id,
+        }
+    }
+
+    /// The content.
+    #[must_use]
+    pub const fn content(&self) -> &PlanContent {
+        match self {
+            Self::Draft(p) => &p.content,
+            Self::Proposal(p) => &p.content,
+            Self::Approved(p) => &p.content,
+            Self::Rejected(p) => &p.content,
+        }
+    }
+
+    /// When it was created.
+    #[must_use]
+    pub const fn created_at(&self) -> OffsetDateTime {
+        match self {
+            Self::Draft(p) => p.created_at,
+            Self::Proposal(p) => p.created_at,
+            Self::Approved(p) => p.created_at,
+            Self::Rejected(p) => p.created_at,
+        }
+    }
+
+    /// The plan this one replaces.
+    #[must_use]
+    pub const fn supersedes(&self) -> Option<PlanId> {
+        match self {
+            Self::Draft(p) => p.supersedes,
+            Self::Proposal(p) => p.supersedes,
+            Self::Approved(p) => p.supersedes,
+            Self::Rejected(p) => p.supersedes,
+        }
+    }
+
+    /// The history.
+    #[must_use]
+    pub fn history(&self) -> &[PlanEvent] {
+        match self {
+            Self::Draft(p) => &p.history,
+            Self::Proposal(p) => &p.history,
+            Self::Approved(p) => &p.history,
+            Self::Rejected(p) => &p.history,
+        }
+    }
+
+    /// The latest change request's feedback, if the plan went back to draft.
+    #[must_use]
+    pub fn latest_feedback(&self) -> Option<&str> {
+        self.history().iter().rev().find_map(|e| match e {
+            PlanEvent::ChangesRequested { feedback, .. } => Some(feedback.as_str()),
+            PlanEvent::Submitted { .. } => None,
+        })
+    }
+}
+
+impl From<DraftPlan> for Plan {
+    fn from(p: DraftPlan) -> Self {
+        Self::Draft(p)
+    }
+}
+impl From<ProposalPlan> for Plan {
+    fn from(p: ProposalPlan) -> Self {
+        Self::Proposal(p)
+    }
+}
+impl From<ApprovedPlan> for Plan {
+    fn from(p: ApprovedPlan) -> Self {
+        Self::Approved(p)
+    }
+}
+impl From<RejectedPlan> for Plan {
+    fn from(p: RejectedPlan) -> Self {
+        Self::Rejected(p)
+    }
+}

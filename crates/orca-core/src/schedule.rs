@@ -1,0 +1,80 @@
+//! Scheduling helpers over an execution's tasks: which steps are ready, which must be skipped.
+//! Pure functions; the runner in `orca-services` decides when to call them.
+
+use std::collections::BTreeSet;
+
+use crate::execution::{Task, TaskStatus};
+use crate::graph;
+use crate::id::StepId;
+use crate::plan::PlanContent;
+
+/// Indices of pending tasks whose dependencies have all completed, in plan order.
+/// `tasks` are in plan order.
+#[must_use]
+pub fn ready(plan: &PlanContent, tasks: &[Task]) -> Vec<usize> {
+    let deps = graph::dependency_indices(&plan.steps);
+    deps.iter()
+        .enumerate()
+        .filter(|(i, ds)| {
+            tasks.get(*i).is_some_and(|t| t.status() == TaskStatus::Pending)
+                && ds
+                    .iter()
+                    .all(|d| tasks.get(*d).is_some_and(|t| t.status() == TaskStatus::Completed))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Indices of pending tasks that can never run because a step they depend on (directly or
+/// not) is in `abandoned` or was skipped, in plan order.
+#[must_use]
+pub fn to_skip(plan: &PlanContent, tasks: &[Task], abandoned: &BTreeSet<StepId>) -> Vec<usize> {
+    let mut out = BTreeSet::new();
+    for (i, (step, task)) in plan.steps.iter().zip(tasks).enumerate() {
+        if abandoned.contains(&step.id) || task.status() == TaskStatus::Skipped {
+            out.extend(graph::transitive_dependents(&plan.steps, i));
+        }
+    }
+    out.into_iter()
+        .filter(|&i| tasks.get(i).is_some_and(|t| t.status() == TaskStatus::Pending))
+        .collect()
+}
+
+/// Counts of tasks by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Pending.
+    pub pending: usize,
+    /// Running.
+    pub running: usize,
+    /// Completed.
+    pub completed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Skipped.
+    pub skipped: usize,
+}
+
+impl Progress {
+    /// Counts `tasks`.
+    #[must_use]
+    pub fn of(tasks: &[Task]) -> Self {
+        let mut p = Self::default();
+        for t in tasks {
+            match t.status() {
+                TaskStatus::Pending => p.pending += 1,
+                TaskStatus::Running => p.running += 1,
+                TaskStatus::Completed => p.completed += 1,
+                TaskStatus::Failed => p.failed += 1,
+                TaskStatus::Skipped => p.skipped += 1,
+            }
+        }
+        p
+    }
+
+    /// All tasks.
+    #[must_use]
+    pub const fn total(&self) -> usize {
+        self.pending + self.running + self.completed + self.failed + self.skipped
+    }
+}

@@ -1,0 +1,342 @@
+//! The storage port.
+
+use std::any::Any;
+use std::fmt;
+
+use async_trait::async_trait;
+use orca_core::{
+    Execution, ExecutionId, ExecutionStage, Holder, Plan, PlanId, PlanStage, StepId, Task,
+};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
+use crate::error::StoreError;
+
+/// The revision of a stored document: 1 when created, +1 on every write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Revision(pub u64);
+
+impl Revision {
+    /// The revision of a newly created document.
+    pub const FIRST: Self = Self(1);
+
+    /// The next revision.
+    #[must_use]
+    pub const fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A value with the revision it was read at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned<T> {
+    /// The value.
+    pub value: T,
+    /// Its revision.
+    pub revision: Revision,
+}
+
+/// One line of `plan list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanSummary {
+    /// The plan.
+    pub plan_id: PlanId,
+    /// Its goal.
+    pub goal: String,
+    /// Its stage.
+    pub stage: PlanStage,
+    /// How many steps.
+    pub steps: usize,
+    /// How many executions it has.
+    pub executions: usize,
+    /// When it was created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// The plan it supersedes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<PlanId>,
+}
+
+/// One line of `exec list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionSummary {
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// Its plan.
+    pub plan_id: PlanId,
+    /// Its stage.
+    pub stage: ExecutionStage,
+    /// Tasks completed.
+    pub completed: usize,
+    /// All tasks.
+    pub total: usize,
+    /// Whether a human decision is pending.
+    pub awaiting_decision: bool,
+    /// When it was created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// A stored item that could not be listed; the rest of the listing is still returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListingProblem {
+    /// The file or key.
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A listing, newest first, with the items that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing<T> {
+    /// The items, newest first.
+    pub items: Vec<T>,
+    /// What could not be read.
+    pub problems: Vec<ListingProblem>,
+}
+
+/// An execution with all its tasks, each at its revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionSnapshot {
+    /// The execution header.
+    pub execution: Versioned<Execution>,
+    /// The tasks, in plan order.
+    pub tasks: Vec<Versioned<Task>>,
+}
+
+impl ExecutionSnapshot {
+    /// The tasks without revisions, in plan order.
+    #[must_use]
+    pub fn task_values(&self) -> Vec<Task> {
+        self.tasks.iter().map(|t| t.value.clone()).collect()
+    }
+
+    /// The task of a step.
+    #[must_use]
+    pub fn task(&self, step: &StepId) -> Option<&Versioned<Task>> {
+        self.tasks.iter().find(|t| t.value.step_id() == step)
+    }
+}
+
+/// Who held a lease, since when, and whether that process is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseInfo {
+    /// The holder.
+    pub holder: Holder,
+    /// When it was acquired.
+    #[serde(with = "time::serde::rfc3339")]
+    pub acquired_at: OffsetDateTime,
+    /// The holder's process is gone: the lease may be taken over.
+    pub stale: bool,
+}
+
+/// An exclusive hold on an execution, released when dropped.
+pub struct Lease {
+    execution: ExecutionId,
+    info: LeaseInfo,
+    /// What the backend needs to keep the lease (an open locked file, a registry entry…).
+    _guard: Box<dyn Any + Send + Sync>,
+    /// The stale lease this one took over, if any.
+    took_over: Option<LeaseInfo>,
+}
+
+impl Lease {
+    /// Made by backends.
+    #[must_use]
+    pub fn new(
+        execution: ExecutionId,
+        info: LeaseInfo,
+        guard: Box<dyn Any + Send + Sync>,
+        took_over: Option<LeaseInfo>,
+    ) -> Self {
+        Self {
+            execution,
+            info,
+            _guard: guard,
+            took_over,
+        }
+    }
+
+    /// The execution held.
+    #[must_use]
+    pub const fn execution(&self) -> ExecutionId {
+        self.execution
+    }
+
+    /// This lease's holder and time.
+    #[must_use]
+    pub const fn info(&self) -> &LeaseInfo {
+        &self.info
+    }
+
+    /// The stale lease this one replaced (its holder process had died).
+    #[must_use]
+    pub const fn took_over(&self) -> Option<&LeaseInfo> {
+        self.took_over.as_ref()
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("execution", &self.execution)
+            .field("info", &self.info)
+            .field("took_over", &self.took_over)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Exclusive hold on named resources (plan step locks), across executions and processes;
+/// released when dropped.
+pub struct ResourceGuard {
+    names: Vec<String>,
+    _guard: Box<dyn Any + Send + Sync>,
+}
+
+impl ResourceGuard {
+    /// Made by backends.
+    #[must_use]
+    pub fn new(names: Vec<String>, guard: Box<dyn Any + Send + Sync>) -> Self {
+        Self {
+            names,
+            _guard: guard,
+        }
+    }
+
+    /// The resources held.
+    #[must_use]
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+impl fmt::Debug for ResourceGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceGuard").field("names", &self.names).finish_non_exhaustive()
+    }
+}
+
+/// Plans.
+#[async_trait]
+pub trait PlanStore: Send + Sync {
+    /// Stores a new plan at [`Revision::FIRST`].
+    async fn create_plan(&self, plan: &Plan) -> Result<Revision, StoreError>;
+
+    /// Reads a plan.
+    async fn plan(&self, id: PlanId) -> Result<Versioned<Plan>, StoreError>;
+
+    /// Replaces a plan if it is still at `expected`; returns the new revision.
+    /// Approved and rejected plans are immutable: updating one is [`StoreError::Immutable`].
+    async fn update_plan(&self, plan: &Plan, expected: Revision) -> Result<Revision, StoreError>;
+
+    /// Every plan, newest first; unreadable ones are reported, not fatal.
+    async fn list_plans(&self) -> Result<Listing<PlanSummary>, StoreError>;
+}
+
+/// Executions and their tasks.
+#[async_trait]
+pub trait ExecutionStore: Send + Sync {
+    /// Stores a new execution and its tasks, all at [`Revision::FIRST`].
+    async fn create_execution(&self, execution: &Execution, tasks: &[Task]) -> Result<(), StoreError>;
+
+    /// Reads an execution with its tasks.
+    async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError>;
+
+    /// Replaces the execution header if it is still at `expected`. Terminal executions are
+    /// immutable.
+    async fn update_execution(
+        &self,
+        execution: &Execution,
+        expected: Revision,
+    ) -> Result<Revision, StoreError>;
+
+    /// Replaces one task if it is still at `expected`. Costs O(size of the task), never
+    /// O(size of the execution).
+    async fn update_task(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+    ) -> Result<Revision, StoreError>;
+
+    /// Executions, newest first, of one plan or of all.
+    async fn list_executions(
+        &self,
+        plan: Option<PlanId>,
+    ) -> Result<Listing<ExecutionSummary>, StoreError>;
+
+    /// Takes the exclusive lease of an execution. A live holder → [`StoreError::LeaseHeld`];
+    /// a stale one (its process is gone) is taken over and reported in [`Lease::took_over`].
+    async fn acquire_lease(&self, execution: ExecutionId, holder: &Holder) -> Result<Lease, StoreError>;
+
+    /// Who holds the lease now, if anyone has recorded one (stale or not).
+    async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError>;
+
+    /// Tries to take every named resource at once (all or none), without waiting.
+    /// `Ok(None)`: some resource is held by someone else.
+    async fn try_lock_resources(
+        &self,
+        names: &[String],
+        holder: &Holder,
+    ) -> Result<Option<ResourceGuard>, StoreError>;
+}
+
+/// Which audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "log", rename_all = "snake_case")]
+pub enum AuditLogId {
+    /// A plan's lifecycle (created, submitted, changes requested, approved, rejected).
+    Plan {
+        /// The plan.
+        plan_id: PlanId,
+    },
+    /// An execution's causal chain.
+    Execution {
+        /// The plan it runs.
+        plan_id: PlanId,
+        /// The execution.
+        execution_id: ExecutionId,
+    },
+}
+
+impl fmt::Display for AuditLogId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Plan { plan_id } => write!(f, "audit log of {plan_id}"),
+            Self::Execution { execution_id, .. } => write!(f, "audit log of {execution_id}"),
+        }
+    }
+}
+
+/// Append-only, hash-chained audit logs.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Appends an entry; it is durable when this returns. Secrets in `data` are redacted
+    /// before hashing and writing. Appending to a sealed log is [`StoreError::Immutable`].
+    async fn append(&self, log: AuditLogId, entry: NewAuditEntry) -> Result<AuditEntry, StoreError>;
+
+    /// Seals a log with the Merkle root of its entry hashes. Idempotent.
+    async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError>;
+
+    /// Every entry of a log, as stored (parsed).
+    async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Recomputes the chain, hashes and seal; names the first bad entry.
+    async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError>;
+
+    /// Every audit log in the store.
+    async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError>;
+}
+
+/// Everything orca stores.
+pub trait Store: PlanStore + ExecutionStore + AuditStore {}
+
+impl<T: PlanStore + ExecutionStore + AuditStore + ?Sized> Store for T {}

@@ -1,0 +1,58 @@
+//! Project automation. `cargo xtask ci` means: if this passes, CI is green.
+
+mod tidy;
+
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  ci      fmt check, clippy (warnings denied), tidy, the test suite
+  tidy    the project's own conventions (layering, lints, docs)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("tidy") => tidy::run(&workspace_root()).map_err(|problems| problems.join("\n")),
+        _ => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            #[expect(clippy::print_stderr, reason = "xtask reports to the terminal")]
+            {
+                eprintln!("{message}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| std::path::PathBuf::from("."), std::path::Path::to_path_buf)
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
+    tidy::run(&workspace_root()).map_err(|problems| problems.join("\n"))?;
+    cargo(&["test", "--workspace", "--locked"])
+}

@@ -1,0 +1,193 @@
+//! `cargo xtask tidy`: checks of the project's own conventions. Also runs as a normal test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// Crates each library crate must never depend on, directly or not (normal dependencies).
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("orca-core", &["tokio", "reqwest", "hyper", "mio", "orca-store", "orca-services", "orca-agents"]),
+    ("orca-store", &["reqwest", "hyper", "orca-services", "orca-agents"]),
+    ("orca-services", &["reqwest", "hyper", "orca-agents"]),
+    ("orca-agents", &["orca-store", "orca-services"]),
+];
+
+/// Source text that must not appear in a crate's `src/` (I/O in the pure domain, concrete
+/// backends in the services).
+const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
+    ("orca-core", &["std::fs", "std::net", "std::process", "std::env", "File::", "tokio"]),
+    ("orca-services", &["reqwest", "FileStore", "MemoryStore", "orca_agents"]),
+];
+
+/// Runs every check; returns every problem found.
+pub(crate) fn run(root: &Path) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    check_dependencies(root, &mut problems);
+    check_sources(root, &mut problems);
+    check_manifests(root, &mut problems);
+    check_adrs(root, &mut problems);
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = match Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(root)
+        .output()
+    {
+        Ok(o) if o.status.success() => o.stdout,
+        Ok(o) => {
+            problems.push(format!("cargo metadata failed: {}", String::from_utf8_lossy(&o.stderr)));
+            return;
+        }
+        Err(e) => {
+            problems.push(format!("cannot run cargo metadata: {e}"));
+            return;
+        }
+    };
+    let meta: serde_json::Value = match serde_json::from_slice(&output) {
+        Ok(v) => v,
+        Err(e) => {
+            problems.push(format!("cargo metadata printed invalid JSON: {e}"));
+            return;
+        }
+    };
+    // id → (name, normal dependency ids)
+    let mut graph: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    let names: BTreeMap<String, String> = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["id"].as_str()?.to_owned(), p["name"].as_str()?.to_owned())))
+        .collect();
+    for node in meta["resolve"]["nodes"].as_array().into_iter().flatten() {
+        let Some(id) = node["id"].as_str() else { continue };
+        let deps = node["deps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|k| k["kind"].is_null())
+            })
+            .filter_map(|d| d["pkg"].as_str().map(str::to_owned))
+            .collect();
+        let name = names.get(id).cloned().unwrap_or_default();
+        graph.insert(id.to_owned(), (name, deps));
+    }
+    for (krate, forbidden) in FORBIDDEN {
+        let Some(start) = graph.iter().find(|(_, (n, _))| n == krate).map(|(id, _)| id.clone()) else {
+            problems.push(format!("crate {krate} is missing from the workspace"));
+            continue;
+        };
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            if let Some((_, deps)) = graph.get(&id) {
+                stack.extend(deps.iter().cloned());
+            }
+        }
+        for id in &seen {
+            if let Some((name, _)) = graph.get(id)
+                && forbidden.contains(&name.as_str())
+            {
+                problems.push(format!("{krate} must not depend on {name} (layering, see docs/architecture.md)"));
+            }
+        }
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn check_sources(root: &Path, problems: &mut Vec<String>) {
+    for (krate, needles) in FORBIDDEN_TEXT {
+        let mut files = Vec::new();
+        rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+        for file in files {
+            let Ok(text) = std::fs::read_to_string(&file) else { continue };
+            for needle in *needles {
+                if text.contains(needle) {
+                    problems.push(format!("{}: `{needle}` is not allowed in {krate}", file.display()));
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    rust_files(&root.join("crates"), &mut files);
+    rust_files(&root.join("xtask"), &mut files);
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let ignore = concat!("#[", "ignore");
+        if text.contains(ignore) {
+            problems.push(format!("{}: ignored tests are not allowed; make the test pass or delete it", file.display()));
+        }
+    }
+}
+
+fn check_manifests(root: &Path, problems: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(root.join("crates")) else {
+        problems.push("no crates/ directory".to_owned());
+        return;
+    };
+    let mut manifests: Vec<_> = entries.flatten().map(|e| e.path().join("Cargo.toml")).collect();
+    manifests.push(root.join("xtask").join("Cargo.toml"));
+    for manifest in manifests {
+        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        if !text.contains("[lints]\nworkspace = true") {
+            problems.push(format!("{}: add `[lints] workspace = true`", manifest.display()));
+        }
+    }
+}
+
+fn check_adrs(root: &Path, problems: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(root.join("adr")) else {
+        problems.push("no adr/ directory".to_owned());
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "README.md" || name == "template.md" {
+            continue;
+        }
+        let numbered = name.len() > 5
+            && name.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+            && name.as_bytes()[4] == b'-'
+            && name.ends_with(".md");
+        if !numbered {
+            problems.push(format!("adr/{name}: ADRs are named NNNN-dashed-title.md"));
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if !text.lines().any(|l| l.starts_with("status:")) {
+            problems.push(format!("adr/{name}: needs a `status:` line in its front matter"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tidy() {
+        let root = super::super::workspace_root();
+        if let Err(problems) = super::run(&root) {
+            panic!("tidy found problems:\n{}", problems.join("\n"));
+        }
+    }
+}
