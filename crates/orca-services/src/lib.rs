@@ -1,3 +1,96 @@
 //! # orca-services
 //!
-//! The service layer: planning, approval, the execution runner, dispatch, HITL and the relay.
+//! The service layer: [`PlanningService`] (drafts, builder operations, submit, the human's
+//! approval decisions), [`ExecutionService`] (executions and tasks, compare-and-swap on every
+//! change), [`DispatchService`] (tasks and read-only questions to specialists),
+//! [`hitl::Hitl`] (the port a UI implements), [`OrcaService`] (the relay: every user message
+//! goes to the planner) and the [`Runner`] that drives an execution to its end.
+//!
+//! Everything here is generic over the storage port ([`orca_store::Store`]) and the agent port
+//! ([`orca_core::AgentPort`]) as trait objects: no concrete store or backend is named, and
+//! nothing here speaks HTTP. [`Orca`] wires the services together for a binary.
+
+pub mod dispatch;
+pub mod error;
+pub mod execution;
+pub mod hitl;
+pub mod planning;
+pub mod relay;
+pub mod runner;
+pub mod tools;
+
+use std::sync::Arc;
+
+use orca_core::{AgentId, AgentPort, Budget, ToolHost};
+use orca_store::Store;
+
+pub use dispatch::DispatchService;
+pub use error::{Result, ServiceError};
+pub use execution::ExecutionService;
+pub use hitl::{Hitl, NoHuman, ScriptedHitl};
+pub use planning::{DraftEdit, PlanningService};
+pub use relay::{ApprovalOutcome, OrcaService};
+pub use runner::{
+    Backoff, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome, RunReport, Runner,
+};
+pub use tools::{CallMode, Gate, ToolContext};
+
+/// The services wired together over one store, one agent port and one human.
+#[derive(Debug, Clone)]
+pub struct Orca {
+    /// Plans.
+    pub planning: PlanningService,
+    /// Executions.
+    pub executions: ExecutionService,
+    /// Dispatch to agents.
+    pub dispatch: DispatchService,
+    /// The relay.
+    pub relay: OrcaService,
+    /// What the tools need.
+    pub tools: ToolContext,
+}
+
+impl Orca {
+    /// Wires the services. `workspace` provides the workspace tools (`read_file`…) agents may
+    /// be granted; `planner_budget` limits each planner call.
+    #[must_use]
+    pub fn new(
+        store: Arc<dyn Store>,
+        agents: Arc<dyn AgentPort>,
+        hitl: Arc<dyn Hitl>,
+        workspace: Option<Arc<dyn ToolHost>>,
+        planner_budget: Budget,
+    ) -> Self {
+        let known: std::collections::BTreeSet<AgentId> =
+            agents.agents().into_iter().map(|a| a.id).collect();
+        let planning = PlanningService::new(store.clone(), known);
+        let executions = ExecutionService::new(store.clone(), planning.clone());
+        let tools = ToolContext {
+            store,
+            planning: planning.clone(),
+            agents,
+            hitl,
+            workspace,
+        };
+        Self {
+            planning,
+            executions,
+            dispatch: DispatchService::new(tools.clone()),
+            relay: OrcaService::new(tools.clone(), planner_budget),
+            tools,
+        }
+    }
+
+    /// A runner with this configuration, reporting progress to `observer`.
+    #[must_use]
+    pub fn runner(&self, config: RunConfig, observer: Arc<dyn runner::Observer>) -> Runner {
+        Runner::new(
+            self.executions.clone(),
+            self.dispatch.clone(),
+            self.relay.clone(),
+            self.tools.hitl.clone(),
+            observer,
+            config,
+        )
+    }
+}

@@ -1,0 +1,75 @@
+//! Service errors. User errors (bad input, unknown ids, wrong stage) are kept apart from
+//! internal ones (storage failures).
+
+use orca_core::{ExecutionId, ExecutionStage, PlanId, PlanStage, Problem};
+use orca_store::StoreError;
+use thiserror::Error;
+
+/// What can go wrong in a service call.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The plan is not in a stage that allows this.
+    #[error("plan {plan} is {stage}; this needs a {expected} plan")]
+    PlanStage {
+        /// The plan.
+        plan: PlanId,
+        /// Its stage.
+        stage: PlanStage,
+        /// The stage needed.
+        expected: &'static str,
+    },
+    /// The execution is not in a stage that allows this.
+    #[error("execution {execution} is {stage}; {why}")]
+    ExecutionStage {
+        /// The execution.
+        execution: ExecutionId,
+        /// Its stage.
+        stage: ExecutionStage,
+        /// Why that matters.
+        why: &'static str,
+    },
+    /// The plan does not validate.
+    #[error("{}", format_problems(.0))]
+    Invalid(Vec<Problem>),
+    /// A builder operation or an argument was refused.
+    #[error("{0}")]
+    BadInput(String),
+    /// An id prefix matched nothing or more than one thing.
+    #[error("{0}")]
+    UnknownId(String),
+    /// The approved plan file no longer matches its approval digest.
+    #[error(
+        "plan {0} was changed after approval: its content no longer matches the approved digest"
+    )]
+    PlanTampered(PlanId),
+    /// Storage failed (or reported bad data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ServiceError {
+    /// Whether the error is the caller's (bad input, unknown id, wrong stage, corrupt data)
+    /// rather than an internal failure.
+    #[must_use]
+    pub const fn is_user_error(&self) -> bool {
+        match self {
+            Self::Store(e) => e.is_user_error() || matches!(e, StoreError::LeaseHeld { .. }),
+            _ => true,
+        }
+    }
+}
+
+fn format_problems(problems: &[Problem]) -> String {
+    let mut out = format!("the plan has {} problem(s): ", problems.len());
+    for (i, p) in problems.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        out.push_str(&p.to_string());
+    }
+    out
+}
+
+/// A result of a service call.
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

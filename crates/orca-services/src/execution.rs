@@ -1,0 +1,526 @@
+//! `ExecutionService`: executions of approved plans and their tasks.
+//!
+//! Every change is a compare-and-swap on a revision (the execution header or one task), so two
+//! processes can never both claim a task: the loser gets [`orca_store::StoreError::Conflict`].
+
+use std::sync::Arc;
+
+use orca_core::{
+    ApprovedPlan, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId, ExecutionStage,
+    Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task, TaskFailure,
+    TaskInterruption, TaskStatus, TaskSuccess, build_context, schedule,
+};
+use orca_store::audit::{AuditEntry, NewAuditEntry};
+use orca_store::{
+    AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Store, StoreError, Versioned,
+};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tracing::instrument;
+
+use crate::error::{Result, ServiceError};
+use crate::planning::{PlanningService, resolve_prefix};
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+/// Executions: how runs of approved plans went.
+#[derive(Clone)]
+pub struct ExecutionService {
+    store: Arc<dyn Store>,
+    planning: PlanningService,
+}
+
+impl std::fmt::Debug for ExecutionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutionService").finish_non_exhaustive()
+    }
+}
+
+/// How many times a header update is retried after a CAS conflict (the runner and a
+/// `decide` / `stop` from another process may race).
+const HEADER_RETRIES: usize = 20;
+
+impl ExecutionService {
+    /// A service over a store.
+    #[must_use]
+    pub fn new(store: Arc<dyn Store>, planning: PlanningService) -> Self {
+        Self { store, planning }
+    }
+
+    /// The audit log of an execution.
+    #[must_use]
+    pub const fn log(plan_id: PlanId, execution_id: ExecutionId) -> AuditLogId {
+        AuditLogId::Execution {
+            plan_id,
+            execution_id,
+        }
+    }
+
+    /// Appends to an execution's audit log.
+    pub async fn audit(
+        &self,
+        execution: &Execution,
+        kind: &str,
+        parent: Option<u64>,
+        data: Value,
+    ) -> Result<AuditEntry> {
+        let info = execution.info();
+        Ok(self
+            .store
+            .append(
+                Self::log(info.plan_id, info.id),
+                NewAuditEntry::new(kind, data).with_parent(parent),
+            )
+            .await?)
+    }
+
+    /// Creates an execution of an approved plan (and only of one whose content still matches
+    /// its approval digest).
+    #[instrument(skip(self))]
+    pub async fn create(&self, plan_id: PlanId) -> Result<(ApprovedPlan, ExecutionId)> {
+        let plan = self.planning.approved(plan_id).await?;
+        let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now());
+        let execution = Execution::Pending(pending);
+        self.store.create_execution(&execution, &tasks).await?;
+        self.audit(
+            &execution,
+            "execution.created",
+            None,
+            json!({ "plan_id": plan_id, "plan_digest": plan.digest(), "steps": tasks.len() }),
+        )
+        .await?;
+        Ok((plan, execution.id()))
+    }
+
+    /// An execution with its tasks.
+    pub async fn get(&self, id: ExecutionId) -> Result<ExecutionSnapshot> {
+        Ok(self.store.execution(id).await?)
+    }
+
+    /// Executions, newest first.
+    pub async fn list(&self, plan: Option<PlanId>) -> Result<Listing<ExecutionSummary>> {
+        Ok(self.store.list_executions(plan).await?)
+    }
+
+    /// Resolves a full execution id or a unique prefix of one.
+    pub async fn resolve(&self, text: &str) -> Result<ExecutionId> {
+        if let Ok(id) = text.parse::<ExecutionId>() {
+            return Ok(id);
+        }
+        let ids = self
+            .list(None)
+            .await?
+            .items
+            .into_iter()
+            .map(|s| s.execution_id);
+        resolve_prefix(text, ExecutionId::PREFIX, "execution", ids)
+    }
+
+    /// Applies `change` to the execution header with CAS, re-reading and retrying on conflict.
+    /// `change` returns `Ok(None)` to leave the header as it is.
+    pub async fn update_header<F>(
+        &self,
+        id: ExecutionId,
+        mut change: F,
+    ) -> Result<Versioned<Execution>>
+    where
+        F: FnMut(Execution) -> Result<Option<Execution>> + Send,
+    {
+        let mut last_conflict = None;
+        for _ in 0..HEADER_RETRIES {
+            let snap = self.store.execution(id).await?;
+            let Versioned { value, revision } = snap.execution;
+            let Some(next) = change(value.clone())? else {
+                return Ok(Versioned { value, revision });
+            };
+            match self.store.update_execution(&next, revision).await {
+                Ok(revision) => {
+                    return Ok(Versioned {
+                        value: next,
+                        revision,
+                    });
+                }
+                Err(e @ StoreError::Conflict { .. }) => last_conflict = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last_conflict.map_or_else(
+            || ServiceError::BadInput("the execution kept changing concurrently".to_owned()),
+            ServiceError::from,
+        ))
+    }
+
+    /// Starts a pending execution (no-op if already running).
+    pub async fn start(&self, id: ExecutionId) -> Result<Versioned<Execution>> {
+        self.update_header(id, |e| match e {
+            Execution::Pending(p) => Ok(Some(Execution::Running(p.start(now())))),
+            Execution::Running(_) => Ok(None),
+            other => Err(terminal(&other, "it cannot start again")),
+        })
+        .await
+    }
+
+    /// Steps whose tasks are pending with every dependency completed, in plan order.
+    pub async fn claim_ready(&self, id: ExecutionId) -> Result<Vec<StepId>> {
+        let snap = self.get(id).await?;
+        let plan = self
+            .planning
+            .approved(snap.execution.value.info().plan_id)
+            .await?;
+        let tasks = snap.task_values();
+        Ok(schedule::ready(plan.content(), &tasks)
+            .into_iter()
+            .filter_map(|i| tasks.get(i).map(|t| t.step_id().clone()))
+            .collect())
+    }
+
+    /// Claims a task: a pending task whose dependencies completed, or a failed one (retry),
+    /// moves to running with its context, by CAS on the task's revision.
+    ///
+    /// # Errors
+    ///
+    /// The execution is not running, the step is unknown, a dependency has not completed, the
+    /// task is not pending/failed, or another claimant won ([`StoreError::Conflict`]).
+    pub async fn start_task(
+        &self,
+        plan: &ApprovedPlan,
+        snapshot: &ExecutionSnapshot,
+        step: &StepId,
+        holder: &Holder,
+        guidance: Option<String>,
+        limits: &ContextLimits,
+    ) -> Result<Versioned<Task>> {
+        let execution = &snapshot.execution.value;
+        if execution.stage() != ExecutionStage::Running {
+            return Err(terminal(
+                execution,
+                "tasks can only start while it is running",
+            ));
+        }
+        let index = plan
+            .content()
+            .position(step)
+            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+        let tasks = snapshot.task_values();
+        for d in orca_core::graph::dependency_indices(&plan.content().steps)
+            .get(index)
+            .into_iter()
+            .flatten()
+        {
+            if tasks.get(*d).map(Task::status) != Some(TaskStatus::Completed) {
+                let dep = plan
+                    .content()
+                    .steps
+                    .get(*d)
+                    .map(|s| s.id.to_string())
+                    .unwrap_or_default();
+                return Err(ServiceError::BadInput(format!(
+                    "step `{step}` cannot start: dependency `{dep}` has not completed"
+                )));
+            }
+        }
+        let current = snapshot
+            .task(step)
+            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` has no task")))?;
+        // Guidance goes on the failed attempt before the context is built, so it is threaded.
+        let mut task = current.value.clone();
+        if let Task::Failed(f) = &mut task
+            && guidance.is_some()
+        {
+            f.set_guidance(guidance);
+        }
+        let mut with_guidance = tasks.clone();
+        if let Some(slot) = with_guidance.get_mut(index) {
+            *slot = task.clone();
+        }
+        let context = build_context(plan.id(), plan.content(), index, &with_guidance, limits)
+            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+        let running: RunningTask = match task {
+            Task::Pending(p) => p.start(context, holder.clone(), now()),
+            Task::Failed(f) => f.retry(None, context, holder.clone(), now()),
+            other => {
+                return Err(ServiceError::BadInput(format!(
+                    "step `{step}` is {}; only pending or failed tasks can start",
+                    other.status()
+                )));
+            }
+        };
+        let next = Task::Running(running);
+        let revision = self
+            .store
+            .update_task(execution.id(), &next, current.revision)
+            .await?;
+        Ok(Versioned {
+            value: next,
+            revision,
+        })
+    }
+
+    async fn finish_task(
+        &self,
+        execution: ExecutionId,
+        task: Versioned<Task>,
+        finish: impl FnOnce(RunningTask) -> Task,
+    ) -> Result<Versioned<Task>> {
+        let Versioned { value, revision } = task;
+        let Task::Running(running) = value else {
+            return Err(ServiceError::BadInput(format!(
+                "step `{}` is {}, not running",
+                value.step_id(),
+                value.status()
+            )));
+        };
+        let next = finish(running);
+        let revision = self.store.update_task(execution, &next, revision).await?;
+        Ok(Versioned {
+            value: next,
+            revision,
+        })
+    }
+
+    /// A running task succeeded.
+    pub async fn complete_task(
+        &self,
+        execution: ExecutionId,
+        task: Versioned<Task>,
+        result: TaskSuccess,
+    ) -> Result<Versioned<Task>> {
+        self.finish_task(execution, task, |r| {
+            Task::Completed(r.complete(result, now()))
+        })
+        .await
+    }
+
+    /// A running task failed.
+    pub async fn fail_task(
+        &self,
+        execution: ExecutionId,
+        task: Versioned<Task>,
+        failure: TaskFailure,
+    ) -> Result<Versioned<Task>> {
+        self.finish_task(execution, task, |r| Task::Failed(r.fail(failure, now())))
+            .await
+    }
+
+    /// A running task's specialist asked a question.
+    pub async fn interrupt_task(
+        &self,
+        execution: ExecutionId,
+        task: Versioned<Task>,
+        interruption: TaskInterruption,
+    ) -> Result<Versioned<Task>> {
+        self.finish_task(execution, task, |r| {
+            Task::Failed(r.interrupt(interruption, now()))
+        })
+        .await
+    }
+
+    /// Skips a pending task (an upstream task was abandoned).
+    pub async fn skip_task(
+        &self,
+        execution: ExecutionId,
+        task: Versioned<Task>,
+        reason: &str,
+    ) -> Result<Versioned<Task>> {
+        let Versioned { value, revision } = task;
+        let Task::Pending(p) = value else {
+            return Err(ServiceError::BadInput(format!(
+                "step `{}` is {}, not pending",
+                value.step_id(),
+                value.status()
+            )));
+        };
+        let next = Task::Skipped(p.skip(reason, now()));
+        let revision = self.store.update_task(execution, &next, revision).await?;
+        Ok(Versioned {
+            value: next,
+            revision,
+        })
+    }
+
+    /// Recovery: every running task was abandoned by a process that is gone (the caller holds
+    /// the lease); each is recorded as an abandoned attempt and becomes failed (`interrupted`),
+    /// ready to be retried. Returns the steps recovered.
+    pub async fn recover(&self, id: ExecutionId, note: &str) -> Result<Vec<StepId>> {
+        let snap = self.get(id).await?;
+        let mut recovered = Vec::new();
+        for t in snap.tasks {
+            if let Task::Running(r) = t.value {
+                let step = r.step_id.clone();
+                let attempt = r.attempt;
+                let holder = r.holder.clone();
+                let next = Task::Failed(r.abandon(note, now()));
+                self.store.update_task(id, &next, t.revision).await?;
+                self.audit(
+                    &snap.execution.value,
+                    "task.attempt.abandoned",
+                    Some(0),
+                    json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
+                )
+                .await?;
+                recovered.push(step);
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Completes a running execution (every task completed).
+    pub async fn complete(&self, id: ExecutionId) -> Result<Versioned<Execution>> {
+        let tasks = self.get(id).await?.task_values();
+        self.update_header(id, |e| match e {
+            Execution::Running(r) => r
+                .complete(&tasks, now())
+                .map(|c| Some(Execution::Completed(c)))
+                .map_err(|f| ServiceError::BadInput(f.error.to_string())),
+            Execution::Completed(_) => Ok(None),
+            other => Err(terminal(&other, "it cannot complete")),
+        })
+        .await
+    }
+
+    /// Ends a running execution as failed.
+    pub async fn fail(
+        &self,
+        id: ExecutionId,
+        reason: &str,
+        replanned_as: Option<PlanId>,
+    ) -> Result<Versioned<Execution>> {
+        self.update_header(id, |e| match e {
+            Execution::Running(r) => {
+                Ok(Some(Execution::Failed(r.fail(reason, replanned_as, now()))))
+            }
+            Execution::Pending(p) => Ok(Some(Execution::Failed(p.start(now()).fail(
+                reason,
+                replanned_as,
+                now(),
+            )))),
+            Execution::Failed(_) | Execution::Stopped(_) => Ok(None),
+            other => Err(terminal(&other, "it cannot fail")),
+        })
+        .await
+    }
+
+    /// Stops an execution (pending or running; a no-op if it already ended stopped or failed).
+    /// A runner in another process notices and cancels its in-flight agent calls.
+    #[instrument(skip(self, reason))]
+    pub async fn stop(
+        &self,
+        id: ExecutionId,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<Versioned<Execution>> {
+        let result = self
+            .update_header(id, |e| match e {
+                Execution::Pending(p) => {
+                    Ok(Some(Execution::Stopped(p.stop(by, reason.clone(), now()))))
+                }
+                Execution::Running(r) => {
+                    Ok(Some(Execution::Stopped(r.stop(by, reason.clone(), now()))))
+                }
+                Execution::Stopped(_) => Ok(None),
+                other => Err(terminal(&other, "it has already ended")),
+            })
+            .await?;
+        Ok(result)
+    }
+
+    /// Records that the run waits for a human decision (durably).
+    pub async fn await_decision(
+        &self,
+        id: ExecutionId,
+        request: DecisionRequest,
+    ) -> Result<Versioned<Execution>> {
+        self.update_header(id, |e| match e {
+            Execution::Running(r) => {
+                if r.decision.as_ref().is_some_and(|d| d.request == request) {
+                    return Ok(None);
+                }
+                r.await_decision(request.clone(), now())
+                    .map(|r| Some(Execution::Running(r)))
+                    .map_err(|f| ServiceError::BadInput(f.error.to_string()))
+            }
+            other => Err(terminal(
+                &other,
+                "only a running execution waits for decisions",
+            )),
+        })
+        .await
+    }
+
+    /// Records a human's answer to the pending decision (from any process). The runner, or the
+    /// next `resume`, applies it.
+    #[instrument(skip(self))]
+    pub async fn decide(
+        &self,
+        id: ExecutionId,
+        decision: Decision,
+        by: &str,
+    ) -> Result<Versioned<Execution>> {
+        let updated = self
+            .update_header(id, |e| match e {
+                Execution::Running(r) => r
+                    .answer_decision(decision.clone(), by, now())
+                    .map(|r| Some(Execution::Running(r)))
+                    .map_err(|f| ServiceError::BadInput(f.error.to_string())),
+                other => Err(terminal(&other, "there is no decision to make")),
+            })
+            .await?;
+        self.audit(
+            &updated.value,
+            "decision.answered",
+            Some(0),
+            json!({ "decision": decision, "by": by }),
+        )
+        .await?;
+        Ok(updated)
+    }
+
+    /// Takes an answered decision off a running execution, to apply it.
+    pub async fn take_answered(
+        &self,
+        id: ExecutionId,
+    ) -> Result<Option<(DecisionRequest, orca_core::AnsweredDecision)>> {
+        let mut taken = None;
+        self.update_header(id, |e| match e {
+            Execution::Running(r) => {
+                let (r, answered): (RunningExecution, _) = r.take_answered();
+                taken = answered;
+                Ok(taken.as_ref().map(|_| Execution::Running(r)))
+            }
+            _ => Ok(None),
+        })
+        .await?;
+        Ok(taken)
+    }
+
+    /// The store's revision of a task, for callers that hold a stale copy.
+    pub async fn task(&self, id: ExecutionId, step: &StepId) -> Result<Versioned<Task>> {
+        self.get(id)
+            .await?
+            .task(step)
+            .cloned()
+            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` has no task")))
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The planning service.
+    #[must_use]
+    pub const fn planning(&self) -> &PlanningService {
+        &self.planning
+    }
+}
+
+pub(crate) fn terminal(execution: &Execution, why: &'static str) -> ServiceError {
+    ServiceError::ExecutionStage {
+        execution: execution.id(),
+        stage: execution.stage(),
+        why,
+    }
+}

@@ -1,0 +1,411 @@
+//! `PlanningService`: drafts, builder operations, submit, approval decisions, listing.
+//!
+//! Every change is a compare-and-swap on the plan's revision and leaves an entry in the plan's
+//! audit log. Nothing here can be reached by an agent except through the plan builder tools,
+//! and no tool approves a plan: `approve` / `reject` / `request_changes` are the human's.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use orca_core::{
+    AgentId, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanId, PlanStage, ProposalPlan, Step,
+    StepId, StepPatch,
+};
+use orca_store::audit::NewAuditEntry;
+use orca_store::{AuditLogId, Listing, PlanSummary, Store, Versioned};
+use serde_json::json;
+use time::OffsetDateTime;
+use tracing::instrument;
+
+use crate::error::{Result, ServiceError};
+
+/// A builder operation on a draft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DraftEdit {
+    /// Set the goal.
+    SetGoal(String),
+    /// Set or clear the summary.
+    SetSummary(Option<String>),
+    /// Replace the assumptions.
+    SetAssumptions(Vec<String>),
+    /// Replace the risks.
+    SetRisks(Vec<String>),
+    /// Replace the verification list.
+    SetVerification(Vec<String>),
+    /// Add a step at a position (or the end).
+    AddStep {
+        /// The step.
+        step: Box<Step>,
+        /// 0-based position; `None` = the end.
+        position: Option<usize>,
+    },
+    /// Change some fields of a step.
+    UpdateStep {
+        /// The step.
+        id: StepId,
+        /// The changes.
+        patch: Box<StepPatch>,
+    },
+    /// Remove a step.
+    RemoveStep(StepId),
+}
+
+impl DraftEdit {
+    const fn name(&self) -> &'static str {
+        match self {
+            Self::SetGoal(_) => "set_goal",
+            Self::SetSummary(_) => "set_summary",
+            Self::SetAssumptions(_) => "set_assumptions",
+            Self::SetRisks(_) => "set_risks",
+            Self::SetVerification(_) => "set_verification",
+            Self::AddStep { .. } => "add_step",
+            Self::UpdateStep { .. } => "update_step",
+            Self::RemoveStep(_) => "remove_step",
+        }
+    }
+}
+
+/// Plans: what to do, and the human's decisions about it.
+#[derive(Clone)]
+pub struct PlanningService {
+    store: Arc<dyn Store>,
+    known_agents: Arc<BTreeSet<AgentId>>,
+}
+
+impl std::fmt::Debug for PlanningService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanningService")
+            .field("known_agents", &self.known_agents)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+impl PlanningService {
+    /// A service over a store; `known_agents` are the agents plans may name.
+    #[must_use]
+    pub fn new(store: Arc<dyn Store>, known_agents: BTreeSet<AgentId>) -> Self {
+        Self {
+            store,
+            known_agents: Arc::new(known_agents),
+        }
+    }
+
+    /// The agents plans may name.
+    #[must_use]
+    pub fn known_agents(&self) -> &BTreeSet<AgentId> {
+        &self.known_agents
+    }
+
+    async fn audit(&self, plan: PlanId, kind: &str, data: serde_json::Value) -> Result<()> {
+        self.store
+            .append(
+                AuditLogId::Plan { plan_id: plan },
+                NewAuditEntry::new(kind, data),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Creates an empty draft (optionally replacing a plan after a failed execution).
+    #[instrument(skip(self))]
+    pub async fn create_draft(
+        &self,
+        goal: Option<String>,
+        supersedes: Option<PlanId>,
+    ) -> Result<DraftPlan> {
+        let mut draft = DraftPlan::new(PlanId::new(), now());
+        if let Some(goal) = goal {
+            draft.set_goal(goal);
+        }
+        if let Some(previous) = supersedes {
+            self.plan(previous).await?;
+            draft = draft.superseding(previous);
+        }
+        self.store.create_plan(&Plan::Draft(draft.clone())).await?;
+        self.audit(
+            draft.id(),
+            "plan.created",
+            json!({ "stage": "draft", "goal": draft.content().goal, "supersedes": supersedes }),
+        )
+        .await?;
+        Ok(draft)
+    }
+
+    /// Applies a builder operation to a draft.
+    ///
+    /// # Errors
+    ///
+    /// The plan is not a draft, the operation is refused (duplicate id, index out of range,
+    /// unknown step), or a concurrent writer changed it first.
+    #[instrument(skip(self, edit), fields(edit = edit.name()))]
+    pub async fn edit(&self, id: PlanId, edit: DraftEdit) -> Result<DraftPlan> {
+        let Versioned { value, revision } = self.store.plan(id).await?;
+        let Plan::Draft(mut draft) = value else {
+            return Err(wrong_stage(&value, "draft"));
+        };
+        let name = edit.name();
+        let detail = match &edit {
+            DraftEdit::AddStep { step, .. } => json!({ "step": step.id }),
+            DraftEdit::UpdateStep { id, .. } | DraftEdit::RemoveStep(id) => json!({ "step": id }),
+            _ => json!({}),
+        };
+        match edit {
+            DraftEdit::SetGoal(goal) => draft.set_goal(goal),
+            DraftEdit::SetSummary(summary) => draft.set_summary(summary),
+            DraftEdit::SetAssumptions(items) => draft.set_assumptions(items),
+            DraftEdit::SetRisks(items) => draft.set_risks(items),
+            DraftEdit::SetVerification(items) => draft.set_verification(items),
+            DraftEdit::AddStep { step, position } => draft
+                .add_step(*step, position)
+                .map_err(|e| ServiceError::BadInput(e.to_string()))?,
+            DraftEdit::UpdateStep { id, patch } => draft
+                .update_step(&id, *patch)
+                .map_err(|e| ServiceError::BadInput(e.to_string()))?,
+            DraftEdit::RemoveStep(id) => {
+                draft
+                    .remove_step(&id)
+                    .map_err(|e| ServiceError::BadInput(e.to_string()))?;
+            }
+        }
+        self.store
+            .update_plan(&Plan::Draft(draft.clone()), revision)
+            .await?;
+        self.audit(
+            id,
+            "plan.edited",
+            json!({ "operation": name, "detail": detail }),
+        )
+        .await?;
+        Ok(draft)
+    }
+
+    /// Validates a draft and turns it into a proposal.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::Invalid`] with every problem (the draft stays as it was), or the plan is
+    /// not a draft.
+    #[instrument(skip(self))]
+    pub async fn submit(&self, id: PlanId) -> Result<ProposalPlan> {
+        let Versioned { value, revision } = self.store.plan(id).await?;
+        let Plan::Draft(draft) = value else {
+            return Err(wrong_stage(&value, "draft"));
+        };
+        match draft.submit(&self.known_agents, now()) {
+            Ok(proposal) => {
+                self.store
+                    .update_plan(&Plan::Proposal(proposal.clone()), revision)
+                    .await?;
+                self.audit(
+                    id,
+                    "plan.submitted",
+                    json!({ "steps": proposal.content().steps.len(), "digest": proposal.content().digest() }),
+                )
+                .await?;
+                Ok(proposal)
+            }
+            Err(rejected) => {
+                let problems = rejected.problems;
+                self.audit(
+                    id,
+                    "plan.submit_refused",
+                    json!({ "problems": problems.iter().map(ToString::to_string).collect::<Vec<_>>() }),
+                )
+                .await?;
+                Err(ServiceError::Invalid(problems))
+            }
+        }
+    }
+
+    /// Creates a proposal from a plan document. Invalid content stores nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::Invalid`] with every problem.
+    #[instrument(skip(self, content))]
+    pub async fn create_proposal(
+        &self,
+        content: PlanContent,
+        supersedes: Option<PlanId>,
+    ) -> Result<ProposalPlan> {
+        let problems = content.validate(&self.known_agents);
+        if !problems.is_empty() {
+            return Err(ServiceError::Invalid(problems));
+        }
+        if let Some(previous) = supersedes {
+            self.plan(previous).await?;
+        }
+        let at = now();
+        let mut draft = DraftPlan::with_content(PlanId::new(), at, content);
+        if let Some(previous) = supersedes {
+            draft = draft.superseding(previous);
+        }
+        let proposal = draft
+            .submit(&self.known_agents, at)
+            .map_err(|rejected| ServiceError::Invalid(rejected.problems))?;
+        self.store
+            .create_plan(&Plan::Proposal(proposal.clone()))
+            .await?;
+        self.audit(
+            proposal.id(),
+            "plan.created",
+            json!({ "stage": "proposal", "goal": proposal.content().goal, "supersedes": supersedes,
+                    "digest": proposal.content().digest() }),
+        )
+        .await?;
+        Ok(proposal)
+    }
+
+    async fn proposal(&self, id: PlanId) -> Result<(ProposalPlan, orca_store::Revision)> {
+        let Versioned { value, revision } = self.store.plan(id).await?;
+        match value {
+            Plan::Proposal(p) => Ok((p, revision)),
+            other => Err(wrong_stage(&other, "proposal")),
+        }
+    }
+
+    /// The human approves a proposal; the digest of its content is recorded.
+    #[instrument(skip(self, note))]
+    pub async fn approve(
+        &self,
+        id: PlanId,
+        by: &str,
+        note: Option<String>,
+    ) -> Result<ApprovedPlan> {
+        let (proposal, revision) = self.proposal(id).await?;
+        let approved = proposal.approve(by, note, now());
+        self.store
+            .update_plan(&Plan::Approved(approved.clone()), revision)
+            .await?;
+        self.audit(
+            id,
+            "plan.approved",
+            json!({ "by": by, "digest": approved.digest(), "note": approved.approval().note }),
+        )
+        .await?;
+        Ok(approved)
+    }
+
+    /// The human rejects a proposal.
+    #[instrument(skip(self, reason))]
+    pub async fn reject(&self, id: PlanId, by: &str, reason: Option<String>) -> Result<Plan> {
+        let (proposal, revision) = self.proposal(id).await?;
+        let rejected = Plan::Rejected(proposal.reject(by, reason.clone(), now()));
+        self.store.update_plan(&rejected, revision).await?;
+        self.audit(id, "plan.rejected", json!({ "by": by, "reason": reason }))
+            .await?;
+        Ok(rejected)
+    }
+
+    /// The human asks for changes: the proposal goes back to draft with the feedback.
+    #[instrument(skip(self, feedback))]
+    pub async fn request_changes(&self, id: PlanId, by: &str, feedback: &str) -> Result<DraftPlan> {
+        if feedback.trim().is_empty() {
+            return Err(ServiceError::BadInput(
+                "feedback is empty: say what should change".to_owned(),
+            ));
+        }
+        let (proposal, revision) = self.proposal(id).await?;
+        let draft = proposal.request_changes(by, feedback, now());
+        self.store
+            .update_plan(&Plan::Draft(draft.clone()), revision)
+            .await?;
+        self.audit(
+            id,
+            "plan.changes_requested",
+            json!({ "by": by, "feedback": feedback }),
+        )
+        .await?;
+        Ok(draft)
+    }
+
+    /// A plan.
+    pub async fn plan(&self, id: PlanId) -> Result<Plan> {
+        Ok(self.store.plan(id).await?.value)
+    }
+
+    /// An approved plan whose content still matches its approval digest.
+    ///
+    /// # Errors
+    ///
+    /// Not approved, or changed after approval.
+    pub async fn approved(&self, id: PlanId) -> Result<ApprovedPlan> {
+        match self.plan(id).await? {
+            Plan::Approved(p) if p.is_intact() => Ok(p),
+            Plan::Approved(_) => Err(ServiceError::PlanTampered(id)),
+            other => Err(wrong_stage(&other, "approved")),
+        }
+    }
+
+    /// Every plan, newest first, with the files that could not be read.
+    pub async fn list(&self) -> Result<Listing<PlanSummary>> {
+        Ok(self.store.list_plans().await?)
+    }
+
+    /// Resolves a full plan id or a unique prefix of one (`plan_019a`, or `019a`).
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::UnknownId`] when nothing or more than one plan matches.
+    pub async fn resolve(&self, text: &str) -> Result<PlanId> {
+        if let Ok(id) = text.parse::<PlanId>() {
+            return Ok(id);
+        }
+        let ids = self.list().await?.items.into_iter().map(|s| s.plan_id);
+        resolve_prefix(text, PlanId::PREFIX, "plan", ids)
+    }
+}
+
+/// Resolves a unique prefix among ids shown as `prefix` + uuid.
+pub(crate) fn resolve_prefix<I: std::fmt::Display>(
+    text: &str,
+    prefix: &str,
+    kind: &str,
+    ids: impl Iterator<Item = I>,
+) -> Result<I> {
+    let valid = !text.is_empty()
+        && text.len() <= prefix.len() + 36
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !valid {
+        return Err(ServiceError::UnknownId(format!(
+            "invalid {kind} id `{}`: expected `{prefix}` followed by a uuid, or a unique prefix of one",
+            text.chars().take(80).collect::<String>()
+        )));
+    }
+    let needle = if text.starts_with(prefix) {
+        text.to_owned()
+    } else {
+        format!("{prefix}{text}")
+    };
+    let mut matches = ids.filter(|id| id.to_string().starts_with(&needle));
+    match (matches.next(), matches.next()) {
+        (Some(id), None) => Ok(id),
+        (None, _) => Err(ServiceError::UnknownId(format!(
+            "no {kind} matches `{text}`"
+        ))),
+        (Some(_), Some(_)) => Err(ServiceError::UnknownId(format!(
+            "{kind} id `{text}` is ambiguous: more than one {kind} starts with it"
+        ))),
+    }
+}
+
+pub(crate) fn wrong_stage(plan: &Plan, expected: &'static str) -> ServiceError {
+    ServiceError::PlanStage {
+        plan: plan.id(),
+        stage: plan.stage(),
+        expected,
+    }
+}
+
+/// Whether a stage is one a human decision applies to.
+#[must_use]
+pub const fn awaits_human(stage: PlanStage) -> bool {
+    matches!(stage, PlanStage::Proposal)
+}

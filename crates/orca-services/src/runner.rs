@@ -1,0 +1,1065 @@
+//! The runner: drives one execution to its end.
+//!
+//! Event-driven: the moment a task ends, the next ready tasks start (up to the concurrency
+//! limit); there is no scheduling tick. Tasks sharing a lock never run at once, also across
+//! executions and processes (the store's resource locks). Failed attempts are retried with
+//! exponential backoff and jitter; after the last attempt the deviation decision is asked
+//! (Retry / Replan / Stop) or an unattended policy applies (stop, or skip the dependents and
+//! finish the independent branches). Waiting for a human is durable: with no human to answer,
+//! the run returns [`RunOutcome::AwaitingDecision`] and a later `decide` + `resume` continues it.
+//!
+//! Delivery to agents is **at least once**: if the process dies while an agent call is in
+//! flight, `resume` records that attempt as abandoned and runs the step again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orca_core::{
+    ApprovedPlan, Budget, ContextLimits, Decision, DecisionRequest, ErrorCode, Execution,
+    ExecutionId, ExecutionStage, Holder, PlanId, PlanRefStage, PlannerResponse, Reply, StepId,
+    Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer, schedule,
+};
+use orca_store::{ResourceGuard, StoreError, Versioned};
+use serde_json::json;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument, warn};
+
+use crate::dispatch::DispatchService;
+use crate::error::{Result, ServiceError};
+use crate::execution::ExecutionService;
+use crate::hitl::{Hitl, decision_question};
+use crate::relay::{ApprovalOutcome, OrcaService};
+use crate::tools::AuditScope;
+
+/// What happens when a step finally fails and no human is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Ask the human (Retry / Replan / Stop). With no human available the decision stays
+    /// pending and the run returns [`RunOutcome::AwaitingDecision`].
+    #[default]
+    Ask,
+    /// End the execution as failed (running tasks finish first).
+    Stop,
+    /// Skip the failed step's dependents, finish the independent branches, end failed.
+    Skip,
+}
+
+/// Exponential backoff with jitter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// The delay before the second attempt.
+    pub base: Duration,
+    /// The longest delay.
+    pub max: Duration,
+    /// Random spread, as a fraction of the delay (0.0–1.0).
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+            jitter: 0.2,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failed_attempts` attempts (1 = after the first).
+    #[must_use]
+    pub fn delay(&self, failed_attempts: u32) -> Duration {
+        let exp = failed_attempts.saturating_sub(1).min(20);
+        let raw = self.base.saturating_mul(1u32 << exp).min(self.max);
+        let spread = self.jitter.clamp(0.0, 1.0);
+        let factor = 1.0 + spread * (fastrand::f64() * 2.0 - 1.0);
+        raw.mul_f64(factor.max(0.0)).min(self.max)
+    }
+}
+
+/// How a run behaves.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Tasks in flight at once.
+    pub concurrency: usize,
+    /// Attempts per step unless the step says otherwise.
+    pub max_attempts: u32,
+    /// Delay between automatic retries.
+    pub backoff: Backoff,
+    /// Wall-clock limit per attempt unless the step says otherwise.
+    pub task_timeout: Option<Duration>,
+    /// What happens after a step's last attempt.
+    pub on_failure: FailurePolicy,
+    /// Limits per task.
+    pub task_budget: Budget,
+    /// Limits for the whole execution (tokens, cost, turns summed; wall time since start).
+    pub execution_budget: Budget,
+    /// Bounds on each task's context.
+    pub context_limits: ContextLimits,
+    /// Who the decisions are recorded as made by.
+    pub actor: String,
+    /// How often to look for a stop or decision made by another process while tasks run.
+    pub watch_interval: Duration,
+    /// Who holds the execution (this process).
+    pub holder: Holder,
+}
+
+impl RunConfig {
+    /// Defaults for a holder.
+    #[must_use]
+    pub fn new(holder: Holder) -> Self {
+        Self {
+            concurrency: 4,
+            max_attempts: 2,
+            backoff: Backoff::default(),
+            task_timeout: None,
+            on_failure: FailurePolicy::Ask,
+            task_budget: Budget::UNLIMITED,
+            execution_budget: Budget::UNLIMITED,
+            context_limits: ContextLimits::default(),
+            actor: "user".to_owned(),
+            watch_interval: Duration::from_millis(200),
+            holder,
+        }
+    }
+}
+
+/// How a run ended (for now).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// Every task completed.
+    Completed,
+    /// Ended with work not done.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// Stopped by a person.
+    Stopped {
+        /// Why, if given.
+        reason: Option<String>,
+    },
+    /// Waiting for a human decision nobody could make now (answer with `decide`, then resume).
+    AwaitingDecision {
+        /// What is asked.
+        request: DecisionRequest,
+    },
+    /// The human chose Replan: this execution ended failed; a new plan supersedes its plan.
+    Replanned {
+        /// The new plan.
+        plan_id: PlanId,
+        /// The new plan's execution, if it was approved.
+        execution_id: Option<ExecutionId>,
+    },
+}
+
+impl RunOutcome {
+    /// The stage the execution is in after this outcome.
+    #[must_use]
+    pub const fn stage(&self) -> ExecutionStage {
+        match self {
+            Self::Completed => ExecutionStage::Completed,
+            Self::Failed { .. } | Self::Replanned { .. } => ExecutionStage::Failed,
+            Self::Stopped { .. } => ExecutionStage::Stopped,
+            Self::AwaitingDecision { .. } => ExecutionStage::Running,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReport {
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// Agent usage during this run.
+    pub usage: Usage,
+}
+
+/// Progress, for a UI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// The run took over from a dead process; these attempts were abandoned.
+    Recovered {
+        /// The steps whose attempts were abandoned.
+        steps: Vec<StepId>,
+    },
+    /// An attempt started.
+    TaskStarted {
+        /// The step.
+        step: StepId,
+        /// Its agent.
+        agent: String,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// A step completed.
+    TaskCompleted {
+        /// The step.
+        step: StepId,
+        /// Its summary.
+        summary: String,
+    },
+    /// An attempt failed.
+    TaskFailed {
+        /// The step.
+        step: StepId,
+        /// The failure.
+        failure: TaskFailure,
+        /// When it will be retried automatically, if it will.
+        retry_in: Option<Duration>,
+    },
+    /// A step was skipped.
+    TaskSkipped {
+        /// The step.
+        step: StepId,
+    },
+    /// A human decision is needed.
+    DecisionNeeded {
+        /// What is asked.
+        request: DecisionRequest,
+    },
+}
+
+/// Receives progress events.
+pub trait Observer: Send + Sync {
+    /// Called for each event, in order.
+    fn event(&self, event: &RunEvent);
+}
+
+/// Ignores events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn event(&self, _event: &RunEvent) {}
+}
+
+/// Drives executions.
+#[derive(Clone)]
+pub struct Runner {
+    executions: ExecutionService,
+    dispatch: DispatchService,
+    orca: OrcaService,
+    hitl: Arc<dyn Hitl>,
+    observer: Arc<dyn Observer>,
+    config: RunConfig,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+struct InFlight {
+    _locks: Option<ResourceGuard>,
+    attempt_seq: u64,
+}
+
+type Joined = (usize, Reply<TaskResult>);
+
+struct Run {
+    id: ExecutionId,
+    plan: ApprovedPlan,
+    execution: Execution,
+    tasks: Vec<Versioned<Task>>,
+    in_flight: HashMap<usize, InFlight>,
+    joins: JoinSet<Joined>,
+    retry_at: BTreeMap<usize, Instant>,
+    retry_now: BTreeMap<usize, Option<String>>,
+    abandoned: BTreeSet<StepId>,
+    blocked_on_locks: bool,
+    usage: Usage,
+    started: Instant,
+    stop_after_drain: Option<String>,
+}
+
+impl Run {
+    fn values(&self) -> Vec<Task> {
+        self.tasks.iter().map(|t| t.value.clone()).collect()
+    }
+
+    fn log_scope(&self, parent: Option<u64>) -> AuditScope {
+        AuditScope {
+            log: ExecutionService::log(self.plan.id(), self.id),
+            parent,
+        }
+    }
+}
+
+impl Runner {
+    /// A runner.
+    #[must_use]
+    pub fn new(
+        executions: ExecutionService,
+        dispatch: DispatchService,
+        orca: OrcaService,
+        hitl: Arc<dyn Hitl>,
+        observer: Arc<dyn Observer>,
+        config: RunConfig,
+    ) -> Self {
+        Self {
+            executions,
+            dispatch,
+            orca,
+            hitl,
+            observer,
+            config,
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub const fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// Drives an execution until it ends, waits for a decision nobody can make now, or is
+    /// cancelled (which stops it). Takes the execution's lease first: if a live process
+    /// holds it, this fails with [`StoreError::LeaseHeld`]; a dead holder's lease is taken over
+    /// and its in-flight attempts are recorded as abandoned.
+    #[instrument(skip(self, cancel))]
+    pub async fn run(&self, id: ExecutionId, cancel: CancellationToken) -> Result<RunReport> {
+        let store = self.executions.store().clone();
+        let lease = store.acquire_lease(id, &self.config.holder).await?;
+        let snap = self.executions.get(id).await?;
+        if let Some(outcome) = terminal_outcome(&snap.execution.value) {
+            return Ok(RunReport {
+                execution_id: id,
+                outcome,
+                usage: Usage::default(),
+            });
+        }
+        let plan_id = snap.execution.value.info().plan_id;
+        let plan = self.executions.planning().approved(plan_id).await?;
+        if plan.digest() != &snap.execution.value.info().plan_digest {
+            return Err(ServiceError::PlanTampered(plan_id));
+        }
+        let was_pending = snap.execution.value.stage() == ExecutionStage::Pending;
+        let started = self.executions.start(id).await?;
+        if was_pending {
+            self.executions
+                .audit(
+                    &started.value,
+                    "execution.started",
+                    Some(0),
+                    json!({ "holder": self.config.holder }),
+                )
+                .await?;
+        } else {
+            self.executions
+                .audit(
+                    &started.value,
+                    "execution.resumed",
+                    Some(0),
+                    json!({ "holder": self.config.holder, "took_over": lease.took_over() }),
+                )
+                .await?;
+        }
+        let note = lease.took_over().map_or_else(
+            || "the attempt was in flight when its runner stopped".to_owned(),
+            |l| {
+                format!(
+                    "the process running it (pid {} on {}) is gone",
+                    l.holder.pid, l.holder.host
+                )
+            },
+        );
+        let recovered = self.executions.recover(id, &note).await?;
+        if !recovered.is_empty() {
+            info!(execution = %id, steps = ?recovered, "recovered abandoned attempts");
+            self.observer.event(&RunEvent::Recovered {
+                steps: recovered.clone(),
+            });
+        }
+        let snap = self.executions.get(id).await?;
+        let retry_now = recovered
+            .iter()
+            .filter_map(|s| plan.content().position(s))
+            .map(|i| (i, None))
+            .collect();
+        let mut run = Run {
+            id,
+            plan,
+            execution: snap.execution.value,
+            tasks: snap.tasks,
+            in_flight: HashMap::new(),
+            joins: JoinSet::new(),
+            retry_at: BTreeMap::new(),
+            retry_now,
+            abandoned: BTreeSet::new(),
+            blocked_on_locks: false,
+            usage: Usage::default(),
+            started: Instant::now(),
+            stop_after_drain: None,
+        };
+        let outcome = self.drive(&mut run, &cancel).await;
+        if outcome.is_err() {
+            run.joins.abort_all();
+        }
+        let outcome = outcome?;
+        if outcome.stage().is_terminal() {
+            let log = ExecutionService::log(run.plan.id(), id);
+            store.seal(log).await?;
+        }
+        drop(lease);
+        Ok(RunReport {
+            execution_id: id,
+            outcome,
+            usage: run.usage,
+        })
+    }
+
+    async fn refresh(&self, run: &mut Run) -> Result<()> {
+        let snap = self.executions.get(run.id).await?;
+        run.execution = snap.execution.value;
+        run.tasks = snap.tasks;
+        Ok(())
+    }
+
+    fn max_attempts(&self, run: &Run, index: usize) -> u32 {
+        run.plan
+            .content()
+            .steps
+            .get(index)
+            .and_then(|s| s.max_attempts)
+            .unwrap_or(self.config.max_attempts)
+            .max(1)
+    }
+
+    async fn drive(&self, run: &mut Run, cancel: &CancellationToken) -> Result<RunOutcome> {
+        loop {
+            // Someone else may have stopped the run, or answered the pending decision.
+            self.refresh(run).await?;
+            if let Some(outcome) = terminal_outcome(&run.execution) {
+                self.cancel_in_flight(run, "the execution was stopped")
+                    .await?;
+                return Ok(outcome);
+            }
+            if let Some(pending) = run.execution.decision()
+                && pending.answer.is_some()
+                && run.joins.is_empty()
+                && let Some((request, answered)) = self.executions.take_answered(run.id).await?
+            {
+                if let Some(outcome) = self
+                    .apply_decision(run, &request, answered.decision, &answered.by)
+                    .await?
+                {
+                    return Ok(outcome);
+                }
+                continue;
+            }
+            let waiting_decision = run.execution.decision().is_some();
+
+            if !waiting_decision && run.stop_after_drain.is_none() {
+                self.launch_ready(run).await?;
+            }
+
+            if run.joins.is_empty() {
+                if let Some(reason) = run.stop_after_drain.take() {
+                    self.executions.fail(run.id, &reason, None).await?;
+                    self.audit(run, "execution.failed", json!({ "reason": reason }))
+                        .await?;
+                    return Ok(RunOutcome::Failed { reason });
+                }
+                if let Some(pending) = run.execution.decision().cloned() {
+                    if pending.answer.is_some() {
+                        continue;
+                    }
+                    match self.ask_human(run, &pending.request).await? {
+                        Some(decision) => {
+                            self.executions
+                                .decide(run.id, decision, &self.config.actor)
+                                .await?;
+                            continue;
+                        }
+                        None => {
+                            return Ok(RunOutcome::AwaitingDecision {
+                                request: pending.request,
+                            });
+                        }
+                    }
+                }
+                if run.retry_at.is_empty() && run.retry_now.is_empty() && !run.blocked_on_locks {
+                    let ready = schedule::ready(run.plan.content(), &run.values());
+                    if ready.is_empty() {
+                        return self.finish(run).await;
+                    }
+                    // Ready but nothing launched (e.g. the lock was released meanwhile): go round.
+                    continue;
+                }
+            }
+
+            let next_retry = run.retry_at.values().min().copied();
+            let lock_poll = run.blocked_on_locks;
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    self.cancel_in_flight(run, "cancelled").await?;
+                    let stopped = self.executions.stop(run.id, &self.config.actor, Some("cancelled".to_owned())).await?;
+                    self.audit(run, "execution.stopped", json!({ "by": self.config.actor, "reason": "cancelled" })).await?;
+                    let reason = match stopped.value { Execution::Stopped(s) => s.reason, _ => None };
+                    return Ok(RunOutcome::Stopped { reason });
+                }
+                Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
+                    match joined {
+                        Ok((index, reply)) => self.on_result(run, index, reply).await?,
+                        Err(e) if e.is_cancelled() => {}
+                        Err(e) => warn!(error = %e, "an agent call panicked"),
+                    }
+                }
+                () = sleep_until_opt(next_retry), if next_retry.is_some() => {
+                    let now = Instant::now();
+                    let due: Vec<usize> = run.retry_at.iter().filter(|(_, t)| **t <= now).map(|(i, _)| *i).collect();
+                    for i in due {
+                        run.retry_at.remove(&i);
+                        run.retry_now.insert(i, None);
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
+                () = tokio::time::sleep(self.config.watch_interval), if !run.joins.is_empty() => {}
+            }
+        }
+    }
+
+    async fn audit(&self, run: &Run, kind: &str, data: serde_json::Value) -> Result<u64> {
+        Ok(self
+            .executions
+            .audit(&run.execution, kind, Some(0), data)
+            .await?
+            .seq)
+    }
+
+    async fn launch_ready(&self, run: &mut Run) -> Result<()> {
+        run.blocked_on_locks = false;
+        let values = run.values();
+        let mut candidates: Vec<(usize, Option<String>)> =
+            schedule::ready(run.plan.content(), &values)
+                .into_iter()
+                .map(|i| (i, None))
+                .collect();
+        for (i, g) in &run.retry_now {
+            if values.get(*i).map(Task::status) == Some(TaskStatus::Failed) {
+                candidates.push((*i, g.clone()));
+            }
+        }
+        candidates.sort_by_key(|(i, _)| *i);
+        candidates.dedup_by_key(|(i, _)| *i);
+        for (index, guidance) in candidates {
+            if run.joins.len() >= self.config.concurrency.max(1) {
+                break;
+            }
+            if run.in_flight.contains_key(&index) {
+                continue;
+            }
+            let Some(step) = run.plan.content().steps.get(index).cloned() else {
+                continue;
+            };
+            let locks = if step.locks.is_empty() {
+                None
+            } else {
+                match self
+                    .executions
+                    .store()
+                    .try_lock_resources(&step.locks, &self.config.holder)
+                    .await?
+                {
+                    Some(guard) => Some(guard),
+                    None => {
+                        run.blocked_on_locks = true;
+                        continue;
+                    }
+                }
+            };
+            let snap = orca_store::ExecutionSnapshot {
+                execution: Versioned {
+                    value: run.execution.clone(),
+                    revision: orca_store::Revision::FIRST,
+                },
+                tasks: run.tasks.clone(),
+            };
+            let started = match self
+                .executions
+                .start_task(
+                    &run.plan,
+                    &snap,
+                    &step.id,
+                    &self.config.holder,
+                    guidance,
+                    &self.config.context_limits,
+                )
+                .await
+            {
+                Ok(t) => t,
+                Err(ServiceError::Store(StoreError::Conflict { .. })) => {
+                    self.refresh(run).await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            run.retry_now.remove(&index);
+            let Task::Running(running) = &started.value else {
+                continue;
+            };
+            let attempt = running.attempt;
+            let context = running.context.clone();
+            if let Some(slot) = run.tasks.get_mut(index) {
+                *slot = started.clone();
+            }
+            let attempt_seq = self
+                .audit(
+                    run,
+                    "task.attempt.started",
+                    json!({ "step_id": step.id, "agent": step.agent, "attempt": attempt }),
+                )
+                .await?;
+            let call_seq = self
+                .executions
+                .audit(
+                    &run.execution,
+                    "agent.call",
+                    Some(attempt_seq),
+                    json!({ "agent": step.agent, "step_id": step.id, "attempt": attempt }),
+                )
+                .await?
+                .seq;
+            self.observer.event(&RunEvent::TaskStarted {
+                step: step.id.clone(),
+                agent: step.agent.to_string(),
+                attempt,
+            });
+            let elapsed = run.started.elapsed().as_secs();
+            let budget = self
+                .config
+                .task_budget
+                .min(&self.config.execution_budget.remaining(&run.usage, elapsed));
+            let timeout = step
+                .timeout_secs
+                .map(Duration::from_secs)
+                .or(self.config.task_timeout);
+            let request = TaskRequest {
+                agent: step.agent.clone(),
+                execution_id: run.id,
+                plan_id: run.plan.id(),
+                step: step.clone(),
+                attempt,
+                context,
+                budget,
+                timeout,
+            };
+            let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
+            let dispatch = self.dispatch.clone();
+            let scope = run.log_scope(Some(call_seq));
+            run.in_flight.insert(
+                index,
+                InFlight {
+                    _locks: locks,
+                    attempt_seq,
+                },
+            );
+            run.joins.spawn(async move {
+                if let Some(why) = exhausted {
+                    return (
+                        index,
+                        Reply::new(TaskResult::Failure(TaskFailure::new(
+                            ErrorCode::BudgetExceeded,
+                            why,
+                        ))),
+                    );
+                }
+                let call = dispatch.dispatch_task(request, Some(scope));
+                let reply = match timeout {
+                    Some(limit) => match tokio::time::timeout(limit, call).await {
+                        Ok(reply) => reply,
+                        Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
+                            ErrorCode::Timeout,
+                            format!("the attempt took longer than {}s", limit.as_secs()),
+                        ))),
+                    },
+                    None => call.await,
+                };
+                (index, reply)
+            });
+        }
+        Ok(())
+    }
+
+    async fn on_result(&self, run: &mut Run, index: usize, reply: Reply<TaskResult>) -> Result<()> {
+        let Some(flight) = run.in_flight.remove(&index) else {
+            return Ok(());
+        };
+        run.usage.add(&reply.usage);
+        let step = run.plan.content().steps.get(index).map(|s| s.id.clone());
+        let Some(step) = step else { return Ok(()) };
+        let task = self.executions.task(run.id, &step).await?;
+        if task.value.status() != TaskStatus::Running {
+            // Stopped or recovered meanwhile by someone else; the result is dropped.
+            return Ok(());
+        }
+        let elapsed = run.started.elapsed().as_secs();
+        let mut outcome = reply.outcome;
+        if let (TaskResult::Success(_), Some(why)) =
+            (&outcome, self.config.task_budget.exceeded(&reply.usage, 0))
+        {
+            outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
+        }
+        let exec_over = self.config.execution_budget.exceeded(&run.usage, elapsed);
+        let parent = Some(flight.attempt_seq);
+        let log = |kind: &'static str, data: serde_json::Value| {
+            let executions = self.executions.clone();
+            let execution = run.execution.clone();
+            async move { executions.audit(&execution, kind, parent, data).await }
+        };
+        match outcome {
+            TaskResult::Success(success) => {
+                let summary = success.summary.clone();
+                self.executions.complete_task(run.id, task, success).await?;
+                log(
+                    "task.attempt.completed",
+                    json!({ "step_id": step, "usage": reply.usage, "summary": summary }),
+                )
+                .await?;
+                self.observer
+                    .event(&RunEvent::TaskCompleted { step, summary });
+                if let Some(why) = exec_over {
+                    // Fail closed: nothing more runs; the human decides what to do.
+                    warn!(execution = %run.id, "{why}");
+                }
+            }
+            TaskResult::Failure(failure) => {
+                let running_attempts = task.value.counted_attempts();
+                let failed = self
+                    .executions
+                    .fail_task(run.id, task, failure.clone())
+                    .await?;
+                log(
+                    "task.attempt.failed",
+                    json!({ "step_id": step, "failure": failure, "usage": reply.usage }),
+                )
+                .await?;
+                let retryable = !matches!(
+                    failure.code,
+                    ErrorCode::BudgetExceeded
+                        | ErrorCode::UnknownAgent
+                        | ErrorCode::Validation
+                        | ErrorCode::Cancelled
+                );
+                if retryable && running_attempts < self.max_attempts(run, index) {
+                    let delay = self.config.backoff.delay(running_attempts);
+                    run.retry_at.insert(index, Instant::now() + delay);
+                    self.observer.event(&RunEvent::TaskFailed {
+                        step,
+                        failure,
+                        retry_in: Some(delay),
+                    });
+                } else {
+                    self.observer.event(&RunEvent::TaskFailed {
+                        step: step.clone(),
+                        failure: failure.clone(),
+                        retry_in: None,
+                    });
+                    self.deviation(
+                        run,
+                        index,
+                        DecisionRequest::Deviation {
+                            step_id: step,
+                            attempts: failed.value.counted_attempts(),
+                            failure,
+                        },
+                    )
+                    .await?;
+                }
+            }
+            TaskResult::Interruption(interruption) => {
+                self.executions
+                    .interrupt_task(run.id, task, interruption.clone())
+                    .await?;
+                log(
+                    "task.attempt.interrupted",
+                    json!({ "step_id": step, "interruption": interruption }),
+                )
+                .await?;
+                self.observer.event(&RunEvent::TaskFailed {
+                    step: step.clone(),
+                    failure: TaskFailure::new(
+                        ErrorCode::Interrupted,
+                        interruption
+                            .question
+                            .clone()
+                            .unwrap_or_else(|| interruption.reason.clone()),
+                    ),
+                    retry_in: None,
+                });
+                self.deviation(
+                    run,
+                    index,
+                    DecisionRequest::Interruption {
+                        step_id: step,
+                        reason: interruption.reason,
+                        question: interruption.question,
+                    },
+                )
+                .await?;
+            }
+        }
+        self.refresh(run).await
+    }
+
+    async fn deviation(&self, run: &mut Run, index: usize, request: DecisionRequest) -> Result<()> {
+        match self.config.on_failure {
+            FailurePolicy::Ask => {
+                self.executions
+                    .await_decision(run.id, request.clone())
+                    .await?;
+                self.audit(run, "decision.requested", json!({ "request": request }))
+                    .await?;
+                self.observer.event(&RunEvent::DecisionNeeded { request });
+            }
+            FailurePolicy::Stop => {
+                let reason = format!("step `{}` failed; policy: stop", request.step_id());
+                self.audit(
+                    run,
+                    "policy.applied",
+                    json!({ "policy": "stop", "request": request }),
+                )
+                .await?;
+                run.stop_after_drain = Some(reason);
+            }
+            FailurePolicy::Skip => {
+                self.audit(
+                    run,
+                    "policy.applied",
+                    json!({ "policy": "skip", "request": request }),
+                )
+                .await?;
+                run.abandoned.insert(request.step_id().clone());
+                self.skip_dependents(run).await?;
+                let _ = index;
+            }
+        }
+        Ok(())
+    }
+
+    async fn skip_dependents(&self, run: &mut Run) -> Result<()> {
+        self.refresh(run).await?;
+        let to_skip = schedule::to_skip(run.plan.content(), &run.values(), &run.abandoned);
+        for i in to_skip {
+            let Some(task) = run.tasks.get(i).cloned() else {
+                continue;
+            };
+            let step = task.value.step_id().clone();
+            self.executions
+                .skip_task(run.id, task, "an upstream step failed and was abandoned")
+                .await?;
+            self.audit(run, "task.skipped", json!({ "step_id": step }))
+                .await?;
+            self.observer.event(&RunEvent::TaskSkipped { step });
+        }
+        self.refresh(run).await
+    }
+
+    async fn ask_human(&self, run: &Run, request: &DecisionRequest) -> Result<Option<Decision>> {
+        let question = decision_question(request);
+        for _ in 0..3 {
+            let Some(answer): Option<HumanAnswer> = self.hitl.decide(&question).await else {
+                return Ok(None);
+            };
+            match Decision::from_answer(request, &answer) {
+                Ok(decision) => return Ok(Some(decision)),
+                Err(e) => {
+                    warn!(execution = %run.id, error = %e, "the answer matched no option; asking again")
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    async fn apply_decision(
+        &self,
+        run: &mut Run,
+        request: &DecisionRequest,
+        decision: Decision,
+        by: &str,
+    ) -> Result<Option<RunOutcome>> {
+        let index = run.plan.content().position(request.step_id());
+        self.audit(
+            run,
+            "decision.applied",
+            json!({ "decision": decision, "by": by }),
+        )
+        .await?;
+        match decision {
+            Decision::Retry { guidance } => {
+                if let Some(i) = index {
+                    run.retry_now.insert(i, guidance);
+                }
+                Ok(None)
+            }
+            Decision::Answer { text } => {
+                if let Some(i) = index {
+                    run.retry_now
+                        .insert(i, Some(format!("the human answered: {text}")));
+                }
+                Ok(None)
+            }
+            Decision::Stop => {
+                let reason = format!("stopped after step `{}` failed", request.step_id());
+                self.executions
+                    .stop(run.id, by, Some(reason.clone()))
+                    .await?;
+                self.audit(
+                    run,
+                    "execution.stopped",
+                    json!({ "by": by, "reason": reason }),
+                )
+                .await?;
+                Ok(Some(RunOutcome::Stopped {
+                    reason: Some(reason),
+                }))
+            }
+            Decision::Replan { guidance } => self.replan(run, request, guidance).await.map(Some),
+        }
+    }
+
+    async fn replan(
+        &self,
+        run: &mut Run,
+        request: &DecisionRequest,
+        guidance: Option<String>,
+    ) -> Result<RunOutcome> {
+        use std::fmt::Write as _;
+        let mut report = String::new();
+        if let DecisionRequest::Deviation {
+            step_id,
+            attempts,
+            failure,
+        } = request
+        {
+            let _ = writeln!(
+                report,
+                "Failed step: {step_id} after {attempts} attempt(s): {failure}"
+            );
+        }
+        let _ = writeln!(report, "Completed steps:");
+        for (step, task) in run.plan.content().steps.iter().zip(&run.tasks) {
+            if let Some(s) = task.value.success() {
+                let _ = writeln!(report, "- {} ({}): {}", step.id, step.agent, s.summary);
+            }
+        }
+        if let Some(g) = &guidance {
+            let _ = writeln!(report, "The human's guidance: {g}");
+        }
+        let (new_plan, reply) = self.orca.replan(&run.plan, &report).await?;
+        self.audit(
+            run,
+            "execution.replanned",
+            json!({ "new_plan": new_plan, "planner": reply.outcome }),
+        )
+        .await?;
+        let reason = format!("replanned as {new_plan}");
+        self.executions
+            .fail(run.id, &reason, Some(new_plan))
+            .await?;
+        let proposal = matches!(
+            reply.outcome,
+            PlannerResponse::Plan {
+                stage: PlanRefStage::Proposal,
+                ..
+            }
+        );
+        let mut execution_id = None;
+        if proposal
+            && let ApprovalOutcome::Approved(plan) = self
+                .orca
+                .approval_loop(new_plan, self.hitl.as_ref(), &self.config.actor)
+                .await?
+        {
+            execution_id = Some(self.executions.create(plan.id()).await?.1);
+        }
+        Ok(RunOutcome::Replanned {
+            plan_id: new_plan,
+            execution_id,
+        })
+    }
+
+    async fn cancel_in_flight(&self, run: &mut Run, why: &str) -> Result<()> {
+        run.joins.abort_all();
+        while run.joins.join_next().await.is_some() {}
+        let flights: Vec<usize> = run.in_flight.keys().copied().collect();
+        run.in_flight.clear();
+        for index in flights {
+            let Some(step) = run.plan.content().steps.get(index).map(|s| s.id.clone()) else {
+                continue;
+            };
+            let task = self.executions.task(run.id, &step).await?;
+            if task.value.status() == TaskStatus::Running {
+                let failure = TaskFailure::new(ErrorCode::Cancelled, why.to_owned());
+                match self.executions.fail_task(run.id, task, failure).await {
+                    Ok(_) | Err(ServiceError::Store(StoreError::Conflict { .. })) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish(&self, run: &mut Run) -> Result<RunOutcome> {
+        let tasks = run.values();
+        if tasks.iter().all(|t| t.status() == TaskStatus::Completed) {
+            self.executions.complete(run.id).await?;
+            self.audit(run, "execution.completed", json!({ "usage": run.usage }))
+                .await?;
+            return Ok(RunOutcome::Completed);
+        }
+        let p = schedule::Progress::of(&tasks);
+        let reason = format!(
+            "{} of {} steps completed; {} failed, {} skipped",
+            p.completed,
+            p.total(),
+            p.failed,
+            p.skipped
+        );
+        self.executions.fail(run.id, &reason, None).await?;
+        self.audit(run, "execution.failed", json!({ "reason": reason }))
+            .await?;
+        Ok(RunOutcome::Failed { reason })
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The outcome of an execution that has ended, if it has.
+#[must_use]
+pub fn terminal_outcome(execution: &Execution) -> Option<RunOutcome> {
+    match execution {
+        Execution::Completed(_) => Some(RunOutcome::Completed),
+        Execution::Failed(f) => Some(match f.replanned_as {
+            Some(plan_id) => RunOutcome::Replanned {
+                plan_id,
+                execution_id: None,
+            },
+            None => RunOutcome::Failed {
+                reason: f.reason.clone(),
+            },
+        }),
+        Execution::Stopped(s) => Some(RunOutcome::Stopped {
+            reason: s.reason.clone(),
+        }),
+        Execution::Pending(_) | Execution::Running(_) => None,
+    }
+}
