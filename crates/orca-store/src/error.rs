@@ -59,6 +59,10 @@ pub enum StoreError {
     /// (an approved plan, a terminal execution).
     #[error("{0}")]
     Immutable(String),
+    /// The request itself is inconsistent (tasks that do not match the execution's steps, a
+    /// task of another execution…). Nothing was written.
+    #[error("{0}")]
+    Invalid(String),
     /// An I/O or backend failure.
     #[error("{context}")]
     Backend {
@@ -86,6 +90,7 @@ impl StoreError {
                 | Self::AlreadyExists { .. }
                 | Self::Corrupt { .. }
                 | Self::Immutable(_)
+                | Self::Invalid(_)
         )
     }
 

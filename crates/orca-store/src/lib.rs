@@ -12,8 +12,14 @@
 //! [`StoreError`].
 
 pub mod audit;
+mod common;
 mod error;
+mod file;
+mod memory;
 mod port;
+
+pub use file::{FileStore, STORE_DIR};
+pub use memory::MemoryStore;
 
 pub use error::{BoxError, StoreError};
 pub use port::{

@@ -1,0 +1,145 @@
+//! Rules every backend applies the same way: summaries, checks before writes, sorting.
+
+use orca_core::{Execution, ExecutionId, Plan, PlanStage, Task, TaskStatus};
+
+use crate::error::StoreError;
+use crate::port::{ExecutionSummary, PlanSummary, Revision};
+
+pub(crate) fn plan_what(plan: &Plan) -> String {
+    format!("plan {}", plan.id())
+}
+
+pub(crate) fn exec_what(id: ExecutionId) -> String {
+    format!("execution {id}")
+}
+
+pub(crate) fn task_what(execution: ExecutionId, task: &Task) -> String {
+    format!("task {} of {execution}", task.step_id())
+}
+
+pub(crate) fn plan_summary(plan: &Plan, executions: usize) -> PlanSummary {
+    PlanSummary {
+        plan_id: plan.id(),
+        goal: plan.content().goal.clone(),
+        stage: plan.stage(),
+        steps: plan.content().steps.len(),
+        executions,
+        created_at: plan.created_at(),
+        supersedes: plan.supersedes(),
+    }
+}
+
+pub(crate) fn execution_summary<'a>(
+    execution: &Execution,
+    tasks: impl IntoIterator<Item = &'a Task>,
+) -> ExecutionSummary {
+    let completed = tasks
+        .into_iter()
+        .filter(|t| t.status() == TaskStatus::Completed)
+        .count();
+    ExecutionSummary {
+        execution_id: execution.id(),
+        plan_id: execution.info().plan_id,
+        stage: execution.stage(),
+        completed,
+        total: execution.info().steps.len(),
+        awaiting_decision: execution.decision().is_some_and(|d| d.answer.is_none()),
+        created_at: execution.info().created_at,
+    }
+}
+
+/// Newest first: by creation time, then by id (UUIDv7 ids are time-ordered).
+pub(crate) fn sort_plans(items: &mut [PlanSummary]) {
+    items.sort_by(|a, b| {
+        b.created_at
+            .cmp(&a.created_at)
+            .then_with(|| b.plan_id.to_string().cmp(&a.plan_id.to_string()))
+    });
+}
+
+/// Newest first.
+pub(crate) fn sort_executions(items: &mut [ExecutionSummary]) {
+    items.sort_by(|a, b| {
+        b.created_at
+            .cmp(&a.created_at)
+            .then_with(|| b.execution_id.to_string().cmp(&a.execution_id.to_string()))
+    });
+}
+
+/// A plan may be replaced unless it is approved or rejected; its id cannot change.
+pub(crate) fn check_plan_update(stored: &Plan, new: &Plan) -> Result<(), StoreError> {
+    if matches!(stored.stage(), PlanStage::Approved | PlanStage::Rejected) {
+        return Err(StoreError::Immutable(format!(
+            "plan {} is {} and cannot change",
+            stored.id(),
+            stored.stage()
+        )));
+    }
+    if stored.id() != new.id() {
+        return Err(StoreError::Invalid(format!(
+            "plan {} cannot be replaced by plan {}",
+            stored.id(),
+            new.id()
+        )));
+    }
+    Ok(())
+}
+
+/// An execution header may be replaced unless terminal; ids, plan and steps cannot change.
+pub(crate) fn check_execution_update(
+    stored: &Execution,
+    new: &Execution,
+) -> Result<(), StoreError> {
+    if stored.stage().is_terminal() {
+        return Err(StoreError::Immutable(format!(
+            "execution {} is {} and cannot change",
+            stored.id(),
+            stored.stage()
+        )));
+    }
+    if stored.info() != new.info() {
+        return Err(StoreError::Invalid(format!(
+            "execution {}: the update changes its ids, plan or steps",
+            stored.id()
+        )));
+    }
+    Ok(())
+}
+
+/// Tasks of a terminal execution cannot change.
+pub(crate) fn check_task_update(header: &Execution, task: &Task) -> Result<(), StoreError> {
+    if header.stage().is_terminal() {
+        return Err(StoreError::Immutable(format!(
+            "execution {} is {}: task {} cannot change",
+            header.id(),
+            header.stage(),
+            task.step_id()
+        )));
+    }
+    if !header.info().steps.contains(task.step_id()) {
+        return Err(StoreError::NotFound {
+            what: format!("task {} of {}", task.step_id(), header.id()),
+        });
+    }
+    Ok(())
+}
+
+/// The tasks given at creation are one per step, in plan order.
+pub(crate) fn check_new_execution(execution: &Execution, tasks: &[Task]) -> Result<(), StoreError> {
+    let steps = &execution.info().steps;
+    if tasks.len() != steps.len() || tasks.iter().zip(steps).any(|(t, s)| t.step_id() != s) {
+        return Err(StoreError::Invalid(format!(
+            "execution {}: the tasks do not match its steps",
+            execution.id()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn conflict(what: String, expected: Revision, found: Revision) -> StoreError {
+    StoreError::Conflict {
+        what,
+        expected,
+        found,
+    }
+}
