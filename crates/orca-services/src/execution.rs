@@ -411,6 +411,23 @@ impl ExecutionService {
         by: &str,
         reason: Option<String>,
     ) -> Result<Versioned<Execution>> {
+        // Running tasks are marked cancelled first (a terminal execution's tasks are final);
+        // their runner, in this or another process, sees the change and drops its agent calls.
+        let snap = self.get(id).await?;
+        if !snap.execution.value.stage().is_terminal() {
+            for t in snap.tasks {
+                if t.value.status() == TaskStatus::Running {
+                    let failure = TaskFailure::new(
+                        orca_core::ErrorCode::Cancelled,
+                        format!("stopped by {by}"),
+                    );
+                    match self.fail_task(id, t, failure).await {
+                        Ok(_) | Err(ServiceError::Store(StoreError::Conflict { .. })) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
         let result = self
             .update_header(id, |e| match e {
                 Execution::Pending(p) => {

@@ -695,6 +695,25 @@ impl Runner {
     }
 
     async fn on_result(&self, run: &mut Run, index: usize, reply: Reply<TaskResult>) -> Result<()> {
+        match self.record_result(run, index, reply).await {
+            // Stopped, or the task was changed by another process meanwhile: the result is
+            // dropped (it is in the audit log) and the loop re-reads the state.
+            Err(ServiceError::Store(
+                e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
+            )) => {
+                warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
+                self.refresh(run).await
+            }
+            other => other,
+        }
+    }
+
+    async fn record_result(
+        &self,
+        run: &mut Run,
+        index: usize,
+        reply: Reply<TaskResult>,
+    ) -> Result<()> {
         let Some(flight) = run.in_flight.remove(&index) else {
             return Ok(());
         };
@@ -1005,7 +1024,10 @@ impl Runner {
             if task.value.status() == TaskStatus::Running {
                 let failure = TaskFailure::new(ErrorCode::Cancelled, why.to_owned());
                 match self.executions.fail_task(run.id, task, failure).await {
-                    Ok(_) | Err(ServiceError::Store(StoreError::Conflict { .. })) => {}
+                    Ok(_)
+                    | Err(ServiceError::Store(
+                        StoreError::Conflict { .. } | StoreError::Immutable(_),
+                    )) => {}
                     Err(e) => return Err(e),
                 }
             }

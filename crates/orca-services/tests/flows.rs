@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::{
-    AttemptOutcome, Decision, DecisionRequest, ErrorCode, Execution, ExecutionStage, Plan, PlanStage,
-    PlannerResponse, Task, TaskStatus,
+    AttemptOutcome, Decision, DecisionRequest, ErrorCode, Execution, ExecutionStage, Plan,
+    PlanStage, PlannerResponse, Task, TaskStatus,
 };
 use orca_services::{
     ApprovalOutcome, FailurePolicy, NoHuman, Quiet, RunOutcome, ScriptedHitl, ServiceError,
@@ -19,23 +19,33 @@ use support::*;
 use tokio_util::sync::CancellationToken;
 
 /// A store of each backend; the tempdir lives as long as the store is used.
-pub struct Backend {
-    pub store: Arc<dyn Store>,
+struct Backend {
+    store: Arc<dyn Store>,
     _dir: Option<tempfile::TempDir>,
 }
 
 fn memory() -> Backend {
-    Backend { store: Arc::new(orca_store::MemoryStore::new()), _dir: None }
+    Backend {
+        store: Arc::new(orca_store::MemoryStore::new()),
+        _dir: None,
+    }
 }
 
 fn file() -> Backend {
     let dir = tempfile::tempdir().unwrap();
     let store = orca_store::FileStore::open(dir.path()).unwrap();
-    Backend { store: Arc::new(store), _dir: Some(dir) }
+    Backend {
+        store: Arc::new(store),
+        _dir: Some(dir),
+    }
 }
 
 async fn approved_plan(o: &orca_services::Orca, steps: Vec<orca_core::Step>) -> orca_core::PlanId {
-    let p = o.planning.create_proposal(content(steps), None).await.unwrap();
+    let p = o
+        .planning
+        .create_proposal(content(steps), None)
+        .await
+        .unwrap();
     o.planning.approve(p.id(), "tester", None).await.unwrap();
     p.id()
 }
@@ -107,7 +117,7 @@ macro_rules! flows {
             async fn request_changes_then_revise_then_approve() {
                 let b = backend();
                 let agents = ScriptedAgents::new();
-                agents.plan([PlannerAct::Build(vec![step("build", "coder")]), PlannerAct::Revise(step("test", "tester"))]);
+                agents.plan([PlannerAct::Build(vec![step("build", "coder")]), PlannerAct::Revise(Box::new(step("test", "tester")))]);
                 let hitl = Arc::new(ScriptedHitl::new([("request_changes", Some("add tests")), ("Approve", None)]));
                 let o = orca(b.store.clone(), agents, hitl.clone());
                 let PlannerResponse::Plan { plan_id, .. } = o.relay.invoke("feature").await.unwrap().outcome else { panic!() };
@@ -456,8 +466,9 @@ macro_rules! flows {
                 let (_, exec) = o.executions.create(plan).await.unwrap();
                 let mut c = config();
                 c.on_failure = FailurePolicy::Stop;
+                c.max_attempts = 1;
                 let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
-                assert!(matches!(report.outcome, RunOutcome::Failed { .. }));
+                assert!(matches!(report.outcome, RunOutcome::Failed { .. }), "{report:?}");
                 let entries = b.store.entries(orca_services::ExecutionService::log(plan, exec)).await.unwrap();
                 let refused = entries.iter().find(|e| e.kind == "tool.refused").unwrap();
                 assert_eq!(refused.data["tool"], "orca_plan_submit");

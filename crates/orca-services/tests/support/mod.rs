@@ -1,6 +1,10 @@
 //! A scripted agent port and helpers shared by the service tests.
 #![allow(dead_code, reason = "each test file uses a different part")]
-#![allow(clippy::unwrap_used, clippy::missing_panics_doc, reason = "test support")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::missing_panics_doc,
+    reason = "test support"
+)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +23,7 @@ use serde_json::{Value, json};
 
 /// One scripted attempt of a step.
 #[derive(Debug, Clone)]
-pub enum Act {
+pub(crate) enum Act {
     Succeed(&'static str),
     Fail(&'static str),
     Interrupt(&'static str),
@@ -35,37 +39,37 @@ pub enum Act {
 
 /// What the planner does on one call.
 #[derive(Debug, Clone)]
-pub enum PlannerAct {
+pub(crate) enum PlannerAct {
     Answer(&'static str),
     /// Builds a plan with the plan tools (into the request's plan if it has one, else a new
     /// draft) and submits it.
     Build(Vec<Step>),
     /// Adds a step to the request's draft and submits.
-    Revise(Step),
+    Revise(Box<Step>),
 }
 
 #[derive(Default)]
-pub struct Scripts {
-    pub steps: HashMap<StepId, VecDeque<Act>>,
-    pub planner: VecDeque<PlannerAct>,
+pub(crate) struct Scripts {
+    pub(crate) steps: HashMap<StepId, VecDeque<Act>>,
+    pub(crate) planner: VecDeque<PlannerAct>,
 }
 
 /// An agent port that follows scripts and records what it was asked.
-pub struct ScriptedAgents {
+pub(crate) struct ScriptedAgents {
     infos: Vec<AgentInfo>,
-    pub scripts: Mutex<Scripts>,
-    pub requests: Mutex<Vec<TaskRequest>>,
+    pub(crate) scripts: Mutex<Scripts>,
+    pub(crate) requests: Mutex<Vec<TaskRequest>>,
     running: AtomicUsize,
-    pub max_running: AtomicUsize,
+    pub(crate) max_running: AtomicUsize,
     /// Running count per lock name, and the max seen.
     lock_running: Mutex<BTreeMap<String, (usize, usize)>>,
 }
 
-pub fn id(s: &str) -> StepId {
+pub(crate) fn id(s: &str) -> StepId {
     StepId::parse(s).unwrap()
 }
 
-pub fn agent(s: &str) -> AgentId {
+pub(crate) fn agent(s: &str) -> AgentId {
     AgentId::parse(s).unwrap()
 }
 
@@ -81,7 +85,7 @@ fn info(id: &str, role: Role, tools: &[&str]) -> AgentInfo {
 }
 
 impl ScriptedAgents {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             infos: vec![
                 info("planner", Role::Planner, &["read_file"]),
@@ -97,20 +101,34 @@ impl ScriptedAgents {
         })
     }
 
-    pub fn script(&self, step: &str, acts: impl IntoIterator<Item = Act>) {
-        self.scripts.lock().unwrap().steps.insert(id(step), acts.into_iter().collect());
+    pub(crate) fn script(&self, step: &str, acts: impl IntoIterator<Item = Act>) {
+        self.scripts
+            .lock()
+            .unwrap()
+            .steps
+            .insert(id(step), acts.into_iter().collect());
     }
 
-    pub fn plan(&self, acts: impl IntoIterator<Item = PlannerAct>) {
+    pub(crate) fn plan(&self, acts: impl IntoIterator<Item = PlannerAct>) {
         self.scripts.lock().unwrap().planner.extend(acts);
     }
 
-    pub fn requests_for(&self, step: &str) -> Vec<TaskRequest> {
-        self.requests.lock().unwrap().iter().filter(|r| r.step.id.as_str() == step).cloned().collect()
+    pub(crate) fn requests_for(&self, step: &str) -> Vec<TaskRequest> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.step.id.as_str() == step)
+            .cloned()
+            .collect()
     }
 
-    pub fn max_concurrent_on(&self, lock: &str) -> usize {
-        self.lock_running.lock().unwrap().get(lock).map_or(0, |(_, m)| *m)
+    pub(crate) fn max_concurrent_on(&self, lock: &str) -> usize {
+        self.lock_running
+            .lock()
+            .unwrap()
+            .get(lock)
+            .map_or(0, |(_, m)| *m)
     }
 
     fn enter(&self, locks: &[String]) {
@@ -144,7 +162,11 @@ impl Drop for Leave<'_> {
 
 async fn call(tools: &dyn ToolHost, name: &str, arguments: Value) -> Result<Value, String> {
     tools
-        .call(&ToolCall { id: "t".into(), name: name.into(), arguments })
+        .call(&ToolCall {
+            id: "t".into(),
+            name: name.into(),
+            arguments,
+        })
         .await
         .map_err(|e| e.message)
 }
@@ -194,7 +216,11 @@ impl AgentPort for ScriptedAgents {
             Act::Spend(tokens) => {
                 return Reply {
                     outcome: TaskResult::Success(TaskSuccess::with_summary(summary("spent"))),
-                    usage: Usage { input_tokens: tokens, turns: 1, ..Usage::default() },
+                    usage: Usage {
+                        input_tokens: tokens,
+                        turns: 1,
+                        ..Usage::default()
+                    },
                     session: None,
                 };
             }
@@ -207,27 +233,48 @@ impl AgentPort for ScriptedAgents {
         request: QuestionRequest,
         _tools: &dyn ToolHost,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
-        Reply::new(Ok(AgentAnswer { answer: format!("{} says: 42", request.agent), session_id: None }))
+        Reply::new(Ok(AgentAnswer {
+            answer: format!("{} says: 42", request.agent),
+            session_id: None,
+        }))
     }
 
     async fn plan(&self, request: PlannerRequest, tools: &dyn ToolHost) -> Reply<PlannerResponse> {
         let act = self.scripts.lock().unwrap().planner.pop_front();
         let outcome = match act {
             None => PlannerResponse::Failure(TaskFailure::new(ErrorCode::AgentError, "no script")),
-            Some(PlannerAct::Answer(text)) => PlannerResponse::Answer { text: text.to_owned() },
-            Some(PlannerAct::Build(steps)) => match build(tools, request.plan_id, &request.message, steps).await {
-                Ok(plan_id) => PlannerResponse::Plan { plan_id, stage: PlanRefStage::Proposal, message: None },
-                Err(e) => PlannerResponse::Failure(TaskFailure::new(ErrorCode::Validation, e)),
+            Some(PlannerAct::Answer(text)) => PlannerResponse::Answer {
+                text: text.to_owned(),
             },
+            Some(PlannerAct::Build(steps)) => {
+                match build(tools, request.plan_id, &request.message, steps).await {
+                    Ok(plan_id) => PlannerResponse::Plan {
+                        plan_id,
+                        stage: PlanRefStage::Proposal,
+                        message: None,
+                    },
+                    Err(e) => PlannerResponse::Failure(TaskFailure::new(ErrorCode::Validation, e)),
+                }
+            }
             Some(PlannerAct::Revise(step)) => {
+                let step = *step;
                 let plan_id = request.plan_id.unwrap();
                 let r = async {
-                    call(tools, "orca_plan_add_step", json!({ "plan_id": plan_id, "step": step })).await?;
+                    call(
+                        tools,
+                        "orca_plan_add_step",
+                        json!({ "plan_id": plan_id, "step": step }),
+                    )
+                    .await?;
                     call(tools, "orca_plan_submit", json!({ "plan_id": plan_id })).await
                 }
                 .await;
                 match r {
-                    Ok(_) => PlannerResponse::Plan { plan_id, stage: PlanRefStage::Proposal, message: None },
+                    Ok(_) => PlannerResponse::Plan {
+                        plan_id,
+                        stage: PlanRefStage::Proposal,
+                        message: None,
+                    },
                     Err(e) => PlannerResponse::Failure(TaskFailure::new(ErrorCode::Validation, e)),
                 }
             }
@@ -236,7 +283,12 @@ impl AgentPort for ScriptedAgents {
     }
 }
 
-async fn build(tools: &dyn ToolHost, existing: Option<PlanId>, message: &str, steps: Vec<Step>) -> Result<PlanId, String> {
+async fn build(
+    tools: &dyn ToolHost,
+    existing: Option<PlanId>,
+    message: &str,
+    steps: Vec<Step>,
+) -> Result<PlanId, String> {
     let plan_id = match existing {
         Some(p) => p,
         None => {
@@ -244,18 +296,42 @@ async fn build(tools: &dyn ToolHost, existing: Option<PlanId>, message: &str, st
             serde_json::from_value(v["plan_id"].clone()).map_err(|e| e.to_string())?
         }
     };
-    call(tools, "orca_plan_set_assumptions", json!({ "plan_id": plan_id, "items": ["a"] })).await?;
-    call(tools, "orca_plan_set_risks", json!({ "plan_id": plan_id, "items": ["r"] })).await?;
-    call(tools, "orca_plan_set_verification", json!({ "plan_id": plan_id, "items": ["v"] })).await?;
+    call(
+        tools,
+        "orca_plan_set_assumptions",
+        json!({ "plan_id": plan_id, "items": ["a"] }),
+    )
+    .await?;
+    call(
+        tools,
+        "orca_plan_set_risks",
+        json!({ "plan_id": plan_id, "items": ["r"] }),
+    )
+    .await?;
+    call(
+        tools,
+        "orca_plan_set_verification",
+        json!({ "plan_id": plan_id, "items": ["v"] }),
+    )
+    .await?;
     for step in steps {
-        call(tools, "orca_plan_add_step", json!({ "plan_id": plan_id, "step": step })).await?;
+        call(
+            tools,
+            "orca_plan_add_step",
+            json!({ "plan_id": plan_id, "step": step }),
+        )
+        .await?;
     }
     call(tools, "orca_plan_submit", json!({ "plan_id": plan_id })).await?;
     Ok(plan_id)
 }
 
-pub fn holder() -> Holder {
-    Holder { pid: std::process::id(), host: "test".into(), token: uuid_token() }
+pub(crate) fn holder() -> Holder {
+    Holder {
+        pid: std::process::id(),
+        host: "test".into(),
+        token: uuid_token(),
+    }
 }
 
 fn uuid_token() -> String {
@@ -264,11 +340,13 @@ fn uuid_token() -> String {
 
 fn fastrand_u64() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64)
 }
 
 /// Fast retries for tests.
-pub fn config() -> RunConfig {
+pub(crate) fn config() -> RunConfig {
     let mut c = RunConfig::new(holder());
     c.backoff.base = Duration::from_millis(5);
     c.backoff.max = Duration::from_millis(20);
@@ -277,15 +355,19 @@ pub fn config() -> RunConfig {
     c
 }
 
-pub fn orca(store: Arc<dyn Store>, agents: Arc<ScriptedAgents>, hitl: Arc<dyn Hitl>) -> Orca {
+pub(crate) fn orca(
+    store: Arc<dyn Store>,
+    agents: Arc<ScriptedAgents>,
+    hitl: Arc<dyn Hitl>,
+) -> Orca {
     Orca::new(store, agents, hitl, None, Budget::UNLIMITED)
 }
 
-pub fn step(name: &str, agent_name: &str) -> Step {
+pub(crate) fn step(name: &str, agent_name: &str) -> Step {
     Step::new(id(name), agent(agent_name), format!("do {name}"))
 }
 
-pub fn content(steps: Vec<Step>) -> orca_core::PlanContent {
+pub(crate) fn content(steps: Vec<Step>) -> orca_core::PlanContent {
     orca_core::PlanContent {
         goal: "test goal".into(),
         summary: None,
