@@ -1,3 +1,47 @@
 //! # orca-agents
 //!
 //! Agent backends and adapters, the agent loop, built-in profiles and workspace tools.
+//!
+//! - [`Agents`] implements [`orca_core::AgentPort`] over a set of [`Profile`]s; the `shell`
+//!   agent is always present.
+//! - [`ChatBackend`] is the small trait a model backend implements; adapters:
+//!   [`OpenAiBackend`] (Chat Completions: OpenAI, Ollama, vLLM, llama.cpp, LM Studio),
+//!   [`AnthropicBackend`] (Messages), [`ScriptedBackend`] (replays a file). Command-line agents
+//!   (Claude Code, Codex, opencode) run as subprocesses ([`CliSpec`]).
+//! - The agent loop offers the caller's tools plus a forced `submit_result` tool, validates the
+//!   result, repairs it up to twice, enforces budgets and retries transient errors.
+//! - [`WorkspaceTools`] is a [`orca_core::ToolHost`] confined to the project root.
+//! - [`config`] parses `.orca/config.toml`.
+
+pub mod agent_loop;
+pub mod anthropic;
+pub mod backend;
+pub mod cli;
+pub mod config;
+pub mod error;
+mod http;
+pub mod openai;
+mod process;
+pub mod profile;
+pub mod registry;
+pub mod schema;
+pub mod scripted;
+pub mod secret;
+pub mod shell;
+pub mod workspace;
+
+pub use agent_loop::{LoopSettings, RetryPolicy};
+pub use anthropic::AnthropicBackend;
+pub use backend::{
+    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
+};
+pub use cli::{CliKind, CliSpec};
+pub use error::{BackendError, ConfigError, ScriptError};
+pub use http::DEFAULT_REQUEST_TIMEOUT;
+pub use openai::OpenAiBackend;
+pub use process::OUTPUT_CAP;
+pub use profile::{BackendSpec, Profile, built_in_profiles};
+pub use registry::Agents;
+pub use scripted::ScriptedBackend;
+pub use secret::ApiKey;
+pub use workspace::WorkspaceTools;

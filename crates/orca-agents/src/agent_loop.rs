@@ -1,0 +1,530 @@
+//! The agent loop: offer tools, run tool calls, take the final result through the forced
+//! submit tool, repair invalid results, enforce limits, retry transient backend errors.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use orca_core::{
+    AgentAnswer, Budget, ErrorCode, PlannerRequest, PlannerResponse, QuestionRequest, Reply,
+    TaskFailure, TaskRequest, TaskResult, ToolCall, ToolHost, Usage,
+};
+use serde_json::Value;
+
+use crate::backend::{ChatBackend, ChatRequest, ChatResponse, Message, ToolChoice, ToolResult};
+use crate::error::BackendError;
+use crate::profile::Profile;
+use crate::schema::{self, SUBMIT_TOOL};
+
+/// Retries of transient backend errors (429, 529, 5xx, timeouts): exponential backoff with
+/// jitter, or the provider's `retry-after` when it sends one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first call.
+    pub max_retries: u32,
+    /// The first backoff.
+    pub base_delay: Duration,
+    /// The largest backoff, and the largest `retry-after` honoured.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `retry` (0-based) after `error`.
+    #[must_use]
+    pub fn delay(&self, retry: u32, error: &BackendError) -> Duration {
+        if let Some(after) = error.retry_after() {
+            return after.min(self.max_delay);
+        }
+        let exp = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(retry.min(20)))
+            .min(self.max_delay);
+        // Full jitter in [exp/2, exp].
+        let half = exp / 2;
+        let extra = half.as_nanos().min(u128::from(u64::MAX));
+        let jitter = Duration::from_nanos(fastrand::u64(0..=u64::try_from(extra).unwrap_or(0)));
+        half + jitter
+    }
+}
+
+/// Settings of the agent loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopSettings {
+    /// Retries of transient backend errors.
+    pub retry: RetryPolicy,
+    /// The turn limit when neither the request nor the profile sets one.
+    pub default_max_turns: u32,
+    /// Attempts to repair an invalid (or missing) submitted result.
+    pub max_repairs: u32,
+    /// The output token cap of each turn.
+    pub max_output_tokens: Option<u32>,
+}
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            default_max_turns: 40,
+            max_repairs: 2,
+            max_output_tokens: Some(8192),
+        }
+    }
+}
+
+/// One run of the loop.
+struct Run<'a> {
+    backend: &'a dyn ChatBackend,
+    system: String,
+    tools: &'a dyn ToolHost,
+    budget: Budget,
+    settings: &'a LoopSettings,
+    submit_schema: Value,
+    what: &'static str,
+}
+
+fn failure(code: ErrorCode, message: impl Into<String>) -> TaskFailure {
+    TaskFailure::new(code, message)
+}
+
+impl Run<'_> {
+    /// Runs to a validated result (or a failure), summing usage.
+    async fn go<T>(
+        &self,
+        first: String,
+        validate: impl Fn(&Value) -> Result<T, String>,
+    ) -> (Result<T, TaskFailure>, Usage) {
+        let mut usage = Usage::default();
+        let started = Instant::now();
+        let inner = self.inner(first, &validate, &mut usage, started);
+        let result = match self.budget.max_wall_secs {
+            Some(secs) => match tokio::time::timeout(Duration::from_secs(secs), inner).await {
+                Ok(r) => r,
+                Err(_) => Err(failure(
+                    ErrorCode::BudgetExceeded,
+                    format!("time budget exceeded: more than {secs}s"),
+                )),
+            },
+            None => inner.await,
+        };
+        (result, usage)
+    }
+
+    async fn inner<T>(
+        &self,
+        first: String,
+        validate: &impl Fn(&Value) -> Result<T, String>,
+        usage: &mut Usage,
+        started: Instant,
+    ) -> Result<T, TaskFailure> {
+        let mut tools: Vec<_> = self
+            .tools
+            .specs()
+            .into_iter()
+            .filter(|t| t.name != SUBMIT_TOOL)
+            .collect();
+        tools.push(schema::submit_tool(self.submit_schema.clone(), self.what));
+        let max_turns = self
+            .budget
+            .max_turns
+            .unwrap_or(self.settings.default_max_turns);
+        let mut messages = vec![Message::User { text: first }];
+        let mut repairs = 0u32;
+        loop {
+            if usage.turns >= max_turns {
+                return Err(failure(
+                    ErrorCode::BudgetExceeded,
+                    format!(
+                        "turn budget exceeded: {} turns without a submitted result",
+                        usage.turns
+                    ),
+                ));
+            }
+            let request = ChatRequest {
+                system: self.system.clone(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                tool_choice: ToolChoice::Required,
+                max_output_tokens: self.settings.max_output_tokens,
+            };
+            let response = call_with_retry(self.backend, &request, &self.settings.retry)
+                .await
+                .map_err(|e| failure(ErrorCode::AgentError, e.to_string()))?;
+            let mut turn_usage = response.usage;
+            turn_usage.turns = 1;
+            usage.add(&turn_usage);
+            let mut limits = self.budget;
+            limits.max_turns = None;
+            if let Some(msg) = limits.exceeded(usage, started.elapsed().as_secs()) {
+                return Err(failure(ErrorCode::BudgetExceeded, msg));
+            }
+            let ChatResponse {
+                text, tool_calls, ..
+            } = response;
+            messages.push(Message::Assistant {
+                text: text.clone(),
+                tool_calls: tool_calls.clone(),
+            });
+            if tool_calls.is_empty() {
+                repairs += 1;
+                if repairs > self.settings.max_repairs {
+                    return Err(failure(
+                        ErrorCode::ParseError,
+                        format!(
+                            "the model answered without calling `{SUBMIT_TOOL}` {repairs} times"
+                        ),
+                    ));
+                }
+                messages.push(Message::User {
+                    text: format!(
+                        "You must finish by calling the `{SUBMIT_TOOL}` tool with your {}; do not answer in plain text.",
+                        self.what
+                    ),
+                });
+                continue;
+            }
+
+            // The submit call, if any, is checked first: a valid result ends the run.
+            let mut results: Vec<Option<ToolResult>> = vec![None; tool_calls.len()];
+            let mut submitted_invalid = None;
+            for (i, call) in tool_calls.iter().enumerate() {
+                if call.name != SUBMIT_TOOL {
+                    continue;
+                }
+                match validate(&call.arguments) {
+                    Ok(value) => {
+                        tracing::debug!(turns = usage.turns, "result submitted");
+                        return Ok(value);
+                    }
+                    Err(err) => {
+                        let msg = format!(
+                            "invalid {}: {err}. Call `{SUBMIT_TOOL}` again with corrected arguments that match its schema.",
+                            self.what
+                        );
+                        results[i] = Some(ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: msg,
+                            is_error: true,
+                        });
+                        submitted_invalid = Some(err);
+                    }
+                }
+            }
+            if let Some(err) = submitted_invalid {
+                repairs += 1;
+                if repairs > self.settings.max_repairs {
+                    return Err(failure(
+                        ErrorCode::ParseError,
+                        format!(
+                            "the submitted {} was still invalid after {} repair attempts",
+                            self.what, self.settings.max_repairs
+                        ),
+                    )
+                    .with_cause(err));
+                }
+            }
+
+            // The other calls run concurrently; errors go back to the model.
+            let pending: Vec<(usize, &ToolCall)> = tool_calls
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| results[*i].is_none())
+                .collect();
+            let outcomes = join_all(
+                pending
+                    .iter()
+                    .map(|(_, call)| {
+                        Box::pin(run_tool(self.tools, call))
+                            as Pin<Box<dyn Future<Output = ToolResult> + Send + '_>>
+                    })
+                    .collect(),
+            )
+            .await;
+            for ((i, _), outcome) in pending.iter().zip(outcomes) {
+                results[*i] = Some(outcome);
+            }
+            messages.push(Message::Tool {
+                results: results.into_iter().flatten().collect(),
+            });
+        }
+    }
+}
+
+async fn run_tool(tools: &dyn ToolHost, call: &ToolCall) -> ToolResult {
+    let (content, is_error) = if call.arguments.is_object() {
+        match tools.call(call).await {
+            Ok(value) => (
+                match value {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                },
+                false,
+            ),
+            Err(err) => (format!("error: {}", err.message), true),
+        }
+    } else {
+        tracing::debug!(tool = %call.name, "tool arguments are not a JSON object");
+        (
+            format!(
+                "error: the arguments of `{}` are not a JSON object: {}",
+                call.name,
+                match &call.arguments {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }
+            ),
+            true,
+        )
+    };
+    ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+    }
+}
+
+/// Polls every future to completion, concurrently, keeping their order.
+async fn join_all<'a, T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + Send + 'a>>>) -> Vec<T> {
+    let mut out: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, fut) in out.iter_mut().zip(futures.iter_mut()) {
+            if slot.is_some() {
+                continue;
+            }
+            match fut.as_mut().poll(cx) {
+                Poll::Ready(v) => *slot = Some(v),
+                Poll::Pending => pending = true,
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// Calls the backend, retrying transient errors per `policy`.
+///
+/// # Errors
+///
+/// The last error, or the first one that is not retryable (quota, auth, unreachable…).
+pub async fn call_with_retry(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+) -> Result<ChatResponse, BackendError> {
+    let mut retry = 0u32;
+    loop {
+        match backend.chat(request).await {
+            Ok(r) => return Ok(r),
+            Err(err) if err.is_retryable() && retry < policy.max_retries => {
+                let delay = policy.delay(retry, &err);
+                tracing::warn!(%err, retry = retry + 1, delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), "backend call failed; retrying");
+                tokio::time::sleep(delay).await;
+                retry += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// The first message of a task: the step and its context.
+#[must_use]
+pub fn task_message(request: &TaskRequest) -> String {
+    let step = &request.step;
+    let ctx = &request.context;
+    let mut m = String::new();
+    m.push_str(&format!(
+        "# Step `{}` ({} of {}), attempt {}\n\n{}\n",
+        step.id,
+        ctx.step_index + 1,
+        ctx.total_steps,
+        request.attempt,
+        step.description
+    ));
+    if let Some(cmd) = &step.command {
+        m.push_str(&format!("\nSuggested command: `{cmd}`\n"));
+    }
+    let list = |m: &mut String, title: &str, items: &[String]| {
+        if !items.is_empty() {
+            m.push_str(&format!("\n## {title}\n"));
+            for i in items {
+                m.push_str(&format!("- {i}\n"));
+            }
+        }
+    };
+    list(&mut m, "Assumptions", &step.assumptions);
+    list(&mut m, "Risks", &step.risks);
+    list(&mut m, "How to verify", &step.verification);
+    m.push_str(&format!(
+        "\n## Plan\nPlan `{}`: {}\n",
+        ctx.plan_id, ctx.plan_goal
+    ));
+    if !ctx.dependencies.is_empty() {
+        m.push_str("\n## Earlier steps\n");
+        for d in &ctx.dependencies {
+            m.push_str(&format!("- `{}` ({}): {}\n", d.step_id, d.agent, d.summary));
+            for f in &d.key_findings {
+                m.push_str(&format!("  - {f}\n"));
+            }
+        }
+    }
+    list(&mut m, "Relevant files", &ctx.relevant_files);
+    if !ctx.previous_attempts.is_empty() {
+        m.push_str("\n## Earlier attempts of this step\n");
+        for a in &ctx.previous_attempts {
+            m.push_str(&format!("- attempt {}: {}\n", a.attempt, a.error));
+            if let Some(g) = &a.guidance {
+                m.push_str(&format!("  - guidance from the human: {g}\n"));
+            }
+        }
+    }
+    if ctx.omitted > 0 {
+        m.push_str(&format!("\n({} older items were left out.)\n", ctx.omitted));
+    }
+    m
+}
+
+/// Runs a task through the loop.
+pub(crate) async fn run_task(
+    backend: &dyn ChatBackend,
+    profile: &Profile,
+    request: &TaskRequest,
+    budget: Budget,
+    tools: &dyn ToolHost,
+    settings: &LoopSettings,
+) -> Reply<TaskResult> {
+    let run = Run {
+        backend,
+        system: profile.prompt.clone(),
+        tools,
+        budget,
+        settings,
+        submit_schema: schema::task_result_schema(),
+        what: "task result",
+    };
+    let (result, usage) = run
+        .go(task_message(request), schema::parse_task_result)
+        .await;
+    Reply {
+        outcome: result.unwrap_or_else(TaskResult::Failure),
+        usage,
+        session: None,
+    }
+}
+
+/// Asks a question through the loop.
+pub(crate) async fn ask(
+    backend: &dyn ChatBackend,
+    profile: &Profile,
+    request: &QuestionRequest,
+    budget: Budget,
+    tools: &dyn ToolHost,
+    settings: &LoopSettings,
+) -> Reply<Result<AgentAnswer, TaskFailure>> {
+    if request.session.is_some() {
+        tracing::warn!(agent = %request.agent, "model backends keep no sessions; starting a new conversation");
+    }
+    let run = Run {
+        backend,
+        system: profile.prompt.clone(),
+        tools,
+        budget,
+        settings,
+        submit_schema: schema::answer_schema(),
+        what: "answer",
+    };
+    let first = format!(
+        "A read-only question (do not change anything):\n\n{}",
+        request.question
+    );
+    let (result, usage) = run.go(first, schema::parse_answer).await;
+    Reply {
+        outcome: result,
+        usage,
+        session: None,
+    }
+}
+
+/// Gives the planner a message through the loop.
+pub(crate) async fn plan(
+    backend: &dyn ChatBackend,
+    _profile: &Profile,
+    system: &str,
+    request: &PlannerRequest,
+    budget: Budget,
+    tools: &dyn ToolHost,
+    settings: &LoopSettings,
+) -> Reply<PlannerResponse> {
+    let run = Run {
+        backend,
+        system: system.to_owned(),
+        tools,
+        budget,
+        settings,
+        submit_schema: schema::planner_response_schema(),
+        what: "planner response",
+    };
+    let mut first = request.message.clone();
+    if let Some(plan) = &request.plan_id {
+        first.push_str(&format!("\n\n(The plan being worked on: `{plan}`.)"));
+    }
+    let (result, usage) = run.go(first, schema::parse_planner_response).await;
+    Reply {
+        outcome: result.unwrap_or_else(PlannerResponse::Failure),
+        usage,
+        session: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_honours_retry_after_and_grows() {
+        let p = RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(2),
+        };
+        let ra = BackendError::RateLimited {
+            endpoint: "e".into(),
+            message: "m".into(),
+            retry_after: Some(Duration::from_secs(7)),
+        };
+        assert_eq!(
+            p.delay(0, &ra),
+            Duration::from_secs(2),
+            "capped by max_delay"
+        );
+        let t = BackendError::Timeout {
+            endpoint: "e".into(),
+        };
+        for retry in 0..5 {
+            let d = p.delay(retry, &t);
+            let exp = Duration::from_millis(100 * 2u64.pow(retry)).min(Duration::from_secs(2));
+            assert!(
+                d >= exp / 2 && d <= exp,
+                "retry {retry}: {d:?} not in [{:?}, {exp:?}]",
+                exp / 2
+            );
+        }
+    }
+}

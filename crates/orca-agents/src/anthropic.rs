@@ -1,0 +1,254 @@
+//! The Anthropic Messages adapter. Wire types are private and tolerant.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orca_core::{ToolCall, Usage};
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::backend::{
+    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+};
+use crate::error::BackendError;
+use crate::http;
+use crate::secret::ApiKey;
+
+/// The `anthropic-version` header sent.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` when the request sets none (the API requires one).
+const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The Anthropic Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicBackend {
+    base_url: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    client: reqwest::Client,
+}
+
+impl AnthropicBackend {
+    /// A backend for `base_url` (without `/v1`), with the default request timeout.
+    #[must_use]
+    pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>) -> Self {
+        Self::with_timeout(base_url, model, api_key, http::DEFAULT_REQUEST_TIMEOUT)
+    }
+
+    /// A backend with a request timeout.
+    #[must_use]
+    pub fn with_timeout(
+        base_url: &str,
+        model: &str,
+        api_key: Option<ApiKey>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            api_key,
+            client: http::client(timeout),
+        }
+    }
+
+    /// The JSON body sent for a request.
+    #[must_use]
+    pub fn request_body(&self, request: &ChatRequest) -> Value {
+        let mut messages: Vec<Value> = Vec::new();
+        for m in &request.messages {
+            match m {
+                Message::User { text } => messages.push(json!({
+                    "role": "user", "content": [{"type": "text", "text": text}]
+                })),
+                Message::Assistant { text, tool_calls } => {
+                    let mut content = Vec::new();
+                    if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
+                        content.push(json!({"type": "text", "text": t}));
+                    }
+                    for c in tool_calls {
+                        let input = if c.arguments.is_object() {
+                            c.arguments.clone()
+                        } else {
+                            json!({})
+                        };
+                        content.push(
+                            json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                        );
+                    }
+                    messages.push(json!({"role": "assistant", "content": content}));
+                }
+                Message::Tool { results } => {
+                    let content: Vec<Value> = results
+                        .iter()
+                        .map(|r| {
+                            json!({"type": "tool_result", "tool_use_id": r.call_id,
+                                   "content": r.content, "is_error": r.is_error})
+                        })
+                        .collect();
+                    messages.push(json!({"role": "user", "content": content}));
+                }
+            }
+        }
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            "system": request.system,
+            "messages": messages,
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            body["tool_choice"] = match request.tool_choice {
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Auto => json!({"type": "auto"}),
+            };
+        }
+        body
+    }
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    content: Vec<Value>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+    let wire: WireResponse =
+        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
+            endpoint: endpoint.to_owned(),
+            message: format!("unexpected response shape: {e}"),
+        })?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    // Blocks of unknown types (thinking, server tools…) are skipped.
+    for (i, block) in wire.content.into_iter().enumerate() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => {
+                let Some(name) = block.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                tool_calls.push(ToolCall {
+                    id: block
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                        .map_or_else(|| generated_call_id(i), str::to_owned),
+                    name: name.to_owned(),
+                    arguments: crate::openai::parse_arguments(block.get("input").cloned()),
+                });
+            }
+            _ => {}
+        }
+    }
+    let stop_reason = match wire.stop_reason.as_deref() {
+        Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("refusal") => StopReason::ContentFilter,
+        Some(other) => StopReason::Other(other.to_owned()),
+    };
+    let u = wire.usage.unwrap_or_default();
+    Ok(ChatResponse {
+        text: Some(text).filter(|t| !t.is_empty()),
+        tool_calls,
+        stop_reason,
+        usage: Usage {
+            input_tokens: u.input_tokens.unwrap_or(0),
+            output_tokens: u.output_tokens.unwrap_or(0),
+            cache_read_tokens: u.cache_read_input_tokens.unwrap_or(0),
+            cache_write_tokens: u.cache_creation_input_tokens.unwrap_or(0),
+            turns: 1,
+            cost_micro_usd: 0,
+        },
+    })
+}
+
+#[async_trait]
+impl ChatBackend for AnthropicBackend {
+    fn kind(&self) -> &str {
+        "anthropic"
+    }
+
+    fn model(&self) -> Option<&str> {
+        Some(&self.model)
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        let url = format!("{}/v1/messages", self.base_url);
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        if let Some(key) = &self.api_key {
+            let mut value =
+                HeaderValue::from_str(key.expose()).map_err(|_| BackendError::Auth {
+                    endpoint: self.base_url.clone(),
+                    status: 0,
+                    message: "the API key contains characters not allowed in a header".to_owned(),
+                })?;
+            value.set_sensitive(true);
+            headers.insert("x-api-key", value);
+        }
+        let body = self.request_body(request);
+        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
+        parse_response(response, &self.base_url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerant_parsing() {
+        let r = parse_response(
+            json!({"content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "text", "text": "ok"},
+                {"type": "tool_use", "name": "a", "input": {"x": 1}}
+            ], "stop_reason": "pause_turn",
+               "usage": {"input_tokens": 5, "output_tokens": 3, "cache_creation_input_tokens": 7, "cache_read_input_tokens": 11}}),
+            "e",
+        )
+        .unwrap();
+        assert_eq!(r.text.as_deref(), Some("ok"));
+        assert_eq!(r.tool_calls.len(), 1);
+        assert!(r.tool_calls[0].id.starts_with("call_orca_"));
+        assert_eq!(r.stop_reason, StopReason::Other("pause_turn".into()));
+        assert_eq!(
+            (r.usage.cache_write_tokens, r.usage.cache_read_tokens),
+            (7, 11)
+        );
+        let r = parse_response(json!({"content": []}), "e").unwrap();
+        assert_eq!(
+            r.usage,
+            Usage {
+                turns: 1,
+                ..Usage::default()
+            }
+        );
+    }
+}

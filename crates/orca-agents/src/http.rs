@@ -1,0 +1,243 @@
+//! What the HTTP adapters share: the client, posting JSON, and classifying errors.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use crate::error::BackendError;
+
+/// The default time limit of one HTTP request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub(crate) fn client(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_else(|err| {
+            tracing::warn!(%err, "cannot build a configured HTTP client; using the default one");
+            reqwest::Client::new()
+        })
+}
+
+/// Posts `body` and returns the JSON response, or a classified error. Header values are never
+/// logged (they carry keys).
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    headers: HeaderMap,
+    body: &Value,
+    endpoint: &str,
+) -> Result<Value, BackendError> {
+    tracing::debug!(endpoint, "model request");
+    let response = client
+        .post(url)
+        .headers(headers)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| transport_error(&e, endpoint))?;
+    let status = response.status().as_u16();
+    let retry_after = retry_after(response.headers());
+    let text = response
+        .text()
+        .await
+        .map_err(|e| transport_error(&e, endpoint))?;
+    if !(200..300).contains(&status) {
+        return Err(classify(status, retry_after, &text, endpoint));
+    }
+    serde_json::from_str(&text).map_err(|e| BackendError::InvalidResponse {
+        endpoint: endpoint.to_owned(),
+        message: format!("the body is not JSON ({e}): {}", shorten(&text, 200)),
+    })
+}
+
+fn transport_error(err: &reqwest::Error, endpoint: &str) -> BackendError {
+    if err.is_timeout() {
+        BackendError::Timeout {
+            endpoint: endpoint.to_owned(),
+        }
+    } else if err.is_connect() {
+        BackendError::Unreachable {
+            endpoint: endpoint.to_owned(),
+            message: "connection refused or failed".to_owned(),
+        }
+    } else if err.is_decode() || err.is_body() {
+        BackendError::InvalidResponse {
+            endpoint: endpoint.to_owned(),
+            message: "the response body could not be read".to_owned(),
+        }
+    } else {
+        BackendError::Unreachable {
+            endpoint: endpoint.to_owned(),
+            message: "the request could not be sent".to_owned(),
+        }
+    }
+}
+
+/// `retry-after` (seconds) or `retry-after-ms`.
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let get = |name: &str| {
+        headers
+            .get(name)?
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let secs = get("retry-after")?.parse::<f64>().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// Classifies a non-2xx response.
+pub(crate) fn classify(
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &str,
+    endpoint: &str,
+) -> BackendError {
+    let endpoint = endpoint.to_owned();
+    let message = error_message(body);
+    let lower = body.to_ascii_lowercase();
+    let quota = lower.contains("insufficient_quota")
+        || lower.contains("billing")
+        || lower.contains("credit balance")
+        || lower.contains("exceeded your current quota");
+    match status {
+        401 | 403 => BackendError::Auth {
+            endpoint,
+            status,
+            message,
+        },
+        429 if quota => BackendError::Quota { endpoint, message },
+        429 => BackendError::RateLimited {
+            endpoint,
+            message,
+            retry_after,
+        },
+        529 => BackendError::Overloaded {
+            endpoint,
+            message,
+            retry_after,
+        },
+        500..=599 => BackendError::Server {
+            endpoint,
+            status,
+            message,
+            retry_after,
+        },
+        _ if quota => BackendError::Quota { endpoint, message },
+        _ => BackendError::Refused {
+            endpoint,
+            status,
+            message,
+        },
+    }
+}
+
+/// The provider's error message from a body: `error.message`, `message`, or the shortened text.
+fn error_message(body: &str) -> String {
+    let trimmed = body.trim_start();
+    if trimmed.starts_with('<') {
+        return format!("an HTML error page ({} bytes)", body.len());
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        let m = v
+            .pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error"))
+            .and_then(Value::as_str);
+        if let Some(m) = m {
+            return shorten(m, 300);
+        }
+    }
+    if trimmed.is_empty() {
+        return "empty body".to_owned();
+    }
+    shorten(trimmed, 300)
+}
+
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut s: String = text.chars().take(max).collect();
+    s.push('…');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check(status: u16, body: &str, expect: &str, retryable: bool) {
+        let e = classify(status, None, body, "http://x");
+        let name = format!("{e:?}");
+        assert!(name.starts_with(expect), "{status} {body}: got {name}");
+        assert_eq!(e.is_retryable(), retryable, "{name}");
+    }
+
+    #[test]
+    fn classification() {
+        check(
+            429,
+            r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#,
+            "RateLimited",
+            true,
+        );
+        check(
+            429,
+            r#"{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}"#,
+            "Quota",
+            false,
+        );
+        check(
+            529,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            "Overloaded",
+            true,
+        );
+        check(500, "<html><body>Bad gateway</body></html>", "Server", true);
+        check(503, "", "Server", true);
+        check(401, r#"{"error":{"message":"bad key"}}"#, "Auth", false);
+        check(403, "forbidden", "Auth", false);
+        check(
+            400,
+            r#"{"error":{"message":"Your credit balance is too low"}}"#,
+            "Quota",
+            false,
+        );
+        check(
+            400,
+            r#"{"error":{"message":"bad request"}}"#,
+            "Refused",
+            false,
+        );
+        let html = classify(502, None, "<!DOCTYPE html><html>…</html>", "http://x");
+        assert!(html.to_string().contains("HTML error page"), "{html}");
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", "3".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), None);
+    }
+}

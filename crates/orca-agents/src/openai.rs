@@ -1,0 +1,325 @@
+//! The OpenAI-compatible Chat Completions adapter (OpenAI, Ollama, vLLM, llama.cpp server,
+//! LM Studio). Wire types are private and tolerant.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orca_core::{ToolCall, Usage};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::backend::{
+    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+};
+use crate::error::BackendError;
+use crate::http;
+use crate::secret::ApiKey;
+
+/// An OpenAI-compatible Chat Completions endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiBackend {
+    base_url: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    client: reqwest::Client,
+}
+
+impl OpenAiBackend {
+    /// A backend for `base_url` (up to and including `/v1`), with the default request timeout.
+    #[must_use]
+    pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>) -> Self {
+        Self::with_timeout(base_url, model, api_key, http::DEFAULT_REQUEST_TIMEOUT)
+    }
+
+    /// A backend with a request timeout.
+    #[must_use]
+    pub fn with_timeout(
+        base_url: &str,
+        model: &str,
+        api_key: Option<ApiKey>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            api_key,
+            client: http::client(timeout),
+        }
+    }
+
+    /// The JSON body sent for a request.
+    #[must_use]
+    pub fn request_body(&self, request: &ChatRequest) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        for m in &request.messages {
+            match m {
+                Message::User { text } => messages.push(json!({"role": "user", "content": text})),
+                Message::Assistant { text, tool_calls } => {
+                    let mut msg = json!({"role": "assistant", "content": text});
+                    if !tool_calls.is_empty() {
+                        msg["tool_calls"] = tool_calls
+                            .iter()
+                            .map(|c| {
+                                json!({
+                                    "id": c.id,
+                                    "type": "function",
+                                    "function": {"name": c.name, "arguments": arguments_text(&c.arguments)}
+                                })
+                            })
+                            .collect();
+                    }
+                    messages.push(msg);
+                }
+                Message::Tool { results } => {
+                    for r in results {
+                        messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
+                    }
+                }
+            }
+        }
+        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters
+                    }})
+                })
+                .collect();
+            body["tool_choice"] = json!(match request.tool_choice {
+                ToolChoice::Required => "required",
+                ToolChoice::Auto => "auto",
+            });
+        }
+        if let Some(max) = request.max_output_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        body
+    }
+}
+
+/// Arguments as the JSON text the API expects (raw text kept if it never parsed).
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    choices: Vec<WireChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    message: Option<WireMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<WirePromptDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct WirePromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// Parses arguments that arrive as a JSON string, an object, or nothing.
+pub(crate) fn parse_arguments(raw: Option<Value>) -> Value {
+    match raw {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(s)) if s.trim().is_empty() => json!({}),
+        Some(Value::String(s)) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+        Some(other) => other,
+    }
+}
+
+fn content_text(content: Option<Value>) -> Option<String> {
+    match content? {
+        Value::String(s) => Some(s),
+        Value::Array(parts) => {
+            let text: String = parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            Some(text)
+        }
+        _ => None,
+    }
+    .filter(|s| !s.is_empty())
+}
+
+fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+    let wire: WireResponse =
+        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
+            endpoint: endpoint.to_owned(),
+            message: format!("unexpected response shape: {e}"),
+        })?;
+    let Some(choice) = wire.choices.into_iter().next() else {
+        return Err(BackendError::InvalidResponse {
+            endpoint: endpoint.to_owned(),
+            message: "the response has no choices".to_owned(),
+        });
+    };
+    let message = choice.message.unwrap_or(WireMessage {
+        content: None,
+        tool_calls: None,
+    });
+    let tool_calls: Vec<ToolCall> = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let f = c.function?;
+            Some(ToolCall {
+                id: c
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| generated_call_id(i)),
+                name: f.name?,
+                arguments: parse_arguments(f.arguments),
+            })
+        })
+        .collect();
+    let stop_reason = match choice.finish_reason.as_deref() {
+        Some("stop") | None => StopReason::EndTurn,
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::ContentFilter,
+        Some(other) => StopReason::Other(other.to_owned()),
+    };
+    let u = wire.usage.unwrap_or_default();
+    let cached = u
+        .prompt_tokens_details
+        .and_then(|d| d.cached_tokens)
+        .unwrap_or(0);
+    let usage = Usage {
+        input_tokens: u.prompt_tokens.unwrap_or(0).saturating_sub(cached),
+        output_tokens: u.completion_tokens.unwrap_or(0),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+        turns: 1,
+        cost_micro_usd: 0,
+    };
+    Ok(ChatResponse {
+        text: content_text(message.content),
+        tool_calls,
+        stop_reason,
+        usage,
+    })
+}
+
+#[async_trait]
+impl ChatBackend for OpenAiBackend {
+    fn kind(&self) -> &str {
+        "openai"
+    }
+
+    fn model(&self) -> Option<&str> {
+        Some(&self.model)
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        let url = format!("{}/chat/completions", self.base_url);
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &self.api_key {
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                    BackendError::Auth {
+                        endpoint: self.base_url.clone(),
+                        status: 0,
+                        message: "the API key contains characters not allowed in a header"
+                            .to_owned(),
+                    }
+                })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let body = self.request_body(request);
+        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
+        parse_response(response, &self.base_url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerant_parsing() {
+        // Tool calls with finish_reason "stop", no ids, no usage, arguments as an object.
+        let r = parse_response(
+            json!({"choices": [{"message": {"content": null, "tool_calls": [
+                {"function": {"name": "a", "arguments": {"x": 1}}},
+                {"id": "c2", "function": {"name": "b", "arguments": "{\"y\":2}"}},
+                {"id": "c3", "function": {"name": "c", "arguments": "{not json"}}
+            ]}, "finish_reason": "stop"}]}),
+            "e",
+        )
+        .unwrap();
+        assert_eq!(r.tool_calls.len(), 3);
+        assert!(r.tool_calls[0].id.starts_with("call_orca_0_"));
+        assert_eq!(r.tool_calls[0].arguments, json!({"x": 1}));
+        assert_eq!(r.tool_calls[1].arguments, json!({"y": 2}));
+        assert_eq!(r.tool_calls[2].arguments, json!("{not json"));
+        assert_eq!(r.usage.total_tokens(), 0);
+        let r = parse_response(
+            json!({"choices": [{"message": {"content": "hi"}, "finish_reason": "weird_new_value"}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}),
+            "e",
+        )
+        .unwrap();
+        assert_eq!(r.stop_reason, StopReason::Other("weird_new_value".into()));
+        assert_eq!(
+            (
+                r.usage.input_tokens,
+                r.usage.cache_read_tokens,
+                r.usage.output_tokens
+            ),
+            (6, 4, 2)
+        );
+        assert!(parse_response(json!({"choices": []}), "e").is_err());
+    }
+}

@@ -1,0 +1,256 @@
+//! The registry: maps agent ids to profiles and dispatches to their backends.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use orca_core::{
+    AgentAnswer, AgentId, AgentInfo, AgentPort, ErrorCode, PlannerRequest, PlannerResponse,
+    QuestionRequest, Reply, Role, TaskFailure, TaskRequest, TaskResult, ToolHost,
+};
+
+use crate::agent_loop::{self, LoopSettings};
+use crate::backend::ChatBackend;
+use crate::cli::CliAgent;
+use crate::error::ConfigError;
+use crate::profile::{BackendSpec, Profile};
+use crate::shell;
+
+/// How a profile runs.
+#[derive(Debug, Clone)]
+enum Runtime {
+    Shell,
+    Chat(Arc<dyn ChatBackend>),
+    Cli(CliAgent),
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    profile: Profile,
+    runtime: Runtime,
+}
+
+/// The agents of a project: implements [`AgentPort`] over a set of [`Profile`]s.
+///
+/// The `shell` agent is always present.
+#[derive(Debug, Clone)]
+pub struct Agents {
+    root: PathBuf,
+    entries: BTreeMap<AgentId, Entry>,
+    settings: LoopSettings,
+}
+
+impl Agents {
+    /// Only the `shell` agent, running commands in `root`.
+    #[must_use]
+    pub fn shell_only(root: impl Into<PathBuf>) -> Self {
+        let mut entries = BTreeMap::new();
+        let shell = Profile::shell();
+        entries.insert(
+            shell.id.clone(),
+            Entry {
+                profile: shell,
+                runtime: Runtime::Shell,
+            },
+        );
+        Self {
+            root: root.into(),
+            entries,
+            settings: LoopSettings::default(),
+        }
+    }
+
+    /// The given profiles (plus `shell`), with backends built from their specs.
+    ///
+    /// # Errors
+    ///
+    /// A backend that cannot be built (a scripted file that does not parse…).
+    pub fn new(
+        root: impl Into<PathBuf>,
+        profiles: impl IntoIterator<Item = Profile>,
+        settings: LoopSettings,
+    ) -> Result<Self, ConfigError> {
+        let mut agents = Self::shell_only(root);
+        agents.settings = settings;
+        for profile in profiles {
+            agents.insert(profile)?;
+        }
+        Ok(agents)
+    }
+
+    /// Adds or replaces a profile (`shell` cannot be replaced).
+    ///
+    /// # Errors
+    ///
+    /// A backend that cannot be built.
+    pub fn insert(&mut self, profile: Profile) -> Result<(), ConfigError> {
+        if profile.id.as_str() == AgentId::SHELL {
+            return Err(ConfigError::Invalid {
+                file: "<profiles>".to_owned(),
+                field: "agents.shell".to_owned(),
+                message: "the built-in shell agent cannot be replaced".to_owned(),
+            });
+        }
+        let runtime = match &profile.backend {
+            BackendSpec::Shell => Runtime::Shell,
+            BackendSpec::Cli(cli) => Runtime::Cli(CliAgent::new(cli.clone())),
+            other => Runtime::Chat(other.build_chat(&profile.id)?),
+        };
+        self.entries
+            .insert(profile.id.clone(), Entry { profile, runtime });
+        Ok(())
+    }
+
+    /// The project root commands and tools run in.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The profile of an agent.
+    #[must_use]
+    pub fn profile(&self, id: &AgentId) -> Option<&Profile> {
+        self.entries.get(id).map(|e| &e.profile)
+    }
+
+    /// The loop settings (retries, default limits).
+    #[must_use]
+    pub const fn settings(&self) -> &LoopSettings {
+        &self.settings
+    }
+
+    fn entry(&self, id: &AgentId) -> Result<&Entry, TaskFailure> {
+        self.entries.get(id).ok_or_else(|| {
+            TaskFailure::new(
+                ErrorCode::UnknownAgent,
+                format!(
+                    "no agent `{id}`; available: {}",
+                    self.entries
+                        .keys()
+                        .map(AgentId::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })
+    }
+
+    /// The planner's system prompt, with the specialists actually available.
+    #[must_use]
+    pub fn planner_prompt(&self, base: &str) -> String {
+        let specialists: Vec<AgentInfo> = self
+            .agents()
+            .into_iter()
+            .filter(|a| a.role == Role::Specialist)
+            .collect();
+        crate::profile::render_planner_prompt(base, &specialists)
+    }
+}
+
+#[async_trait]
+impl AgentPort for Agents {
+    fn agents(&self) -> Vec<AgentInfo> {
+        self.entries.values().map(|e| e.profile.info()).collect()
+    }
+
+    async fn run_task(&self, request: TaskRequest, tools: &dyn ToolHost) -> Reply<TaskResult> {
+        let entry = match self.entry(&request.agent) {
+            Ok(e) => e,
+            Err(f) => return Reply::new(TaskResult::Failure(f)),
+        };
+        match &entry.runtime {
+            Runtime::Shell => Reply::new(shell::run_shell(&self.root, &request).await),
+            Runtime::Cli(cli) => cli.run_task(&self.root, &entry.profile, &request).await,
+            Runtime::Chat(backend) => {
+                let started = Instant::now();
+                let budget = request.budget.min(&entry.profile.limits);
+                let run = agent_loop::run_task(
+                    backend.as_ref(),
+                    &entry.profile,
+                    &request,
+                    budget,
+                    tools,
+                    &self.settings,
+                );
+                match request.timeout {
+                    Some(t) => match tokio::time::timeout(t, run).await {
+                        Ok(reply) => reply,
+                        Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
+                            ErrorCode::Timeout,
+                            format!(
+                                "agent `{}` timed out after {}s",
+                                request.agent,
+                                started.elapsed().as_secs()
+                            ),
+                        ))),
+                    },
+                    None => run.await,
+                }
+            }
+        }
+    }
+
+    async fn ask(
+        &self,
+        request: QuestionRequest,
+        tools: &dyn ToolHost,
+    ) -> Reply<Result<AgentAnswer, TaskFailure>> {
+        let entry = match self.entry(&request.agent) {
+            Ok(e) => e,
+            Err(f) => return Reply::new(Err(f)),
+        };
+        match &entry.runtime {
+            Runtime::Shell => Reply::new(Err(TaskFailure::new(
+                ErrorCode::Validation,
+                "the shell agent runs commands; it cannot answer questions",
+            ))),
+            Runtime::Cli(cli) => cli.ask(&self.root, &entry.profile, &request).await,
+            Runtime::Chat(backend) => {
+                let budget = request.budget.min(&entry.profile.limits);
+                agent_loop::ask(
+                    backend.as_ref(),
+                    &entry.profile,
+                    &request,
+                    budget,
+                    tools,
+                    &self.settings,
+                )
+                .await
+            }
+        }
+    }
+
+    async fn plan(&self, request: PlannerRequest, tools: &dyn ToolHost) -> Reply<PlannerResponse> {
+        let entry = match self.entry(&AgentId::planner()) {
+            Ok(e) => e,
+            Err(f) => return Reply::new(PlannerResponse::Failure(f)),
+        };
+        match &entry.runtime {
+            Runtime::Chat(backend) => {
+                let budget = request.budget.min(&entry.profile.limits);
+                let system = self.planner_prompt(&entry.profile.prompt);
+                agent_loop::plan(
+                    backend.as_ref(),
+                    &entry.profile,
+                    &system,
+                    &request,
+                    budget,
+                    tools,
+                    &self.settings,
+                )
+                .await
+            }
+            Runtime::Shell | Runtime::Cli(_) => {
+                Reply::new(PlannerResponse::Failure(TaskFailure::new(
+                    ErrorCode::Validation,
+                    format!(
+                        "the planner must use a model backend (openai, anthropic, scripted), not `{}`",
+                        entry.profile.backend.kind()
+                    ),
+                )))
+            }
+        }
+    }
+}

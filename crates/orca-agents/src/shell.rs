@@ -1,0 +1,101 @@
+//! The built-in `shell` agent: runs a step's `command` with `sh -c` in the project root.
+
+use std::path::Path;
+
+use orca_core::{ErrorCode, TaskFailure, TaskRequest, TaskResult, TaskSuccess};
+
+use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+
+/// Lines kept in a shell step's summary (the tail of its output).
+pub const SUMMARY_LINES: usize = 20;
+/// Bytes kept in a shell step's summary.
+pub const SUMMARY_BYTES: usize = 2048;
+
+/// Runs `request.step.command` with `sh -c` in `root`, in its own process group.
+///
+/// Exit 0 is a success whose summary is the tail of the output (the last
+/// [`SUMMARY_LINES`] lines, at most [`SUMMARY_BYTES`] bytes) and whose `output` is the full
+/// output (the last [`OUTPUT_CAP`] bytes). A non-zero exit is a `task_failed` failure, a
+/// timeout a `timeout` failure. The group is killed on timeout and when the future is dropped.
+pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
+    let Some(command) = request
+        .step
+        .command
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+    else {
+        return TaskResult::Failure(TaskFailure::new(
+            ErrorCode::Validation,
+            format!(
+                "step `{}` has no command for the shell agent",
+                request.step.id
+            ),
+        ));
+    };
+    tracing::info!(step = %request.step.id, attempt = request.attempt, "running shell step");
+    let spec = RunSpec {
+        program: "sh",
+        args: vec!["-c".to_owned(), command.to_owned()],
+        cwd: root,
+        env: vec![
+            ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
+            (
+                "ORCA_EXECUTION_ID".to_owned(),
+                request.execution_id.to_string(),
+            ),
+            ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
+            ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
+        ],
+        timeout: request.timeout,
+        cap: OUTPUT_CAP,
+    };
+    let run = process::run_captured(spec).await;
+    let output = run.output;
+    match run.end {
+        RunEnd::Exited(status) if status.success() => TaskResult::Success(TaskSuccess {
+            summary: summary_of(&output),
+            output: Some(output),
+            ..TaskSuccess::default()
+        }),
+        RunEnd::Exited(status) => {
+            let message = match status.code() {
+                Some(code) => format!("exit status {code}"),
+                None => {
+                    use std::os::unix::process::ExitStatusExt as _;
+                    format!("killed by signal {}", status.signal().unwrap_or(0))
+                }
+            };
+            TaskResult::Failure(TaskFailure {
+                code: ErrorCode::TaskFailed,
+                message,
+                cause: Some(process::tail(&output, 5, 500)).filter(|t| !t.is_empty()),
+                output: Some(output),
+            })
+        }
+        RunEnd::TimedOut => TaskResult::Failure(TaskFailure {
+            code: ErrorCode::Timeout,
+            message: format!(
+                "command timed out after {}s; its process group was killed",
+                request.timeout.map_or(0, |t| t.as_secs())
+            ),
+            cause: None,
+            output: Some(output),
+        }),
+        RunEnd::SpawnFailed(err) => TaskResult::Failure(
+            TaskFailure::new(
+                ErrorCode::AgentError,
+                format!("cannot run sh in {}", root.display()),
+            )
+            .with_cause(err.to_string()),
+        ),
+    }
+}
+
+fn summary_of(output: &str) -> String {
+    let t = process::tail(output, SUMMARY_LINES, SUMMARY_BYTES);
+    if t.is_empty() {
+        "command succeeded with no output".to_owned()
+    } else {
+        t
+    }
+}

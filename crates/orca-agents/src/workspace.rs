@@ -1,0 +1,4 @@
+//! Workspace tools.
+/// Placeholder.
+#[derive(Debug)]
+pub struct WorkspaceTools;
