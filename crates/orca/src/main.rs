@@ -1,1 +1,73 @@
-fn main() {}
+//! The `orca` binary: wires concrete types (the file store, the configured agents) and talks
+//! to the person. Logic lives in the library crates.
+
+mod app;
+mod cli;
+mod exit;
+mod render;
+mod term;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, LogFormat};
+use crate::exit::{CliError, Exit};
+
+fn init_logs(global: &cli::Global) {
+    use tracing_subscriber::EnvFilter;
+    let default = match (global.quiet, global.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = EnvFilter::try_from_env("ORCA_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match global.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Human => builder
+            .with_ansi(!global.no_color && std::env::var_os("NO_COLOR").is_none())
+            .try_init(),
+    };
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                Exit::BadInput
+            } else {
+                Exit::Ok
+            };
+            let _ = e.print();
+            return ExitCode::from(code as u8);
+        }
+    };
+    init_logs(&cli.global);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            term::say(&format!("error: cannot start the runtime: {e}"));
+            return ExitCode::from(Exit::Internal as u8);
+        }
+    };
+    let global = cli.global;
+    let result: Result<Exit, CliError> = runtime.block_on(app::run(cli.command, &global));
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            term::say(&format!("error: {e}"));
+            e.exit
+        }
+    };
+    // Do not wait for blocking prompt threads.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(code as u8)
+}

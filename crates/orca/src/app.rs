@@ -1,0 +1,839 @@
+//! Wiring (concrete store and agents, chosen here and only here) and the commands.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orca_agents::{Agents, BackendSpec, LoopSettings, built_in_profiles};
+use orca_core::{
+    AgentPort, Budget, Decision, ExecutionId, ExecutionStage, Holder, PlanContent, PlanId,
+    PlanRefStage, PlanStage, PlannerResponse, Task,
+};
+use orca_services::hitl::render_plan;
+use orca_services::{
+    ApprovalOutcome, ExecutionService, FailurePolicy, Hitl, NoHuman, Orca, RunConfig, RunOutcome,
+    RunReport,
+};
+use orca_store::audit::VerifyReport;
+use orca_store::{FileStore, Store};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{
+    AgentsCommand, AuditCommand, Command, DecisionArg, ExecCommand, Global, OnFailure, PlanCommand,
+    RunOptions,
+};
+use crate::exit::{CliError, Exit};
+use crate::render;
+use crate::term::{Progress, Style, TerminalHitl, interactive, say};
+
+/// Writes a result to stdout.
+pub(crate) fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = stdout.write_all(b"\n");
+    }
+}
+
+fn out_json(value: &Value) {
+    out(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
+}
+
+/// The project root: `--root`, else the nearest ancestor holding `.orca/`, else the current
+/// directory.
+fn find_root(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
+    if let Some(root) = explicit {
+        if !root.is_dir() {
+            return Err(CliError::bad_input(format!(
+                "--root {}: not a directory",
+                root.display()
+            )));
+        }
+        return Ok(root.to_path_buf());
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::internal(format!("cannot read the current directory: {e}")))?;
+    Ok(cwd
+        .ancestors()
+        .find(|d| d.join(".orca").is_dir())
+        .unwrap_or(&cwd)
+        .to_path_buf())
+}
+
+const CONFIG_TEMPLATE: &str = include_str!("config.template.toml");
+
+/// Everything a command needs.
+pub(crate) struct App {
+    root: PathBuf,
+    store: Arc<dyn Store>,
+    agents: Arc<Agents>,
+    style: Style,
+    json: bool,
+    quiet: bool,
+}
+
+impl App {
+    fn open(global: &Global) -> Result<Self, CliError> {
+        let root = find_root(global.root.as_deref())?;
+        let store: Arc<dyn Store> = Arc::new(FileStore::open(&root)?);
+        let agents = Arc::new(load_agents(&root)?);
+        Ok(Self {
+            root,
+            store,
+            agents,
+            style: Style::detect(global.no_color),
+            json: global.json,
+            quiet: global.quiet,
+        })
+    }
+
+    fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
+        let agents: Arc<dyn AgentPort> = self.agents.clone();
+        Orca::new(self.store.clone(), agents, hitl, None, Budget::UNLIMITED)
+    }
+
+    fn info(&self, line: &str) {
+        if !self.quiet {
+            say(line);
+        }
+    }
+}
+
+fn load_agents(root: &Path) -> Result<Agents, CliError> {
+    let backend = BackendSpec::default_from_env(&|k| std::env::var(k).ok());
+    Agents::new(root, built_in_profiles(&backend), LoopSettings::default())
+        .map_err(|e| CliError::bad_input(crate::exit::chain(&e)))
+}
+
+fn holder() -> Holder {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned());
+    Holder {
+        pid: std::process::id(),
+        host,
+        token: ExecutionId::new().uuid().simple().to_string(),
+    }
+}
+
+/// Runs a command.
+pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliError> {
+    if let Command::Init = command {
+        return init(global);
+    }
+    let app = App::open(global)?;
+    match command {
+        Command::Init => unreachable_init(),
+        Command::Ask(args) => ask(&app, &args.message, &args.run).await,
+        Command::Plan(cmd) => plan(&app, cmd).await,
+        Command::Run(args) => run_plan(&app, &args.plan, &args.run).await,
+        Command::Exec(cmd) => exec(&app, cmd).await,
+        Command::Watch { exec } => watch(&app, &exec).await,
+        Command::Audit(AuditCommand::Verify { exec, all }) => {
+            audit_verify(&app, exec.as_deref(), all).await
+        }
+        Command::Agents(AgentsCommand::List) => agents_list(&app),
+    }
+}
+
+fn unreachable_init() -> Result<Exit, CliError> {
+    Err(CliError::internal(
+        "init is handled before the store is opened",
+    ))
+}
+
+fn init(global: &Global) -> Result<Exit, CliError> {
+    let root = match &global.root {
+        Some(r) => find_root(Some(r))?,
+        None => std::env::current_dir().map_err(|e| CliError::internal(e.to_string()))?,
+    };
+    let dir = root.join(".orca");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CliError::internal(format!("cannot create {}: {e}", dir.display())))?;
+    let config = dir.join("config.toml");
+    let created = if config.exists() {
+        false
+    } else {
+        let tmp = dir.join(".config.toml.tmp");
+        std::fs::write(&tmp, CONFIG_TEMPLATE)
+            .and_then(|()| std::fs::rename(&tmp, &config))
+            .map_err(|e| CliError::internal(format!("cannot write {}: {e}", config.display())))?;
+        true
+    };
+    FileStore::open(&root)?;
+    if global.json {
+        out_json(&json!({ "root": root, "config": config, "created_config": created }));
+    } else {
+        out(&format!(
+            "{} {}\n{} {}",
+            if created { "created" } else { "kept" },
+            config.display(),
+            "orca is ready in",
+            dir.display()
+        ));
+    }
+    Ok(Exit::Ok)
+}
+
+async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
+    let orca = app.orca(Arc::new(NoHuman));
+    let p = &orca.planning;
+    match cmd {
+        PlanCommand::Create { file } => {
+            let proposal = create_from_file(&orca, &file).await?;
+            if app.json {
+                out_json(
+                    &json!({ "plan_id": proposal.id(), "stage": "proposal", "steps": proposal.content().steps.len() }),
+                );
+            } else {
+                out(&format!(
+                    "created proposal {} ({} steps)\nnext: orca plan show {} · orca plan approve {} · orca run {} --yes",
+                    proposal.id(),
+                    proposal.content().steps.len(),
+                    proposal.id(),
+                    proposal.id(),
+                    proposal.id()
+                ));
+            }
+        }
+        PlanCommand::List => {
+            let listing = p.list().await?;
+            for problem in &listing.problems {
+                say(&format!(
+                    "warning: {}: {}",
+                    problem.location, problem.message
+                ));
+            }
+            if app.json {
+                out_json(&json!(listing.items));
+            } else {
+                out(&render::plan_list(&listing.items));
+            }
+        }
+        PlanCommand::Show { plan, graph } => {
+            let id = p.resolve(&plan).await?;
+            let plan = p.plan(id).await?;
+            if app.json {
+                out_json(&json!(plan));
+            } else {
+                let mut text = render_plan(&plan);
+                if graph {
+                    text.push('\n');
+                    text.push_str(&render::plan_graph(&plan));
+                }
+                out(&text);
+            }
+        }
+        PlanCommand::Approve { plan, note } => {
+            let id = p.resolve(&plan).await?;
+            let approved = p.approve(id, &user(), note).await?;
+            decided(
+                app,
+                id,
+                "approved",
+                &format!(
+                    "approved {id} (digest {})\nnext: orca run {id}",
+                    approved.digest()
+                ),
+            );
+        }
+        PlanCommand::Reject { plan, reason } => {
+            let id = p.resolve(&plan).await?;
+            p.reject(id, &user(), reason).await?;
+            decided(app, id, "rejected", &format!("rejected {id}"));
+        }
+        PlanCommand::RequestChanges { plan, feedback } => {
+            let id = p.resolve(&plan).await?;
+            p.request_changes(id, &user(), &feedback).await?;
+            decided(
+                app,
+                id,
+                "draft",
+                &format!("{id} is a draft again, with your feedback for the planner"),
+            );
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn decided(app: &App, id: PlanId, stage: &str, human: &str) {
+    if app.json {
+        out_json(&json!({ "plan_id": id, "stage": stage }));
+    } else {
+        out(human);
+    }
+}
+
+fn user() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map_or_else(|| "user".to_owned(), |u| format!("user:{u}"))
+}
+
+async fn create_from_file(orca: &Orca, file: &Path) -> Result<orca_core::ProposalPlan, CliError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
+    let content = PlanContent::from_json(&text)
+        .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
+    orca.planning
+        .create_proposal(content, None)
+        .await
+        .map_err(|e| CliError::bad_input(format!("{}: {}", file.display(), crate::exit::chain(&e))))
+}
+
+/// `orca run PLAN`: an id/prefix, or a plan document to create first.
+async fn run_plan(app: &App, plan: &str, options: &RunOptions) -> Result<Exit, CliError> {
+    let orca = app.orca(hitl_for(app, options));
+    let path = Path::new(plan);
+    let id = if plan.ends_with(".json") || (path.is_file() && plan.parse::<PlanId>().is_err()) {
+        let proposal = create_from_file(&orca, path).await?;
+        app.info(&format!(
+            "created proposal {} from {}",
+            proposal.id(),
+            path.display()
+        ));
+        proposal.id()
+    } else {
+        orca.planning.resolve(plan).await?
+    };
+    approve_and_run(app, &orca, id, options).await
+}
+
+fn hitl_for(app: &App, options: &RunOptions) -> Arc<dyn Hitl> {
+    if interactive() && !app.json && options.on_failure == OnFailure::Ask {
+        Arc::new(TerminalHitl { style: app.style })
+    } else {
+        Arc::new(NoHuman)
+    }
+}
+
+async fn approve_and_run(
+    app: &App,
+    orca: &Orca,
+    id: PlanId,
+    options: &RunOptions,
+) -> Result<Exit, CliError> {
+    let plan = orca.planning.plan(id).await?;
+    match plan.stage() {
+        PlanStage::Approved => {}
+        PlanStage::Proposal if options.yes => {
+            let approved = orca
+                .planning
+                .approve(id, &format!("{} (--yes)", user()), None)
+                .await?;
+            app.info(&format!(
+                "approved {id} (--yes), digest {}",
+                approved.digest()
+            ));
+        }
+        PlanStage::Proposal if interactive() && !app.json => {
+            let hitl = TerminalHitl { style: app.style };
+            match orca.relay.approval_loop(id, &hitl, &user()).await? {
+                ApprovalOutcome::Approved(_) => {}
+                ApprovalOutcome::Rejected(_) => {
+                    out(&format!("rejected {id}"));
+                    return Ok(Exit::Ok);
+                }
+                ApprovalOutcome::Pending(_) => return Err(awaiting_approval(id)),
+                ApprovalOutcome::Draft { response, .. } => {
+                    out(&format!("{id} stays a draft: {}", planner_text(&response)));
+                    return Ok(Exit::Ok);
+                }
+                _ => return Err(CliError::internal("unexpected approval outcome")),
+            }
+        }
+        PlanStage::Proposal => return Err(awaiting_approval(id)),
+        PlanStage::Draft => {
+            return Err(CliError::bad_input(format!(
+                "plan {id} is a draft: the planner has not submitted it yet"
+            )));
+        }
+        PlanStage::Rejected => {
+            return Err(CliError::bad_input(format!(
+                "plan {id} was rejected; it cannot run"
+            )));
+        }
+    }
+    let (plan, exec) = orca.executions.create(id).await?;
+    app.info(&format!(
+        "execution {exec} of plan {id}: {} steps, concurrency {}",
+        plan.content().steps.len(),
+        options.concurrency
+    ));
+    drive(app, orca, exec, options).await
+}
+
+fn awaiting_approval(id: PlanId) -> CliError {
+    CliError::with(
+        Exit::AwaitingHuman,
+        format!(
+            "plan {id} is a proposal waiting for approval: run `orca plan approve {id}`, or pass --yes"
+        ),
+    )
+}
+
+fn run_config(options: &RunOptions) -> RunConfig {
+    let mut config = RunConfig::new(holder());
+    config.concurrency = usize::from(options.concurrency);
+    config.max_attempts = options.max_attempts;
+    config.on_failure = match options.on_failure {
+        OnFailure::Ask => FailurePolicy::Ask,
+        OnFailure::Stop => FailurePolicy::Stop,
+        OnFailure::Skip => FailurePolicy::Skip,
+    };
+    config.actor = user();
+    config
+}
+
+/// Drives an execution (and the execution of a replacement plan, if the human replans).
+async fn drive(
+    app: &App,
+    orca: &Orca,
+    first: ExecutionId,
+    options: &RunOptions,
+) -> Result<Exit, CliError> {
+    let mut exec = first;
+    loop {
+        let snap = orca.executions.get(exec).await?;
+        let total = snap.tasks.len();
+        let done = snap
+            .tasks
+            .iter()
+            .filter(|t| matches!(t.value, Task::Completed(_)))
+            .count();
+        let progress = Arc::new(Progress::new(app.style, app.quiet || app.json, total, done));
+        let runner = orca.runner(run_config(options), progress);
+        let cancel = CancellationToken::new();
+        let on_signal = cancel.clone();
+        let signals = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                say("stopping: cancelling running agent calls (Ctrl-C again to force)");
+                on_signal.cancel();
+            }
+        });
+        let report = runner.run(exec, cancel).await;
+        signals.abort();
+        let report = report?;
+        let code = finish(app, orca, &report).await?;
+        match report.outcome {
+            RunOutcome::Replanned {
+                execution_id: Some(next),
+                plan_id,
+            } => {
+                app.info(&format!(
+                    "running the new plan {plan_id} as execution {next}"
+                ));
+                exec = next;
+            }
+            _ => return Ok(code),
+        }
+    }
+}
+
+/// Prints the summary of a run and returns its exit code.
+async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result<Exit, CliError> {
+    let snap = orca.executions.get(report.execution_id).await?;
+    let info = snap.execution.value.info().clone();
+    let plan = orca.planning.plan(info.plan_id).await.ok();
+    let log = ExecutionService::log(info.plan_id, info.id);
+    let verify = app.store.verify(log).await?;
+    let stage = snap.execution.value.stage();
+    let (exit, outcome, detail) = match &report.outcome {
+        RunOutcome::Completed => (Exit::Ok, "completed", None),
+        RunOutcome::Failed { reason } => (Exit::ExecutionFailed, "failed", Some(reason.clone())),
+        RunOutcome::Stopped { reason } => (Exit::ExecutionFailed, "stopped", reason.clone()),
+        RunOutcome::AwaitingDecision { request } => (
+            Exit::AwaitingHuman,
+            "awaiting_decision",
+            Some(format!(
+                "step `{}` needs a decision: orca exec decide {} {}",
+                request.step_id(),
+                info.id,
+                request.option_keys().join("|")
+            )),
+        ),
+        RunOutcome::Replanned {
+            plan_id,
+            execution_id,
+        } => (
+            if execution_id.is_some() {
+                Exit::Ok
+            } else {
+                Exit::ExecutionFailed
+            },
+            "replanned",
+            Some(format!("replaced by plan {plan_id}")),
+        ),
+        _ => (Exit::Internal, "unknown", None),
+    };
+    if app.json {
+        let tasks: Vec<Value> = snap
+            .tasks
+            .iter()
+            .map(|t| json!({ "step_id": t.value.step_id(), "status": t.value.status() }))
+            .collect();
+        out_json(&json!({
+            "execution_id": info.id,
+            "plan_id": info.plan_id,
+            "stage": stage,
+            "outcome": outcome,
+            "detail": detail,
+            "tasks": tasks,
+            "audit": verify,
+        }));
+    } else {
+        out(&render::exec_show(&snap, plan.as_ref()));
+        let audit = match &verify {
+            VerifyReport::Intact { entries, sealed } => {
+                format!(
+                    "audit log verified: {entries} entries{}",
+                    if *sealed { ", sealed" } else { "" }
+                )
+            }
+            VerifyReport::Tampered { seq, problem } => {
+                format!("audit log TAMPERED at entry {seq}: {problem}")
+            }
+        };
+        out(&audit);
+        let headline = match stage {
+            ExecutionStage::Completed => app.style.green("completed"),
+            ExecutionStage::Running => app.style.yellow("waiting for a decision"),
+            other => app.style.red(&other.to_string()),
+        };
+        say(&format!(
+            "{} {}{}",
+            info.id,
+            headline,
+            detail.map(|d| format!(": {d}")).unwrap_or_default()
+        ));
+    }
+    Ok(if verify.is_intact() {
+        exit
+    } else {
+        Exit::Tampered
+    })
+}
+
+async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
+    match cmd {
+        ExecCommand::List { plan } => {
+            let orca = app.orca(Arc::new(NoHuman));
+            let plan = match plan {
+                Some(p) => Some(orca.planning.resolve(&p).await?),
+                None => None,
+            };
+            let listing = orca.executions.list(plan).await?;
+            for problem in &listing.problems {
+                say(&format!(
+                    "warning: {}: {}",
+                    problem.location, problem.message
+                ));
+            }
+            if app.json {
+                out_json(&json!(listing.items));
+            } else {
+                out(&render::exec_list(&listing.items));
+            }
+            Ok(Exit::Ok)
+        }
+        ExecCommand::Show { exec } => {
+            let orca = app.orca(Arc::new(NoHuman));
+            let id = orca.executions.resolve(&exec).await?;
+            let snap = orca.executions.get(id).await?;
+            if app.json {
+                out_json(&snapshot_json(&snap));
+            } else {
+                let plan = orca
+                    .planning
+                    .plan(snap.execution.value.info().plan_id)
+                    .await
+                    .ok();
+                out(&render::exec_show(&snap, plan.as_ref()));
+            }
+            Ok(Exit::Ok)
+        }
+        ExecCommand::Resume { exec, run } => {
+            let orca = app.orca(hitl_for(app, &run));
+            let id = orca.executions.resolve(&exec).await?;
+            drive(app, &orca, id, &run).await
+        }
+        ExecCommand::Stop { exec, reason } => {
+            let orca = app.orca(Arc::new(NoHuman));
+            let id = orca.executions.resolve(&exec).await?;
+            let stopped = orca.executions.stop(id, &user(), reason.clone()).await?;
+            orca.executions
+                .audit(
+                    &stopped.value,
+                    "execution.stop_requested",
+                    Some(0),
+                    json!({ "by": user(), "reason": reason }),
+                )
+                .await?;
+            if app.json {
+                out_json(&json!({ "execution_id": id, "stage": stopped.value.stage() }));
+            } else {
+                out(&format!(
+                    "stopped {id}; a process driving it cancels its running agent calls"
+                ));
+            }
+            Ok(Exit::Ok)
+        }
+        ExecCommand::Decide {
+            exec,
+            decision,
+            guidance,
+            no_run,
+            run,
+        } => {
+            let orca = app.orca(hitl_for(app, &run));
+            let id = orca.executions.resolve(&exec).await?;
+            let decision = match decision {
+                DecisionArg::Retry => Decision::Retry { guidance },
+                DecisionArg::Replan => Decision::Replan { guidance },
+                DecisionArg::Stop => Decision::Stop,
+                DecisionArg::Answer => Decision::Answer {
+                    text: guidance.ok_or_else(|| {
+                        CliError::bad_input("`answer` needs the answer in --guidance")
+                    })?,
+                },
+            };
+            orca.executions.decide(id, decision, &user()).await?;
+            app.info(&format!("recorded the decision for {id}"));
+            if no_run {
+                if app.json {
+                    out_json(&json!({ "execution_id": id, "stage": "running" }));
+                }
+                return Ok(Exit::Ok);
+            }
+            drive(app, &orca, id, &run).await
+        }
+    }
+}
+
+fn snapshot_json(snap: &orca_store::ExecutionSnapshot) -> Value {
+    let mut value = json!(snap.execution.value);
+    let tasks: Vec<Value> = snap.tasks.iter().map(|t| json!(t.value)).collect();
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("execution_id".to_owned(), json!(snap.execution.value.id()));
+        obj.insert("tasks".to_owned(), Value::Array(tasks));
+    }
+    value
+}
+
+async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
+    let orca = app.orca(Arc::new(NoHuman));
+    let id = orca.executions.resolve(exec).await?;
+    let mut seen: Vec<String> = Vec::new();
+    let start = std::time::Instant::now();
+    loop {
+        let snap = orca.executions.get(id).await?;
+        let now: Vec<String> = snap
+            .tasks
+            .iter()
+            .map(|t| format!("{}:{}", t.value.step_id(), t.value.status()))
+            .collect();
+        if !app.json {
+            for (i, line) in now.iter().enumerate() {
+                if seen.get(i) != Some(line) {
+                    let t = &snap.tasks[i].value;
+                    say(&format!(
+                        "[{:>6.1}s] {:<24} {}",
+                        start.elapsed().as_secs_f64(),
+                        t.step_id().as_str(),
+                        t.status()
+                    ));
+                }
+            }
+        }
+        seen = now;
+        let stage = snap.execution.value.stage();
+        let waiting = snap
+            .execution
+            .value
+            .decision()
+            .is_some_and(|d| d.answer.is_none());
+        let holder = app.store.lease(id).await?;
+        let driven = holder.as_ref().is_some_and(|l| !l.stale);
+        if stage.is_terminal()
+            || (waiting && !driven)
+            || (stage == ExecutionStage::Pending
+                && !driven
+                && start.elapsed() > Duration::from_secs(2))
+        {
+            if app.json {
+                out_json(
+                    &json!({ "execution_id": id, "stage": stage, "awaiting_decision": waiting }),
+                );
+            } else {
+                let plan = orca
+                    .planning
+                    .plan(snap.execution.value.info().plan_id)
+                    .await
+                    .ok();
+                out(&render::exec_show(&snap, plan.as_ref()));
+            }
+            return Ok(match stage {
+                ExecutionStage::Completed => Exit::Ok,
+                ExecutionStage::Failed | ExecutionStage::Stopped => Exit::ExecutionFailed,
+                _ if waiting => Exit::AwaitingHuman,
+                _ => Exit::Ok,
+            });
+        }
+        if stage == ExecutionStage::Running
+            && !driven
+            && !waiting
+            && start.elapsed() > Duration::from_secs(2)
+        {
+            say(&format!(
+                "no process is driving {id}; continue it with `orca exec resume {id}`"
+            ));
+            return Ok(Exit::Ok);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn audit_verify(app: &App, exec: Option<&str>, _all: bool) -> Result<Exit, CliError> {
+    let orca = app.orca(Arc::new(NoHuman));
+    let logs = match exec {
+        Some(e) => {
+            let id = orca.executions.resolve(e).await?;
+            let snap = orca.executions.get(id).await?;
+            vec![ExecutionService::log(
+                snap.execution.value.info().plan_id,
+                id,
+            )]
+        }
+        None => app.store.audit_logs().await?,
+    };
+    let mut tampered = 0usize;
+    let mut results = Vec::new();
+    for log in logs {
+        let report = app.store.verify(log).await?;
+        if !report.is_intact() {
+            tampered += 1;
+        }
+        if !app.json {
+            let line = match &report {
+                VerifyReport::Intact { entries, sealed } => format!(
+                    "{}  {log}: {entries} entries{}",
+                    app.style.green("ok      "),
+                    if *sealed { ", sealed" } else { "" }
+                ),
+                VerifyReport::Tampered { seq, problem } => {
+                    format!(
+                        "{}  {log}: entry {seq}: {problem}",
+                        app.style.red("TAMPERED")
+                    )
+                }
+            };
+            out(&line);
+        }
+        results.push(json!({ "log": log, "report": report }));
+    }
+    if app.json {
+        out_json(&Value::Array(results));
+    } else if tampered == 0 {
+        app.info("every audit log verifies");
+    }
+    Ok(if tampered > 0 {
+        Exit::Tampered
+    } else {
+        Exit::Ok
+    })
+}
+
+fn agents_list(app: &App) -> Result<Exit, CliError> {
+    let agents = app.agents.agents();
+    if app.json {
+        out_json(&json!(agents));
+    } else {
+        let rows: Vec<Vec<String>> = agents
+            .iter()
+            .map(|a| {
+                vec![
+                    a.id.to_string(),
+                    format!("{:?}", a.role).to_lowercase(),
+                    a.backend.clone(),
+                    a.model.clone().unwrap_or_else(|| "-".to_owned()),
+                    a.description.clone(),
+                ]
+            })
+            .collect();
+        out(&render::table(
+            &["AGENT", "ROLE", "BACKEND", "MODEL", "DESCRIPTION"],
+            &rows,
+        ));
+    }
+    let _ = &app.root;
+    Ok(Exit::Ok)
+}
+
+/// `orca ask MESSAGE`.
+async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, CliError> {
+    let hitl: Arc<dyn Hitl> = if interactive() && !app.json {
+        Arc::new(TerminalHitl { style: app.style })
+    } else {
+        Arc::new(NoHuman)
+    };
+    let orca = app.orca(hitl);
+    let reply = orca.relay.invoke(message).await?;
+    match reply.outcome {
+        PlannerResponse::Answer { text } => {
+            if app.json {
+                out_json(&json!({ "type": "answer", "text": text }));
+            } else {
+                out(&text);
+            }
+            Ok(Exit::Ok)
+        }
+        PlannerResponse::Plan {
+            plan_id,
+            stage: PlanRefStage::Proposal,
+            message,
+        } => {
+            if let Some(m) = message {
+                app.info(&m);
+            }
+            let plan = orca.planning.plan(plan_id).await?;
+            if !app.json {
+                out(&render_plan(&plan));
+            }
+            approve_and_run(app, &orca, plan_id, options).await
+        }
+        PlannerResponse::Plan {
+            plan_id,
+            stage: PlanRefStage::Draft,
+            message,
+        } => {
+            if app.json {
+                out_json(
+                    &json!({ "type": "plan", "plan_id": plan_id, "stage": "draft", "message": message }),
+                );
+            } else {
+                out(&format!(
+                    "the planner left draft {plan_id}: {}",
+                    message.unwrap_or_default()
+                ));
+            }
+            Ok(Exit::Ok)
+        }
+        PlannerResponse::Failure(failure) => {
+            Err(CliError::internal(format!("the planner failed: {failure}")))
+        }
+    }
+}
+
+fn planner_text(response: &PlannerResponse) -> String {
+    match response {
+        PlannerResponse::Answer { text } => text.clone(),
+        PlannerResponse::Plan { message, .. } => message.clone().unwrap_or_default(),
+        PlannerResponse::Failure(f) => f.to_string(),
+    }
+}

@@ -1,0 +1,256 @@
+//! The command line: every command, option and help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub(crate) const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  internal error
+  2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
+     or the execution is being driven by another process
+  3  the execution ended failed or stopped
+  4  waiting for a human decision that a non-interactive run cannot make
+  5  audit verification found tampering";
+
+/// orca — human-approved, durable, auditable multi-agent orchestration.
+///
+/// A planner builds a plan; you approve it; orca executes it step by step (or as a DAG),
+/// dispatching each step to a specialist agent, retrying failures and asking you what to do
+/// when a step cannot be completed. Everything is recorded under `.orca/` and survives crashes.
+#[derive(Debug, Parser)]
+#[command(name = "orca", version, after_help = EXIT_CODES, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    /// The project root (default: the nearest ancestor holding `.orca/`, else the current
+    /// directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout (a stable contract).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// More logs on stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Only errors and results.
+    #[arg(short, long, global = true)]
+    pub(crate) quiet: bool,
+    /// No colours (also: the NO_COLOR environment variable).
+    #[arg(long, global = true)]
+    pub(crate) no_color: bool,
+    /// The format of logs on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub(crate) log_format: LogFormat,
+}
+
+/// Log formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Lines for people.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create `.orca/` and a commented `.orca/config.toml` (never overwrites).
+    Init,
+    /// Send a message to the planner: it answers, or builds a plan you approve and run.
+    Ask(AskArgs),
+    /// Plans: create from a file, list, show, and the approval decisions.
+    #[command(subcommand)]
+    Plan(PlanCommand),
+    /// Execute an approved plan (or a plan document) and drive it to its end.
+    Run(RunArgs),
+    /// Executions: list, show, resume, stop, decide.
+    #[command(subcommand)]
+    Exec(ExecCommand),
+    /// Follow an execution driven by another process, live.
+    Watch {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+    },
+    /// Audit logs.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Agents.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AskArgs {
+    /// What you want.
+    pub(crate) message: String,
+    #[command(flatten)]
+    pub(crate) run: RunOptions,
+}
+
+/// How an execution is driven.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RunOptions {
+    /// Tasks in flight at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) concurrency: u16,
+    /// Approve a proposal without asking (for scripts and CI).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+    /// What to do when a step fails its last attempt: ask a human (Retry / Replan / Stop),
+    /// stop the run, or skip the step's dependents and finish the rest.
+    #[arg(long, value_enum, default_value_t = OnFailure::Ask)]
+    pub(crate) on_failure: OnFailure,
+    /// Attempts per step, unless the step sets `max_attempts`.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) max_attempts: u32,
+}
+
+/// Failure policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnFailure {
+    /// Ask a human; without one, wait (exit 4) for `orca exec decide`.
+    Ask,
+    /// End the run as failed.
+    Stop,
+    /// Skip the dependents of the failed step, finish the independent branches.
+    Skip,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// An approved plan (an id or a unique prefix), or a plan document (a JSON file) to create,
+    /// approve (with --yes) and run.
+    pub(crate) plan: String,
+    #[command(flatten)]
+    pub(crate) run: RunOptions,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PlanCommand {
+    /// Create a proposal from a plan document (JSON), validated.
+    Create {
+        /// The plan document.
+        #[arg(long, value_name = "PATH")]
+        file: PathBuf,
+    },
+    /// Plans, newest first.
+    List,
+    /// One plan.
+    Show {
+        /// The plan (an id or a unique prefix).
+        plan: String,
+        /// Draw the step graph.
+        #[arg(long)]
+        graph: bool,
+    },
+    /// Approve a proposal.
+    Approve {
+        /// The plan.
+        plan: String,
+        /// A note to record with the approval.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// Reject a proposal.
+    Reject {
+        /// The plan.
+        plan: String,
+        /// Why.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// Send a proposal back to draft with feedback for the planner.
+    RequestChanges {
+        /// The plan.
+        plan: String,
+        /// What should change.
+        #[arg(long, value_name = "TEXT")]
+        feedback: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExecCommand {
+    /// Executions, newest first.
+    List {
+        /// Only this plan's.
+        #[arg(long, value_name = "PLAN")]
+        plan: Option<String>,
+    },
+    /// One execution with its tasks.
+    Show {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+    },
+    /// Continue after a crash or a pause.
+    Resume {
+        /// The execution.
+        exec: String,
+        #[command(flatten)]
+        run: RunOptions,
+    },
+    /// Stop an execution, also one driven by another process.
+    Stop {
+        /// The execution.
+        exec: String,
+        /// Why.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// Answer a pending decision, then continue the run here.
+    Decide {
+        /// The execution.
+        exec: String,
+        /// The decision.
+        #[arg(value_enum)]
+        decision: DecisionArg,
+        /// Guidance for the retry, or for the new plan.
+        #[arg(long, value_name = "TEXT")]
+        guidance: Option<String>,
+        /// Only record the decision; do not continue the run here.
+        #[arg(long)]
+        no_run: bool,
+        #[command(flatten)]
+        run: RunOptions,
+    },
+}
+
+/// Decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DecisionArg {
+    /// Run the step again (with --guidance).
+    Retry,
+    /// Have the planner build a new plan.
+    Replan,
+    /// Stop the execution.
+    Stop,
+    /// Answer a specialist's question (the answer in --guidance).
+    Answer,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditCommand {
+    /// Verify audit logs; names the first bad entry.
+    Verify {
+        /// The execution (an id or a unique prefix); default: every log.
+        exec: Option<String>,
+        /// Every log (plans and executions).
+        #[arg(long, conflicts_with = "exec")]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AgentsCommand {
+    /// Built-in and configured agents, with backend and model.
+    List,
+}

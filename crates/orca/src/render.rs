@@ -1,0 +1,237 @@
+//! Human renderings: tables, plans, the step graph.
+
+use std::fmt::Write as _;
+
+use orca_core::{Plan, Task, graph};
+use orca_store::{ExecutionSnapshot, ExecutionSummary, PlanSummary};
+use time::format_description::well_known::Rfc3339;
+
+fn when(t: time::OffsetDateTime) -> String {
+    t.format(&Rfc3339)
+        .unwrap_or_default()
+        .chars()
+        .take(19)
+        .collect::<String>()
+        .replace('T', " ")
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        format!(
+            "{}…",
+            text.chars().take(max.saturating_sub(1)).collect::<String>()
+        )
+    }
+}
+
+/// A plain table with a header row; columns padded to their widest cell.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let w = widths.get(i).copied().unwrap_or(0);
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                let _ = write!(l, "{c:<w$}  ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec(), &mut out);
+    for row in rows {
+        line(row.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+pub(crate) fn plan_list(items: &[PlanSummary]) -> String {
+    if items.is_empty() {
+        return "no plans yet: create one with `orca plan create --file PLAN.json` or `orca ask`\n"
+            .to_owned();
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|p| {
+            vec![
+                p.plan_id.to_string(),
+                p.stage.to_string(),
+                p.steps.to_string(),
+                p.executions.to_string(),
+                when(p.created_at),
+                clip(&p.goal, 60),
+            ]
+        })
+        .collect();
+    table(
+        &["PLAN", "STAGE", "STEPS", "EXECS", "CREATED", "GOAL"],
+        &rows,
+    )
+}
+
+pub(crate) fn exec_list(items: &[ExecutionSummary]) -> String {
+    if items.is_empty() {
+        return "no executions yet: run an approved plan with `orca run PLAN`\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|e| {
+            let stage = if e.awaiting_decision {
+                format!("{} (decision pending)", e.stage)
+            } else {
+                e.stage.to_string()
+            };
+            vec![
+                e.execution_id.to_string(),
+                e.plan_id.to_string(),
+                stage,
+                format!("{}/{}", e.completed, e.total),
+                when(e.created_at),
+            ]
+        })
+        .collect();
+    table(&["EXECUTION", "PLAN", "STAGE", "DONE", "CREATED"], &rows)
+}
+
+fn task_line(task: &Task) -> (String, String, String) {
+    let attempts = task.attempts().len() + usize::from(matches!(task, Task::Running(_)));
+    let detail = match task {
+        Task::Completed(t) => clip(&t.result.summary.replace('\n', " "), 70),
+        Task::Failed(f) => clip(&f.last_failure().to_string().replace('\n', " "), 70),
+        Task::Skipped(s) => s.reason.clone(),
+        Task::Running(r) => format!(
+            "attempt {} on pid {} ({})",
+            r.attempt, r.holder.pid, r.holder.host
+        ),
+        Task::Pending(_) => String::new(),
+    };
+    (task.status().to_string(), attempts.to_string(), detail)
+}
+
+pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> String {
+    let e = &snapshot.execution.value;
+    let info = e.info();
+    let mut out = String::new();
+    let _ = writeln!(out, "Execution {} ({})", info.id, e.stage());
+    let _ = writeln!(
+        out,
+        "Plan:      {}{}",
+        info.plan_id,
+        plan.map(|p| format!(" — {}", p.content().goal))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out, "Digest:    {}", info.plan_digest);
+    let _ = writeln!(out, "Created:   {}", when(info.created_at));
+    match e {
+        orca_core::Execution::Failed(f) => {
+            let _ = writeln!(out, "Failed:    {}", f.reason);
+            if let Some(p) = f.replanned_as {
+                let _ = writeln!(out, "Replanned: {p}");
+            }
+        }
+        orca_core::Execution::Stopped(s) => {
+            let _ = writeln!(
+                out,
+                "Stopped:   by {}{}",
+                s.by,
+                s.reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+        }
+        _ => {}
+    }
+    if let Some(d) = e.decision() {
+        let _ = writeln!(
+            out,
+            "Waiting:   a decision about step `{}` ({}) — answer with `orca exec decide {} {}`",
+            d.request.step_id(),
+            d.request.option_keys().join(" | "),
+            info.id,
+            d.request.option_keys().join("|")
+        );
+    }
+    out.push('\n');
+    let rows: Vec<Vec<String>> = snapshot
+        .tasks
+        .iter()
+        .map(|t| {
+            let (status, attempts, detail) = task_line(&t.value);
+            let agent = plan
+                .and_then(|p| p.content().step(t.value.step_id()))
+                .map(|s| s.agent.to_string())
+                .unwrap_or_default();
+            vec![
+                t.value.step_id().to_string(),
+                agent,
+                status,
+                attempts,
+                detail,
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["STEP", "AGENT", "STATUS", "TRIES", "DETAIL"],
+        &rows,
+    ));
+    out
+}
+
+/// The plan's steps by layer (longest path from a root), with their edges.
+pub(crate) fn plan_graph(plan: &Plan) -> String {
+    let steps = &plan.content().steps;
+    let deps = graph::dependency_indices(steps);
+    let Some(order) = graph::topological_order(&deps) else {
+        return "the steps form a cycle; no graph\n".to_owned();
+    };
+    let mut level = vec![0usize; steps.len()];
+    for v in order {
+        level[v] = deps[v].iter().map(|&d| level[d] + 1).max().unwrap_or(0);
+    }
+    let depth = level.iter().copied().max().map_or(0, |m| m + 1);
+    let mut out = String::new();
+    for l in 0..depth {
+        let _ = writeln!(out, "── layer {} ──", l + 1);
+        for (i, s) in steps.iter().enumerate().filter(|(i, _)| level[*i] == l) {
+            let from: Vec<&str> = deps[i]
+                .iter()
+                .filter_map(|d| steps.get(*d))
+                .map(|s| s.id.as_str())
+                .collect();
+            let arrow = if from.is_empty() {
+                String::new()
+            } else {
+                format!("  ◀── {}", from.join(", "))
+            };
+            let locks = if s.locks.is_empty() {
+                String::new()
+            } else {
+                format!("  🔒 {}", s.locks.join(", "))
+            };
+            let _ = writeln!(out, "  [{}] {} ({}){arrow}{locks}", i + 1, s.id, s.agent);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "critical path: {} step(s); widest layer: {} step(s)",
+        depth,
+        (0..depth)
+            .map(|l| level.iter().filter(|x| **x == l).count())
+            .max()
+            .unwrap_or(0)
+    );
+    out
+}
