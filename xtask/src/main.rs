@@ -1,6 +1,10 @@
 //! Project automation. `cargo xtask ci` means: if this passes, CI is green.
 
+mod bench;
+mod fuzz;
 mod tidy;
+mod torture;
+mod util;
 
 use std::process::{Command, ExitCode};
 
@@ -9,6 +13,12 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   ci      fmt check, clippy (warnings denied), tidy, the test suite
   tidy    the project's own conventions (layering, lints, docs)
+  bench   [--quick] [--dev|--release] [--reps N]
+          every benchmark, one table; writes target/bench/report.json
+  torture [--kills N] [--dev] [--seed S]
+          kill -9 campaign on the orca binary (default 5 kills; full: --kills 100)
+  fuzz    [--cases N]
+          proptest fuzzing of plan documents, stored files, audit lines, config, LLM replies
 ";
 
 fn main() -> ExitCode {
@@ -16,6 +26,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("tidy") => tidy::run(&workspace_root()).map_err(|problems| problems.join("\n")),
+        Some("bench") => bench::run(&workspace_root(), &args[1..]),
+        Some("torture") => torture::run(&workspace_root(), &args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -40,9 +53,14 @@ fn workspace_root() -> std::path::PathBuf {
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
+    cargo_env(args, &[])
+}
+
+fn cargo_env(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(&cargo)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(workspace_root())
         .status()
         .map_err(|e| format!("cannot run {cargo}: {e}"))?;

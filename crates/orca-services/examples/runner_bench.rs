@@ -1,0 +1,493 @@
+//! The runner benchmark (SPEC §9, issue 4 item 8, issue 7): run with `--release`.
+//!
+//! ```text
+//! cargo run --release -p orca-services --example runner_bench -- [--quick] [--json PATH]
+//! ```
+//!
+//! Figures, each taken in this one run (ratios are side by side, so machine noise cancels):
+//! - `dag_makespan_ratio_{memory,file}`: an 8-layer × 8-wide DAG (every step depends on the whole
+//!   layer before it), each agent call 100 ms, concurrency 8: makespan ÷ critical path (0.8 s).
+//! - `context_ratio_50_5`: serialized `TaskContext` bytes given to step 50 of a sequential plan ÷
+//!   step 5, with realistic summaries, findings and files per step.
+//! - `overhead_cpu_us_per_task`: CPU time (user + system, `getrusage`) per task with an instant
+//!   agent on the file store.
+//! - `peak_rss_mib_1000`: peak resident memory (`VmHWM`) of a child process that runs a
+//!   1,000-task execution on the file store and nothing else.
+//! - `growth_1000_100`: wall time of a 1,000-task execution ÷ a 100-task one, file store.
+//!
+//! `--quick` shrinks every size so the whole run takes seconds (a smoke test: nothing about time
+//! is asserted). `--json PATH` also writes the figures as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use orca_core::{
+    AgentAnswer, AgentId, AgentInfo, AgentPort, Budget, Holder, PlanContent, PlannerRequest,
+    PlannerResponse, QuestionRequest, Reply, Role, Step, StepId, TaskFailure, TaskRequest,
+    TaskResult, TaskSuccess, ToolHost,
+};
+use orca_services::{NoHuman, Orca, Quiet, RunConfig, RunOutcome};
+use orca_store::{FileStore, MemoryStore, Store};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An agent whose every task call sleeps a fixed time (or returns at once) and reports a
+/// realistic result; it records the serialized size of each context it was given.
+struct BenchAgent {
+    delay: Duration,
+    context_bytes: Mutex<BTreeMap<usize, usize>>,
+}
+
+impl BenchAgent {
+    fn new(delay: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            delay,
+            context_bytes: Mutex::default(),
+        })
+    }
+}
+
+fn lorem(words: usize, seed: usize) -> String {
+    const WORDS: [&str; 12] = [
+        "parser", "module", "refactor", "tests", "handles", "edge", "cases", "config", "the",
+        "error", "path", "updated",
+    ];
+    let mut s = String::new();
+    for i in 0..words {
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(WORDS[(i * 7 + seed) % WORDS.len()]);
+    }
+    s
+}
+
+#[async_trait]
+impl AgentPort for BenchAgent {
+    fn agents(&self) -> Vec<AgentInfo> {
+        vec![AgentInfo {
+            id: worker(),
+            role: Role::Specialist,
+            description: "a benchmark worker".to_owned(),
+            backend: "bench".to_owned(),
+            model: None,
+            workspace_tools: Vec::new(),
+        }]
+    }
+
+    async fn run_task(&self, request: TaskRequest, _tools: &dyn ToolHost) -> Reply<TaskResult> {
+        let bytes = serde_json::to_vec(&request.context).map_or(0, |v| v.len());
+        if let Ok(mut m) = self.context_bytes.lock() {
+            m.insert(request.context.step_index, bytes);
+        }
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        let i = request.context.step_index;
+        let step = request.step.id.as_str();
+        Reply::new(TaskResult::Success(TaskSuccess {
+            summary: format!("{step}: {}", lorem(60, i)),
+            key_findings: (0..4).map(|k| lorem(20, i + k)).collect(),
+            relevant_files: (0..6).map(|k| format!("src/{step}/file_{k}.rs")).collect(),
+            artifacts: vec![format!("target/{step}.out")],
+            output: Some(lorem(200, i)),
+            ..TaskSuccess::default()
+        }))
+    }
+
+    async fn ask(
+        &self,
+        _request: QuestionRequest,
+        _tools: &dyn ToolHost,
+    ) -> Reply<Result<AgentAnswer, TaskFailure>> {
+        Reply::new(Ok(AgentAnswer {
+            answer: "n/a".to_owned(),
+            session_id: None,
+        }))
+    }
+
+    async fn plan(
+        &self,
+        _request: PlannerRequest,
+        _tools: &dyn ToolHost,
+    ) -> Reply<PlannerResponse> {
+        Reply::new(PlannerResponse::Answer {
+            text: "n/a".to_owned(),
+        })
+    }
+}
+
+fn worker() -> AgentId {
+    AgentId::parse("worker").unwrap_or_else(|_| unreachable!("a valid literal id"))
+}
+
+fn sid(name: &str) -> Result<StepId, BoxError> {
+    Ok(StepId::parse(name)?)
+}
+
+fn content(steps: Vec<Step>) -> PlanContent {
+    PlanContent {
+        goal: lorem(40, 1),
+        summary: Some(lorem(30, 2)),
+        steps,
+        assumptions: vec!["a benchmark".to_owned()],
+        risks: vec!["none".to_owned()],
+        verification: vec!["every task completes".to_owned()],
+    }
+}
+
+/// `layers` × `width`, every step depending on every step of the layer before.
+fn layered(layers: usize, width: usize) -> Result<Vec<Step>, BoxError> {
+    let mut steps = Vec::new();
+    for l in 0..layers {
+        for w in 0..width {
+            let deps = if l == 0 {
+                Vec::new()
+            } else {
+                (0..width)
+                    .map(|p| sid(&format!("l{}-{p}", l - 1)))
+                    .collect::<Result<_, _>>()?
+            };
+            steps.push(
+                Step::new(
+                    sid(&format!("l{l}-{w}"))?,
+                    worker(),
+                    format!("layer {l} #{w}"),
+                )
+                .with_depends_on(deps),
+            );
+        }
+    }
+    Ok(steps)
+}
+
+/// A sequential chain of `n` steps.
+fn chain(n: usize) -> Result<Vec<Step>, BoxError> {
+    (0..n)
+        .map(|i| {
+            let s = Step::new(sid(&format!("s{i}"))?, worker(), lorem(25, i));
+            Ok(if i == 0 {
+                s
+            } else {
+                s.with_depends_on([sid(&format!("s{}", i - 1))?])
+            })
+        })
+        .collect()
+}
+
+/// `n` steps in 10 parallel lanes: step i depends on step i − 10 (a realistic, wide DAG).
+fn lanes(n: usize) -> Result<Vec<Step>, BoxError> {
+    (0..n)
+        .map(|i| {
+            let s = Step::new(sid(&format!("t{i}"))?, worker(), format!("task {i}"));
+            Ok(if i < 10 {
+                s
+            } else {
+                s.with_depends_on([sid(&format!("t{}", i - 10))?])
+            })
+        })
+        .collect()
+}
+
+fn holder() -> Holder {
+    Holder {
+        pid: std::process::id(),
+        host: "bench".to_owned(),
+        token: format!("{:016x}", fastrand::u64(..)),
+    }
+}
+
+enum Backend {
+    Memory,
+    File,
+}
+
+/// Creates, approves and runs a plan; returns the wall time of the run alone.
+async fn run(
+    backend: &Backend,
+    agent: Arc<BenchAgent>,
+    steps: Vec<Step>,
+    concurrency: usize,
+) -> Result<Duration, BoxError> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = match backend {
+        Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::File => Arc::new(FileStore::open(dir.path())?),
+    };
+    let orca = Orca::new(store, agent, Arc::new(NoHuman), None, Budget::UNLIMITED);
+    let proposal = orca.planning.create_proposal(content(steps), None).await?;
+    orca.planning.approve(proposal.id(), "bench", None).await?;
+    let (_, exec) = orca.executions.create(proposal.id()).await?;
+    let mut config = RunConfig::new(holder());
+    config.concurrency = concurrency;
+    let runner = orca.runner(config, Arc::new(Quiet));
+    let start = Instant::now();
+    let report = runner.run(exec, CancellationToken::new()).await?;
+    let elapsed = start.elapsed();
+    if report.outcome != RunOutcome::Completed {
+        return Err(format!("benchmark run ended {:?}", report.outcome).into());
+    }
+    Ok(elapsed)
+}
+
+/// CPU time (user + system) of this process so far.
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    #[expect(unsafe_code, reason = "getrusage has no safe wrapper in std")]
+    // SAFETY: `usage` points to writable memory of the right type; RUSAGE_SELF is valid.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return Duration::ZERO;
+        }
+        usage.assume_init()
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Peak resident set (`VmHWM`) of this process, in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+struct Figure {
+    name: &'static str,
+    value: f64,
+    unit: &'static str,
+    target: Option<f64>,
+    description: String,
+}
+
+struct Sizes {
+    delay: Duration,
+    overhead_tasks: usize,
+    big: usize,
+    small: usize,
+}
+
+async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
+    let mut out = Vec::new();
+
+    // (a) DAG parallelism, both backends.
+    let critical = sizes.delay * 8;
+    for (backend, name) in [
+        (Backend::Memory, "dag_makespan_ratio_memory"),
+        (Backend::File, "dag_makespan_ratio_file"),
+    ] {
+        let wall = run(&backend, BenchAgent::new(sizes.delay), layered(8, 8)?, 8).await?;
+        out.push(Figure {
+            name,
+            value: wall.as_secs_f64() / critical.as_secs_f64(),
+            unit: "x",
+            target: Some(1.10),
+            description: format!(
+                "8x8 DAG, {} ms calls, concurrency 8: makespan {:.3} s / critical path {:.3} s",
+                sizes.delay.as_millis(),
+                wall.as_secs_f64(),
+                critical.as_secs_f64()
+            ),
+        });
+    }
+
+    // (b) Context size: step 50 vs step 5 of a sequential plan.
+    let agent = BenchAgent::new(Duration::ZERO);
+    run(&Backend::Memory, agent.clone(), chain(50)?, 1).await?;
+    let (c5, c50) = {
+        let m = agent
+            .context_bytes
+            .lock()
+            .map_err(|_| "context map poisoned")?;
+        (
+            m.get(&4).copied().unwrap_or(0),
+            m.get(&49).copied().unwrap_or(0),
+        )
+    };
+    out.push(Figure {
+        name: "context_ratio_50_5",
+        value: c50 as f64 / (c5.max(1)) as f64,
+        unit: "x",
+        target: Some(1.2),
+        description: format!("TaskContext bytes: step 50 = {c50}, step 5 = {c5}"),
+    });
+
+    // (c) Orchestration overhead: CPU per task, instant agent, file store.
+    let before = cpu_time();
+    run(
+        &Backend::File,
+        BenchAgent::new(Duration::ZERO),
+        lanes(sizes.overhead_tasks)?,
+        8,
+    )
+    .await?;
+    let cpu = cpu_time().saturating_sub(before);
+    out.push(Figure {
+        name: "overhead_cpu_us_per_task",
+        value: cpu.as_secs_f64() * 1e6 / sizes.overhead_tasks as f64,
+        unit: "us",
+        target: None,
+        description: format!(
+            "CPU time (user+sys) per task, instant agent, file store, {} tasks",
+            sizes.overhead_tasks
+        ),
+    });
+
+    // (e) Growth: big ÷ small execution, file store, instant agent.
+    let small = run(
+        &Backend::File,
+        BenchAgent::new(Duration::ZERO),
+        lanes(sizes.small)?,
+        8,
+    )
+    .await?;
+    let big = run(
+        &Backend::File,
+        BenchAgent::new(Duration::ZERO),
+        lanes(sizes.big)?,
+        8,
+    )
+    .await?;
+    out.push(Figure {
+        name: "growth_1000_100",
+        value: big.as_secs_f64() / small.as_secs_f64().max(1e-9),
+        unit: "x",
+        target: Some(15.0),
+        description: format!(
+            "{} tasks {:.3} s / {} tasks {:.3} s (file store, instant agent)",
+            sizes.big,
+            big.as_secs_f64(),
+            sizes.small,
+            small.as_secs_f64()
+        ),
+    });
+    Ok(out)
+}
+
+/// The child process of (d): one big run, then its peak memory on stdout.
+async fn memory_child(tasks: usize) -> Result<(), BoxError> {
+    run(
+        &Backend::File,
+        BenchAgent::new(Duration::ZERO),
+        lanes(tasks)?,
+        8,
+    )
+    .await?;
+    let kib = peak_rss_kib().ok_or("no VmHWM in /proc/self/status")?;
+    say(&format!("{kib}"));
+    Ok(())
+}
+
+fn peak_memory_figure(tasks: usize) -> Result<Figure, BoxError> {
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new(exe)
+        .args(["--memory-child", &tasks.to_string()])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "memory child failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    let kib: f64 = String::from_utf8_lossy(&out.stdout).trim().parse()?;
+    Ok(Figure {
+        name: "peak_rss_mib_1000",
+        value: kib / 1024.0,
+        unit: "MiB",
+        target: None,
+        description: format!("peak RSS (VmHWM) of a process running a {tasks}-task execution"),
+    })
+}
+
+#[expect(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
+fn say(text: &str) {
+    println!("{text}");
+}
+
+fn main() -> std::process::ExitCode {
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            #[expect(clippy::print_stderr, reason = "a benchmark reports to the terminal")]
+            {
+                eprintln!("runner_bench: {e}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if let Some(pos) = args.iter().position(|a| a == "--memory-child") {
+        let tasks: usize = args.get(pos + 1).ok_or("--memory-child N")?.parse()?;
+        return runtime.block_on(memory_child(tasks));
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .map(|p| args.get(p + 1).cloned().ok_or("--json PATH"))
+        .transpose()?;
+    let sizes = if quick {
+        Sizes {
+            delay: Duration::from_millis(10),
+            overhead_tasks: 50,
+            big: 100,
+            small: 10,
+        }
+    } else {
+        Sizes {
+            delay: Duration::from_millis(100),
+            overhead_tasks: 1000,
+            big: 1000,
+            small: 100,
+        }
+    };
+    let mut figures = runtime.block_on(figures(&sizes))?;
+    figures.push(peak_memory_figure(sizes.big)?);
+
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "{:<28} {:>10} {:>8}  what",
+        "figure", "measured", "target"
+    );
+    for f in &figures {
+        let target = f.target.map_or_else(|| "-".to_owned(), |t| format!("{t}"));
+        let _ = writeln!(
+            table,
+            "{:<28} {:>8.3}{:<2} {:>8}  {}",
+            f.name, f.value, f.unit, target, f.description
+        );
+    }
+    say(table.trim_end());
+    if let Some(path) = json_path {
+        let doc: Vec<Value> = figures
+            .iter()
+            .map(|f| {
+                json!({ "name": f.name, "value": f.value, "unit": f.unit, "target": f.target,
+                        "description": f.description, "quick": quick })
+            })
+            .collect();
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&json!({ "figures": doc }))?,
+        )?;
+    }
+    Ok(())
+}
