@@ -43,8 +43,13 @@ fn out_json(value: &Value) {
 
 /// The project root: `--root`, else the nearest ancestor holding `.orca/`, else the current
 /// directory.
-fn find_root(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
+fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError> {
     if let Some(root) = explicit {
+        if create && !root.exists() {
+            std::fs::create_dir_all(root).map_err(|e| {
+                CliError::bad_input(format!("--root {}: cannot create it: {e}", root.display()))
+            })?;
+        }
         if !root.is_dir() {
             return Err(CliError::bad_input(format!(
                 "--root {}: not a directory",
@@ -75,8 +80,8 @@ pub(crate) struct App {
 }
 
 impl App {
-    fn open(global: &Global) -> Result<Self, CliError> {
-        let root = find_root(global.root.as_deref())?;
+    fn open(global: &Global, create: bool) -> Result<Self, CliError> {
+        let root = find_root(global.root.as_deref(), create)?;
         let store: Arc<dyn Store> = Arc::new(FileStore::open(&root)?);
         let agents = Arc::new(load_agents(&root)?);
         Ok(Self {
@@ -126,7 +131,12 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
     if let Command::Init = command {
         return init(global);
     }
-    let app = App::open(global)?;
+    // Commands that create something may create the `--root` directory.
+    let creates = matches!(
+        command,
+        Command::Ask(_) | Command::Run(_) | Command::Plan(PlanCommand::Create { .. })
+    );
+    let app = App::open(global, creates)?;
     match command {
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
@@ -149,7 +159,7 @@ fn unreachable_init() -> Result<Exit, CliError> {
 
 fn init(global: &Global) -> Result<Exit, CliError> {
     let root = match &global.root {
-        Some(r) => find_root(Some(r))?,
+        Some(r) => find_root(Some(r), true)?,
         None => std::env::current_dir().map_err(|e| CliError::internal(e.to_string()))?,
     };
     let dir = root.join(".orca");
