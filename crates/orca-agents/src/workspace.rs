@@ -427,12 +427,12 @@ impl ToolHost for WorkspaceTools {
     fn specs(&self) -> Vec<ToolSpec> {
         all_specs()
             .into_iter()
-            .filter(|s| self.granted.iter().any(|g| *g == s.name))
+            .filter(|s| self.granted.contains(&s.name))
             .collect()
     }
 
     async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {
-        if !self.granted.iter().any(|g| *g == call.name) {
+        if !self.granted.contains(&call.name) {
             tracing::warn!(tool = %call.name, "workspace tool refused: not granted");
             return Err(ToolError::new(format!(
                 "tool `{}` is not granted to this agent",
