@@ -1,6 +1,5 @@
 //! A custom backend implemented outside the crate, with no HTTP dependency: it implements
 //! `ChatBackend` and runs through the real agent loop.
-#![expect(clippy::unwrap_used, reason = "tests")]
 
 mod common;
 
