@@ -80,6 +80,23 @@ impl Agents {
         Ok(agents)
     }
 
+    /// The agents of a project from its validated config: built-in profiles (with overrides)
+    /// and custom agents. `env` looks up the key variables the config names.
+    ///
+    /// # Errors
+    ///
+    /// A prompt file that cannot be read, a key variable that is not set, a bad script.
+    pub fn from_config(
+        root: impl Into<PathBuf>,
+        config: &crate::config::Config,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings: LoopSettings,
+    ) -> Result<Self, ConfigError> {
+        let root = root.into();
+        let profiles = config.profiles(&root, env)?;
+        Self::new(root, profiles, settings)
+    }
+
     /// Adds or replaces a profile (`shell` cannot be replaced).
     ///
     /// # Errors
