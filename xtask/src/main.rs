@@ -33,7 +33,10 @@ fn main() -> ExitCode {
 fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .map_or_else(|| std::path::PathBuf::from("."), std::path::Path::to_path_buf)
+        .map_or_else(
+            || std::path::PathBuf::from("."),
+            std::path::Path::to_path_buf,
+        )
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
@@ -52,7 +55,15 @@ fn cargo(args: &[&str]) -> Result<(), String> {
 
 fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
     tidy::run(&workspace_root()).map_err(|problems| problems.join("\n"))?;
     cargo(&["test", "--workspace", "--locked"])
 }

@@ -6,8 +6,22 @@ use std::process::Command;
 
 /// Crates each library crate must never depend on, directly or not (normal dependencies).
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("orca-core", &["tokio", "reqwest", "hyper", "mio", "orca-store", "orca-services", "orca-agents"]),
-    ("orca-store", &["reqwest", "hyper", "orca-services", "orca-agents"]),
+    (
+        "orca-core",
+        &[
+            "tokio",
+            "reqwest",
+            "hyper",
+            "mio",
+            "orca-store",
+            "orca-services",
+            "orca-agents",
+        ],
+    ),
+    (
+        "orca-store",
+        &["reqwest", "hyper", "orca-services", "orca-agents"],
+    ),
     ("orca-services", &["reqwest", "hyper", "orca-agents"]),
     ("orca-agents", &["orca-store", "orca-services"]),
 ];
@@ -15,8 +29,21 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
 /// Source text that must not appear in a crate's `src/` (I/O in the pure domain, concrete
 /// backends in the services).
 const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
-    ("orca-core", &["std::fs", "std::net", "std::process", "std::env", "File::", "tokio"]),
-    ("orca-services", &["reqwest", "FileStore", "MemoryStore", "orca_agents"]),
+    (
+        "orca-core",
+        &[
+            "std::fs",
+            "std::net",
+            "std::process",
+            "std::env",
+            "File::",
+            "tokio",
+        ],
+    ),
+    (
+        "orca-services",
+        &["reqwest", "FileStore", "MemoryStore", "orca_agents"],
+    ),
 ];
 
 /// Runs every check; returns every problem found.
@@ -26,7 +53,11 @@ pub(crate) fn run(root: &Path) -> Result<(), Vec<String>> {
     check_sources(root, &mut problems);
     check_manifests(root, &mut problems);
     check_adrs(root, &mut problems);
-    if problems.is_empty() { Ok(()) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
 }
 
 fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
@@ -38,7 +69,10 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
     {
         Ok(o) if o.status.success() => o.stdout,
         Ok(o) => {
-            problems.push(format!("cargo metadata failed: {}", String::from_utf8_lossy(&o.stderr)));
+            problems.push(format!(
+                "cargo metadata failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
             return;
         }
         Err(e) => {
@@ -62,7 +96,9 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
         .filter_map(|p| Some((p["id"].as_str()?.to_owned(), p["name"].as_str()?.to_owned())))
         .collect();
     for node in meta["resolve"]["nodes"].as_array().into_iter().flatten() {
-        let Some(id) = node["id"].as_str() else { continue };
+        let Some(id) = node["id"].as_str() else {
+            continue;
+        };
         let deps = node["deps"]
             .as_array()
             .into_iter()
@@ -80,7 +116,11 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
         graph.insert(id.to_owned(), (name, deps));
     }
     for (krate, forbidden) in FORBIDDEN {
-        let Some(start) = graph.iter().find(|(_, (n, _))| n == krate).map(|(id, _)| id.clone()) else {
+        let Some(start) = graph
+            .iter()
+            .find(|(_, (n, _))| n == krate)
+            .map(|(id, _)| id.clone())
+        else {
             problems.push(format!("crate {krate} is missing from the workspace"));
             continue;
         };
@@ -98,14 +138,18 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
             if let Some((name, _)) = graph.get(id)
                 && forbidden.contains(&name.as_str())
             {
-                problems.push(format!("{krate} must not depend on {name} (layering, see docs/architecture.md)"));
+                problems.push(format!(
+                    "{krate} must not depend on {name} (layering, see docs/architecture.md)"
+                ));
             }
         }
     }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -121,10 +165,15 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) {
         let mut files = Vec::new();
         rust_files(&root.join("crates").join(krate).join("src"), &mut files);
         for file in files {
-            let Ok(text) = std::fs::read_to_string(&file) else { continue };
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
             for needle in *needles {
                 if text.contains(needle) {
-                    problems.push(format!("{}: `{needle}` is not allowed in {krate}", file.display()));
+                    problems.push(format!(
+                        "{}: `{needle}` is not allowed in {krate}",
+                        file.display()
+                    ));
                 }
             }
         }
@@ -133,10 +182,15 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) {
     rust_files(&root.join("crates"), &mut files);
     rust_files(&root.join("xtask"), &mut files);
     for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
         let ignore = concat!("#[", "ignore");
         if text.contains(ignore) {
-            problems.push(format!("{}: ignored tests are not allowed; make the test pass or delete it", file.display()));
+            problems.push(format!(
+                "{}: ignored tests are not allowed; make the test pass or delete it",
+                file.display()
+            ));
         }
     }
 }
@@ -146,12 +200,20 @@ fn check_manifests(root: &Path, problems: &mut Vec<String>) {
         problems.push("no crates/ directory".to_owned());
         return;
     };
-    let mut manifests: Vec<_> = entries.flatten().map(|e| e.path().join("Cargo.toml")).collect();
+    let mut manifests: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .collect();
     manifests.push(root.join("xtask").join("Cargo.toml"));
     for manifest in manifests {
-        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
         if !text.contains("[lints]\nworkspace = true") {
-            problems.push(format!("{}: add `[lints] workspace = true`", manifest.display()));
+            problems.push(format!(
+                "{}: add `[lints] workspace = true`",
+                manifest.display()
+            ));
         }
     }
 }
@@ -176,7 +238,9 @@ fn check_adrs(root: &Path, problems: &mut Vec<String>) {
         }
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
         if !text.lines().any(|l| l.starts_with("status:")) {
-            problems.push(format!("adr/{name}: needs a `status:` line in its front matter"));
+            problems.push(format!(
+                "adr/{name}: needs a `status:` line in its front matter"
+            ));
         }
     }
 }

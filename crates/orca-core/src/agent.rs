@@ -114,7 +114,10 @@ impl ToolHost for NoTools {
     }
 
     async fn call(&self, call: &ToolCall) -> Result<serde_json::Value, ToolError> {
-        Err(ToolError::new(format!("tool `{}` is not available", call.name)))
+        Err(ToolError::new(format!(
+            "tool `{}` is not available",
+            call.name
+        )))
     }
 }
 

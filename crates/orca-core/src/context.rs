@@ -135,8 +135,13 @@ pub fn build_context(
     let success = |i: usize| tasks.get(i).and_then(Task::success);
 
     let direct: Vec<usize> = deps.get(step_index).cloned().unwrap_or_default();
-    let completed_direct: Vec<usize> = direct.into_iter().filter(|&i| success(i).is_some()).collect();
-    let keep_from = completed_direct.len().saturating_sub(limits.max_dependencies);
+    let completed_direct: Vec<usize> = direct
+        .into_iter()
+        .filter(|&i| success(i).is_some())
+        .collect();
+    let keep_from = completed_direct
+        .len()
+        .saturating_sub(limits.max_dependencies);
     omitted += keep_from;
     let dependencies = completed_direct[keep_from..]
         .iter()
@@ -163,7 +168,10 @@ pub fn build_context(
     let mut seen = BTreeSet::new();
     let mut relevant_files = Vec::new();
     for i in graph::ancestors(&deps, step_index).into_iter().rev() {
-        for f in success(i).map(|r| r.relevant_files.as_slice()).unwrap_or_default() {
+        for f in success(i)
+            .map(|r| r.relevant_files.as_slice())
+            .unwrap_or_default()
+        {
             if seen.insert(f.as_str()) {
                 if relevant_files.len() < limits.max_relevant_files {
                     relevant_files.push(f.clone());
@@ -174,7 +182,10 @@ pub fn build_context(
         }
     }
 
-    let attempts = tasks.get(step_index).map(Task::attempts).unwrap_or_default();
+    let attempts = tasks
+        .get(step_index)
+        .map(Task::attempts)
+        .unwrap_or_default();
     let failed: Vec<PreviousAttempt> = attempts
         .iter()
         .filter_map(|a| {
@@ -183,14 +194,20 @@ pub fn build_context(
                 AttemptOutcome::Failed { failure } => failure.to_string(),
                 AttemptOutcome::Interrupted { interruption } => format!(
                     "asked: {}",
-                    interruption.question.as_deref().unwrap_or(&interruption.reason)
+                    interruption
+                        .question
+                        .as_deref()
+                        .unwrap_or(&interruption.reason)
                 ),
                 AttemptOutcome::Abandoned { note } => format!("interrupted: {note}"),
             };
             Some(PreviousAttempt {
                 attempt: a.number,
                 error: clip(&error, limits.max_attempt_chars),
-                guidance: a.guidance.as_deref().map(|g| clip(g, limits.max_attempt_chars)),
+                guidance: a
+                    .guidance
+                    .as_deref()
+                    .map(|g| clip(g, limits.max_attempt_chars)),
             })
         })
         .collect();

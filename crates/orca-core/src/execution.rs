@@ -160,7 +160,11 @@ pub struct StoppedExecution {
     /// Ids, plan and steps.
     pub info: ExecutionInfo,
     /// When it started, if it did.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
     pub started_at: Option<OffsetDateTime>,
     /// When it stopped.
     #[serde(with = "time::serde::rfc3339")]
@@ -279,7 +283,11 @@ impl PendingExecution {
     #[must_use]
     pub fn new(id: ExecutionId, plan: &ApprovedPlan, at: OffsetDateTime) -> (Self, Vec<Task>) {
         let steps: Vec<StepId> = plan.content().steps.iter().map(|s| s.id.clone()).collect();
-        let tasks = steps.iter().cloned().map(|s| Task::Pending(PendingTask::new(s))).collect();
+        let tasks = steps
+            .iter()
+            .cloned()
+            .map(|s| Task::Pending(PendingTask::new(s)))
+            .collect();
         (
             Self {
                 format_version: FormatVersion,
@@ -308,7 +316,12 @@ impl PendingExecution {
 
     /// Stopped before it started.
     #[must_use]
-    pub fn stop(self, by: impl Into<String>, reason: Option<String>, at: OffsetDateTime) -> StoppedExecution {
+    pub fn stop(
+        self,
+        by: impl Into<String>,
+        reason: Option<String>,
+        at: OffsetDateTime,
+    ) -> StoppedExecution {
         StoppedExecution {
             format_version: FormatVersion,
             info: self.info,
@@ -326,16 +339,33 @@ impl RunningExecution {
     /// # Errors
     ///
     /// Not every task is completed, or the tasks are not this execution's.
-    pub fn complete(self, tasks: &[Task], at: OffsetDateTime) -> Result<CompletedExecution, TransitionFailed<Self>> {
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refused state is handed back by value, like every transition; callers hold it anyway"
+    )]
+    pub fn complete(
+        self,
+        tasks: &[Task],
+        at: OffsetDateTime,
+    ) -> Result<CompletedExecution, TransitionFailed<Self>> {
         if tasks.len() != self.info.steps.len()
-            || tasks.iter().zip(&self.info.steps).any(|(t, s)| t.step_id() != s)
+            || tasks
+                .iter()
+                .zip(&self.info.steps)
+                .any(|(t, s)| t.step_id() != s)
         {
             return Err(refuse(self, TransitionError::TaskMismatch));
         }
-        let open = tasks.iter().filter(|t| t.status() != TaskStatus::Completed).count();
+        let open = tasks
+            .iter()
+            .filter(|t| t.status() != TaskStatus::Completed)
+            .count();
         if open > 0 {
             let total = tasks.len();
-            return Err(refuse(self, TransitionError::TasksNotCompleted { open, total }));
+            return Err(refuse(
+                self,
+                TransitionError::TasksNotCompleted { open, total },
+            ));
         }
         Ok(CompletedExecution {
             format_version: FormatVersion,
@@ -347,7 +377,12 @@ impl RunningExecution {
 
     /// Ends the execution as failed.
     #[must_use]
-    pub fn fail(self, reason: impl Into<String>, replanned_as: Option<PlanId>, at: OffsetDateTime) -> FailedExecution {
+    pub fn fail(
+        self,
+        reason: impl Into<String>,
+        replanned_as: Option<PlanId>,
+        at: OffsetDateTime,
+    ) -> FailedExecution {
         FailedExecution {
             format_version: FormatVersion,
             info: self.info,
@@ -360,7 +395,12 @@ impl RunningExecution {
 
     /// Stops the execution.
     #[must_use]
-    pub fn stop(self, by: impl Into<String>, reason: Option<String>, at: OffsetDateTime) -> StoppedExecution {
+    pub fn stop(
+        self,
+        by: impl Into<String>,
+        reason: Option<String>,
+        at: OffsetDateTime,
+    ) -> StoppedExecution {
         StoppedExecution {
             format_version: FormatVersion,
             info: self.info,
@@ -376,7 +416,15 @@ impl RunningExecution {
     /// # Errors
     ///
     /// Another decision is already pending.
-    pub fn await_decision(mut self, request: DecisionRequest, at: OffsetDateTime) -> Result<Self, TransitionFailed<Self>> {
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refused state is handed back by value, like every transition; callers hold it anyway"
+    )]
+    pub fn await_decision(
+        mut self,
+        request: DecisionRequest,
+        at: OffsetDateTime,
+    ) -> Result<Self, TransitionFailed<Self>> {
         if let Some(pending) = &self.decision {
             let step = pending.request.step_id().clone();
             return Err(refuse(self, TransitionError::DecisionAlreadyPending(step)));
@@ -395,7 +443,16 @@ impl RunningExecution {
     ///
     /// No decision is pending, it was already answered, or the decision does not fit the
     /// request (e.g. `answer` to a deviation).
-    pub fn answer_decision(mut self, decision: Decision, by: impl Into<String>, at: OffsetDateTime) -> Result<Self, TransitionFailed<Self>> {
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refused state is handed back by value, like every transition; callers hold it anyway"
+    )]
+    pub fn answer_decision(
+        mut self,
+        decision: Decision,
+        by: impl Into<String>,
+        at: OffsetDateTime,
+    ) -> Result<Self, TransitionFailed<Self>> {
         let Some(pending) = self.decision.as_mut() else {
             return Err(refuse(self, TransitionError::NoPendingDecision));
         };
@@ -404,8 +461,13 @@ impl RunningExecution {
         }
         let fits = matches!(
             (&pending.request, &decision),
-            (DecisionRequest::Deviation { .. }, Decision::Retry { .. } | Decision::Replan { .. } | Decision::Stop)
-                | (DecisionRequest::Interruption { .. }, Decision::Answer { .. } | Decision::Stop)
+            (
+                DecisionRequest::Deviation { .. },
+                Decision::Retry { .. } | Decision::Replan { .. } | Decision::Stop
+            ) | (
+                DecisionRequest::Interruption { .. },
+                Decision::Answer { .. } | Decision::Stop
+            )
         );
         if !fits {
             let options = pending.request.option_keys().join(", ");
@@ -676,7 +738,9 @@ impl Task {
 }
 
 fn next_number(attempts: &[AttemptRecord]) -> u32 {
-    u32::try_from(attempts.len()).unwrap_or(u32::MAX).saturating_add(1)
+    u32::try_from(attempts.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(1)
 }
 
 impl PendingTask {
@@ -716,7 +780,11 @@ impl PendingTask {
 }
 
 impl RunningTask {
-    fn finish(mut self, outcome: AttemptOutcome, at: OffsetDateTime) -> (StepId, Vec<AttemptRecord>) {
+    fn finish(
+        mut self,
+        outcome: AttemptOutcome,
+        at: OffsetDateTime,
+    ) -> (StepId, Vec<AttemptRecord>) {
         self.attempts.push(AttemptRecord {
             number: self.attempt,
             started_at: self.started_at,
@@ -788,7 +856,9 @@ impl FailedTask {
                     .clone()
                     .unwrap_or_else(|| interruption.reason.clone()),
             ),
-            Some(AttemptOutcome::Abandoned { note }) => TaskFailure::new(ErrorCode::Interrupted, note.clone()),
+            Some(AttemptOutcome::Abandoned { note }) => {
+                TaskFailure::new(ErrorCode::Interrupted, note.clone())
+            }
             Some(AttemptOutcome::Succeeded) | None => {
                 TaskFailure::new(ErrorCode::AgentError, "failed without a recorded failure")
             }
@@ -798,13 +868,22 @@ impl FailedTask {
     /// Whether the last attempt was abandoned by a crash.
     #[must_use]
     pub fn was_abandoned(&self) -> bool {
-        matches!(self.attempts.last().map(|a| &a.outcome), Some(AttemptOutcome::Abandoned { .. }))
+        matches!(
+            self.attempts.last().map(|a| &a.outcome),
+            Some(AttemptOutcome::Abandoned { .. })
+        )
     }
 
     /// Starts another attempt. `guidance` (the human's, or an answer to a question) is
     /// recorded on the failed attempt and threaded into `previous_attempts`.
     #[must_use]
-    pub fn retry(mut self, guidance: Option<String>, context: TaskContext, holder: Holder, at: OffsetDateTime) -> RunningTask {
+    pub fn retry(
+        mut self,
+        guidance: Option<String>,
+        context: TaskContext,
+        holder: Holder,
+        at: OffsetDateTime,
+    ) -> RunningTask {
         if let Some(last) = self.attempts.last_mut()
             && guidance.is_some()
         {

@@ -178,7 +178,10 @@ impl std::str::FromStr for Digest {
             let pair = hex.get(i * 2..i * 2 + 2).unwrap_or("");
             *slot = u8::from_str_radix(pair, 16)
                 .ok()
-                .filter(|_| pair.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+                .filter(|_| {
+                    pair.bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                })
                 .ok_or_else(|| format!("invalid digest `{text}`: not lowercase hex"))?;
         }
         Ok(Self(out))

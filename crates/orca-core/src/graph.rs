@@ -145,7 +145,11 @@ pub fn resolved_dependencies(steps: &[Step]) -> Vec<Vec<Dep>> {
                 names
                     .iter()
                     .filter(|n| seen.insert(*n))
-                    .map(|n| index.get(n).map_or_else(|| Dep::Unknown(n.clone()), |&j| Dep::Index(j)))
+                    .map(|n| {
+                        index
+                            .get(n)
+                            .map_or_else(|| Dep::Unknown(n.clone()), |&j| Dep::Index(j))
+                    })
                     .collect()
             }
         })

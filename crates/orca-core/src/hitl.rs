@@ -121,7 +121,11 @@ pub fn match_action<A: Action>(answer: &str) -> Result<A, TransitionError> {
         .find(|a| a.key() == answer || a.label() == answer)
         .ok_or_else(|| TransitionError::NotAnOption {
             answer: answer.to_owned(),
-            options: A::ALL.iter().map(|a| a.key()).collect::<Vec<_>>().join(", "),
+            options: A::ALL
+                .iter()
+                .map(|a| a.key())
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -283,7 +287,11 @@ impl Action for InterruptionAction {
 
 /// Builds the two-question prompt of a touchpoint.
 #[must_use]
-pub fn two_question<A: Action>(touchpoint: Touchpoint, header: String, prompt: &str) -> TwoQuestion {
+pub fn two_question<A: Action>(
+    touchpoint: Touchpoint,
+    header: String,
+    prompt: &str,
+) -> TwoQuestion {
     TwoQuestion {
         touchpoint,
         header,
@@ -380,18 +388,23 @@ impl Decision {
     /// # Errors
     ///
     /// The action is not an option of the request, or a required context answer is missing.
-    pub fn from_answer(request: &DecisionRequest, answer: &HumanAnswer) -> Result<Self, TransitionError> {
+    pub fn from_answer(
+        request: &DecisionRequest,
+        answer: &HumanAnswer,
+    ) -> Result<Self, TransitionError> {
         let context = answer
             .context
             .as_ref()
             .map(|c| c.trim().to_owned())
             .filter(|c| !c.is_empty());
         match request {
-            DecisionRequest::Deviation { .. } => Ok(match match_action::<DeviationAction>(&answer.action)? {
-                DeviationAction::Retry => Self::Retry { guidance: context },
-                DeviationAction::Replan => Self::Replan { guidance: context },
-                DeviationAction::Stop => Self::Stop,
-            }),
+            DecisionRequest::Deviation { .. } => {
+                Ok(match match_action::<DeviationAction>(&answer.action)? {
+                    DeviationAction::Retry => Self::Retry { guidance: context },
+                    DeviationAction::Replan => Self::Replan { guidance: context },
+                    DeviationAction::Stop => Self::Stop,
+                })
+            }
             DecisionRequest::Interruption { .. } => {
                 match match_action::<InterruptionAction>(&answer.action)? {
                     InterruptionAction::Answer => context
@@ -446,6 +459,9 @@ mod tests {
     #[test]
     fn the_error_lists_the_options() {
         let err = match_action::<DeviationAction>("again").unwrap_err();
-        assert_eq!(err.to_string(), "`again` is not one of the options: retry, replan, stop");
+        assert_eq!(
+            err.to_string(),
+            "`again` is not one of the options: retry, replan, stop"
+        );
     }
 }

@@ -123,9 +123,7 @@ fn parse_prefixed_uuid(text: &str, prefix: &str, kind: &'static str) -> Result<U
             _ => b.is_ascii_digit() || (b'a'..=b'f').contains(b),
         };
         if !ok {
-            return Err(invalid(
-                "the uuid part is not a lowercase hyphenated uuid",
-            ));
+            return Err(invalid("the uuid part is not a lowercase hyphenated uuid"));
         }
     }
     Uuid::parse_str(rest).map_err(|_| invalid("the uuid part is not a valid uuid"))

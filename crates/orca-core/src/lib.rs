@@ -61,16 +61,16 @@ pub mod schedule;
 pub mod strategy;
 
 pub use agent::{
-    AgentInfo, AgentPort, NoTools, PlannerRequest, QuestionRequest, Reply, Role, TaskRequest, ToolCall,
-    ToolError, ToolHost, ToolSpec,
+    AgentInfo, AgentPort, NoTools, PlannerRequest, QuestionRequest, Reply, Role, TaskRequest,
+    ToolCall, ToolError, ToolHost, ToolSpec,
 };
 pub use context::{ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context};
 pub use error::{BuilderError, DocumentError, IdError, TransitionError};
 pub use execution::{
     AnsweredDecision, AttemptOutcome, AttemptRecord, CompletedExecution, CompletedTask, Execution,
     ExecutionInfo, ExecutionStage, FailedExecution, FailedTask, Holder, PendingDecision,
-    PendingExecution, PendingTask, RunningExecution, RunningTask, SkippedTask, StoppedExecution, Task,
-    TaskStatus, TransitionFailed,
+    PendingExecution, PendingTask, RunningExecution, RunningTask, SkippedTask, StoppedExecution,
+    Task, TaskStatus, TransitionFailed,
 };
 pub use format::{Digest, FORMAT_VERSION, FormatVersion};
 pub use graph::Problem;

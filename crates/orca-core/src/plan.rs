@@ -598,7 +598,12 @@ impl DraftPlan {
 impl ProposalPlan {
     /// The human approves: the plan becomes immutable and records the digest of its content.
     #[must_use]
-    pub fn approve(self, by: impl Into<String>, note: Option<String>, at: OffsetDateTime) -> ApprovedPlan {
+    pub fn approve(
+        self,
+        by: impl Into<String>,
+        note: Option<String>,
+        at: OffsetDateTime,
+    ) -> ApprovedPlan {
         let digest = self.content.digest();
         let Self {
             format_version,
@@ -626,7 +631,12 @@ impl ProposalPlan {
 
     /// The human rejects the plan. Final.
     #[must_use]
-    pub fn reject(self, by: impl Into<String>, reason: Option<String>, at: OffsetDateTime) -> RejectedPlan {
+    pub fn reject(
+        self,
+        by: impl Into<String>,
+        reason: Option<String>,
+        at: OffsetDateTime,
+    ) -> RejectedPlan {
         let Self {
             format_version,
             id,

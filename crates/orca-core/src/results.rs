@@ -247,7 +247,9 @@ impl Usage {
     pub fn add(&mut self, other: &Self) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cache_read_tokens = self.cache_read_tokens.saturating_add(other.cache_read_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
         self.cache_write_tokens = self
             .cache_write_tokens
             .saturating_add(other.cache_write_tokens);
@@ -290,7 +292,10 @@ impl Budget {
         if let Some(max) = self.max_tokens
             && usage.total_tokens() > max
         {
-            return Some(format!("token budget exceeded: {} > {max}", usage.total_tokens()));
+            return Some(format!(
+                "token budget exceeded: {} > {max}",
+                usage.total_tokens()
+            ));
         }
         if let Some(max) = self.max_cost_micro_usd
             && usage.cost_micro_usd > max
@@ -317,7 +322,9 @@ impl Budget {
     #[must_use]
     pub fn remaining(&self, usage: &Usage, elapsed_secs: u64) -> Self {
         Self {
-            max_tokens: self.max_tokens.map(|m| m.saturating_sub(usage.total_tokens())),
+            max_tokens: self
+                .max_tokens
+                .map(|m| m.saturating_sub(usage.total_tokens())),
             max_cost_micro_usd: self
                 .max_cost_micro_usd
                 .map(|m| m.saturating_sub(usage.cost_micro_usd)),

@@ -16,10 +16,14 @@ pub fn ready(plan: &PlanContent, tasks: &[Task]) -> Vec<usize> {
     deps.iter()
         .enumerate()
         .filter(|(i, ds)| {
-            tasks.get(*i).is_some_and(|t| t.status() == TaskStatus::Pending)
-                && ds
-                    .iter()
-                    .all(|d| tasks.get(*d).is_some_and(|t| t.status() == TaskStatus::Completed))
+            tasks
+                .get(*i)
+                .is_some_and(|t| t.status() == TaskStatus::Pending)
+                && ds.iter().all(|d| {
+                    tasks
+                        .get(*d)
+                        .is_some_and(|t| t.status() == TaskStatus::Completed)
+                })
         })
         .map(|(i, _)| i)
         .collect()
@@ -36,7 +40,11 @@ pub fn to_skip(plan: &PlanContent, tasks: &[Task], abandoned: &BTreeSet<StepId>)
         }
     }
     out.into_iter()
-        .filter(|&i| tasks.get(i).is_some_and(|t| t.status() == TaskStatus::Pending))
+        .filter(|&i| {
+            tasks
+                .get(i)
+                .is_some_and(|t| t.status() == TaskStatus::Pending)
+        })
         .collect()
 }
 

@@ -60,7 +60,11 @@ pub fn plan_content(max_steps: usize) -> impl Strategy<Value = PlanContent> {
             let mut steps: Vec<Step> = Vec::with_capacity(shapes.len());
             for (i, (shell, dep, locks, max_attempts)) in shapes.into_iter().enumerate() {
                 let id = StepId::parse(&format!("s{i}")).unwrap_or_else(|_| unreachable!());
-                let agent = if shell { AgentId::shell() } else { AgentId::parse("coder").unwrap_or_else(|_| unreachable!()) };
+                let agent = if shell {
+                    AgentId::shell()
+                } else {
+                    AgentId::parse("coder").unwrap_or_else(|_| unreachable!())
+                };
                 let mut step = Step::new(id, agent, format!("step {i}"));
                 if shell {
                     step.command = Some(format!("echo {i}"));
