@@ -28,7 +28,9 @@ pub enum StoreError {
         what: String,
     },
     /// Compare-and-swap failed: someone else wrote first. Re-read and retry.
-    #[error("{what} was changed concurrently (expected revision {expected}, found {found}): re-read it and retry")]
+    #[error(
+        "{what} was changed concurrently (expected revision {expected}, found {found}): re-read it and retry"
+    )]
     Conflict {
         /// What (`execution exec_…`, `task build of exec_…`).
         what: String,
@@ -80,7 +82,10 @@ impl StoreError {
     pub const fn is_user_error(&self) -> bool {
         matches!(
             self,
-            Self::NotFound { .. } | Self::AlreadyExists { .. } | Self::Corrupt { .. } | Self::Immutable(_)
+            Self::NotFound { .. }
+                | Self::AlreadyExists { .. }
+                | Self::Corrupt { .. }
+                | Self::Immutable(_)
         )
     }
 

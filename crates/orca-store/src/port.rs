@@ -220,7 +220,9 @@ impl ResourceGuard {
 
 impl fmt::Debug for ResourceGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResourceGuard").field("names", &self.names).finish_non_exhaustive()
+        f.debug_struct("ResourceGuard")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
     }
 }
 
@@ -245,7 +247,11 @@ pub trait PlanStore: Send + Sync {
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
     /// Stores a new execution and its tasks, all at [`Revision::FIRST`].
-    async fn create_execution(&self, execution: &Execution, tasks: &[Task]) -> Result<(), StoreError>;
+    async fn create_execution(
+        &self,
+        execution: &Execution,
+        tasks: &[Task],
+    ) -> Result<(), StoreError>;
 
     /// Reads an execution with its tasks.
     async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError>;
@@ -275,7 +281,11 @@ pub trait ExecutionStore: Send + Sync {
 
     /// Takes the exclusive lease of an execution. A live holder → [`StoreError::LeaseHeld`];
     /// a stale one (its process is gone) is taken over and reported in [`Lease::took_over`].
-    async fn acquire_lease(&self, execution: ExecutionId, holder: &Holder) -> Result<Lease, StoreError>;
+    async fn acquire_lease(
+        &self,
+        execution: ExecutionId,
+        holder: &Holder,
+    ) -> Result<Lease, StoreError>;
 
     /// Who holds the lease now, if anyone has recorded one (stale or not).
     async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError>;
@@ -321,7 +331,8 @@ impl fmt::Display for AuditLogId {
 pub trait AuditStore: Send + Sync {
     /// Appends an entry; it is durable when this returns. Secrets in `data` are redacted
     /// before hashing and writing. Appending to a sealed log is [`StoreError::Immutable`].
-    async fn append(&self, log: AuditLogId, entry: NewAuditEntry) -> Result<AuditEntry, StoreError>;
+    async fn append(&self, log: AuditLogId, entry: NewAuditEntry)
+    -> Result<AuditEntry, StoreError>;
 
     /// Seals a log with the Merkle root of its entry hashes. Idempotent.
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError>;
