@@ -457,7 +457,8 @@ impl RunningExecution {
             return Err(refuse(self, TransitionError::NoPendingDecision));
         };
         if pending.answer.is_some() {
-            return Err(refuse(self, TransitionError::NoPendingDecision));
+            let step = pending.request.step_id().clone();
+            return Err(refuse(self, TransitionError::DecisionAlreadyAnswered(step)));
         }
         let fits = matches!(
             (&pending.request, &decision),
@@ -586,7 +587,7 @@ impl std::fmt::Display for TaskStatus {
     }
 }
 
-/// Not started (no attempt yet, or every earlier attempt was abandoned by a crash).
+/// Not started: no attempt yet. (An attempt abandoned by a crash leaves the task `failed`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PendingTask {

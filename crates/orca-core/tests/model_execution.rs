@@ -226,7 +226,7 @@ impl ReferenceStateMachine for ExecutionMachine {
                     (2, Just(Transition::Complete).boxed()),
                     (1, Just(Transition::CompleteWithWrongTasks).boxed()),
                     (
-                        1,
+                        if state.decision == Dec::None { 1 } else { 4 },
                         prop::sample::select(vec![
                             Choice::Retry,
                             Choice::Replan,
@@ -367,8 +367,9 @@ impl ReferenceStateMachine for ExecutionMachine {
                 }
             },
             Transition::Answer(choice) => match state.decision {
-                Dec::None | Dec::Answered(..) => {
-                    state.last = Err(TransitionError::NoPendingDecision)
+                Dec::None => state.last = Err(TransitionError::NoPendingDecision),
+                Dec::Answered(_, j) => {
+                    state.last = Err(TransitionError::DecisionAlreadyAnswered(state.step(j)));
                 }
                 Dec::Asked(kind, j) => {
                     let fits = match kind {
