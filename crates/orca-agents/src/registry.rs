@@ -80,6 +80,32 @@ impl Agents {
         Ok(agents)
     }
 
+    /// The built-in profiles on the default backend chosen from `env` (Anthropic, OpenAI, or a
+    /// local Ollama), plus `shell`: what a project without `.orca/config.toml` gets.
+    #[must_use]
+    pub fn with_defaults(
+        root: impl Into<PathBuf>,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings: LoopSettings,
+    ) -> Self {
+        let mut agents = Self::shell_only(root);
+        agents.settings = settings;
+        let backend = BackendSpec::default_from_env(env);
+        for profile in crate::profile::built_in_profiles(&backend) {
+            let runtime = match backend.build_chat(&profile.id) {
+                Ok(chat) => Runtime::Chat(chat),
+                Err(err) => {
+                    tracing::warn!(%err, agent = %profile.id, "cannot build the default backend");
+                    continue;
+                }
+            };
+            agents
+                .entries
+                .insert(profile.id.clone(), Entry { profile, runtime });
+        }
+        agents
+    }
+
     /// The agents of a project from its validated config: built-in profiles (with overrides)
     /// and custom agents. `env` looks up the key variables the config names.
     ///

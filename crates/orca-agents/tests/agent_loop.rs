@@ -339,3 +339,22 @@ fn invalid_scripts_are_rejected_with_the_file_named() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn wall_time_budget_fails_closed() {
+    // The provider asks for a long wait; the 1 s wall-time budget ends the call first.
+    let (reply, _) = run(
+        json!([{"error": {"kind": "rate_limited", "retry_after_ms": 60000}}]),
+        Budget::UNLIMITED,
+        Budget {
+            max_wall_secs: Some(1),
+            ..Budget::UNLIMITED
+        },
+    )
+    .await;
+    let TaskResult::Failure(f) = &reply.outcome else {
+        panic!("{:?}", reply.outcome)
+    };
+    assert_eq!(f.code, ErrorCode::BudgetExceeded);
+    assert!(f.message.contains("time budget exceeded"), "{}", f.message);
+}

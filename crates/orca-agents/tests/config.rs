@@ -206,3 +206,29 @@ fn planner_prompt_lists_the_specialists_actually_available() {
     assert!(!rendered.contains("{{specialists}}"));
     insta::assert_snapshot!("planner_prompt", rendered);
 }
+
+#[test]
+fn defaults_without_config() {
+    let agents = Agents::with_defaults("/p", &no_env, LoopSettings::default());
+    let infos = agents.agents();
+    assert_eq!(infos.len(), 9, "8 built-ins + shell");
+    let planner = infos.iter().find(|a| a.id == AgentId::planner()).unwrap();
+    assert_eq!(
+        (planner.role, planner.backend.as_str()),
+        (Role::Planner, "openai")
+    );
+    assert_eq!(planner.model.as_deref(), Some("qwen2.5-coder"));
+    let orca = infos.iter().find(|a| a.id.as_str() == "orca").unwrap();
+    assert_eq!(orca.role, Role::Relay);
+    assert!(
+        orca.workspace_tools.is_empty(),
+        "the relay has no workspace tools"
+    );
+    let reviewer = infos.iter().find(|a| a.id.as_str() == "reviewer").unwrap();
+    assert!(
+        !reviewer
+            .workspace_tools
+            .iter()
+            .any(|t| t == "write_file" || t == "edit_file")
+    );
+}

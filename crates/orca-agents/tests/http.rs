@@ -248,8 +248,8 @@ async fn parallel_tool_calls_run_concurrently() {
                 fmt.turn(
                     None,
                     &[
-                        ("lookup", json!({"key": "a"})),
-                        ("lookup", json!({"key": "b"})),
+                        ("read_file", json!({"key": "a"})),
+                        ("read_file", json!({"key": "b"})),
                     ],
                     "tool_calls",
                     true,

@@ -59,7 +59,8 @@ pub fn fast_settings(max_retries: u32) -> LoopSettings {
     }
 }
 
-/// A tool host offering `lookup` (answers `{"value": <key>!}`) and recording calls. With
+/// A tool host offering `lookup` (answers `{"value": <key>!}`; `read_file` answers the same
+/// and is one of the tools the loop runs concurrently) and recording calls. With
 /// `parallel`, each call waits until `parallel` calls are in flight at once.
 pub struct TestTools {
     pub calls: Mutex<Vec<ToolCall>>,
@@ -94,11 +95,14 @@ impl TestTools {
 #[async_trait]
 impl ToolHost for TestTools {
     fn specs(&self) -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "lookup".into(),
-            description: "look a key up".into(),
-            parameters: json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}),
-        }]
+        ["lookup", "read_file"]
+            .into_iter()
+            .map(|name| ToolSpec {
+                name: name.into(),
+                description: "look a key up".into(),
+                parameters: json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}),
+            })
+            .collect()
     }
 
     async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {
@@ -114,7 +118,7 @@ impl ToolHost for TestTools {
             }
         }
         match call.name.as_str() {
-            "lookup" => {
+            "lookup" | "read_file" => {
                 Ok(json!({"value": format!("{}!", call.arguments["key"].as_str().unwrap_or("?"))}))
             }
             other => Err(ToolError::new(format!(
