@@ -360,11 +360,10 @@ impl Config {
                 Some(name) => env(name)
                     .filter(|v| !v.trim().is_empty())
                     .map(|v| Some(ApiKey::new(v)))
-                    .ok_or_else(|| {
-                        invalid(
-                            "api_key_env",
-                            format!("the environment variable {name} is not set"),
-                        )
+                    .ok_or_else(|| ConfigError::MissingKey {
+                        file: self.file.clone(),
+                        field: format!("{field}.api_key_env"),
+                        var: name.clone(),
                     }),
                 None => Ok(default_env
                     .and_then(env)

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orca_agents::{Agents, BackendSpec, LoopSettings, built_in_profiles};
+use orca_agents::config::Config;
+use orca_agents::{Agents, ConfigError, LoopSettings, WorkspaceTools};
 use orca_core::{
     AgentPort, Budget, Decision, ExecutionId, ExecutionStage, Holder, PlanContent, PlanId,
     PlanRefStage, PlanStage, PlannerResponse, Task,
@@ -67,7 +68,7 @@ fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError>
         .to_path_buf())
 }
 
-const CONFIG_TEMPLATE: &str = include_str!("config.template.toml");
+const CONFIG_TEMPLATE: &str = orca_agents::config::CONFIG_TEMPLATE;
 
 /// Everything a command needs.
 pub(crate) struct App {
@@ -96,7 +97,16 @@ impl App {
 
     fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
-        Orca::new(self.store.clone(), agents, hitl, None, Budget::UNLIMITED)
+        let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
+            .ok()
+            .map(|w| Arc::new(w) as Arc<dyn orca_core::ToolHost>);
+        Orca::new(
+            self.store.clone(),
+            agents,
+            hitl,
+            workspace,
+            Budget::UNLIMITED,
+        )
     }
 
     fn info(&self, line: &str) {
@@ -107,9 +117,42 @@ impl App {
 }
 
 fn load_agents(root: &Path) -> Result<Agents, CliError> {
-    let backend = BackendSpec::default_from_env(&|k| std::env::var(k).ok());
-    Agents::new(root, built_in_profiles(&backend), LoopSettings::default())
-        .map_err(|e| CliError::bad_input(crate::exit::chain(&e)))
+    let env = |k: &str| std::env::var(k).ok();
+    let path = root.join(".orca").join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Agents::with_defaults(root, &env, LoopSettings::default()));
+        }
+        Err(e) => return Err(CliError::bad_input(format!("{}: {e}", path.display()))),
+    };
+    let config = Config::parse(&text, &path).map_err(|e| CliError::bad_input(e.to_string()))?;
+    match Agents::from_config(root, &config, &env, LoopSettings::default()) {
+        Ok(agents) => Ok(agents),
+        // A key that is not set only matters to the agents that use it: they fail when called
+        // (with an authentication error); everything else works.
+        Err(ConfigError::MissingKey { file, field, var }) => {
+            tracing::warn!(
+                "{file}: {field}: the environment variable {var} is not set; the agents using it fail when called"
+            );
+            let placeholder = |k: &str| {
+                std::env::var(k)
+                    .ok()
+                    .or_else(|| (k == var).then(|| "unset".to_owned()))
+            };
+            Agents::from_config(root, &config, &placeholder, LoopSettings::default())
+                .map_err(|e| CliError::bad_input(e.to_string()))
+        }
+        Err(e) => Err(CliError::bad_input(e.to_string())),
+    }
+}
+
+/// Every workspace tool: the services' gate narrows them to each role's grant.
+fn all_workspace_tools() -> Vec<String> {
+    orca_agents::workspace::all_specs()
+        .into_iter()
+        .map(|s| s.name)
+        .collect()
 }
 
 fn holder() -> Holder {
