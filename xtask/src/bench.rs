@@ -171,6 +171,55 @@ fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Re
     };
     let doc: Value = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not JSON: {e}", json_path.display()))?;
+    // The store benchmark writes a flat object: map its figures.
+    for (key, name, unit, target, desc) in [
+        (
+            "task_vs_raw_write",
+            "store_task_vs_raw_write",
+            "x",
+            Some(4.0),
+            "one task claim + complete (fsync on) / one raw atomic file write",
+        ),
+        (
+            "growth_ratio",
+            "store_growth_1000_100",
+            "x",
+            Some(15.0),
+            "store time of a 1,000-task execution / a 100-task one",
+        ),
+        (
+            "list_plans_ms",
+            "store_list_10k_plans_ms",
+            "ms",
+            Some(250.0),
+            "FileStore::list_plans of 10,000 plans, fresh store (cache warm)",
+        ),
+        (
+            "list_plans_uncached_ms",
+            "store_list_10k_plans_nocache_ms",
+            "ms",
+            None,
+            "the same, first listing (no cache)",
+        ),
+        (
+            "raw_atomic_write_ms",
+            "store_raw_atomic_write_ms",
+            "ms",
+            None,
+            "temp + fsync + rename + dir fsync",
+        ),
+        (
+            "task_claim_complete_ms",
+            "store_task_claim_complete_ms",
+            "ms",
+            None,
+            "one task claim + complete through FileStore",
+        ),
+    ] {
+        if let Some(value) = doc[key].as_f64() {
+            add(rows, name, unit, value, target, desc);
+        }
+    }
     for f in doc["figures"]
         .as_array()
         .map(Vec::as_slice)

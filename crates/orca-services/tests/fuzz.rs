@@ -1,0 +1,386 @@
+//! Fuzz targets (proptest; cargo-fuzz needs nightly) for what orca reads from disk or from
+//! people: plan documents, stored plan / execution / task files, and audit logs through the
+//! file store's `verify`. Every input gets a value or a clear error, never a panic.
+//!
+//! Seeds: `fuzz/corpus/<target>/`. Inputs are seeds mutated byte-wise (flip, insert, delete,
+//! truncate, duplicate a range) and structurally (JSON values replaced), plus arbitrary text.
+//! Cases: `ORCA_FUZZ_CASES` (default 24, so the normal test suite stays fast);
+//! `cargo xtask fuzz --cases N` runs more.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use orca_core::{AgentId, Execution, Plan, PlanContent, PlanId, Task};
+use orca_store::{AuditLogId, AuditStore, FileStore};
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn cases() -> u32 {
+    std::env::var("ORCA_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24)
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+}
+
+/// The seed files of a target, sorted by name.
+fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir(target))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let seeds: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert!(!seeds.is_empty(), "no seeds in fuzz/corpus/{target}");
+    seeds
+}
+
+/// One byte-level mutation.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip(usize, u8),
+    Insert(usize, Vec<u8>),
+    Delete(usize, usize),
+    Truncate(usize),
+    Duplicate(usize, usize),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let interesting = prop_oneof![
+        Just(b"\"".to_vec()),
+        Just(b"{".to_vec()),
+        Just(b"}".to_vec()),
+        Just(b"[".to_vec()),
+        Just(b",".to_vec()),
+        Just(b"null".to_vec()),
+        Just(b"-1".to_vec()),
+        Just(b"1e400".to_vec()),
+        Just(b"\\u0000".to_vec()),
+        Just("\u{202e}é🦀".as_bytes().to_vec()),
+        Just(vec![0xff, 0xfe]),
+        Just(b"\"format_version\": 99,".to_vec()),
+        proptest::collection::vec(any::<u8>(), 1..8),
+    ];
+    prop_oneof![
+        (any::<usize>(), 1u8..=255).prop_map(|(i, x)| Mutation::Flip(i, x)),
+        (any::<usize>(), interesting).prop_map(|(i, b)| Mutation::Insert(i, b)),
+        (any::<usize>(), 1usize..32).prop_map(|(i, n)| Mutation::Delete(i, n)),
+        any::<usize>().prop_map(Mutation::Truncate),
+        (any::<usize>(), 1usize..64).prop_map(|(i, n)| Mutation::Duplicate(i, n)),
+    ]
+}
+
+fn apply(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+    for m in mutations {
+        let len = bytes.len().max(1);
+        match m {
+            Mutation::Flip(i, x) => {
+                if !bytes.is_empty() {
+                    let i = i % bytes.len();
+                    bytes[i] ^= x;
+                }
+            }
+            Mutation::Insert(i, b) => {
+                let i = i % (bytes.len() + 1);
+                bytes.splice(i..i, b.iter().copied());
+            }
+            Mutation::Delete(i, n) => {
+                let i = i % len;
+                let end = (i + n).min(bytes.len());
+                if i < end {
+                    bytes.drain(i..end);
+                }
+            }
+            Mutation::Truncate(i) => bytes.truncate(i % len),
+            Mutation::Duplicate(i, n) => {
+                let i = i % len;
+                let end = (i + n).min(bytes.len());
+                if i < end {
+                    let copy = bytes[i..end].to_vec();
+                    bytes.splice(end..end, copy);
+                }
+            }
+        }
+    }
+    bytes
+}
+
+/// Replaces the value at a pseudo-random path of a JSON document with another value.
+fn replace_value(node: &mut Value, pick: u64, with: Value) {
+    let descend = !pick.is_multiple_of(3);
+    let k = usize::try_from(pick / 3).unwrap_or(0);
+    match node {
+        Value::Object(m) if descend && !m.is_empty() => {
+            let len = m.len();
+            if let Some(child) = m.values_mut().nth(k % len) {
+                replace_value(child, pick / 3, with);
+            }
+        }
+        Value::Array(a) if descend && !a.is_empty() => {
+            let len = a.len();
+            replace_value(&mut a[k % len], pick / 3, with);
+        }
+        _ => *node = with,
+    }
+}
+
+fn json_leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+        Just(serde_json::json!([])),
+        Just(serde_json::json!({})),
+        Just(serde_json::json!({ "status": "running" })),
+    ]
+}
+
+/// A fuzzed input derived from a target's seeds.
+fn input(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
+    let seeds = corpus(target);
+    let n = seeds.len();
+    let s1 = seeds.clone();
+    let mutated = (0..n, proptest::collection::vec(mutation(), 1..6))
+        .prop_map(move |(i, ms)| apply(s1[i].clone(), &ms));
+    let s2 = seeds;
+    let structural = (0..n, any::<u64>(), json_leaf()).prop_map(move |(i, pick, with)| {
+        let Ok(mut doc) = serde_json::from_slice::<Value>(&s2[i]) else {
+            return s2[i].clone();
+        };
+        replace_value(&mut doc, pick, with);
+        serde_json::to_vec(&doc).unwrap()
+    });
+    prop_oneof![
+        4 => mutated,
+        3 => structural,
+        1 => proptest::collection::vec(any::<u8>(), 0..256),
+    ]
+}
+
+/// A clear error: one non-empty line.
+#[track_caller]
+fn clear(message: &str) {
+    assert!(!message.trim().is_empty(), "an empty error message");
+    assert!(!message.contains('\n'), "a multi-line error: {message:?}");
+}
+
+fn known_agents() -> BTreeSet<AgentId> {
+    ["shell", "coder", "tester"]
+        .iter()
+        .map(|a| AgentId::parse(a).unwrap())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn plan_documents(bytes in input("plan_document")) {
+        let text = String::from_utf8_lossy(&bytes);
+        match PlanContent::from_json(&text) {
+            Ok(content) => {
+                for problem in content.validate(&known_agents()) {
+                    clear(&problem.to_string());
+                }
+                let _ = content.digest();
+            }
+            Err(e) => clear(&e.to_string()),
+        }
+    }
+
+    #[test]
+    fn stored_plan_files(bytes in input("plan_file")) {
+        let text = String::from_utf8_lossy(&bytes);
+        match Plan::from_json(&text) {
+            Ok(plan) => { let _ = (plan.stage(), plan.id(), plan.content().digest()); }
+            Err(e) => clear(&e.to_string()),
+        }
+    }
+
+    #[test]
+    fn stored_execution_files(bytes in input("execution_file")) {
+        let text = String::from_utf8_lossy(&bytes);
+        match Execution::from_json(&text) {
+            Ok(e) => { let _ = (e.stage(), e.id(), e.decision()); }
+            Err(e) => clear(&e.to_string()),
+        }
+    }
+
+    #[test]
+    fn stored_task_files(bytes in input("task_file")) {
+        let text = String::from_utf8_lossy(&bytes);
+        match Task::from_json(&text) {
+            Ok(t) => { let _ = (t.status(), t.counted_attempts(), t.success()); }
+            Err(e) => clear(&e.to_string()),
+        }
+    }
+}
+
+/// An audit log in a real file store, with some lines mutated; `verify` never panics, and
+/// reports tampering whenever the entries changed.
+mod audit {
+    use super::*;
+
+    /// The plan log seed: `fuzz/corpus/audit_log/{plan_id}.plan.audit.jsonl`.
+    fn plan_log_seed() -> (PlanId, Vec<String>) {
+        let path = std::fs::read_dir(corpus_dir("audit_log"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".plan.audit.jsonl"))
+            .unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let plan_id: PlanId = name.trim_end_matches(".plan.audit.jsonl").parse().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        (plan_id, text.lines().map(str::to_owned).collect())
+    }
+
+    #[derive(Debug, Clone)]
+    enum LineEdit {
+        Mutate(usize, Vec<Mutation>),
+        Remove(usize),
+        Swap(usize, usize),
+        Duplicate(usize),
+        Replace(usize, u64, Value),
+    }
+
+    fn edit() -> impl Strategy<Value = LineEdit> {
+        prop_oneof![
+            (any::<usize>(), proptest::collection::vec(mutation(), 1..4))
+                .prop_map(|(i, m)| LineEdit::Mutate(i, m)),
+            any::<usize>().prop_map(LineEdit::Remove),
+            (any::<usize>(), any::<usize>()).prop_map(|(a, b)| LineEdit::Swap(a, b)),
+            any::<usize>().prop_map(LineEdit::Duplicate),
+            (any::<usize>(), any::<u64>(), json_leaf())
+                .prop_map(|(i, p, v)| LineEdit::Replace(i, p, v)),
+        ]
+    }
+
+    fn apply_edits(lines: &[String], edits: &[LineEdit]) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = lines.iter().map(|l| l.as_bytes().to_vec()).collect();
+        for e in edits {
+            if out.is_empty() {
+                break;
+            }
+            let n = out.len();
+            match e {
+                LineEdit::Mutate(i, ms) => out[i % n] = apply(out[i % n].clone(), ms),
+                LineEdit::Remove(i) => {
+                    out.remove(i % n);
+                }
+                LineEdit::Swap(a, b) => out.swap(a % n, b % n),
+                LineEdit::Duplicate(i) => {
+                    let l = out[i % n].clone();
+                    out.insert(i % n, l);
+                }
+                LineEdit::Replace(i, pick, with) => {
+                    if let Ok(mut v) = serde_json::from_slice::<Value>(&out[i % n]) {
+                        replace_value(&mut v, *pick, with.clone());
+                        out[i % n] = serde_json::to_vec(&v).unwrap();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn parsed(lines: &[Vec<u8>]) -> Option<Vec<Value>> {
+        lines
+            .iter()
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .map(|l| serde_json::from_slice(l).ok())
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn audit_lines(edits in proptest::collection::vec(edit(), 1..4)) {
+            let (plan_id, lines) = plan_log_seed();
+            let mutated = apply_edits(&lines, &edits);
+            let original: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+            let now = parsed(&mutated);
+            let changed = now.as_ref().is_none_or(|v| *v != original);
+            // A plan log is never sealed: dropping its last entries leaves a valid shorter
+            // chain, which no hash chain can tell from a log that ended there.
+            let truncated = now.as_ref().is_some_and(|v| v.len() < original.len() && original.starts_with(v));
+
+            let dir = tempfile::tempdir().unwrap();
+            let store = FileStore::open(dir.path()).unwrap();
+            let log_dir = dir.path().join(".orca/plans").join(plan_id.to_string());
+            std::fs::create_dir_all(&log_dir).unwrap();
+            let mut text = Vec::new();
+            for l in &mutated {
+                text.extend_from_slice(l);
+                text.push(b'\n');
+            }
+            std::fs::write(log_dir.join("plan.audit.jsonl"), &text).unwrap();
+
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let result = rt.block_on(store.verify(AuditLogId::Plan { plan_id }));
+            match result {
+                Ok(report) => {
+                    if truncated {
+                        // Either answer is acceptable.
+                    } else if changed {
+                        prop_assert!(!report.is_intact(), "tampering not detected: {edits:?}");
+                    } else {
+                        prop_assert!(report.is_intact(), "unchanged entries reported as tampered: {report:?}");
+                    }
+                }
+                Err(e) => clear(&e.to_string()),
+            }
+        }
+    }
+
+    #[test]
+    fn the_seed_log_verifies() {
+        let (plan_id, lines) = plan_log_seed();
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        let log_dir = dir.path().join(".orca/plans").join(plan_id.to_string());
+        std::fs::create_dir_all(&log_dir).unwrap();
+        std::fs::write(log_dir.join("plan.audit.jsonl"), lines.join("\n") + "\n").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let report = rt
+            .block_on(store.verify(AuditLogId::Plan { plan_id }))
+            .unwrap();
+        assert!(report.is_intact(), "{report:?}");
+    }
+}
+
+/// Every seed of the stored-file targets is itself valid, so mutations start from real files.
+#[test]
+fn seeds_are_valid() {
+    for s in corpus("plan_document") {
+        let content = PlanContent::from_json(std::str::from_utf8(&s).unwrap()).unwrap();
+        assert!(content.validate(&known_agents()).is_empty());
+    }
+    for s in corpus("plan_file") {
+        Plan::from_json(std::str::from_utf8(&s).unwrap()).unwrap();
+    }
+    for s in corpus("execution_file") {
+        Execution::from_json(std::str::from_utf8(&s).unwrap()).unwrap();
+    }
+    for s in corpus("task_file") {
+        Task::from_json(std::str::from_utf8(&s).unwrap()).unwrap();
+    }
+}
