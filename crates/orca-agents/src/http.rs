@@ -164,11 +164,14 @@ fn error_message(body: &str) -> String {
     shorten(trimmed, 300)
 }
 
+/// At most `max` characters of `text`, on one line (control characters become spaces), so an
+/// error quoting a body stays one line.
 pub(crate) fn shorten(text: &str, max: usize) -> String {
+    let one_line = |c: char| if c.is_control() { ' ' } else { c };
     if text.chars().count() <= max {
-        return text.to_owned();
+        return text.chars().map(one_line).collect();
     }
-    let mut s: String = text.chars().take(max).collect();
+    let mut s: String = text.chars().take(max).map(one_line).collect();
     s.push('…');
     s
 }
