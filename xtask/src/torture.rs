@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::util::{self, Profile};
 
@@ -78,16 +78,16 @@ fn plan_document(effects: &Path) -> String {
                 Vec::new()
             } else {
                 vec![
-                    format!("\"s{}-{w}\"", l - 1),
-                    format!("\"s{}-{}\"", l - 1, (w + 1) % WIDTH),
+                    format!("s{}-{w}", l - 1),
+                    format!("s{}-{}", l - 1, (w + 1) % WIDTH),
                 ]
             };
             let mut locks = Vec::new();
             if w % 3 == 0 {
-                locks.push("\"db\"");
+                locks.push("db");
             }
             if w % 4 == 1 {
-                locks.push("\"cache\"");
+                locks.push("cache");
             }
             let sleep = 20 + (l * WIDTH + w) * 7 % 60;
             let fail_first = if w == 7 {
@@ -96,19 +96,22 @@ fn plan_document(effects: &Path) -> String {
                 ""
             };
             let command = format!(
-                "sleep 0.0{sleep:02} && echo \\\"$ORCA_STEP_ID $ORCA_ATTEMPT\\\" >> '{effects}'{fail_first}"
+                "sleep 0.0{sleep:02} && echo \"$ORCA_STEP_ID $ORCA_ATTEMPT\" >> '{effects}'{fail_first}"
             );
-            steps.push(format!(
-                "{{ \"id\": \"{id}\", \"agent\": \"shell\", \"description\": \"torture step {id}\", \"command\": \"{command}\", \"depends_on\": [{}], \"locks\": [{}] }}",
-                deps.join(", "),
-                locks.join(", ")
-            ));
+            steps.push(json!({
+                "id": id, "agent": "shell", "description": format!("torture step {id}"),
+                "command": command, "depends_on": deps, "locks": locks,
+            }));
         }
     }
-    format!(
-        "{{ \"goal\": \"torture: survive kill -9 at any moment\", \"steps\": [\n{}\n], \"assumptions\": [\"a POSIX shell\"], \"risks\": [\"none\"], \"verification\": [\"xtask torture checks the record\"] }}",
-        steps.join(",\n")
-    )
+    json!({
+        "goal": "torture: survive kill -9 at any moment",
+        "steps": steps,
+        "assumptions": ["a POSIX shell"],
+        "risks": ["none"],
+        "verification": ["xtask torture checks the record"],
+    })
+    .to_string()
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
@@ -399,10 +402,15 @@ fn parse_store(dir: &Path, problems: &mut Vec<String>) -> usize {
 fn concurrent_resume(bin: &Path, dir: &Path, effects: &Path) -> Result<(), String> {
     // A plan with one slow step, so the first resume is still driving when the second starts.
     let doc = dir.join("slow-plan.json");
-    let text = format!(
-        "{{ \"goal\": \"concurrent resume\", \"steps\": [ {{ \"id\": \"slow\", \"agent\": \"shell\", \"description\": \"slow\", \"command\": \"sleep 1.5 && echo \\\"$ORCA_STEP_ID $ORCA_ATTEMPT\\\" >> '{}'\", \"depends_on\": [] }} ], \"assumptions\": [\"a\"], \"risks\": [\"r\"], \"verification\": [\"v\"] }}",
-        effects.display()
-    );
+    let text = json!({
+        "goal": "concurrent resume",
+        "steps": [{
+            "id": "slow", "agent": "shell", "description": "slow", "depends_on": [],
+            "command": format!("sleep 1.5 && echo \"$ORCA_STEP_ID $ORCA_ATTEMPT\" >> '{}'", effects.display()),
+        }],
+        "assumptions": ["a"], "risks": ["r"], "verification": ["v"],
+    })
+    .to_string();
     std::fs::write(&doc, text).map_err(|e| e.to_string())?;
     let out = util::orca_ok(
         bin,

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::{
-    ApprovedPlan, Budget, ContextLimits, Decision, DecisionRequest, ErrorCode, Execution,
-    ExecutionId, ExecutionStage, Holder, PlanId, PlanRefStage, PlannerResponse, Reply, StepId,
-    Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer, schedule,
+    ApprovedPlan, AttemptOutcome, Budget, ContextLimits, Decision, DecisionRequest, ErrorCode,
+    Execution, ExecutionId, ExecutionStage, Holder, PlanId, PlanRefStage, PlannerResponse, Reply,
+    StepId, Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer,
+    schedule,
 };
 use orca_store::{ResourceGuard, StoreError, Versioned};
 use serde_json::json;
@@ -234,6 +235,17 @@ pub trait Observer: Send + Sync {
     fn event(&self, event: &RunEvent);
 }
 
+/// Whether a failure with this code is retried automatically (attempts permitting).
+fn retryable(code: ErrorCode) -> bool {
+    !matches!(
+        code,
+        ErrorCode::BudgetExceeded
+            | ErrorCode::UnknownAgent
+            | ErrorCode::Validation
+            | ErrorCode::Cancelled
+    )
+}
+
 /// Ignores events.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Quiet;
@@ -383,11 +395,34 @@ impl Runner {
             });
         }
         let snap = self.executions.get(id).await?;
-        let retry_now = recovered
+        let mut retry_now: BTreeMap<usize, Option<String>> = recovered
             .iter()
             .filter_map(|s| plan.content().position(s))
             .map(|i| (i, None))
             .collect();
+        // Automatic retries that were waiting out their backoff when the last runner stopped
+        // live only in its memory: they are due now.
+        if snap.execution.value.decision().is_none() {
+            for t in &snap.tasks {
+                if let Task::Failed(f) = &t.value
+                    && let Some(AttemptOutcome::Failed { failure }) =
+                        f.attempts.last().map(|a| &a.outcome)
+                    && retryable(failure.code)
+                    && let Some(index) = plan.content().position(&f.step_id)
+                {
+                    let max = plan
+                        .content()
+                        .steps
+                        .get(index)
+                        .and_then(|s| s.max_attempts)
+                        .unwrap_or(self.config.max_attempts)
+                        .max(1);
+                    if t.value.counted_attempts() < max {
+                        retry_now.entry(index).or_insert(None);
+                    }
+                }
+            }
+        }
         let mut run = Run {
             id,
             plan,
@@ -766,14 +801,7 @@ impl Runner {
                     json!({ "step_id": step, "failure": failure, "usage": reply.usage }),
                 )
                 .await?;
-                let retryable = !matches!(
-                    failure.code,
-                    ErrorCode::BudgetExceeded
-                        | ErrorCode::UnknownAgent
-                        | ErrorCode::Validation
-                        | ErrorCode::Cancelled
-                );
-                if retryable && running_attempts < self.max_attempts(run, index) {
+                if retryable(failure.code) && running_attempts < self.max_attempts(run, index) {
                     let delay = self.config.backoff.delay(running_attempts);
                     run.retry_at.insert(index, Instant::now() + delay);
                     self.observer.event(&RunEvent::TaskFailed {
