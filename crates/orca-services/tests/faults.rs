@@ -1,0 +1,296 @@
+//! Fault injection beside the kill campaign (`cargo xtask torture`).
+//!
+//! A full disk or a read-only `.orca/`: tests run as root, where `chmod` does not stop writes,
+//! and mounting a small tmpfs needs privileges a test must not assume. So the disk is simulated
+//! by a store wrapper over the real [`FileStore`] whose writes fail with `ENOSPC` while the
+//! "disk" is full (`cargo xtask torture` adds a real tmpfs run when it can mount one). Checked:
+//! a clear error naming what was being written; the last good state intact (every record reads
+//! back, the audit log verifies); `resume` completes once space is back.
+//!
+//! Also: an automatic retry waiting out its backoff when the runner stops is not lost.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orca_core::{Execution, ExecutionId, ExecutionStage, Holder, Plan, PlanId, Task, TaskStatus};
+use orca_services::{NoHuman, Quiet, RunOutcome};
+use orca_store::audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
+use orca_store::{
+    AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, FileStore, Lease,
+    LeaseInfo, Listing, PlanStore, PlanSummary, ResourceGuard, Revision, Store, StoreError,
+    Versioned,
+};
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+/// A file store on a "disk" that can fill up: once `full` is set, every write fails with
+/// `ENOSPC` after `writes_left` more writes succeed.
+struct FullDisk {
+    inner: FileStore,
+    full: AtomicBool,
+    writes_left: AtomicUsize,
+}
+
+impl FullDisk {
+    fn write(&self, what: &str) -> Result<(), StoreError> {
+        if self.full.load(Ordering::SeqCst) {
+            let left = self.writes_left.load(Ordering::SeqCst);
+            if left == 0 {
+                return Err(StoreError::backend(
+                    format!("writing {what}"),
+                    std::io::Error::from_raw_os_error(libc_enospc()),
+                ));
+            }
+            self.writes_left.store(left - 1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+const fn libc_enospc() -> i32 {
+    28 // ENOSPC on Linux
+}
+
+#[async_trait]
+impl PlanStore for FullDisk {
+    async fn create_plan(&self, plan: &Plan) -> Result<Revision, StoreError> {
+        self.write("a plan")?;
+        self.inner.create_plan(plan).await
+    }
+    async fn plan(&self, id: PlanId) -> Result<Versioned<Plan>, StoreError> {
+        self.inner.plan(id).await
+    }
+    async fn update_plan(&self, plan: &Plan, expected: Revision) -> Result<Revision, StoreError> {
+        self.write("a plan")?;
+        self.inner.update_plan(plan, expected).await
+    }
+    async fn list_plans(&self) -> Result<Listing<PlanSummary>, StoreError> {
+        self.inner.list_plans().await
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for FullDisk {
+    async fn create_execution(&self, e: &Execution, tasks: &[Task]) -> Result<(), StoreError> {
+        self.write("an execution")?;
+        self.inner.create_execution(e, tasks).await
+    }
+    async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError> {
+        self.inner.execution(id).await
+    }
+    async fn update_execution(
+        &self,
+        e: &Execution,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        self.write("an execution header")?;
+        self.inner.update_execution(e, expected).await
+    }
+    async fn update_task(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        self.write(&format!("task {}", task.step_id()))?;
+        self.inner.update_task(execution, task, expected).await
+    }
+    async fn list_executions(
+        &self,
+        plan: Option<PlanId>,
+    ) -> Result<Listing<ExecutionSummary>, StoreError> {
+        self.inner.list_executions(plan).await
+    }
+    async fn acquire_lease(&self, e: ExecutionId, holder: &Holder) -> Result<Lease, StoreError> {
+        self.write("a lease")?;
+        self.inner.acquire_lease(e, holder).await
+    }
+    async fn lease(&self, e: ExecutionId) -> Result<Option<LeaseInfo>, StoreError> {
+        self.inner.lease(e).await
+    }
+    async fn try_lock_resources(
+        &self,
+        names: &[String],
+        holder: &Holder,
+    ) -> Result<Option<ResourceGuard>, StoreError> {
+        self.inner.try_lock_resources(names, holder).await
+    }
+}
+
+#[async_trait]
+impl AuditStore for FullDisk {
+    async fn append(
+        &self,
+        log: AuditLogId,
+        entry: NewAuditEntry,
+    ) -> Result<AuditEntry, StoreError> {
+        self.write("an audit entry")?;
+        self.inner.append(log, entry).await
+    }
+    async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
+        self.write("an audit seal")?;
+        self.inner.seal(log).await
+    }
+    async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.entries(log).await
+    }
+    async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
+        self.inner.verify(log).await
+    }
+    async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError> {
+        self.inner.audit_logs().await
+    }
+}
+
+fn chain(n: usize) -> Vec<orca_core::Step> {
+    (0..n)
+        .map(|i| {
+            let s = step(&format!("s{i}"), "coder");
+            if i == 0 {
+                s
+            } else {
+                s.with_depends_on([id(&format!("s{}", i - 1))])
+            }
+        })
+        .collect()
+}
+
+async fn verify_all(store: &dyn Store) {
+    for log in store.audit_logs().await.unwrap() {
+        let report = store.verify(log).await.unwrap();
+        assert!(report.is_intact(), "{log}: {report:?}");
+    }
+}
+
+#[tokio::test]
+async fn full_disk_mid_run_gives_a_clear_error_keeps_the_last_good_state_and_resumes() {
+    for writes_before_full in [0usize, 3, 7, 12] {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Arc::new(FullDisk {
+            inner: FileStore::open(dir.path()).unwrap(),
+            full: AtomicBool::new(false),
+            writes_left: AtomicUsize::new(0),
+        });
+        let agents = ScriptedAgents::new();
+        let o = orca(disk.clone(), agents, Arc::new(NoHuman));
+        let p = o
+            .planning
+            .create_proposal(content(chain(5)), None)
+            .await
+            .unwrap();
+        o.planning.approve(p.id(), "tester", None).await.unwrap();
+        let (_, exec) = o.executions.create(p.id()).await.unwrap();
+
+        // The disk fills up after a few writes of the run.
+        disk.writes_left.store(writes_before_full, Ordering::SeqCst);
+        disk.full.store(true, Ordering::SeqCst);
+        let err = o
+            .runner(config(), Arc::new(Quiet))
+            .run(exec, CancellationToken::new())
+            .await
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with("writing "),
+            "{writes_before_full}: {message}"
+        );
+        let chain = {
+            let mut s = message.clone();
+            let mut src = std::error::Error::source(&err);
+            while let Some(e) = src {
+                s.push_str(&format!(": {e}"));
+                src = e.source();
+            }
+            s
+        };
+        assert!(chain.contains("No space left on device"), "{chain}");
+
+        // The last good state: every record reads back (through a fresh store), the audit log
+        // verifies, and nothing is marked done that was not.
+        let fresh = FileStore::open(dir.path()).unwrap();
+        let snap = fresh.execution(exec).await.unwrap();
+        assert!(!snap.execution.value.stage().is_terminal());
+        let done = snap
+            .tasks
+            .iter()
+            .filter(|t| t.value.status() == TaskStatus::Completed)
+            .count();
+        assert!(
+            done < 5,
+            "{writes_before_full}: {done} completed on a full disk"
+        );
+        verify_all(&fresh).await;
+
+        // Space is back: resume completes, and the record verifies.
+        disk.full.store(false, Ordering::SeqCst);
+        let report = o
+            .runner(config(), Arc::new(Quiet))
+            .run(exec, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            report.outcome,
+            RunOutcome::Completed,
+            "{writes_before_full}"
+        );
+        let snap = fresh.execution(exec).await.unwrap();
+        assert_eq!(snap.execution.value.stage(), ExecutionStage::Completed);
+        assert!(
+            snap.tasks
+                .iter()
+                .all(|t| t.value.status() == TaskStatus::Completed)
+        );
+        verify_all(&fresh).await;
+    }
+}
+
+#[tokio::test]
+async fn a_retry_waiting_out_its_backoff_survives_the_runner_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let agents = ScriptedAgents::new();
+    agents.script("s0", [Act::Fail("flaky"), Act::Succeed("ok")]);
+    let o = orca(store.clone(), agents.clone(), Arc::new(NoHuman));
+    let p = o
+        .planning
+        .create_proposal(content(chain(2)), None)
+        .await
+        .unwrap();
+    o.planning.approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+
+    // A runner with a long backoff: it fails s0 once, then waits; it is stopped while waiting.
+    let mut slow = config();
+    slow.backoff.base = Duration::from_secs(3600);
+    slow.backoff.max = Duration::from_secs(3600);
+    slow.max_attempts = 2;
+    let runner = o.runner(slow, Arc::new(Quiet));
+    let handle = tokio::spawn(async move { runner.run(exec, CancellationToken::new()).await });
+    loop {
+        let t = o.executions.task(exec, &id("s0")).await.unwrap();
+        if t.value.status() == TaskStatus::Failed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    let _ = handle.await;
+
+    // A new runner picks the retry up at once.
+    let mut fast = config();
+    fast.max_attempts = 2;
+    let report = o
+        .runner(fast, Arc::new(Quiet))
+        .run(exec, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, RunOutcome::Completed);
+    let t = o.executions.task(exec, &id("s0")).await.unwrap();
+    assert_eq!(t.value.attempts().len(), 2);
+    assert_eq!(agents.requests_for("s0").len(), 2);
+}
