@@ -160,6 +160,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         totals.add(&t);
     }
     concurrent_resume(&bin, &dir, &effects)?;
+    full_disk(&bin, &dir)?;
     util::say(&format!(
         "torture passed: {kills} kills over {rounds} rounds in {:.1} s; {} extra effects, all \
          explained by {} recorded abandoned/failed attempts; {} leftover temp files; concurrent \
@@ -492,6 +493,128 @@ fn concurrent_resume(bin: &Path, dir: &Path, effects: &Path) -> Result<(), Strin
     util::say(&format!(
         "concurrent resume: one driver; the other said: {}",
         losers[0]
+    ));
+    Ok(())
+}
+
+/// A real full disk: a 1 MiB tmpfs (when this process may mount one; else skipped, and the
+/// store-wrapper test `orca-services/tests/faults.rs` covers it), filled up but for a few
+/// KiB, then `orca run` → a clear error, every file still parses, the audit verifies; space
+/// back → `orca exec resume` completes.
+fn full_disk(bin: &Path, dir: &Path) -> Result<(), String> {
+    let mnt = dir.join("full-disk");
+    std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "orca-torture"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        util::say(
+            "full disk: skipped (cannot mount a tmpfs here; see orca-services/tests/faults.rs)",
+        );
+        return Ok(());
+    }
+    let result = full_disk_in(bin, &mnt);
+    let _ = Command::new("umount").arg(&mnt).status();
+    result
+}
+
+fn full_disk_in(bin: &Path, root: &Path) -> Result<(), String> {
+    let steps: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({
+                "id": format!("w{i}"), "agent": "shell", "description": "write some output",
+                "command": "head -c 3000 /dev/zero | tr '\\0' x",
+                "depends_on": if i == 0 { vec![] } else { vec![format!("w{}", i - 1)] },
+            })
+        })
+        .collect();
+    let doc = root.join("plan.json");
+    let text = json!({ "goal": "full disk", "steps": steps, "assumptions": ["a"],
+                       "risks": ["r"], "verification": ["v"] });
+    std::fs::write(&doc, text.to_string()).map_err(|e| e.to_string())?;
+    let out = util::orca_ok(
+        bin,
+        root,
+        &["--json", "plan", "create", "--file", &doc.to_string_lossy()],
+    )?;
+    let v: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+    let plan = v["plan_id"]
+        .as_str()
+        .ok_or("plan create: no plan_id")?
+        .to_owned();
+    util::orca_ok(bin, root, &["plan", "approve", &plan])?;
+    // Fill the disk, then give back a little room.
+    let filler = root.join("filler");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&filler).map_err(|e| e.to_string())?;
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+    }
+    let len = std::fs::metadata(&filler).map_err(|e| e.to_string())?.len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&filler)
+        .map_err(|e| e.to_string())?;
+    f.set_len(len.saturating_sub(24 * 1024))
+        .map_err(|e| e.to_string())?;
+    drop(f);
+
+    let (ok, _, err) = util::orca(
+        bin,
+        root,
+        &["--quiet", "run", &plan, "--yes", "--on-failure", "stop"],
+    )?;
+    let last = err.trim().lines().last().unwrap_or_default().to_owned();
+    if ok {
+        return Err(
+            "full disk: `orca run` succeeded on a full disk (the filler left too much room)".into(),
+        );
+    }
+    if !last.contains("No space left on device") {
+        return Err(format!(
+            "full disk: the error does not say the disk is full: {err:?}"
+        ));
+    }
+    let mut problems = Vec::new();
+    parse_store(&root.join(".orca"), &mut problems);
+    if !problems.is_empty() {
+        return Err(format!("full disk: files do not parse: {problems:?}"));
+    }
+    let (ok, out, err) = util::orca(bin, root, &["audit", "verify", "--all"])?;
+    if !ok {
+        return Err(format!(
+            "full disk: audit verify failed on the full disk: {}{}",
+            err.trim(),
+            out.trim()
+        ));
+    }
+    // Space back.
+    std::fs::remove_file(&filler).map_err(|e| e.to_string())?;
+    let exec = executions(bin, root, &plan)?.into_iter().next();
+    match &exec {
+        Some(e) => util::orca_ok(bin, root, &["--quiet", "exec", "resume", e])?,
+        None => util::orca_ok(bin, root, &["--quiet", "run", &plan, "--yes"])?,
+    };
+    let exec = executions(bin, root, &plan)?
+        .into_iter()
+        .next()
+        .ok_or("full disk: no execution")?;
+    let out = util::orca_ok(bin, root, &["--json", "exec", "show", &exec])?;
+    let snap: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+    if snap["stage"].as_str() != Some("completed") {
+        return Err(format!(
+            "full disk: after space came back the execution is {}",
+            snap["stage"]
+        ));
+    }
+    util::orca_ok(bin, root, &["audit", "verify", "--all"])?;
+    util::say(&format!(
+        "full disk (1 MiB tmpfs): `orca run` failed with: {last}; every file parsed, audit verified; resumed to completed once space was back"
     ));
     Ok(())
 }

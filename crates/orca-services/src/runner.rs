@@ -400,14 +400,17 @@ impl Runner {
             .filter_map(|s| plan.content().position(s))
             .map(|i| (i, None))
             .collect();
-        // Automatic retries that were waiting out their backoff when the last runner stopped
-        // live only in its memory: they are due now.
+        // Automatic retries that were waiting out their backoff when the last runner stopped,
+        // and attempts an earlier resume found abandoned but died before retrying, live only
+        // in that runner's memory: they are due now.
         if snap.execution.value.decision().is_none() {
             for t in &snap.tasks {
                 if let Task::Failed(f) = &t.value
-                    && let Some(AttemptOutcome::Failed { failure }) =
-                        f.attempts.last().map(|a| &a.outcome)
-                    && retryable(failure.code)
+                    && match f.attempts.last().map(|a| &a.outcome) {
+                        Some(AttemptOutcome::Failed { failure }) => retryable(failure.code),
+                        Some(AttemptOutcome::Abandoned { .. }) => true,
+                        _ => false,
+                    }
                     && let Some(index) = plan.content().position(&f.step_id)
                 {
                     let max = plan

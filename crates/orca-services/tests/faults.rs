@@ -294,3 +294,57 @@ async fn a_retry_waiting_out_its_backoff_survives_the_runner_stopping() {
     assert_eq!(t.value.attempts().len(), 2);
     assert_eq!(agents.requests_for("s0").len(), 2);
 }
+
+#[tokio::test]
+async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let agents = ScriptedAgents::new();
+    let o = orca(store.clone(), agents.clone(), Arc::new(NoHuman));
+    let p = o
+        .planning
+        .create_proposal(content(chain(2)), None)
+        .await
+        .unwrap();
+    let approved = o.planning.approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+
+    // A runner started s0 and died; a second one recorded the attempt as abandoned and died
+    // before retrying it.
+    o.executions.start(exec).await.unwrap();
+    let snap = o.executions.get(exec).await.unwrap();
+    o.executions
+        .start_task(
+            &approved,
+            &snap,
+            &id("s0"),
+            &holder(),
+            None,
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    o.executions
+        .recover(exec, "the process running it is gone")
+        .await
+        .unwrap();
+    assert_eq!(
+        o.executions
+            .task(exec, &id("s0"))
+            .await
+            .unwrap()
+            .value
+            .status(),
+        TaskStatus::Failed
+    );
+
+    // A third runner retries it.
+    let report = o
+        .runner(config(), Arc::new(Quiet))
+        .run(exec, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, RunOutcome::Completed);
+    let t = o.executions.task(exec, &id("s0")).await.unwrap();
+    assert_eq!(t.value.attempts().len(), 2);
+}
