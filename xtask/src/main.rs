@@ -15,8 +15,10 @@ commands:
   tidy    the project's own conventions (layering, lints, docs)
   bench   [--quick] [--dev|--release] [--reps N]
           every benchmark, one table; writes target/bench/report.json
-  torture [--kills N] [--dev] [--seed S]
-          kill -9 campaign on the orca binary (default 5 kills; full: --kills 100)
+          (--quick: small sizes, dev build, nothing judged)
+  torture [--kills N] [--dev|--release] [--seed S]
+          kill -9 campaign on the orca binary (default 5 kills, dev build;
+          full: --kills 100, release build), concurrent resume, full disk
   fuzz    [--cases N]
           proptest fuzzing of plan documents, stored files, audit lines, config, LLM replies
 ";

@@ -1,4 +1,5 @@
-//! `cargo xtask torture [--kills N] [--dev] [--seed S]`: a kill -9 campaign on the real binary.
+//! `cargo xtask torture [--kills N] [--dev|--release] [--seed S]`: a kill -9 campaign on the real
+//! binary (the release build; the dev build by default when N < 20, as in CI).
 //!
 //! A 50-task DAG of `shell` steps (5 layers × 10, each step depending on two of the layer
 //! before; two shared locks; five steps fail their first attempt using `$ORCA_ATTEMPT`). Each
@@ -46,6 +47,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         profile: Profile::Release,
         seed: fastrand::u64(..),
     };
+    let mut profile = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -61,10 +63,18 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .and_then(|n| n.parse().ok())
                     .ok_or("--seed needs a number")?;
             }
-            "--dev" => o.profile = Profile::Dev,
+            "--dev" => profile = Some(Profile::Dev),
+            "--release" => profile = Some(Profile::Release),
             other => return Err(format!("torture: unknown option {other}")),
         }
     }
+    // A short campaign (CI) uses the dev build the test suite already made; a full one the
+    // release binary.
+    o.profile = profile.unwrap_or(if o.kills < 20 {
+        Profile::Dev
+    } else {
+        Profile::Release
+    });
     Ok(o)
 }
 

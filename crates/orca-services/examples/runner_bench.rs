@@ -271,6 +271,8 @@ struct Figure {
 }
 
 struct Sizes {
+    /// Layers and width of the DAG (8 × 8 in a full run).
+    dag: (usize, usize),
     delay: Duration,
     overhead_tasks: usize,
     big: usize,
@@ -281,19 +283,26 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     let mut out = Vec::new();
 
     // (a) DAG parallelism, both backends.
-    let critical = sizes.delay * 8;
+    let (layers, width) = sizes.dag;
+    let critical = sizes.delay * u32::try_from(layers).unwrap_or(u32::MAX);
     for (backend, name) in [
         (Backend::Memory, "dag_makespan_ratio_memory"),
         (Backend::File, "dag_makespan_ratio_file"),
     ] {
-        let wall = run(&backend, BenchAgent::new(sizes.delay), layered(8, 8)?, 8).await?;
+        let wall = run(
+            &backend,
+            BenchAgent::new(sizes.delay),
+            layered(layers, width)?,
+            width,
+        )
+        .await?;
         out.push(Figure {
             name,
             value: wall.as_secs_f64() / critical.as_secs_f64(),
             unit: "x",
             target: Some(1.10),
             description: format!(
-                "8x8 DAG, {} ms calls, concurrency 8: makespan {:.3} s / critical path {:.3} s",
+                "{layers}x{width} DAG, {} ms calls, concurrency {width}: makespan {:.3} s / critical path {:.3} s",
                 sizes.delay.as_millis(),
                 wall.as_secs_f64(),
                 critical.as_secs_f64()
@@ -445,13 +454,15 @@ fn real_main() -> Result<(), BoxError> {
         .transpose()?;
     let sizes = if quick {
         Sizes {
+            dag: (3, 4),
             delay: Duration::from_millis(10),
-            overhead_tasks: 50,
-            big: 100,
-            small: 10,
+            overhead_tasks: 20,
+            big: 40,
+            small: 4,
         }
     } else {
         Sizes {
+            dag: (8, 8),
             delay: Duration::from_millis(100),
             overhead_tasks: 1000,
             big: 1000,
