@@ -497,7 +497,7 @@ async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result<Exit, CliE
                 )
             }
             VerifyReport::Tampered { seq, problem } => {
-                format!("audit log TAMPERED at entry {seq}: {problem}")
+                format!("audit log TAMPERED: {}", tamper_text(*seq, problem))
             }
         };
         out(&audit);
@@ -699,6 +699,15 @@ async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
     }
 }
 
+/// The problem of a tampered log, naming its entry once.
+fn tamper_text(seq: u64, problem: &str) -> String {
+    if problem.contains(&format!("entry {seq}")) {
+        problem.to_owned()
+    } else {
+        format!("entry {seq}: {problem}")
+    }
+}
+
 async fn audit_verify(app: &App, exec: Option<&str>, _all: bool) -> Result<Exit, CliError> {
     let orca = app.orca(Arc::new(NoHuman));
     let logs = match exec {
@@ -726,12 +735,11 @@ async fn audit_verify(app: &App, exec: Option<&str>, _all: bool) -> Result<Exit,
                     app.style.green("ok      "),
                     if *sealed { ", sealed" } else { "" }
                 ),
-                VerifyReport::Tampered { seq, problem } => {
-                    format!(
-                        "{}  {log}: entry {seq}: {problem}",
-                        app.style.red("TAMPERED")
-                    )
-                }
+                VerifyReport::Tampered { seq, problem } => format!(
+                    "{}  {log}: {}",
+                    app.style.red("TAMPERED"),
+                    tamper_text(*seq, problem)
+                ),
             };
             out(&line);
         }

@@ -1,0 +1,715 @@
+//! End-to-end tests of the real `orca` binary, each in its own temporary project.
+//!
+//! Every step is a short shell command, so no model or network is needed. The `--json`
+//! contracts are snapshot-tested with ids, times and digests redacted.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A temporary project with `.orca/` initialised.
+struct Project {
+    dir: TempDir,
+}
+
+impl Project {
+    fn new() -> Self {
+        let project = Self {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let out = project.run(&["init"]);
+        assert_eq!(code(&out), 0, "init: {}", stderr(&out));
+        project
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.root().join(name)
+    }
+
+    /// `orca --root ROOT …`, with no colours, no terminal and no model keys.
+    fn cmd(&self) -> Command {
+        let mut cmd = Command::cargo_bin("orca").unwrap();
+        cmd.arg("--root")
+            .arg(self.root())
+            .current_dir(self.root())
+            .env("NO_COLOR", "1")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ORCA_LOG")
+            .write_stdin(Vec::<u8>::new());
+        cmd
+    }
+
+    /// The same, as a child process for tests that act while it runs.
+    fn spawn(&self, args: &[&str]) -> Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"))
+            .arg("--root")
+            .arg(self.root())
+            .args(args)
+            .current_dir(self.root())
+            .env("NO_COLOR", "1")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ORCA_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Runs `orca --json …` and parses the last JSON value on stdout.
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let out = self.cmd().arg("--json").args(args).output().unwrap();
+        let value = last_json(&stdout(&out))
+            .unwrap_or_else(|| panic!("no JSON on stdout of {args:?}; stderr: {}", stderr(&out)));
+        (code(&out), value)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
+    }
+
+    /// Creates a proposal from a plan document and returns its id.
+    fn create(&self, name: &str, plan: &str) -> String {
+        let file = self.write(name, plan);
+        let (c, v) = self.json(&["plan", "create", "--file", file.to_str().unwrap()]);
+        assert_eq!(c, 0, "plan create: {v}");
+        v["plan_id"].as_str().unwrap().to_owned()
+    }
+
+    /// The only execution's id.
+    fn only_exec(&self) -> String {
+        let (c, v) = self.json(&["exec", "list"]);
+        assert_eq!(c, 0);
+        let items = v.as_array().unwrap();
+        assert_eq!(items.len(), 1, "{v}");
+        items[0]["execution_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Every file under `.orca/` with its content.
+    fn orca_tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let entry = entry.unwrap();
+                let path = entry.path();
+                if entry.file_type().unwrap().is_dir() {
+                    walk(&path, base, out);
+                } else {
+                    let rel = path.strip_prefix(base).unwrap().to_path_buf();
+                    out.insert(rel, std::fs::read(&path).unwrap_or_default());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&self.path(".orca"), self.root(), &mut out);
+        out
+    }
+
+    /// Waits (without a time assertion: a generous bound only guards against a hang) until
+    /// the file holds `needle`.
+    fn wait_for(&self, name: &str, needle: &str) {
+        let start = Instant::now();
+        while !self.read(name).contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{name} never held {needle:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn last_json(text: &str) -> Option<Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .map_while(Result::ok)
+        .last()
+}
+
+/// Replaces ids, times and digests so snapshots are stable.
+fn redact(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(redact_text(s)),
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = if k.ends_with("_ms") && v.is_number() {
+                        Value::String("[ms]".to_owned())
+                    } else {
+                        redact(v)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn redact_text(s: &str) -> String {
+    if is_timestamp(s) {
+        return "[time]".to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while !rest.is_empty() {
+        let found = ["plan_", "exec_", "sha256:"]
+            .iter()
+            .filter_map(|p| rest.find(p).map(|i| (i, *p)))
+            .min();
+        let Some((i, prefix)) = found else {
+            out.push_str(rest);
+            break;
+        };
+        out.push_str(&rest[..i]);
+        let after = &rest[i + prefix.len()..];
+        let (len, label) = match prefix {
+            "sha256:" => (64, "[digest]"),
+            "plan_" => (36, "[plan_id]"),
+            _ => (36, "[exec_id]"),
+        };
+        let body: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit() || *c == '-')
+            .collect();
+        if body.len() == len {
+            out.push_str(label);
+            rest = &after[len..];
+        } else {
+            out.push_str(prefix);
+            rest = after;
+        }
+    }
+    out
+}
+
+fn is_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && s.ends_with('Z')
+        && b[..4].iter().all(u8::is_ascii_digit)
+}
+
+/// A valid plan document with the given steps (a JSON array).
+fn plan_doc(goal: &str, steps: &str) -> String {
+    format!(
+        r#"{{
+  "goal": "{goal}",
+  "summary": "an end-to-end test plan",
+  "assumptions": ["a POSIX shell"],
+  "risks": ["none: it writes only in the project"],
+  "verification": ["effects.txt records every step"],
+  "steps": {steps}
+}}"#
+    )
+}
+
+/// A shell step.
+fn step(id: &str, command: &str, after: &[&str]) -> String {
+    serde_json::json!({
+        "id": id,
+        "agent": "shell",
+        "description": format!("the {id} step"),
+        "command": command,
+        "depends_on": after,
+    })
+    .to_string()
+}
+
+fn steps(list: &[String]) -> String {
+    format!("[{}]", list.join(",\n"))
+}
+
+/// A diamond of four short steps, each appending its name to `effects.txt`.
+fn diamond() -> String {
+    plan_doc(
+        "a diamond of four steps",
+        &steps(&[
+            step("a", "sleep 0.1; echo a >> effects.txt; echo did a", &[]),
+            step("b", "sleep 0.1; echo b >> effects.txt; echo did b", &["a"]),
+            step("c", "sleep 0.1; echo c >> effects.txt; echo did c", &["a"]),
+            step("d", "echo d >> effects.txt; echo did d", &["b", "c"]),
+        ]),
+    )
+}
+
+fn is_alive(pid: i32) -> bool {
+    // A zombie counts as gone: it no longer runs.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+fn kill_group(pid: i32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .status();
+}
+
+// 1. The whole happy path, with every `--json` contract.
+#[test]
+fn init_create_approve_run_list_show_verify() {
+    let p = Project::new();
+    // init is idempotent and never overwrites an edited config.
+    let config = p.path(".orca/config.toml");
+    let edited = format!("{}\n# my edit\n", std::fs::read_to_string(&config).unwrap());
+    std::fs::write(&config, &edited).unwrap();
+    let (c, v) = p.json(&["init"]);
+    assert_eq!(c, 0);
+    assert_eq!(v["created_config"], Value::Bool(false));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
+
+    let file = p.write("diamond.json", &diamond());
+    let (c, created) = p.json(&["plan", "create", "--file", file.to_str().unwrap()]);
+    assert_eq!(c, 0);
+    insta::assert_json_snapshot!("plan_create", redact(&created));
+    let plan_id = created["plan_id"].as_str().unwrap().to_owned();
+
+    let (c, list) = p.json(&["plan", "list"]);
+    assert_eq!(c, 0);
+    insta::assert_json_snapshot!("plan_list", redact(&list));
+
+    // A unique prefix is enough, like git.
+    let prefix = &plan_id[..13];
+    let out = p.run(&["plan", "show", prefix, "--graph"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    insta::assert_snapshot!("plan_show_graph", redact_text(&stdout(&out)));
+
+    let (c, approved) = p.json(&["plan", "approve", prefix, "--note", "looks right"]);
+    assert_eq!(c, 0);
+    insta::assert_json_snapshot!("plan_approve", redact(&approved));
+
+    let (c, ran) = p.json(&["run", &plan_id]);
+    assert_eq!(c, 0, "{ran}");
+    insta::assert_json_snapshot!("run_completed", redact(&ran));
+    let mut effects: Vec<String> = p.read("effects.txt").lines().map(str::to_owned).collect();
+    assert_eq!(effects.first().map(String::as_str), Some("a"));
+    assert_eq!(effects.last().map(String::as_str), Some("d"));
+    effects.sort();
+    assert_eq!(effects, ["a", "b", "c", "d"], "each step ran exactly once");
+
+    let (c, execs) = p.json(&["exec", "list"]);
+    assert_eq!(c, 0);
+    insta::assert_json_snapshot!("exec_list", redact(&execs));
+    let exec_id = execs[0]["execution_id"].as_str().unwrap().to_owned();
+    assert_eq!(exec_id, ran["execution_id"].as_str().unwrap());
+
+    let (c, shown) = p.json(&["exec", "show", &exec_id[..14]]);
+    assert_eq!(c, 0);
+    assert_eq!(shown["stage"], "completed");
+    insta::assert_json_snapshot!("exec_show", redact(&shown));
+
+    let out = p.run(&["audit", "verify"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    insta::assert_snapshot!("audit_verify", redact_text(&stdout(&out)));
+    let out = p.run(&["audit", "verify", &exec_id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+// 2. One changed byte in an execution's audit log: exit 5, naming the entry.
+#[test]
+fn tampered_audit_log_exits_5_naming_the_entry() {
+    let p = Project::new();
+    let file = p.write("diamond.json", &diamond());
+    let (c, _) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 0);
+    let exec_id = p.only_exec();
+    let log = p
+        .orca_tree()
+        .into_keys()
+        .find(|k| {
+            k.to_string_lossy()
+                .ends_with(&format!("{exec_id}.audit.jsonl"))
+        })
+        .expect("the execution's audit log");
+    let path = p.root().join(&log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Change one byte of entry 2 (the first attempt's start): `"shell"` → `"Shell"`.
+    let target = text
+        .lines()
+        .position(|l| l.starts_with("{\"seq\":2,"))
+        .expect("entry 2");
+    let line = text.lines().nth(target).unwrap();
+    let at = line.find("\"shell\"").expect("the agent of entry 2") + 1;
+    let offset = text
+        .lines()
+        .take(target)
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        + at;
+    let mut bytes = text.into_bytes();
+    assert_eq!(bytes[offset], b's');
+    bytes[offset] = b'S';
+    std::fs::write(&path, &bytes).unwrap();
+
+    let out = p.run(&["audit", "verify", &exec_id]);
+    assert_eq!(code(&out), 5, "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("TAMPERED"), "{text}");
+    insta::assert_snapshot!("audit_tampered", redact_text(&text));
+    // Every log: still exit 5.
+    let out = p.run(&["audit", "verify", "--all"]);
+    assert_eq!(code(&out), 5);
+    let (c, v) = p.json(&["audit", "verify"]);
+    assert_eq!(c, 5);
+    insta::assert_json_snapshot!("audit_tampered_json", redact(&v));
+}
+
+// 3. A step fails both attempts; with no terminal the run waits (exit 4); a second process
+// decides `retry` and the execution completes.
+#[test]
+fn failing_step_waits_for_a_decision_then_retry_completes() {
+    let p = Project::new();
+    let file = p.write(
+        "flaky.json",
+        &plan_doc(
+            "a flaky step",
+            &steps(&[
+                step("first", "echo first >> effects.txt", &[]),
+                step(
+                    "flaky",
+                    "echo \"flaky $ORCA_ATTEMPT\" >> effects.txt; test \"$ORCA_ATTEMPT\" -ge 3",
+                    &["first"],
+                ),
+                step("last", "echo last >> effects.txt", &["flaky"]),
+            ]),
+        ),
+    );
+    let (c, waiting) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 4, "{waiting}");
+    insta::assert_json_snapshot!("run_awaiting_decision", redact(&waiting));
+    assert_eq!(p.read("effects.txt"), "first\nflaky 1\nflaky 2\n");
+    let exec_id = p.only_exec();
+
+    let (c, shown) = p.json(&["exec", "show", &exec_id]);
+    assert_eq!(c, 0);
+    assert_eq!(shown["stage"], "running");
+
+    let (c, done) = p.json(&[
+        "exec",
+        "decide",
+        &exec_id[..14],
+        "retry",
+        "--guidance",
+        "the third attempt works",
+    ]);
+    assert_eq!(c, 0, "{done}");
+    assert_eq!(done["stage"], "completed");
+    assert_eq!(done["execution_id"], exec_id.as_str());
+    assert_eq!(
+        p.read("effects.txt"),
+        "first\nflaky 1\nflaky 2\nflaky 3\nlast\n",
+        "the completed step is not re-run"
+    );
+    let out = p.run(&["audit", "verify", &exec_id]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+// 4. `exec stop` from a second process while `run` drives a long step.
+#[test]
+fn exec_stop_from_another_process_stops_the_run() {
+    let p = Project::new();
+    let file = p.write(
+        "long.json",
+        &plan_doc(
+            "a long step",
+            &steps(&[
+                step("first", "echo first >> effects.txt", &[]),
+                step(
+                    "long",
+                    "sleep 30 & echo $! > sleep.pid; echo started >> effects.txt; wait",
+                    &["first"],
+                ),
+                step("after", "echo after >> effects.txt", &["long"]),
+            ]),
+        ),
+    );
+    let run = p.spawn(&["--json", "run", file.to_str().unwrap(), "--yes"]);
+    p.wait_for("effects.txt", "started");
+    let sleep_pid: i32 = p.read("sleep.pid").trim().parse().unwrap();
+    assert!(is_alive(sleep_pid));
+    let exec_id = p.only_exec();
+
+    let (c, stopped) = p.json(&["exec", "stop", &exec_id, "--reason", "enough"]);
+    assert_eq!(c, 0, "{stopped}");
+    assert_eq!(stopped["stage"], "stopped");
+
+    // The run notices and ends: exit 3 (it would otherwise sleep 30 s).
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 3, "{}{}", stdout(&out), stderr(&out));
+    let last = last_json(&stdout(&out)).unwrap();
+    assert_eq!(last["execution_id"], exec_id.as_str());
+    assert_eq!(last["stage"], "stopped");
+    assert!(!is_alive(sleep_pid), "the step's sleep was killed");
+    assert!(!p.read("effects.txt").contains("after"));
+
+    let (c, shown) = p.json(&["exec", "show", &exec_id]);
+    assert_eq!(c, 0);
+    assert_eq!(shown["stage"], "stopped");
+    let out = p.run(&["audit", "verify", &exec_id]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+// 5. kill -9 during a long step, then `exec resume`: completed, and a step that completed
+// before the kill is not re-run.
+#[test]
+fn kill_9_then_resume_completes_without_rerunning_completed_steps() {
+    let p = Project::new();
+    let file = p.write(
+        "crash.json",
+        &plan_doc(
+            "survive a crash",
+            &steps(&[
+                step("first", "echo first >> effects.txt", &[]),
+                step(
+                    "long",
+                    "echo \"long $ORCA_ATTEMPT\" >> effects.txt; \
+                     if [ -e go ]; then echo long-done >> effects.txt; \
+                     else echo $$ > long.pid; exec sleep 30; fi",
+                    &["first"],
+                ),
+                step("last", "echo last >> effects.txt", &["long"]),
+            ]),
+        ),
+    );
+    let mut run = p.spawn(&["run", file.to_str().unwrap(), "--yes"]);
+    p.wait_for("effects.txt", "long 1");
+    p.wait_for("long.pid", "\n");
+    run.kill().unwrap(); // SIGKILL
+    let _ = run.wait();
+    // The orphaned step process of the killed run is not ours to keep.
+    let orphan: i32 = p.read("long.pid").trim().parse().unwrap();
+    kill_group(orphan);
+    std::fs::write(p.path("go"), "").unwrap();
+
+    let exec_id = p.only_exec();
+    let (c, shown) = p.json(&["exec", "show", &exec_id]);
+    assert_eq!(c, 0);
+    assert_eq!(shown["stage"], "running");
+
+    let (c, resumed) = p.json(&["exec", "resume", &exec_id]);
+    assert_eq!(c, 0, "{resumed}");
+    assert_eq!(resumed["stage"], "completed");
+    let effects = p.read("effects.txt");
+    assert_eq!(
+        effects.matches("first").count(),
+        1,
+        "the completed step was not re-run: {effects}"
+    );
+    assert!(effects.ends_with("long-done\nlast\n"), "{effects}");
+    let out = p.run(&["audit", "verify", &exec_id]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+/// Runs a bad command: exit 2, one line on stderr naming `needle`, nothing under `.orca/`
+/// changed.
+fn assert_bad_input(p: &Project, args: &[&str], needle: &str) -> String {
+    let before = p.orca_tree();
+    let out = p.run(args);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{args:?}: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: one line: {err}"
+    );
+    assert!(err.contains(needle), "{args:?}: {err} should name {needle}");
+    let after = p.orca_tree();
+    let changed: Vec<_> = after
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .chain(before.keys().filter(|k| !after.contains_key(*k)).cloned())
+        .collect();
+    assert!(changed.is_empty(), "{args:?} changed {changed:?}");
+    err
+}
+
+// 6. Bad inputs: exit 2, one line, nothing changed.
+#[test]
+fn bad_inputs_exit_2_with_one_line_and_change_nothing() {
+    let p = Project::new();
+    // Two plans and an execution to resolve against.
+    let file = p.write("diamond.json", &diamond());
+    let (c, ran) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 0);
+    let plan_a = ran["plan_id"].as_str().unwrap().to_owned();
+    let plan_b = p.create("again.json", &diamond());
+    let exec_id = ran["execution_id"].as_str().unwrap().to_owned();
+    // Listing refreshes the derived listing cache (`.orca/cache/`); do it once before
+    // hashing, so that only the bad commands are judged.
+    assert_eq!(p.json(&["plan", "list"]).0, 0);
+    assert_eq!(p.json(&["exec", "list"]).0, 0);
+
+    let mut lines = Vec::new();
+    p.write("malformed.json", "{\"goal\": \"x\",");
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "create", "--file", "malformed.json"],
+        "malformed.json",
+    ));
+    p.write(
+        "cycle.json",
+        &plan_doc(
+            "a cycle",
+            &steps(&[step("x", "true", &["y"]), step("y", "true", &["x"])]),
+        ),
+    );
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "create", "--file", "cycle.json"],
+        "cycle",
+    ));
+    lines.push(assert_bad_input(
+        &p,
+        &["run", "cycle.json", "--yes"],
+        "cycle",
+    ));
+    p.write(
+        "unknown-agent.json",
+        &plan_doc(
+            "an unknown agent",
+            &format!(
+                "[{}]",
+                serde_json::json!({"id": "x", "agent": "nobody", "description": "x", "command": "true", "depends_on": []})
+            ),
+        ),
+    );
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "create", "--file", "unknown-agent.json"],
+        "nobody",
+    ));
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "create", "--file", "missing.json"],
+        "missing.json",
+    ));
+    let unknown = "plan_00000000-0000-7000-8000-000000000000";
+    lines.push(assert_bad_input(&p, &["plan", "show", unknown], unknown));
+    let unknown = "exec_00000000-0000-7000-8000-000000000000";
+    lines.push(assert_bad_input(&p, &["exec", "show", unknown], unknown));
+    lines.push(assert_bad_input(&p, &["exec", "resume", unknown], unknown));
+    lines.push(assert_bad_input(&p, &["plan", "show", "../x"], "../x"));
+    lines.push(assert_bad_input(&p, &["exec", "show", "../x"], "../x"));
+    lines.push(assert_bad_input(
+        &p,
+        &["audit", "verify", "../../etc"],
+        "../../etc",
+    ));
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "approve", "plan_/../x"],
+        "plan_/../x",
+    ));
+    // Two plans share the prefix `plan_`.
+    assert_ne!(plan_a, plan_b);
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "show", "plan_"],
+        "ambiguous",
+    ));
+    lines.push(assert_bad_input(
+        &p,
+        &["run", "plan_", "--yes"],
+        "ambiguous",
+    ));
+    // Usage errors: exit 2 too (clap adds a hint line after the error).
+    let before = p.orca_tree();
+    let out = p.run(&["run", &plan_b, "--concurrency", "0"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).starts_with("error: invalid value '0' for '--concurrency"));
+    assert_eq!(p.orca_tree(), before);
+    // A corrupt execution state file.
+    let state = p
+        .orca_tree()
+        .into_keys()
+        .find(|k| k.to_string_lossy().ends_with(&format!("{exec_id}.json")))
+        .expect("the execution's state file");
+    std::fs::write(p.root().join(&state), "{ not json").unwrap();
+    lines.push(assert_bad_input(&p, &["exec", "show", &exec_id], &exec_id));
+    // No config validation in the agents crate yet: a bad `.orca/config.toml` is not tested.
+
+    let root = p.root().display().to_string();
+    insta::assert_snapshot!(
+        "bad_inputs",
+        redact_text(&lines.join("")).replace(&root, "[root]")
+    );
+}
+
+// 7. Help and the agents listing.
+#[test]
+fn help_mentions_exit_codes_and_agents_list_has_shell() {
+    let p = Project::new();
+    for args in [
+        &["--help"][..],
+        &["run", "--help"][..],
+        &["exec", "resume", "--help"][..],
+        &["audit", "verify", "--help"][..],
+    ] {
+        let out = p.run(args);
+        assert_eq!(code(&out), 0);
+        let text = stdout(&out);
+        assert!(text.contains("Exit codes"), "{args:?}: {text}");
+        for needle in [
+            "0  success",
+            "2  bad input",
+            "3  the execution ended",
+            "4  waiting",
+            "5  audit",
+        ] {
+            assert!(text.contains(needle), "{args:?} lacks {needle:?}");
+        }
+    }
+    let (c, agents) = p.json(&["agents", "list"]);
+    assert_eq!(c, 0);
+    let ids: Vec<&str> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"shell"), "{agents}");
+}
