@@ -36,8 +36,13 @@ const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
             "std::net",
             "std::process",
             "std::env",
+            "std::io",
+            "std::os",
+            "std::thread",
             "File::",
+            "OpenOptions",
             "tokio",
+            "reqwest",
         ],
     ),
     (
@@ -63,7 +68,15 @@ pub(crate) fn run(root: &Path) -> Result<(), Vec<String>> {
 fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = match Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        // Every feature on: an optional dependency behind a feature counts too.
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--locked",
+            "--offline",
+            "--all-features",
+        ])
         .current_dir(root)
         .output()
     {
@@ -87,6 +100,13 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
             return;
         }
     };
+    problems.extend(forbidden_dependencies(&meta, FORBIDDEN));
+}
+
+/// The layering violations in `cargo metadata` output: every crate of `forbidden` that a
+/// library reaches through normal dependencies, directly or not.
+fn forbidden_dependencies(meta: &serde_json::Value, forbidden: &[(&str, &[&str])]) -> Vec<String> {
+    let mut problems = Vec::new();
     // id → (name, normal dependency ids)
     let mut graph: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     let names: BTreeMap<String, String> = meta["packages"]
@@ -115,7 +135,7 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
         let name = names.get(id).cloned().unwrap_or_default();
         graph.insert(id.to_owned(), (name, deps));
     }
-    for (krate, forbidden) in FORBIDDEN {
+    for (krate, forbidden) in forbidden {
         let Some(start) = graph
             .iter()
             .find(|(_, (n, _))| n == krate)
@@ -144,6 +164,7 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
             }
         }
     }
+    problems
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -168,13 +189,11 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) {
             let Ok(text) = std::fs::read_to_string(&file) else {
                 continue;
             };
-            for needle in *needles {
-                if text.contains(needle) {
-                    problems.push(format!(
-                        "{}: `{needle}` is not allowed in {krate}",
-                        file.display()
-                    ));
-                }
+            for needle in forbidden_text(&text, needles) {
+                problems.push(format!(
+                    "{}: `{needle}` is not allowed in {krate}",
+                    file.display()
+                ));
             }
         }
     }
@@ -193,6 +212,52 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// The needles found in `text`. A needle `std::x` also matches `x` named in a `std::{…}` group
+/// (`use std::{fs, io};`), so grouping imports does not hide I/O.
+fn forbidden_text<'a>(text: &str, needles: &[&'a str]) -> Vec<&'a str> {
+    let grouped = std_groups(text);
+    needles
+        .iter()
+        .copied()
+        .filter(|needle| {
+            text.contains(needle)
+                || needle
+                    .strip_prefix("std::")
+                    .is_some_and(|module| grouped.iter().any(|m| m == module))
+        })
+        .collect()
+}
+
+/// The first path segment of every item in the `std::{…}` groups of `text`.
+fn std_groups(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("std::{") {
+        let rest = &text[at + "std::{".len()..];
+        let mut depth = 0usize;
+        let mut item = String::new();
+        let mut segment_done = false;
+        for c in rest.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(std::mem::take(&mut item));
+                    segment_done = false;
+                }
+                ':' if depth == 0 => segment_done = true,
+                c if depth == 0 && !segment_done && (c.is_alphanumeric() || c == '_') => {
+                    item.push(c)
+                }
+                _ => {}
+            }
+        }
+        out.push(item);
+    }
+    out.retain(|m| !m.is_empty());
+    out
 }
 
 fn check_manifests(root: &Path, problems: &mut Vec<String>) {
@@ -247,6 +312,68 @@ fn check_adrs(root: &Path, problems: &mut Vec<String>) {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn the_source_check_finds_io_however_it_is_imported() {
+        let needles = ["std::fs", "std::env", "std::io", "tokio"];
+        let check = |text: &str| super::forbidden_text(text, &needles);
+        assert_eq!(check("use std::fs::read;"), ["std::fs"]);
+        assert_eq!(check("let x = ::std::env::var(\"A\");"), ["std::env"]);
+        assert_eq!(
+            check("use std::{collections::BTreeMap, fs, io::Read};"),
+            ["std::fs", "std::io"]
+        );
+        assert_eq!(
+            check("use std::{\n    fmt,\n    env::{self, var},\n};"),
+            ["std::env"]
+        );
+        assert_eq!(check("tokio::spawn(f)"), ["tokio"]);
+        assert!(check("use std::{collections::BTreeSet, fmt::Write as _};").is_empty());
+        assert!(check("use std::str::FromStr; // refs, fs-like words: prefs").is_empty());
+    }
+
+    /// A made-up `cargo metadata`: `core` → `util` → (`util_deps`); `store` dev-depends on
+    /// `insta`.
+    fn metadata(util_deps: &[&str]) -> serde_json::Value {
+        let pkg = |name: &str| json!({ "id": format!("{name}-id"), "name": name });
+        let node = |name: &str, deps: &[&str], kind: &serde_json::Value| {
+            let deps: Vec<_> = deps
+                .iter()
+                .map(|d| json!({ "pkg": format!("{d}-id"), "dep_kinds": [{ "kind": kind }] }))
+                .collect();
+            json!({ "id": format!("{name}-id"), "deps": deps })
+        };
+        let normal = serde_json::Value::Null;
+        json!({
+            "packages": [pkg("core"), pkg("util"), pkg("tokio"), pkg("store"), pkg("insta")],
+            "resolve": { "nodes": [
+                node("core", &["util"], &normal),
+                node("util", util_deps, &normal),
+                node("store", &["insta"], &json!("dev")),
+                node("tokio", &[], &normal),
+                node("insta", &[], &normal),
+            ]},
+        })
+    }
+
+    #[test]
+    fn the_dependency_check_follows_the_graph() {
+        let rules: &[(&str, &[&str])] = &[("core", &["tokio"]), ("store", &["insta"])];
+        assert_eq!(
+            super::forbidden_dependencies(&metadata(&["tokio"]), rules),
+            ["core must not depend on tokio (layering, see docs/architecture.md)"]
+        );
+        // Without the transitive edge, or through a dev-dependency only, all is well.
+        assert!(super::forbidden_dependencies(&metadata(&[]), rules).is_empty());
+        // A crate missing from the workspace is reported, not silently passed.
+        let missing: &[(&str, &[&str])] = &[("nowhere", &["tokio"])];
+        assert_eq!(
+            super::forbidden_dependencies(&metadata(&[]), missing),
+            ["crate nowhere is missing from the workspace"]
+        );
+    }
+
     #[test]
     fn tidy() {
         let root = super::super::workspace_root();

@@ -17,6 +17,18 @@ use crate::error::BackendError;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
 
+/// Tools that only read: when every call of a turn is one of these, the calls run
+/// concurrently; otherwise they run one at a time, in order (plan builder calls, writes and
+/// commands depend on order).
+pub const CONCURRENT_SAFE_TOOLS: &[&str] = &[
+    "read_file",
+    "list_files",
+    "search_text",
+    "orca_plans_list",
+    "orca_plans_get",
+    "orca_ask_agent",
+];
+
 /// Retries of transient backend errors (429, 529, 5xx, timeouts): exponential backoff with
 /// jitter, or the provider's `retry-after` when it sends one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,16 +253,28 @@ impl Run<'_> {
                 .enumerate()
                 .filter(|(i, _)| results[*i].is_none())
                 .collect();
-            let outcomes = join_all(
-                pending
-                    .iter()
-                    .map(|(_, call)| {
-                        Box::pin(run_tool(self.tools, call))
-                            as Pin<Box<dyn Future<Output = ToolResult> + Send + '_>>
-                    })
-                    .collect(),
-            )
-            .await;
+            let outcomes = if pending
+                .iter()
+                .all(|(_, c)| CONCURRENT_SAFE_TOOLS.contains(&c.name.as_str()))
+            {
+                join_all(
+                    pending
+                        .iter()
+                        .map(|(_, call)| {
+                            Box::pin(run_tool(self.tools, call))
+                                as Pin<Box<dyn Future<Output = ToolResult> + Send + '_>>
+                        })
+                        .collect(),
+                )
+                .await
+            } else {
+                // Calls that change something run one at a time, in the order the model gave.
+                let mut outcomes = Vec::with_capacity(pending.len());
+                for (_, call) in &pending {
+                    outcomes.push(run_tool(self.tools, call).await);
+                }
+                outcomes
+            };
             for ((i, _), outcome) in pending.iter().zip(outcomes) {
                 results[*i] = Some(outcome);
             }

@@ -76,6 +76,10 @@ impl AnthropicBackend {
                             json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
                         );
                     }
+                    if content.is_empty() {
+                        // The API refuses empty assistant turns.
+                        content.push(json!({"type": "text", "text": "(no output)"}));
+                    }
                     messages.push(json!({"role": "assistant", "content": content}));
                 }
                 Message::Tool { results } => {

@@ -1,1 +1,542 @@
-//! placeholder
+//! `.orca/config.toml`: custom agents and overrides of the built-in ones, validated with
+//! errors that name the field (`agents.reviewer.backend: unknown backend "gpt"`).
+//!
+//! The binary reads the file and hands over its text and path; nothing here reads environment
+//! variables directly (an `env` lookup is passed in), so keys are resolved where the caller says.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use orca_core::{AgentId, Budget, Role};
+use serde::Deserialize;
+
+use crate::cli::{CliKind, CliSpec};
+use crate::error::ConfigError;
+use crate::profile::{
+    ALL_TOOLS, ANTHROPIC_BASE_URL, BUILT_INS, BackendSpec, DEFAULT_ANTHROPIC_MODEL,
+    DEFAULT_OLLAMA_MODEL, DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL, Profile,
+    built_in_profiles,
+};
+use crate::secret::ApiKey;
+
+/// Backend names accepted in the config.
+pub const BACKENDS: &[&str] = &[
+    "anthropic",
+    "openai",
+    "ollama",
+    "claude-code",
+    "codex",
+    "opencode",
+    "scripted",
+    "shell",
+];
+
+/// The commented template `orca init` writes.
+pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is optional.
+#
+# Without any backend configured, orca uses Anthropic if ANTHROPIC_API_KEY is set, else OpenAI if
+# OPENAI_API_KEY is set, else a local Ollama at http://127.0.0.1:11434/v1. The `shell` agent
+# needs no model at all.
+#
+# Backends: anthropic, openai (any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, LM
+# Studio), ollama, claude-code, codex, opencode (command-line agents), scripted (replays a JSON
+# file), shell.
+#
+# Keys are never written here: `api_key_env` names the environment variable that holds one.
+
+# Settings every agent starts from.
+# [defaults]
+# backend = "anthropic"
+# model = "claude-sonnet-4-5"
+# api_key_env = "ANTHROPIC_API_KEY"
+
+# Override a built-in agent (orca, planner, coder, tester, reviewer, researcher,
+# document-writer, architect).
+# [agents.reviewer]
+# backend = "openai"
+# base_url = "https://api.openai.com/v1"
+# model = "gpt-4.1"
+# api_key_env = "OPENAI_API_KEY"
+# tools = ["read_file", "list_files", "search_text"]
+#
+# [agents.reviewer.limits]
+# max_turns = 20
+# max_tokens = 200000
+# max_cost_micro_usd = 500000
+# max_wall_secs = 600
+
+# A custom agent: the planner lists it with its description.
+# [agents.db-expert]
+# description = "knows our database schema and migrations"
+# backend = "ollama"
+# model = "qwen2.5-coder"
+# prompt_file = ".orca/prompts/db-expert.md"   # or: prompt = "You are ..."
+# tools = ["read_file", "list_files", "search_text"]
+
+# A command-line coding agent as a specialist.
+# [agents.claude]
+# description = "Claude Code, for larger code changes"
+# backend = "claude-code"
+# command = "claude"
+"#;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    defaults: Option<toml::Value>,
+    #[serde(default)]
+    agents: BTreeMap<String, toml::Value>,
+}
+
+/// An agent's settings as written (all optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    /// What it is good at (custom agents).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its role (custom agents; `specialist` by default).
+    #[serde(default)]
+    pub role: Option<Role>,
+    /// The backend name.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// The model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The endpoint.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The NAME of the environment variable holding the key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The prompt text.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// A prompt file, relative to the project root.
+    #[serde(default)]
+    pub prompt_file: Option<PathBuf>,
+    /// Granted workspace tools.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Option<Budget>,
+    /// The executable of a command-line agent.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The script of a scripted backend, relative to the project root.
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+}
+
+impl AgentSettings {
+    fn merged_over(&self, base: &Self) -> Self {
+        let backend_changed = self.backend.is_some() && self.backend != base.backend;
+        // Endpoint settings of another backend do not carry over.
+        let pick = |mine: &Option<String>, theirs: &Option<String>| {
+            mine.clone().or_else(|| {
+                if backend_changed {
+                    None
+                } else {
+                    theirs.clone()
+                }
+            })
+        };
+        Self {
+            description: self
+                .description
+                .clone()
+                .or_else(|| base.description.clone()),
+            role: self.role.or(base.role),
+            backend: self.backend.clone().or_else(|| base.backend.clone()),
+            model: pick(&self.model, &base.model),
+            base_url: pick(&self.base_url, &base.base_url),
+            api_key_env: pick(&self.api_key_env, &base.api_key_env),
+            prompt: self.prompt.clone().or_else(|| base.prompt.clone()),
+            prompt_file: self
+                .prompt_file
+                .clone()
+                .or_else(|| base.prompt_file.clone()),
+            tools: self.tools.clone().or_else(|| base.tools.clone()),
+            limits: self.limits.or(base.limits),
+            command: pick(&self.command, &base.command),
+            script: self.script.clone().or_else(|| base.script.clone()),
+        }
+    }
+}
+
+/// A validated config.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    file: String,
+    /// Settings every agent starts from.
+    pub defaults: AgentSettings,
+    /// Per-agent settings (built-in overrides and custom agents).
+    pub agents: BTreeMap<AgentId, AgentSettings>,
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl Config {
+    /// Parses and validates config text; `file` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// The first problem, naming the field.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigError> {
+        let file = file.display().to_string();
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.clone(),
+            message: e.message().to_owned(),
+        })?;
+        let invalid = |field: String, message: String| ConfigError::Invalid {
+            file: file.clone(),
+            field,
+            message,
+        };
+        let settings = |field: &str, value: toml::Value| -> Result<AgentSettings, ConfigError> {
+            let s: AgentSettings = value.try_into().map_err(|e: toml::de::Error| {
+                invalid(field.to_owned(), e.message().trim().to_owned())
+            })?;
+            Self::validate(&s, field, &file)?;
+            Ok(s)
+        };
+        let defaults = match raw.defaults {
+            Some(v) => settings("defaults", v)?,
+            None => AgentSettings::default(),
+        };
+        for (field, bad) in [
+            (
+                "defaults.prompt",
+                defaults.prompt.is_some() || defaults.prompt_file.is_some(),
+            ),
+            ("defaults.role", defaults.role.is_some()),
+            ("defaults.description", defaults.description.is_some()),
+        ] {
+            if bad {
+                return Err(invalid(
+                    field.to_owned(),
+                    "cannot be set for every agent".to_owned(),
+                ));
+            }
+        }
+        let mut agents = BTreeMap::new();
+        for (name, value) in raw.agents {
+            let field = format!("agents.{name}");
+            let id = AgentId::parse(&name).map_err(|e| invalid(field.clone(), e.to_string()))?;
+            if name == AgentId::SHELL {
+                return Err(invalid(
+                    field,
+                    "the built-in shell agent cannot be configured".to_owned(),
+                ));
+            }
+            let s = settings(&field, value)?;
+            let built_in = BUILT_INS.iter().find(|b| b.id == name);
+            if let Some(b) = built_in {
+                if s.role.is_some_and(|r| r != b.role) {
+                    return Err(invalid(
+                        format!("{field}.role"),
+                        "the role of a built-in agent cannot be changed".to_owned(),
+                    ));
+                }
+                if b.role != Role::Specialist {
+                    let merged = s.merged_over(&defaults);
+                    if let Some(backend) = merged.backend.as_deref()
+                        && !["anthropic", "openai", "ollama", "scripted"].contains(&backend)
+                    {
+                        return Err(invalid(
+                            format!("{field}.backend"),
+                            format!(
+                                "the {name} agent needs a model backend (anthropic, openai, ollama, scripted), not \"{backend}\""
+                            ),
+                        ));
+                    }
+                }
+            }
+            agents.insert(id, s);
+        }
+        Ok(Self {
+            file,
+            defaults,
+            agents,
+        })
+    }
+
+    fn validate(s: &AgentSettings, field: &str, file: &str) -> Result<(), ConfigError> {
+        let invalid = |sub: &str, message: String| ConfigError::Invalid {
+            file: file.to_owned(),
+            field: format!("{field}.{sub}"),
+            message,
+        };
+        if let Some(b) = &s.backend
+            && !BACKENDS.contains(&b.as_str())
+        {
+            return Err(invalid(
+                "backend",
+                format!(
+                    "unknown backend \"{b}\" (expected one of: {})",
+                    BACKENDS.join(", ")
+                ),
+            ));
+        }
+        if let Some(url) = &s.base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(
+                "base_url",
+                format!("\"{url}\" is not an http:// or https:// URL"),
+            ));
+        }
+        if let Some(env) = &s.api_key_env
+            && !is_env_name(env)
+        {
+            return Err(invalid(
+                "api_key_env",
+                "must be the NAME of an environment variable (like ANTHROPIC_API_KEY), never the key itself"
+                    .to_owned(),
+            ));
+        }
+        if s.prompt.is_some() && s.prompt_file.is_some() {
+            return Err(invalid(
+                "prompt_file",
+                "set either prompt or prompt_file, not both".to_owned(),
+            ));
+        }
+        if let Some(tools) = &s.tools {
+            for t in tools {
+                if !ALL_TOOLS.contains(&t.as_str()) {
+                    return Err(invalid(
+                        "tools",
+                        format!(
+                            "unknown tool \"{t}\" (expected any of: {})",
+                            ALL_TOOLS.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        if s.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(invalid("model", "must not be empty".to_owned()));
+        }
+        if let Some(b) = s.backend.as_deref() {
+            if s.script.is_some() && b != "scripted" {
+                return Err(invalid(
+                    "script",
+                    format!("only the scripted backend takes a script, not \"{b}\""),
+                ));
+            }
+            if s.command.is_some() && !["claude-code", "codex", "opencode"].contains(&b) {
+                return Err(invalid(
+                    "command",
+                    format!("only command-line backends take a command, not \"{b}\""),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn backend_spec(
+        &self,
+        s: &AgentSettings,
+        field: &str,
+        root: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<BackendSpec, ConfigError> {
+        let invalid = |sub: &str, message: String| ConfigError::Invalid {
+            file: self.file.clone(),
+            field: format!("{field}.{sub}"),
+            message,
+        };
+        let key = |default_env: Option<&str>| -> Result<Option<ApiKey>, ConfigError> {
+            match &s.api_key_env {
+                Some(name) => env(name)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(|v| Some(ApiKey::new(v)))
+                    .ok_or_else(|| ConfigError::MissingKey {
+                        file: self.file.clone(),
+                        field: format!("{field}.api_key_env"),
+                        var: name.clone(),
+                    }),
+                None => Ok(default_env
+                    .and_then(env)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(ApiKey::new)),
+            }
+        };
+        let model = |default: &str| s.model.clone().unwrap_or_else(|| default.to_owned());
+        let url = |default: &str| s.base_url.clone().unwrap_or_else(|| default.to_owned());
+        Ok(match s.backend.as_deref() {
+            None => match BackendSpec::default_from_env(env) {
+                BackendSpec::OpenAi {
+                    base_url,
+                    model: m,
+                    api_key,
+                } => BackendSpec::OpenAi {
+                    base_url: s.base_url.clone().unwrap_or(base_url),
+                    model: s.model.clone().unwrap_or(m),
+                    api_key: if s.api_key_env.is_some() {
+                        key(None)?
+                    } else {
+                        api_key
+                    },
+                },
+                BackendSpec::Anthropic {
+                    base_url,
+                    model: m,
+                    api_key,
+                } => BackendSpec::Anthropic {
+                    base_url: s.base_url.clone().unwrap_or(base_url),
+                    model: s.model.clone().unwrap_or(m),
+                    api_key: if s.api_key_env.is_some() {
+                        key(None)?
+                    } else {
+                        api_key
+                    },
+                },
+                other => other,
+            },
+            Some("anthropic") => BackendSpec::Anthropic {
+                base_url: url(ANTHROPIC_BASE_URL),
+                model: model(DEFAULT_ANTHROPIC_MODEL),
+                api_key: key(Some("ANTHROPIC_API_KEY"))?,
+            },
+            Some("openai") => BackendSpec::OpenAi {
+                base_url: url(OPENAI_BASE_URL),
+                model: model(DEFAULT_OPENAI_MODEL),
+                api_key: key(Some("OPENAI_API_KEY"))?,
+            },
+            Some("ollama") => BackendSpec::OpenAi {
+                base_url: url(OLLAMA_BASE_URL),
+                model: model(DEFAULT_OLLAMA_MODEL),
+                api_key: key(None)?,
+            },
+            Some(cli @ ("claude-code" | "codex" | "opencode")) => {
+                let kind = match cli {
+                    "claude-code" => CliKind::ClaudeCode,
+                    "codex" => CliKind::Codex,
+                    _ => CliKind::Opencode,
+                };
+                BackendSpec::Cli(CliSpec {
+                    kind,
+                    program: s
+                        .command
+                        .clone()
+                        .unwrap_or_else(|| kind.default_program().to_owned()),
+                    model: s.model.clone(),
+                })
+            }
+            Some("scripted") => {
+                let script = s.script.as_ref().ok_or_else(|| {
+                    invalid(
+                        "script",
+                        "the scripted backend needs a script file".to_owned(),
+                    )
+                })?;
+                BackendSpec::Scripted {
+                    path: root.join(script),
+                }
+            }
+            Some("shell") => BackendSpec::Shell,
+            Some(other) => return Err(invalid("backend", format!("unknown backend \"{other}\""))),
+        })
+    }
+
+    /// Every profile: the built-ins (with overrides) and the custom agents, on their backends.
+    /// `root` resolves prompt and script files; `env` looks up key variables.
+    ///
+    /// # Errors
+    ///
+    /// A prompt file that cannot be read, a key variable that is not set.
+    pub fn profiles(
+        &self,
+        root: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<Profile>, ConfigError> {
+        let mut out = Vec::new();
+        let default_backend = self.backend_spec(&self.defaults, "defaults", root, env)?;
+        for mut p in built_in_profiles(&default_backend) {
+            if let Some(s) = self.agents.get(&p.id) {
+                let field = format!("agents.{}", p.id);
+                let merged = s.merged_over(&self.defaults);
+                p.backend = self.backend_spec(&merged, &field, root, env)?;
+                self.apply(&mut p, s, &field, root)?;
+            } else {
+                p.limits = self.defaults.limits.unwrap_or(p.limits);
+                if let Some(t) = &self.defaults.tools {
+                    p.workspace_tools.retain(|g| t.contains(g));
+                }
+            }
+            out.push(p);
+        }
+        for (id, s) in &self.agents {
+            if BUILT_INS.iter().any(|b| b.id == id.as_str()) {
+                continue;
+            }
+            let field = format!("agents.{id}");
+            let merged = s.merged_over(&self.defaults);
+            let mut p = Profile {
+                id: id.clone(),
+                role: s.role.unwrap_or(Role::Specialist),
+                description: s
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| format!("custom agent {id}")),
+                backend: self.backend_spec(&merged, &field, root, env)?,
+                prompt: String::new(),
+                workspace_tools: Vec::new(),
+                limits: Budget::UNLIMITED,
+            };
+            if s.prompt.is_none() && s.prompt_file.is_none() {
+                p.prompt = generic_prompt(id, &p.description);
+            }
+            self.apply(&mut p, &merged, &field, root)?;
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    fn apply(
+        &self,
+        p: &mut Profile,
+        s: &AgentSettings,
+        field: &str,
+        root: &Path,
+    ) -> Result<(), ConfigError> {
+        if let Some(d) = &s.description {
+            p.description.clone_from(d);
+        }
+        if let Some(t) = &s.tools {
+            p.workspace_tools.clone_from(t);
+        }
+        if let Some(l) = s.limits.or(self.defaults.limits) {
+            p.limits = l;
+        }
+        if let Some(prompt) = &s.prompt {
+            p.prompt.clone_from(prompt);
+        }
+        if let Some(file) = &s.prompt_file {
+            let path = root.join(file);
+            p.prompt = std::fs::read_to_string(&path).map_err(|e| ConfigError::PromptFile {
+                file: self.file.clone(),
+                field: format!("{field}.prompt_file"),
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn generic_prompt(id: &AgentId, description: &str) -> String {
+    format!(
+        "# Role: {id} (specialist)\n\nYou are {id}: {description}.\n\n## You may\n- Use the tools you are offered, for the step you are given.\n\n## You may not\n- Change the plan, approve anything, or work outside the project root.\n\n## Output contract\nFinish by calling `submit_result` exactly once with a task result: `{{\"status\": \"success\", \"summary\": \"...\"}}`, `{{\"status\": \"failure\", \"code\": \"task_failed\", \"message\": \"...\"}}` or `{{\"status\": \"interruption\", \"reason\": \"...\", \"question\": \"...\"}}`.\n"
+    )
+}

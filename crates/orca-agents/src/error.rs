@@ -143,6 +143,16 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// An `api_key_env` names an environment variable that is not set.
+    #[error("{file}: {field}: the environment variable {var} is not set")]
+    MissingKey {
+        /// The config file.
+        file: String,
+        /// The dotted field path (`agents.reviewer.api_key_env`).
+        field: String,
+        /// The variable.
+        var: String,
+    },
     /// A prompt file could not be read.
     #[error("{file}: {field}: cannot read prompt file {path}: {message}")]
     PromptFile {

@@ -28,6 +28,7 @@ pub mod schema;
 pub mod scripted;
 pub mod secret;
 pub mod shell;
+pub mod tools;
 pub mod workspace;
 
 pub use agent_loop::{LoopSettings, RetryPolicy};
@@ -44,4 +45,5 @@ pub use profile::{BackendSpec, Profile, built_in_profiles};
 pub use registry::Agents;
 pub use scripted::ScriptedBackend;
 pub use secret::ApiKey;
+pub use tools::ToolSet;
 pub use workspace::WorkspaceTools;

@@ -80,6 +80,49 @@ impl Agents {
         Ok(agents)
     }
 
+    /// The built-in profiles on the default backend chosen from `env` (Anthropic, OpenAI, or a
+    /// local Ollama), plus `shell`: what a project without `.orca/config.toml` gets.
+    #[must_use]
+    pub fn with_defaults(
+        root: impl Into<PathBuf>,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings: LoopSettings,
+    ) -> Self {
+        let mut agents = Self::shell_only(root);
+        agents.settings = settings;
+        let backend = BackendSpec::default_from_env(env);
+        for profile in crate::profile::built_in_profiles(&backend) {
+            let runtime = match backend.build_chat(&profile.id) {
+                Ok(chat) => Runtime::Chat(chat),
+                Err(err) => {
+                    tracing::warn!(%err, agent = %profile.id, "cannot build the default backend");
+                    continue;
+                }
+            };
+            agents
+                .entries
+                .insert(profile.id.clone(), Entry { profile, runtime });
+        }
+        agents
+    }
+
+    /// The agents of a project from its validated config: built-in profiles (with overrides)
+    /// and custom agents. `env` looks up the key variables the config names.
+    ///
+    /// # Errors
+    ///
+    /// A prompt file that cannot be read, a key variable that is not set, a bad script.
+    pub fn from_config(
+        root: impl Into<PathBuf>,
+        config: &crate::config::Config,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings: LoopSettings,
+    ) -> Result<Self, ConfigError> {
+        let root = root.into();
+        let profiles = config.profiles(&root, env)?;
+        Self::new(root, profiles, settings)
+    }
+
     /// Adds or replaces a profile (`shell` cannot be replaced).
     ///
     /// # Errors

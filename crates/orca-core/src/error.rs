@@ -59,6 +59,9 @@ pub enum TransitionError {
     /// A decision was answered, but none is pending.
     #[error("no human decision is pending")]
     NoPendingDecision,
+    /// The pending decision was already answered; the answer waits to be applied.
+    #[error("the decision for step `{0}` was already answered")]
+    DecisionAlreadyAnswered(StepId),
     /// A human decision is already pending; only one may be open at a time.
     #[error("a human decision is already pending for step `{0}`")]
     DecisionAlreadyPending(StepId),

@@ -448,7 +448,8 @@ impl RunningExecution {
             return Err(refuse(self, TransitionError::NoPendingDecision));
         };
         if pending.answer.is_some() {
-            return Err(refuse(self, TransitionError::NoPendingDecision));
+            let step = pending.request.step_id().clone();
+            return Err(refuse(self, TransitionError::DecisionAlreadyAnswered(step)));
         }
         let fits = matches!(
             (&pending.request, &decision),
@@ -577,7 +578,7 @@ impl std::fmt::Display for TaskStatus {
     }
 }
 
-/// Not started (no attempt yet, or every earlier attempt was abandoned by a crash).
+/// Not started: no attempt yet. (An attempt abandoned by a crash leaves the task `failed`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PendingTask {
@@ -866,18 +867,26 @@ impl FailedTask {
     }
 
     /// Starts another attempt. `guidance` (the human's, or an answer to a question) is
-    /// recorded on the failed attempt and threaded into `previous_attempts`.
+    /// recorded on the failed attempt and threaded into `previous_attempts`: a context built
+    /// before the guidance was recorded gets it on its entry for that attempt.
     #[must_use]
     pub fn retry(
         mut self,
         guidance: Option<String>,
-        context: TaskContext,
+        mut context: TaskContext,
         holder: Holder,
         at: OffsetDateTime,
     ) -> RunningTask {
         if let Some(last) = self.attempts.last_mut()
             && guidance.is_some()
         {
+            if let Some(entry) = context
+                .previous_attempts
+                .iter_mut()
+                .find(|p| p.attempt == last.number && p.guidance.is_none())
+            {
+                entry.guidance.clone_from(&guidance);
+            }
             last.guidance = guidance;
         }
         let attempt = next_number(&self.attempts);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::error::TransitionError;
 use crate::execution::{Task, TaskStatus};
 use crate::graph;
 use crate::id::StepId;
@@ -46,6 +47,63 @@ pub fn to_skip(plan: &PlanContent, tasks: &[Task], abandoned: &BTreeSet<StepId>)
                 .is_some_and(|t| t.status() == TaskStatus::Pending)
         })
         .collect()
+}
+
+/// Checks that the task of `step` may start now: every step it depends on has completed.
+/// Returns the step's index. Call it before [`crate::PendingTask::start`] when the task was not
+/// picked from [`ready`].
+///
+/// # Errors
+///
+/// [`TransitionError::UnknownStep`] if the step is not in the plan,
+/// [`TransitionError::DependencyNotCompleted`] naming the first dependency not completed.
+pub fn check_start(
+    plan: &PlanContent,
+    tasks: &[Task],
+    step: &StepId,
+) -> Result<usize, TransitionError> {
+    let index = plan
+        .position(step)
+        .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
+    let deps = graph::dependency_indices(&plan.steps);
+    for &d in deps.get(index).map(Vec::as_slice).unwrap_or_default() {
+        if tasks
+            .get(d)
+            .is_none_or(|t| t.status() != TaskStatus::Completed)
+        {
+            return Err(TransitionError::DependencyNotCompleted {
+                step: step.clone(),
+                dependency: plan
+                    .steps
+                    .get(d)
+                    .map_or_else(|| step.clone(), |s| s.id.clone()),
+            });
+        }
+    }
+    Ok(index)
+}
+
+/// Checks that the task of `step` may be skipped: it is downstream of an abandoned or skipped
+/// step ([`to_skip`] lists it). Returns the step's index.
+///
+/// # Errors
+///
+/// [`TransitionError::UnknownStep`] if the step is not in the plan,
+/// [`TransitionError::NothingAbandoned`] otherwise.
+pub fn check_skip(
+    plan: &PlanContent,
+    tasks: &[Task],
+    abandoned: &BTreeSet<StepId>,
+    step: &StepId,
+) -> Result<usize, TransitionError> {
+    let index = plan
+        .position(step)
+        .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
+    if to_skip(plan, tasks, abandoned).contains(&index) {
+        Ok(index)
+    } else {
+        Err(TransitionError::NothingAbandoned(step.clone()))
+    }
 }
 
 /// Counts of tasks by status.

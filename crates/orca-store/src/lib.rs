@@ -21,6 +21,7 @@ mod port;
 pub use file::{FileStore, STORE_DIR};
 pub use memory::MemoryStore;
 
+pub use audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 pub use error::{BoxError, StoreError};
 pub use port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orca_agents::{Agents, BackendSpec, LoopSettings, built_in_profiles};
+use orca_agents::config::Config;
+use orca_agents::{Agents, ConfigError, LoopSettings, WorkspaceTools};
 use orca_core::{
     AgentPort, Budget, Decision, ExecutionId, ExecutionStage, Holder, PlanContent, PlanId,
     PlanRefStage, PlanStage, PlannerResponse, Task,
@@ -43,8 +44,13 @@ fn out_json(value: &Value) {
 
 /// The project root: `--root`, else the nearest ancestor holding `.orca/`, else the current
 /// directory.
-fn find_root(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
+fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError> {
     if let Some(root) = explicit {
+        if create && !root.exists() {
+            std::fs::create_dir_all(root).map_err(|e| {
+                CliError::bad_input(format!("--root {}: cannot create it: {e}", root.display()))
+            })?;
+        }
         if !root.is_dir() {
             return Err(CliError::bad_input(format!(
                 "--root {}: not a directory",
@@ -62,7 +68,7 @@ fn find_root(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
         .to_path_buf())
 }
 
-const CONFIG_TEMPLATE: &str = include_str!("config.template.toml");
+const CONFIG_TEMPLATE: &str = orca_agents::config::CONFIG_TEMPLATE;
 
 /// Everything a command needs.
 pub(crate) struct App {
@@ -75,8 +81,8 @@ pub(crate) struct App {
 }
 
 impl App {
-    fn open(global: &Global) -> Result<Self, CliError> {
-        let root = find_root(global.root.as_deref())?;
+    fn open(global: &Global, create: bool) -> Result<Self, CliError> {
+        let root = find_root(global.root.as_deref(), create)?;
         let store: Arc<dyn Store> = Arc::new(FileStore::open(&root)?);
         let agents = Arc::new(load_agents(&root)?);
         Ok(Self {
@@ -91,7 +97,16 @@ impl App {
 
     fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
-        Orca::new(self.store.clone(), agents, hitl, None, Budget::UNLIMITED)
+        let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
+            .ok()
+            .map(|w| Arc::new(w) as Arc<dyn orca_core::ToolHost>);
+        Orca::new(
+            self.store.clone(),
+            agents,
+            hitl,
+            workspace,
+            Budget::UNLIMITED,
+        )
     }
 
     fn info(&self, line: &str) {
@@ -102,9 +117,42 @@ impl App {
 }
 
 fn load_agents(root: &Path) -> Result<Agents, CliError> {
-    let backend = BackendSpec::default_from_env(&|k| std::env::var(k).ok());
-    Agents::new(root, built_in_profiles(&backend), LoopSettings::default())
-        .map_err(|e| CliError::bad_input(crate::exit::chain(&e)))
+    let env = |k: &str| std::env::var(k).ok();
+    let path = root.join(".orca").join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Agents::with_defaults(root, &env, LoopSettings::default()));
+        }
+        Err(e) => return Err(CliError::bad_input(format!("{}: {e}", path.display()))),
+    };
+    let config = Config::parse(&text, &path).map_err(|e| CliError::bad_input(e.to_string()))?;
+    match Agents::from_config(root, &config, &env, LoopSettings::default()) {
+        Ok(agents) => Ok(agents),
+        // A key that is not set only matters to the agents that use it: they fail when called
+        // (with an authentication error); everything else works.
+        Err(ConfigError::MissingKey { file, field, var }) => {
+            tracing::warn!(
+                "{file}: {field}: the environment variable {var} is not set; the agents using it fail when called"
+            );
+            let placeholder = |k: &str| {
+                std::env::var(k)
+                    .ok()
+                    .or_else(|| (k == var).then(|| "unset".to_owned()))
+            };
+            Agents::from_config(root, &config, &placeholder, LoopSettings::default())
+                .map_err(|e| CliError::bad_input(e.to_string()))
+        }
+        Err(e) => Err(CliError::bad_input(e.to_string())),
+    }
+}
+
+/// Every workspace tool: the services' gate narrows them to each role's grant.
+fn all_workspace_tools() -> Vec<String> {
+    orca_agents::workspace::all_specs()
+        .into_iter()
+        .map(|s| s.name)
+        .collect()
 }
 
 fn holder() -> Holder {
@@ -126,7 +174,12 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
     if let Command::Init = command {
         return init(global);
     }
-    let app = App::open(global)?;
+    // Commands that create something may create the `--root` directory.
+    let creates = matches!(
+        command,
+        Command::Ask(_) | Command::Run(_) | Command::Plan(PlanCommand::Create { .. })
+    );
+    let app = App::open(global, creates)?;
     match command {
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
@@ -149,7 +202,7 @@ fn unreachable_init() -> Result<Exit, CliError> {
 
 fn init(global: &Global) -> Result<Exit, CliError> {
     let root = match &global.root {
-        Some(r) => find_root(Some(r))?,
+        Some(r) => find_root(Some(r), true)?,
         None => std::env::current_dir().map_err(|e| CliError::internal(e.to_string()))?,
     };
     let dir = root.join(".orca");

@@ -61,6 +61,8 @@ pub(crate) struct ScriptedAgents {
     pub(crate) requests: Mutex<Vec<TaskRequest>>,
     running: AtomicUsize,
     pub(crate) max_running: AtomicUsize,
+    /// `(step, succeeded)` in the order calls ended.
+    pub(crate) ended: Mutex<Vec<(StepId, bool)>>,
     /// Running count per lock name, and the max seen.
     lock_running: Mutex<BTreeMap<String, (usize, usize)>>,
 }
@@ -97,6 +99,7 @@ impl ScriptedAgents {
             requests: Mutex::default(),
             running: AtomicUsize::new(0),
             max_running: AtomicUsize::new(0),
+            ended: Mutex::default(),
             lock_running: Mutex::default(),
         })
     }
@@ -225,6 +228,10 @@ impl AgentPort for ScriptedAgents {
                 };
             }
         };
+        self.ended.lock().unwrap().push((
+            request.step.id.clone(),
+            matches!(outcome, TaskResult::Success(_)),
+        ));
         Reply::new(outcome)
     }
 

@@ -1,0 +1,551 @@
+//! Both HTTP formats against local fake servers (wiremock), through the real agent loop.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::{TestTools, fast_settings, task};
+use orca_agents::{
+    Agents, AnthropicBackend, ApiKey, BackendSpec, ChatBackend, ChatRequest, Message,
+    OpenAiBackend, Profile, ToolChoice, ToolResult,
+};
+use orca_core::{AgentId, AgentPort, Budget, ErrorCode, Role, TaskResult, ToolCall, ToolSpec};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+#[derive(Clone, Copy, Debug)]
+enum Fmt {
+    OpenAi,
+    Anthropic,
+}
+
+const BOTH: [Fmt; 2] = [Fmt::OpenAi, Fmt::Anthropic];
+
+/// Replies in order; the last reply repeats.
+struct Seq(Mutex<VecDeque<ResponseTemplate>>);
+
+impl Respond for Seq {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let mut q = self.0.lock().unwrap();
+        if q.len() > 1 {
+            q.pop_front().unwrap()
+        } else {
+            q.front().unwrap().clone()
+        }
+    }
+}
+
+impl Fmt {
+    fn path(self) -> &'static str {
+        match self {
+            Self::OpenAi => "/v1/chat/completions",
+            Self::Anthropic => "/v1/messages",
+        }
+    }
+
+    fn spec(self, uri: &str) -> BackendSpec {
+        match self {
+            Self::OpenAi => BackendSpec::OpenAi {
+                base_url: format!("{uri}/v1"),
+                model: "m".into(),
+                api_key: Some(ApiKey::new("sk-test-openai-key")),
+            },
+            Self::Anthropic => BackendSpec::Anthropic {
+                base_url: uri.to_owned(),
+                model: "m".into(),
+                api_key: Some(ApiKey::new("sk-ant-test-key")),
+            },
+        }
+    }
+
+    /// A model turn. `calls`: (name, arguments); a string argument is sent raw.
+    fn turn(
+        self,
+        text: Option<&str>,
+        calls: &[(&str, Value)],
+        finish: &str,
+        usage: bool,
+    ) -> ResponseTemplate {
+        let body = match self {
+            Self::OpenAi => {
+                let mut message = json!({"role": "assistant", "content": text});
+                if !calls.is_empty() {
+                    message["tool_calls"] = calls
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (name, args))| {
+                            let raw = match args {
+                                Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            };
+                            json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": raw}})
+                        })
+                        .collect();
+                }
+                let mut body = json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}]});
+                if usage {
+                    body["usage"] = json!({"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 4}});
+                }
+                body
+            }
+            Self::Anthropic => {
+                let mut content: Vec<Value> = Vec::new();
+                if let Some(t) = text {
+                    content.push(json!({"type": "text", "text": t}));
+                }
+                for (i, (name, args)) in calls.iter().enumerate() {
+                    content.push(json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": args}));
+                }
+                let finish = match finish {
+                    "tool_calls" => "tool_use",
+                    "stop" => "end_turn",
+                    other => other,
+                };
+                let mut body = json!({"id": "msg", "type": "message", "role": "assistant", "content": content, "stop_reason": finish});
+                if usage {
+                    body["usage"] = json!({"input_tokens": 6, "output_tokens": 5, "cache_read_input_tokens": 4, "cache_creation_input_tokens": 0});
+                }
+                body
+            }
+        };
+        ResponseTemplate::new(200).set_body_json(body)
+    }
+
+    fn submit(self, summary: &str) -> ResponseTemplate {
+        self.turn(
+            None,
+            &[(
+                "submit_result",
+                json!({"status": "success", "summary": summary}),
+            )],
+            "tool_calls",
+            true,
+        )
+    }
+}
+
+async fn server(fmt: Fmt, replies: Vec<ResponseTemplate>) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(fmt.path()))
+        .respond_with(Seq(Mutex::new(replies.into())))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn agents(spec: BackendSpec, max_retries: u32) -> Agents {
+    let profile = Profile {
+        id: AgentId::parse("coder").unwrap(),
+        role: Role::Specialist,
+        description: "codes".into(),
+        backend: spec,
+        prompt: "You are the coder.".into(),
+        workspace_tools: vec![],
+        limits: Budget::UNLIMITED,
+    };
+    Agents::new("/tmp", [profile], fast_settings(max_retries)).unwrap()
+}
+
+async fn bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+async fn run(
+    fmt: Fmt,
+    server: &MockServer,
+    tools: &TestTools,
+    retries: u32,
+) -> orca_core::Reply<TaskResult> {
+    agents(fmt.spec(&server.uri()), retries)
+        .run_task(task("coder", Budget::UNLIMITED), tools)
+        .await
+}
+
+#[track_caller]
+fn success(outcome: &TaskResult) -> &str {
+    match outcome {
+        TaskResult::Success(s) => &s.summary,
+        other => panic!("expected success, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn failure(outcome: &TaskResult) -> &orca_core::TaskFailure {
+    match outcome {
+        TaskResult::Failure(f) => f,
+        other => panic!("expected failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn text_only_turn_is_nudged_then_submitted() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                fmt.turn(Some("I think it's done."), &[], "stop", true),
+                fmt.submit("done"),
+            ],
+        )
+        .await;
+        let reply = run(fmt, &s, &TestTools::new(), 0).await;
+        assert_eq!(success(&reply.outcome), "done", "{fmt:?}");
+        assert_eq!(reply.usage.turns, 2);
+        assert_eq!(
+            reply.usage.output_tokens, 10,
+            "usage summed across turns ({fmt:?})"
+        );
+        assert_eq!(reply.usage.cache_read_tokens, 8);
+        let b = bodies(&s).await;
+        assert!(
+            b[1].to_string()
+                .contains("You must finish by calling the `submit_result` tool"),
+            "{fmt:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tool_call_then_submit() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                fmt.turn(None, &[("lookup", json!({"key": "k"}))], "tool_calls", true),
+                fmt.submit("looked up"),
+            ],
+        )
+        .await;
+        let tools = TestTools::new();
+        let reply = run(fmt, &s, &tools, 0).await;
+        assert_eq!(success(&reply.outcome), "looked up");
+        assert_eq!(tools.names(), ["lookup"]);
+        let second = bodies(&s).await[1].to_string();
+        assert!(
+            second.contains(r#"{\"value\":\"k!\"}"#),
+            "{fmt:?}: the tool result went back: {second}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                fmt.turn(
+                    None,
+                    &[
+                        ("read_file", json!({"key": "a"})),
+                        ("read_file", json!({"key": "b"})),
+                    ],
+                    "tool_calls",
+                    true,
+                ),
+                fmt.submit("both"),
+            ],
+        )
+        .await;
+        let tools = TestTools::parallel(2);
+        let reply = run(fmt, &s, &tools, 0).await;
+        assert_eq!(success(&reply.outcome), "both");
+        let second = bodies(&s).await[1].to_string();
+        assert!(
+            second.contains(r#"a!"#) && second.contains(r#"b!"#),
+            "{second}"
+        );
+        assert!(!second.contains("did not run concurrently"), "{second}");
+    }
+}
+
+#[tokio::test]
+async fn tool_calls_with_finish_reason_stop_and_missing_usage() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                fmt.turn(None, &[("lookup", json!({"key": "z"}))], "stop", false),
+                fmt.turn(
+                    None,
+                    &[(
+                        "submit_result",
+                        json!({"status": "success", "summary": "ok"}),
+                    )],
+                    "stop",
+                    false,
+                ),
+            ],
+        )
+        .await;
+        let tools = TestTools::new();
+        let reply = run(fmt, &s, &tools, 0).await;
+        assert_eq!(success(&reply.outcome), "ok");
+        assert_eq!(tools.names(), ["lookup"]);
+        assert_eq!(reply.usage.total_tokens(), 0);
+        assert_eq!(reply.usage.turns, 2);
+    }
+}
+
+#[tokio::test]
+async fn malformed_tool_arguments_go_back_to_the_model() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                fmt.turn(
+                    None,
+                    &[("lookup", json!("{\"key\": oops"))],
+                    "tool_calls",
+                    true,
+                ),
+                fmt.submit("recovered"),
+            ],
+        )
+        .await;
+        let tools = TestTools::new();
+        let reply = run(fmt, &s, &tools, 0).await;
+        assert_eq!(success(&reply.outcome), "recovered");
+        assert!(
+            tools.names().is_empty(),
+            "the host is not called with malformed arguments"
+        );
+        let second = bodies(&s).await[1].to_string();
+        assert!(
+            second.contains("are not a JSON object"),
+            "{fmt:?}: {second}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_429_honours_retry_after() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                ResponseTemplate::new(429)
+                    .insert_header("retry-after", "1")
+                    .set_body_json(
+                        json!({"error": {"message": "slow down", "type": "rate_limit_error"}}),
+                    ),
+                fmt.submit("after wait"),
+            ],
+        )
+        .await;
+        let started = std::time::Instant::now();
+        let reply = run(fmt, &s, &TestTools::new(), 3).await;
+        assert_eq!(success(&reply.outcome), "after wait");
+        assert_eq!(bodies(&s).await.len(), 2);
+        // Informational, not asserted on timing: retry-after asked for 1 s.
+        println!(
+            "{fmt:?}: 429 with retry-after 1 took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test]
+async fn quota_429_is_not_retried() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![ResponseTemplate::new(429).set_body_json(
+                json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}),
+            )],
+        )
+        .await;
+        let reply = run(fmt, &s, &TestTools::new(), 3).await;
+        let f = failure(&reply.outcome);
+        assert_eq!(f.code, ErrorCode::AgentError);
+        assert!(f.message.contains("quota"), "{}", f.message);
+        assert_eq!(bodies(&s).await.len(), 1, "never retried");
+    }
+}
+
+#[tokio::test]
+async fn auth_401_is_not_retried() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                ResponseTemplate::new(401)
+                    .set_body_json(json!({"error": {"message": "invalid x-api-key"}})),
+            ],
+        )
+        .await;
+        let reply = run(fmt, &s, &TestTools::new(), 3).await;
+        assert!(
+            failure(&reply.outcome)
+                .message
+                .contains("authentication refused")
+        );
+        assert_eq!(bodies(&s).await.len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn overloaded_529_is_retried() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![
+                ResponseTemplate::new(529).set_body_json(json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+                fmt.submit("ok"),
+            ],
+        )
+        .await;
+        let reply = run(fmt, &s, &TestTools::new(), 2).await;
+        assert_eq!(success(&reply.outcome), "ok");
+        assert_eq!(bodies(&s).await.len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn html_500_is_retried_then_reported() {
+    for fmt in BOTH {
+        let html = ResponseTemplate::new(502).set_body_raw(
+            "<html><body><h1>502 Bad Gateway</h1></body></html>",
+            "text/html",
+        );
+        let s = server(fmt, vec![html]).await;
+        let reply = run(fmt, &s, &TestTools::new(), 2).await;
+        let f = failure(&reply.outcome);
+        assert!(
+            f.message.contains("server error 502") && f.message.contains("HTML error page"),
+            "{}",
+            f.message
+        );
+        assert_eq!(bodies(&s).await.len(), 3, "first call + 2 retries");
+    }
+}
+
+#[tokio::test]
+async fn request_timeout_is_classified_and_retried() {
+    for fmt in BOTH {
+        let s = server(
+            fmt,
+            vec![fmt.submit("late").set_delay(Duration::from_secs(3))],
+        )
+        .await;
+        let backend: Box<dyn ChatBackend> = match fmt {
+            Fmt::OpenAi => Box::new(OpenAiBackend::with_timeout(
+                &format!("{}/v1", s.uri()),
+                "m",
+                None,
+                Duration::from_millis(200),
+            )),
+            Fmt::Anthropic => Box::new(AnthropicBackend::with_timeout(
+                &s.uri(),
+                "m",
+                None,
+                Duration::from_millis(200),
+            )),
+        };
+        let err = backend.chat(&fixed_request()).await.unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        assert!(err.to_string().contains("timed out"), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn unreachable_endpoint_gives_an_actionable_message() {
+    // Port 9 (discard) on localhost: nothing listens there in the test environment.
+    let agents = agents(
+        BackendSpec::OpenAi {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "m".into(),
+            api_key: None,
+        },
+        3,
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    let f = failure(&reply.outcome);
+    assert!(
+        f.message.starts_with("no model reachable at http://127.0.0.1:9/v1: start Ollama, or set ANTHROPIC_API_KEY / OPENAI_API_KEY, or configure an agent backend in .orca/config.toml"),
+        "{}",
+        f.message
+    );
+}
+
+fn fixed_request() -> ChatRequest {
+    ChatRequest {
+        system: "You are the coder.".into(),
+        messages: vec![
+            Message::User {
+                text: "Do the step.".into(),
+            },
+            Message::Assistant {
+                text: Some("Looking.".into()),
+                tool_calls: vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "lookup".into(),
+                    arguments: json!({"key": "k"}),
+                }],
+            },
+            Message::Tool {
+                results: vec![ToolResult {
+                    call_id: "call_1".into(),
+                    name: "lookup".into(),
+                    content: "{\"value\":\"k!\"}".into(),
+                    is_error: false,
+                }],
+            },
+        ],
+        tools: vec![ToolSpec {
+            name: "lookup".into(),
+            description: "look a key up".into(),
+            parameters: json!({"type": "object", "properties": {"key": {"type": "string"}}}),
+        }],
+        tool_choice: ToolChoice::Required,
+        max_output_tokens: Some(1024),
+    }
+}
+
+#[tokio::test]
+async fn exact_request_bodies_and_headers() {
+    for fmt in BOTH {
+        let s = server(fmt, vec![fmt.submit("x")]).await;
+        let backend: Box<dyn ChatBackend> = match fmt {
+            Fmt::OpenAi => Box::new(OpenAiBackend::new(
+                &format!("{}/v1", s.uri()),
+                "gpt-test",
+                Some(ApiKey::new("sk-openai")),
+            )),
+            Fmt::Anthropic => Box::new(AnthropicBackend::new(
+                &s.uri(),
+                "claude-test",
+                Some(ApiKey::new("sk-ant")),
+            )),
+        };
+        backend.chat(&fixed_request()).await.unwrap();
+        let received = s.received_requests().await.unwrap();
+        let req = &received[0];
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let header = |n: &str| req.headers.get(n).map(|v| v.to_str().unwrap().to_owned());
+        match fmt {
+            Fmt::OpenAi => {
+                assert_eq!(header("authorization").as_deref(), Some("Bearer sk-openai"));
+                insta::assert_json_snapshot!("openai_request_body", body);
+            }
+            Fmt::Anthropic => {
+                assert_eq!(header("x-api-key").as_deref(), Some("sk-ant"));
+                assert_eq!(header("anthropic-version").as_deref(), Some("2023-06-01"));
+                insta::assert_json_snapshot!("anthropic_request_body", body);
+            }
+        }
+    }
+}

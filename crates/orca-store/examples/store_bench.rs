@@ -1,0 +1,309 @@
+//! Store benchmark: prints, from one run, each as a median of several repetitions:
+//!
+//! (a) one task's claim + complete through `FileStore` ÷ one raw atomic file write
+//!     (temp + fsync + rename + directory fsync) — target ≤ 4;
+//! (b) total store cost of a 1,000-task execution ÷ a 100-task one — target ≤ 15;
+//! (c) listing 10,000 plans with a fresh `FileStore` on an existing directory — target < 250 ms.
+//!
+//! `cargo run -p orca-store --release --example store_bench [-- --quick] [-- --json PATH]`
+
+#![expect(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    reason = "a benchmark prints its figures"
+)]
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use orca_core::{
+    AgentId, ApprovedPlan, ContextLimits, DraftPlan, Execution, ExecutionId, Holder,
+    PendingExecution, PlanId, Step, StepId, Task, TaskSuccess, build_context,
+};
+use orca_store::{ExecutionStore, FileStore, PlanStore, Revision};
+use time::OffsetDateTime;
+
+struct Sizes {
+    /// Rounds of 10 raw writes and one 10-task execution.
+    rounds: usize,
+    small: usize,
+    large: usize,
+    growth_reps: usize,
+    plans: usize,
+    list_reps: usize,
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn approved(steps: usize) -> ApprovedPlan {
+    let now = OffsetDateTime::now_utc();
+    let mut d = DraftPlan::new(PlanId::new(), now);
+    d.set_goal("benchmark");
+    d.set_assumptions(vec!["a".into()]);
+    d.set_risks(vec!["r".into()]);
+    d.set_verification(vec!["v".into()]);
+    for i in 0..steps {
+        let id = StepId::parse(&format!("s{i}")).unwrap();
+        d.add_step(
+            Step::new(id, AgentId::shell(), "a step of the benchmark").with_command("true"),
+            None,
+        )
+        .unwrap();
+    }
+    let agents: BTreeSet<AgentId> = [AgentId::shell()].into_iter().collect();
+    d.submit(&agents, now).unwrap().approve("bench", None, now)
+}
+
+fn holder() -> Holder {
+    Holder {
+        pid: std::process::id(),
+        host: "bench".into(),
+        token: "bench".into(),
+    }
+}
+
+fn raw_atomic_write(dir: &Path, i: usize, bytes: &[u8]) {
+    let tmp = dir.join(format!(".raw.{i}.tmp"));
+    let path = dir.join("raw.json");
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    std::fs::rename(&tmp, &path).unwrap();
+    File::open(dir).unwrap().sync_all().unwrap();
+}
+
+/// Runs every task of an execution (claim + complete, in plan order); returns the store time
+/// of each task and the total store time (creation, start, tasks, completion).
+async fn run_execution(store: &FileStore, steps: usize) -> (Vec<Duration>, Duration) {
+    let plan = approved(steps);
+    let mut store_time = Duration::ZERO;
+    let t = Instant::now();
+    store.create_plan(&plan.clone().into()).await.unwrap();
+    let now = OffsetDateTime::now_utc();
+    let (pending, mut tasks) = PendingExecution::new(ExecutionId::new(), &plan, now);
+    let id = pending.info.id;
+    store
+        .create_execution(&pending.clone().into(), &tasks)
+        .await
+        .unwrap();
+    let running = pending.start(now);
+    let rev = store
+        .update_execution(&running.clone().into(), Revision::FIRST)
+        .await
+        .unwrap();
+    store_time += t.elapsed();
+    let h = holder();
+    let mut per_task = Vec::with_capacity(steps);
+    for i in 0..steps {
+        let ctx = build_context(
+            plan.id(),
+            plan.content(),
+            i,
+            &tasks,
+            &ContextLimits::default(),
+        )
+        .unwrap();
+        let Task::Pending(p) = tasks[i].clone() else {
+            unreachable!()
+        };
+        let claimed = p.start(ctx, h.clone(), now);
+        let done: Task = claimed
+            .clone()
+            .complete(TaskSuccess::with_summary("ok"), now)
+            .into();
+        let t = Instant::now();
+        let r = store
+            .update_task(id, &claimed.into(), Revision::FIRST)
+            .await
+            .unwrap();
+        store.update_task(id, &done, r).await.unwrap();
+        let d = t.elapsed();
+        per_task.push(d);
+        store_time += d;
+        tasks[i] = done;
+    }
+    let completed: Execution = running.complete(&tasks, now).unwrap().into();
+    let t = Instant::now();
+    store.update_execution(&completed, rev).await.unwrap();
+    store_time += t.elapsed();
+    (per_task, store_time)
+}
+
+fn seed_plans(store: &FileStore, template: PlanId, n: usize) {
+    let text = std::fs::read_to_string(store.plan_path(template)).unwrap();
+    let old = template.to_string();
+    for i in 1..n {
+        let id = PlanId::new();
+        let doc = text
+            .replace(&old, &id.to_string())
+            .replace("\"benchmark\"", &format!("\"benchmark {i}\""));
+        std::fs::write(store.plan_path(id), doc).unwrap();
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let sizes = if quick {
+        Sizes {
+            rounds: 1,
+            small: 10,
+            large: 100,
+            growth_reps: 1,
+            plans: 1_000,
+            list_reps: 3,
+        }
+    } else {
+        Sizes {
+            rounds: 5,
+            small: 100,
+            large: 1_000,
+            growth_reps: 3,
+            plans: 10_000,
+            list_reps: 5,
+        }
+    };
+    let base = tempfile::tempdir().unwrap();
+
+    // (a) One task vs one raw atomic write, interleaved so both see the same disk.
+    let raw_dir = base.path().join("raw");
+    std::fs::create_dir_all(&raw_dir).unwrap();
+    let sample_task = {
+        let plan = approved(1);
+        let (_, tasks) =
+            PendingExecution::new(ExecutionId::new(), &plan, OffsetDateTime::now_utc());
+        serde_json::to_vec_pretty(&tasks[0]).unwrap()
+    };
+    let store_a = FileStore::open(base.path().join("a")).unwrap();
+    let mut raw = Vec::new();
+    let mut task = Vec::new();
+    for rep in 0..sizes.rounds {
+        for i in 0..10 {
+            let t = Instant::now();
+            raw_atomic_write(&raw_dir, rep * 10 + i, &sample_task);
+            raw.push(t.elapsed());
+        }
+        task.extend(run_execution(&store_a, 10).await.0);
+    }
+    let raw_med = median(raw);
+    let task_med = median(task);
+    let ratio_a = task_med.as_secs_f64() / raw_med.as_secs_f64();
+
+    // (b) Growth.
+    let store_b = FileStore::open(base.path().join("b")).unwrap();
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    for _ in 0..sizes.growth_reps {
+        small.push(run_execution(&store_b, sizes.small).await.1);
+        large.push(run_execution(&store_b, sizes.large).await.1);
+    }
+    let (small_med, large_med) = (median(small), median(large));
+    let ratio_b = large_med.as_secs_f64() / small_med.as_secs_f64();
+
+    // (c) Listing.
+    let list_root = base.path().join("c");
+    let seed = FileStore::open(&list_root).unwrap();
+    let template = approved(5);
+    seed.create_plan(&template.clone().into()).await.unwrap();
+    seed_plans(&seed, template.id(), sizes.plans);
+    let t = Instant::now();
+    let first = FileStore::open(&list_root)
+        .unwrap()
+        .list_plans()
+        .await
+        .unwrap();
+    let rebuild = t.elapsed();
+    assert_eq!(first.items.len(), sizes.plans);
+    let mut cold = Vec::new();
+    for _ in 0..sizes.list_reps {
+        let t = Instant::now();
+        let listing = FileStore::open(&list_root)
+            .unwrap()
+            .list_plans()
+            .await
+            .unwrap();
+        cold.push(t.elapsed());
+        assert_eq!(listing.items.len(), sizes.plans);
+    }
+    let list_med = median(cold);
+
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "orca-store benchmark{}",
+        if quick { " (--quick sizes)" } else { "" }
+    );
+    println!(
+        "  raw atomic write (temp+fsync+rename+dir fsync): {:.3} ms (median of {})",
+        ms(raw_med),
+        sizes.rounds * 10
+    );
+    println!(
+        "  one task claim + complete through FileStore:    {:.3} ms",
+        ms(task_med)
+    );
+    println!("(a) task ÷ raw write:                             {ratio_a:.2}  (target ≤ 4)");
+    println!(
+        "  {}-task execution, total store time:           {:.1} ms (median of {})",
+        sizes.small,
+        ms(small_med),
+        sizes.growth_reps
+    );
+    println!(
+        "  {}-task execution, total store time:          {:.1} ms",
+        sizes.large,
+        ms(large_med)
+    );
+    println!(
+        "(b) {} ÷ {} tasks:                             {ratio_b:.2}  (target ≤ {})",
+        sizes.large,
+        sizes.small,
+        if quick { "15, for 10×" } else { "15" }
+    );
+    println!(
+        "  listing {} plans, no cache (first listing):   {:.1} ms",
+        sizes.plans,
+        ms(rebuild)
+    );
+    println!(
+        "(c) listing {} plans, fresh FileStore:          {:.1} ms (median of {}; target < 250 ms)",
+        sizes.plans,
+        ms(list_med),
+        sizes.list_reps
+    );
+
+    if let Some(path) = json_path {
+        let figures = serde_json::json!({
+            "quick": quick,
+            "raw_atomic_write_ms": ms(raw_med),
+            "task_claim_complete_ms": ms(task_med),
+            "task_vs_raw_write": ratio_a,
+            "small_execution_tasks": sizes.small,
+            "large_execution_tasks": sizes.large,
+            "small_execution_ms": ms(small_med),
+            "large_execution_ms": ms(large_med),
+            "growth_ratio": ratio_b,
+            "plans_listed": sizes.plans,
+            "list_plans_uncached_ms": ms(rebuild),
+            "list_plans_ms": ms(list_med),
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
+    }
+}
