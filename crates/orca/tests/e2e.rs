@@ -713,3 +713,174 @@ fn help_mentions_exit_codes_and_agents_list_has_shell() {
         .collect();
     assert!(ids.contains(&"shell"), "{agents}");
 }
+
+/// The first `prefix` + uuid id in `text`.
+fn find_id(text: &str, prefix: &str) -> Option<String> {
+    text.match_indices(prefix).find_map(|(i, _)| {
+        let body: String = text[i + prefix.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit() || *c == '-')
+            .collect();
+        (body.len() == 36).then(|| format!("{prefix}{body}"))
+    })
+}
+
+/// An OpenAI-compatible model: the planner (model `planner-model`) builds, fills and submits
+/// a draft of two steps, then submits its result; the tester (model `tester-model`) submits a
+/// success. It answers from the conversation so far, so it needs no state of its own.
+struct FakeModels;
+
+impl wiremock::Respond for FakeModels {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        use serde_json::json;
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let turns = messages.iter().filter(|m| m["role"] == "assistant").count();
+        let plan_id = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .find_map(|m| find_id(m["content"].as_str()?, "plan_"))
+            .unwrap_or_default();
+        let calls: Vec<(&str, Value)> = if body["model"] == "tester-model" {
+            vec![(
+                "submit_result",
+                json!({"status": "success", "summary": "hello.txt says hello"}),
+            )]
+        } else {
+            match turns {
+                0 => vec![(
+                    "orca_plan_create_draft",
+                    json!({"goal": "greet the project", "summary": "write a file, then check it"}),
+                )],
+                1 => vec![
+                    (
+                        "orca_plan_set_assumptions",
+                        json!({"plan_id": plan_id, "items": ["a POSIX shell"]}),
+                    ),
+                    (
+                        "orca_plan_set_risks",
+                        json!({"plan_id": plan_id, "items": ["none"]}),
+                    ),
+                    (
+                        "orca_plan_set_verification",
+                        json!({"plan_id": plan_id, "items": ["the tester reads hello.txt"]}),
+                    ),
+                    (
+                        "orca_plan_add_step",
+                        json!({"plan_id": plan_id, "step": {
+                        "id": "write", "agent": "shell", "description": "write hello.txt",
+                        "command": "echo hello > hello.txt && echo wrote hello.txt", "depends_on": []}}),
+                    ),
+                    (
+                        "orca_plan_add_step",
+                        json!({"plan_id": plan_id, "step": {
+                        "id": "check", "agent": "tester", "description": "check that hello.txt says hello",
+                        "depends_on": ["write"]}}),
+                    ),
+                    ("orca_plan_submit", json!({"plan_id": plan_id})),
+                ],
+                _ => vec![(
+                    "submit_result",
+                    json!({"type": "plan", "plan_id": plan_id, "stage": "proposal", "message": "two steps: write, then check"}),
+                )],
+            }
+        };
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                json!({"id": format!("call_{turns}_{i}"), "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}})
+            })
+            .collect();
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": null, "tool_calls": tool_calls}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+        }))
+    }
+}
+
+// 8. `ask` against a fake OpenAI-compatible planner (and tester) configured in
+// `.orca/config.toml`: the plan is created, approved with --yes and run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_builds_a_plan_with_a_fake_planner_then_runs_it() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(FakeModels)
+        .mount(&server)
+        .await;
+    let p = Project::new();
+    let url = format!("{}/v1", server.uri());
+    p.write(
+        ".orca/config.toml",
+        &format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{url}\"\nmodel = \"planner-model\"\n\n\
+             [agents.tester]\nbackend = \"ollama\"\nbase_url = \"{url}\"\nmodel = \"tester-model\"\n"
+        ),
+    );
+    let (c, agents) = p.json(&["agents", "list"]);
+    assert_eq!(c, 0);
+    assert!(agents.to_string().contains("planner-model"), "{agents}");
+
+    let mut cmd = p.cmd();
+    cmd.args([
+        "--json",
+        "ask",
+        "say hello in hello.txt and check it",
+        "--yes",
+    ]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let ran = last_json(&stdout(&out)).unwrap();
+    insta::assert_json_snapshot!("ask_run", redact(&ran));
+    assert_eq!(p.read("hello.txt"), "hello\n");
+
+    let (c, plans) = p.json(&["plan", "list"]);
+    assert_eq!(c, 0);
+    assert_eq!(plans[0]["goal"], "greet the project");
+    assert_eq!(plans[0]["stage"], "approved");
+    let requests = server.received_requests().await.unwrap_or_default();
+    let tester_calls = requests
+        .iter()
+        .filter(|r| String::from_utf8_lossy(&r.body).contains("tester-model"))
+        .count();
+    assert_eq!(tester_calls, 1, "the tester step went to the fake model");
+    let out = p.run(&["audit", "verify"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+// 6 (continued). A bad `.orca/config.toml`: exit 2, one line naming the file and field, and
+// nothing changed.
+#[test]
+fn bad_config_exits_2_naming_the_field() {
+    let p = Project::new();
+    let mut lines = Vec::new();
+    p.write(
+        ".orca/config.toml",
+        "[agents.reviewer]\nbackend = \"gpt\"\n",
+    );
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "list"],
+        "agents.reviewer.backend",
+    ));
+    p.write(
+        ".orca/config.toml",
+        "[agents.reviewer\nbackend = \"openai\"\n",
+    );
+    lines.push(assert_bad_input(&p, &["exec", "list"], "config.toml"));
+    p.write(
+        ".orca/config.toml",
+        "[agents.reviewer]\ncolour = \"blue\"\n",
+    );
+    lines.push(assert_bad_input(&p, &["agents", "list"], "colour"));
+    let root = p.root().display().to_string();
+    insta::assert_snapshot!("bad_config", lines.join("").replace(&root, "[root]"));
+}
