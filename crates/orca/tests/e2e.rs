@@ -472,6 +472,18 @@ fn exec_stop_from_another_process_stops_the_run() {
     assert!(is_alive(sleep_pid));
     let exec_id = p.only_exec();
 
+    // Another process cannot drive it at the same time.
+    let out = p.run(&["exec", "resume", &exec_id]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    // A watcher follows it from a third process.
+    let watch = p.spawn(&["--json", "watch", &exec_id]);
+
     let (c, stopped) = p.json(&["exec", "stop", &exec_id, "--reason", "enough"]);
     assert_eq!(c, 0, "{stopped}");
     assert_eq!(stopped["stage"], "stopped");
@@ -484,6 +496,11 @@ fn exec_stop_from_another_process_stops_the_run() {
     assert_eq!(last["stage"], "stopped");
     assert!(!is_alive(sleep_pid), "the step's sleep was killed");
     assert!(!p.read("effects.txt").contains("after"));
+    let watched = watch.wait_with_output().unwrap();
+    assert_eq!(code(&watched), 3, "{}", stderr(&watched));
+    let last = last_json(&stdout(&watched)).unwrap();
+    assert_eq!(last["execution_id"], exec_id.as_str());
+    assert_eq!(last["stage"], "stopped");
 
     let (c, shown) = p.json(&["exec", "show", &exec_id]);
     assert_eq!(c, 0);
@@ -883,4 +900,133 @@ fn bad_config_exits_2_naming_the_field() {
     lines.push(assert_bad_input(&p, &["agents", "list"], "colour"));
     let root = p.root().display().to_string();
     insta::assert_snapshot!("bad_config", lines.join("").replace(&root, "[root]"));
+}
+
+// The README's main job: the example DAG of shell steps, from a fresh directory.
+#[test]
+fn the_example_parallel_dag_runs_and_verifies() {
+    let p = Project::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/parallel-dag.json");
+    let (c, ran) = p.json(&["run", example.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 0, "{ran}");
+    assert_eq!(ran["stage"], "completed");
+    let tasks = ran["tasks"].as_array().unwrap();
+    assert!(tasks.len() >= 2);
+    assert!(tasks.iter().all(|t| t["status"] == "completed"), "{ran}");
+    assert_eq!(ran["audit"]["result"], "intact");
+    let out = p.run(&["audit", "verify", "--all"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+// The other failure policies: `stop` ends the run failed (exit 3); `skip` skips the failed
+// step's dependents and finishes the independent branch (exit 3: the execution failed).
+#[test]
+fn on_failure_stop_and_skip_end_the_run_without_a_human() {
+    let p = Project::new();
+    let doc = plan_doc(
+        "a failing branch",
+        &steps(&[
+            step("broken", "echo broken >> effects.txt; exit 7", &[]),
+            step(
+                "after-broken",
+                "echo after-broken >> effects.txt",
+                &["broken"],
+            ),
+            step(
+                "independent",
+                "sleep 0.1; echo independent >> effects.txt",
+                &[],
+            ),
+        ]),
+    );
+    let file = p.write("failing.json", &doc);
+    let (c, stopped) = p.json(&[
+        "run",
+        file.to_str().unwrap(),
+        "--yes",
+        "--on-failure",
+        "stop",
+        "--max-attempts",
+        "1",
+    ]);
+    assert_eq!(c, 3, "{stopped}");
+    // Whether the independent step had finished is a matter of timing: not asserted.
+    assert_eq!(stopped["stage"], "failed");
+    assert_eq!(
+        stopped["execution_id"]
+            .as_str()
+            .map(|s| s.starts_with("exec_")),
+        Some(true)
+    );
+    assert_eq!(stopped["tasks"][0]["step_id"], "broken");
+    assert_eq!(stopped["tasks"][0]["status"], "failed");
+    assert_eq!(stopped["tasks"][1]["status"], "pending");
+    assert!(!p.read("effects.txt").contains("after-broken"));
+
+    std::fs::remove_file(p.path("effects.txt")).unwrap();
+    let (c, skipped) = p.json(&[
+        "run",
+        file.to_str().unwrap(),
+        "--yes",
+        "--on-failure",
+        "skip",
+    ]);
+    assert!(c == 3 || c == 0, "{skipped}");
+    insta::assert_json_snapshot!("run_on_failure_skip", redact(&skipped));
+    let effects = p.read("effects.txt");
+    assert_eq!(
+        effects.matches("broken\n").count(),
+        2,
+        "two attempts: {effects}"
+    );
+    assert!(effects.contains("independent"), "{effects}");
+    assert!(!effects.contains("after-broken"), "{effects}");
+}
+
+// The human's other decisions on a proposal: reject (it can no longer run) and
+// request-changes (back to draft).
+#[test]
+fn reject_and_request_changes() {
+    let p = Project::new();
+    let rejected = p.create("one.json", &diamond());
+    let (c, v) = p.json(&["plan", "reject", &rejected, "--reason", "not now"]);
+    assert_eq!(c, 0);
+    assert_eq!(v["stage"], "rejected");
+    let before = p.orca_tree();
+    let out = p.run(&["run", &rejected, "--yes"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("rejected"), "{}", stderr(&out));
+    assert_eq!(
+        p.orca_tree().len(),
+        before.len(),
+        "no execution was created"
+    );
+
+    let revised = p.create("two.json", &diamond());
+    let (c, v) = p.json(&["plan", "request-changes", &revised, "--feedback", "smaller"]);
+    assert_eq!(c, 0);
+    assert_eq!(v["stage"], "draft");
+    let out = p.run(&["run", &revised, "--yes"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("draft"), "{}", stderr(&out));
+
+    // A proposal with no --yes and no terminal waits for approval: exit 4.
+    let waiting = p.create("three.json", &diamond());
+    let out = p.run(&["run", &waiting]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("orca plan approve"),
+        "{}",
+        stderr(&out)
+    );
+
+    let (c, plans) = p.json(&["plan", "list"]);
+    assert_eq!(c, 0);
+    let stages: Vec<&str> = plans
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["stage"].as_str())
+        .collect();
+    assert_eq!(stages, ["proposal", "draft", "rejected"], "newest first");
 }
