@@ -109,6 +109,7 @@ impl ExecutionService {
         if let Ok(id) = text.parse::<ExecutionId>() {
             return Ok(id);
         }
+        crate::planning::check_prefix(text, ExecutionId::PREFIX, "execution")?;
         let ids = self
             .list(None)
             .await?

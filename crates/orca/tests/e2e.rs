@@ -595,12 +595,26 @@ fn bad_inputs_exit_2_with_one_line_and_change_nothing() {
     let plan_a = ran["plan_id"].as_str().unwrap().to_owned();
     let plan_b = p.create("again.json", &diamond());
     let exec_id = ran["execution_id"].as_str().unwrap().to_owned();
+    let mut lines = Vec::new();
+    // Path-like ids are refused before anything is read or listed (the listing cache is
+    // stale here, after `plan create`, and stays untouched).
+    lines.push(assert_bad_input(&p, &["plan", "show", "../x"], "../x"));
+    lines.push(assert_bad_input(&p, &["exec", "show", "../x"], "../x"));
+    lines.push(assert_bad_input(
+        &p,
+        &["audit", "verify", "../../etc"],
+        "../../etc",
+    ));
+    lines.push(assert_bad_input(
+        &p,
+        &["plan", "approve", "plan_/../x"],
+        "plan_/../x",
+    ));
     // Listing refreshes the derived listing cache (`.orca/cache/`); do it once before
     // hashing, so that only the bad commands are judged.
     assert_eq!(p.json(&["plan", "list"]).0, 0);
     assert_eq!(p.json(&["exec", "list"]).0, 0);
 
-    let mut lines = Vec::new();
     p.write("malformed.json", "{\"goal\": \"x\",");
     lines.push(assert_bad_input(
         &p,
@@ -649,18 +663,6 @@ fn bad_inputs_exit_2_with_one_line_and_change_nothing() {
     let unknown = "exec_00000000-0000-7000-8000-000000000000";
     lines.push(assert_bad_input(&p, &["exec", "show", unknown], unknown));
     lines.push(assert_bad_input(&p, &["exec", "resume", unknown], unknown));
-    lines.push(assert_bad_input(&p, &["plan", "show", "../x"], "../x"));
-    lines.push(assert_bad_input(&p, &["exec", "show", "../x"], "../x"));
-    lines.push(assert_bad_input(
-        &p,
-        &["audit", "verify", "../../etc"],
-        "../../etc",
-    ));
-    lines.push(assert_bad_input(
-        &p,
-        &["plan", "approve", "plan_/../x"],
-        "plan_/../x",
-    ));
     // Two plans share the prefix `plan_`.
     assert_ne!(plan_a, plan_b);
     lines.push(assert_bad_input(
