@@ -595,21 +595,14 @@ fn bad_inputs_exit_2_with_one_line_and_change_nothing() {
     let plan_a = ran["plan_id"].as_str().unwrap().to_owned();
     let plan_b = p.create("again.json", &diamond());
     let exec_id = ran["execution_id"].as_str().unwrap().to_owned();
-    let mut lines = Vec::new();
     // Path-like ids are refused before anything is read or listed (the listing cache is
     // stale here, after `plan create`, and stays untouched).
-    lines.push(assert_bad_input(&p, &["plan", "show", "../x"], "../x"));
-    lines.push(assert_bad_input(&p, &["exec", "show", "../x"], "../x"));
-    lines.push(assert_bad_input(
-        &p,
-        &["audit", "verify", "../../etc"],
-        "../../etc",
-    ));
-    lines.push(assert_bad_input(
-        &p,
-        &["plan", "approve", "plan_/../x"],
-        "plan_/../x",
-    ));
+    let mut lines = vec![
+        assert_bad_input(&p, &["plan", "show", "../x"], "../x"),
+        assert_bad_input(&p, &["exec", "show", "../x"], "../x"),
+        assert_bad_input(&p, &["audit", "verify", "../../etc"], "../../etc"),
+        assert_bad_input(&p, &["plan", "approve", "plan_/../x"], "plan_/../x"),
+    ];
     // Listing refreshes the derived listing cache (`.orca/cache/`); do it once before
     // hashing, so that only the bad commands are judged.
     assert_eq!(p.json(&["plan", "list"]).0, 0);
