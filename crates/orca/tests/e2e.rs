@@ -1025,3 +1025,29 @@ fn reject_and_request_changes() {
         .collect();
     assert_eq!(stages, ["proposal", "draft", "rejected"], "newest first");
 }
+
+// No model reachable: an actionable one-line message naming the endpoint.
+#[test]
+fn ask_with_no_reachable_model_says_what_to_do() {
+    let p = Project::new();
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    p.write(
+        ".orca/config.toml",
+        &format!("[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{url}\"\n"),
+    );
+    let out = p.run(&["ask", "hello"]);
+    let err = stderr(&out);
+    assert_ne!(code(&out), 0, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("no model reachable at {url}")),
+        "{err}"
+    );
+    assert!(err.contains(".orca/config.toml"), "{err}");
+}
