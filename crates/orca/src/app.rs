@@ -464,10 +464,21 @@ async fn drive(
         let runner = orca.runner(run_config(options), progress);
         let cancel = CancellationToken::new();
         let on_signal = cancel.clone();
+        // Registered here, before anything runs, so an early Ctrl-C is not lost.
+        let interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| CliError::internal(format!("cannot listen for Ctrl-C: {e}")))?;
         let signals = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let mut interrupts = interrupts;
+            if interrupts.recv().await.is_some() {
                 say("stopping: cancelling running agent calls (Ctrl-C again to force)");
                 on_signal.cancel();
+            }
+            if interrupts.recv().await.is_some() {
+                say(&format!(
+                    "forced: {exec} stays running; continue it with `orca exec resume {exec}`"
+                ));
+                // The conventional status of a process ended by SIGINT.
+                std::process::exit(130);
             }
         });
         let report = runner.run(exec, cancel).await;

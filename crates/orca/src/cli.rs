@@ -6,13 +6,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
-  0  success
-  1  internal error
-  2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
-     or the execution is being driven by another process
-  3  the execution ended failed or stopped
-  4  waiting for a human decision that a non-interactive run cannot make
-  5  audit verification found tampering";
+    0  success
+    1  internal error
+    2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
+       or the execution is being driven by another process
+    3  the execution ended failed or stopped
+    4  waiting for a human decision that a non-interactive run cannot make
+    5  audit verification found tampering
+  130  a second Ctrl-C forced the exit; the execution stays resumable";
 
 /// orca — human-approved, durable, auditable multi-agent orchestration.
 ///

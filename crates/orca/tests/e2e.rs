@@ -1051,3 +1051,36 @@ fn ask_with_no_reachable_model_says_what_to_do() {
     );
     assert!(err.contains(".orca/config.toml"), "{err}");
 }
+
+// Ctrl-C (SIGINT) of `run`: it cancels the running step, records the execution as stopped and
+// exits 3; the step's process is gone.
+#[test]
+fn ctrl_c_stops_the_run_and_its_step() {
+    let p = Project::new();
+    let file = p.write(
+        "long.json",
+        &plan_doc(
+            "a long step",
+            &steps(&[step(
+                "long",
+                "sleep 30 & echo $! > sleep.pid; echo started >> effects.txt; wait",
+                &[],
+            )]),
+        ),
+    );
+    let run = p.spawn(&["--json", "run", file.to_str().unwrap(), "--yes"]);
+    p.wait_for("effects.txt", "started");
+    let sleep_pid: i32 = p.read("sleep.pid").trim().parse().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 3, "{}{}", stdout(&out), stderr(&out));
+    let last = last_json(&stdout(&out)).unwrap();
+    assert_eq!(last["stage"], "stopped");
+    assert!(!is_alive(sleep_pid), "the step's sleep was killed");
+    let out = p.run(&["audit", "verify"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
