@@ -1084,3 +1084,59 @@ fn ctrl_c_stops_the_run_and_its_step() {
     let out = p.run(&["audit", "verify"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
+
+// Without --root, the nearest ancestor holding `.orca/` is the project; ids may be given
+// without their `plan_` / `exec_` prefix; `--log-format json` writes JSON log lines.
+#[test]
+fn root_discovery_bare_prefixes_and_json_logs() {
+    let p = Project::new();
+    let plan_id = p.create("diamond.json", &diamond());
+    let nested = p.path("deep/er");
+    std::fs::create_dir_all(&nested).unwrap();
+    let orca = || {
+        let mut cmd = Command::cargo_bin("orca").unwrap();
+        cmd.current_dir(&nested)
+            .env("NO_COLOR", "1")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ORCA_LOG")
+            .write_stdin(Vec::<u8>::new());
+        cmd
+    };
+    let short = &plan_id["plan_".len().."plan_".len() + 13];
+    let out = orca()
+        .args([
+            "-v",
+            "--log-format",
+            "json",
+            "--json",
+            "run",
+            short,
+            "--yes",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let ran = last_json(&stdout(&out)).unwrap();
+    assert_eq!(ran["plan_id"], plan_id.as_str());
+    assert_eq!(ran["stage"], "completed");
+    // The steps ran in the project root, not in the current directory.
+    assert_eq!(p.read("effects.txt").lines().count(), 4);
+    assert!(!nested.join("effects.txt").exists());
+    let logs: Vec<Value> = stderr(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    assert!(
+        logs.iter().any(|l| l["level"] == "INFO"),
+        "JSON log lines on stderr: {}",
+        stderr(&out)
+    );
+    let exec_id = ran["execution_id"].as_str().unwrap();
+    let out = orca()
+        .args(["exec", "show", &exec_id["exec_".len().."exec_".len() + 13]])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains(exec_id));
+}
