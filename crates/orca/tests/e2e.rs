@@ -1140,3 +1140,52 @@ fn root_discovery_bare_prefixes_and_json_logs() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains(exec_id));
 }
+
+// The other ways out of a pending decision: `decide stop` ends the execution stopped (exit 3);
+// `decide retry --no-run` only records it, and `exec resume` then continues.
+#[test]
+fn decide_stop_and_decide_no_run_then_resume() {
+    let p = Project::new();
+    let doc = plan_doc(
+        "a flaky step",
+        &steps(&[
+            step("first", "echo first >> effects.txt", &[]),
+            step(
+                "flaky",
+                "echo \"flaky $ORCA_ATTEMPT\" >> effects.txt; test \"$ORCA_ATTEMPT\" -ge 3",
+                &["first"],
+            ),
+        ]),
+    );
+    let file = p.write("flaky.json", &doc);
+    let (c, first) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 4);
+    let stopped_id = first["execution_id"].as_str().unwrap().to_owned();
+    let (c, stopped) = p.json(&["exec", "decide", &stopped_id, "stop"]);
+    assert_eq!(c, 3, "{stopped}");
+    assert_eq!(stopped["stage"], "stopped");
+    assert_eq!(stopped["execution_id"], stopped_id.as_str());
+
+    std::fs::remove_file(p.path("effects.txt")).unwrap();
+    let (c, second) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 4);
+    let id = second["execution_id"].as_str().unwrap().to_owned();
+    let (c, recorded) = p.json(&["exec", "decide", &id, "retry", "--no-run"]);
+    assert_eq!(c, 0);
+    assert_eq!(recorded["stage"], "running");
+    assert_eq!(
+        p.read("effects.txt"),
+        "first\nflaky 1\nflaky 2\n",
+        "nothing ran"
+    );
+    let (c, resumed) = p.json(&["exec", "resume", &id]);
+    assert_eq!(c, 0, "{resumed}");
+    assert_eq!(resumed["stage"], "completed");
+    assert_eq!(p.read("effects.txt"), "first\nflaky 1\nflaky 2\nflaky 3\n");
+    // Deciding again: there is nothing to decide.
+    let out = p.run(&["exec", "decide", &id, "retry"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim_end().lines().count(), 1);
+    let out = p.run(&["audit", "verify", "--all"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
