@@ -866,6 +866,25 @@ async fn ask_builds_a_plan_with_a_fake_planner_then_runs_it() {
     assert_eq!(tester_calls, 1, "the tester step went to the fake model");
     let out = p.run(&["audit", "verify"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
+
+    // Without --yes and with no terminal, the proposal waits for approval: exit 4.
+    let mut cmd = p.cmd();
+    cmd.args(["ask", "the same again"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 4, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("greet the project"),
+        "the plan is shown"
+    );
+    assert!(
+        stderr(&out).contains("orca plan approve"),
+        "{}",
+        stderr(&out)
+    );
+    let (_, plans) = p.json(&["plan", "list"]);
+    assert_eq!(plans[0]["stage"], "proposal");
 }
 
 // 6 (continued). A bad `.orca/config.toml`: exit 2, one line naming the file and field, and
