@@ -682,6 +682,12 @@ fn bad_inputs_exit_2_with_one_line_and_change_nothing() {
         .expect("the execution's state file");
     std::fs::write(p.root().join(&state), "{ not json").unwrap();
     lines.push(assert_bad_input(&p, &["exec", "show", &exec_id], &exec_id));
+    // A truncated plan file (a torn write, as if by a crash).
+    let plan_file = p.path(&format!(".orca/plans/{plan_b}.json"));
+    assert!(plan_file.is_file());
+    std::fs::write(&plan_file, "{\n  \"stage\": \"proposal\",\n  \"format_").unwrap();
+    lines.push(assert_bad_input(&p, &["plan", "show", &plan_b], &plan_b));
+    lines.push(assert_bad_input(&p, &["plan", "approve", &plan_b], &plan_b));
     // No config validation in the agents crate yet: a bad `.orca/config.toml` is not tested.
 
     let root = p.root().display().to_string();
