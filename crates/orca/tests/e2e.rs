@@ -1218,7 +1218,7 @@ fn decide_stop_and_decide_no_run_then_resume() {
 /// Whether every `start X` in `log` is followed directly by `end X` (no two steps overlapped).
 fn never_overlapped(log: &str) -> bool {
     let lines: Vec<&str> = log.lines().collect();
-    lines.len() % 2 == 0
+    lines.len().is_multiple_of(2)
         && lines.chunks(2).all(|pair| {
             pair[0]
                 .strip_prefix("start ")
