@@ -84,6 +84,7 @@
 //! task.retry(None, ctx, holder, now); // only a failed task is retried
 //! # }
 //! ```
+
 pub mod agent;
 pub mod context;
 pub mod error;
