@@ -415,7 +415,8 @@ impl RunningExecution {
     ///
     /// # Errors
     ///
-    /// Another decision is already pending.
+    /// Another decision is already pending, or the request names a step that is not one of
+    /// this execution's.
     #[expect(
         clippy::result_large_err,
         reason = "the refused state is handed back by value, like every transition; callers hold it anyway"
@@ -428,6 +429,10 @@ impl RunningExecution {
         if let Some(pending) = &self.decision {
             let step = pending.request.step_id().clone();
             return Err(refuse(self, TransitionError::DecisionAlreadyPending(step)));
+        }
+        if !self.info.steps.contains(request.step_id()) {
+            let step = request.step_id().clone();
+            return Err(refuse(self, TransitionError::UnknownStep(step)));
         }
         self.decision = Some(PendingDecision {
             request,
