@@ -53,7 +53,7 @@ fn check<S: PartialEq + std::fmt::Debug>(
     result: Result<S, TransitionFailed<S>>,
     message: &str,
 ) {
-    let refused = result.err().expect("the transition must be refused");
+    let refused = result.expect_err("the transition must be refused");
     assert_eq!(refused.to_string(), message);
     assert_eq!(&refused.state, before);
 }
