@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::{
-    ApprovedPlan, Budget, ContextLimits, Decision, DecisionRequest, ErrorCode, Execution,
-    ExecutionId, ExecutionStage, Holder, PlanId, PlanRefStage, PlannerResponse, Reply, StepId,
-    Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer, schedule,
+    ApprovedPlan, AttemptOutcome, Budget, ContextLimits, Decision, DecisionRequest, ErrorCode,
+    Execution, ExecutionId, ExecutionStage, Holder, PlanId, PlanRefStage, PlannerResponse, Reply,
+    StepId, Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer,
+    schedule,
 };
 use orca_store::{ResourceGuard, StoreError, Versioned};
 use serde_json::json;
@@ -459,6 +460,7 @@ impl Runner {
                 }
                 continue;
             }
+            self.reconcile_failed(run).await?;
             let waiting_decision = run.execution.decision().is_some();
 
             if !waiting_decision && run.stop_after_drain.is_none() {
@@ -757,8 +759,7 @@ impl Runner {
             }
             TaskResult::Failure(failure) => {
                 let running_attempts = task.value.counted_attempts();
-                let failed = self
-                    .executions
+                self.executions
                     .fail_task(run.id, task, failure.clone())
                     .await?;
                 log(
@@ -766,14 +767,7 @@ impl Runner {
                     json!({ "step_id": step, "failure": failure, "usage": reply.usage }),
                 )
                 .await?;
-                let retryable = !matches!(
-                    failure.code,
-                    ErrorCode::BudgetExceeded
-                        | ErrorCode::UnknownAgent
-                        | ErrorCode::Validation
-                        | ErrorCode::Cancelled
-                );
-                if retryable && running_attempts < self.max_attempts(run, index) {
+                if retryable(failure.code) && running_attempts < self.max_attempts(run, index) {
                     let delay = self.config.backoff.delay(running_attempts);
                     run.retry_at.insert(index, Instant::now() + delay);
                     self.observer.event(&RunEvent::TaskFailed {
@@ -782,21 +776,12 @@ impl Runner {
                         retry_in: Some(delay),
                     });
                 } else {
+                    // The decision is asked by `reconcile_failed`, one at a time.
                     self.observer.event(&RunEvent::TaskFailed {
-                        step: step.clone(),
-                        failure: failure.clone(),
+                        step,
+                        failure,
                         retry_in: None,
                     });
-                    self.deviation(
-                        run,
-                        index,
-                        DecisionRequest::Deviation {
-                            step_id: step,
-                            attempts: failed.value.counted_attempts(),
-                            failure,
-                        },
-                    )
-                    .await?;
                 }
             }
             TaskResult::Interruption(interruption) => {
@@ -819,16 +804,62 @@ impl Runner {
                     ),
                     retry_in: None,
                 });
-                self.deviation(
-                    run,
-                    index,
+            }
+        }
+        self.refresh(run).await
+    }
+
+    /// Finds failed tasks nobody is handling: retries those with attempts left (also after a
+    /// crash lost the backoff timer), and asks about the first one that needs a decision —
+    /// one decision at a time, so a second final failure waits for the first to be answered.
+    async fn reconcile_failed(&self, run: &mut Run) -> Result<()> {
+        if run.execution.decision().is_some() || run.stop_after_drain.is_some() {
+            return Ok(());
+        }
+        let mut needs_decision = Vec::new();
+        for (index, task) in run.tasks.iter().enumerate() {
+            let Task::Failed(failed) = &task.value else {
+                continue;
+            };
+            if run.in_flight.contains_key(&index)
+                || run.retry_at.contains_key(&index)
+                || run.retry_now.contains_key(&index)
+                || run.abandoned.contains(&failed.step_id)
+            {
+                continue;
+            }
+            if failed.was_abandoned() {
+                run.retry_now.insert(index, None);
+                continue;
+            }
+            let request = match failed.attempts.last().map(|a| &a.outcome) {
+                Some(AttemptOutcome::Interrupted { interruption }) => {
                     DecisionRequest::Interruption {
-                        step_id: step,
-                        reason: interruption.reason,
-                        question: interruption.question,
-                    },
-                )
-                .await?;
+                        step_id: failed.step_id.clone(),
+                        reason: interruption.reason.clone(),
+                        question: interruption.question.clone(),
+                    }
+                }
+                _ => {
+                    let failure = failed.last_failure();
+                    let counted = task.value.counted_attempts();
+                    if retryable(failure.code) && counted < self.max_attempts(run, index) {
+                        run.retry_now.insert(index, None);
+                        continue;
+                    }
+                    DecisionRequest::Deviation {
+                        step_id: failed.step_id.clone(),
+                        attempts: counted,
+                        failure,
+                    }
+                }
+            };
+            needs_decision.push((index, request));
+        }
+        for (index, request) in needs_decision {
+            self.deviation(run, index, request).await?;
+            if self.config.on_failure == FailurePolicy::Ask {
+                break;
             }
         }
         self.refresh(run).await
@@ -1056,6 +1087,17 @@ impl Runner {
             .await?;
         Ok(RunOutcome::Failed { reason })
     }
+}
+
+/// Whether an automatic retry may help.
+const fn retryable(code: ErrorCode) -> bool {
+    !matches!(
+        code,
+        ErrorCode::BudgetExceeded
+            | ErrorCode::UnknownAgent
+            | ErrorCode::Validation
+            | ErrorCode::Cancelled
+    )
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

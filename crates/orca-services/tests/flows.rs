@@ -202,6 +202,23 @@ macro_rules! flows {
             }
 
             #[tokio::test]
+            async fn two_final_failures_are_decided_one_at_a_time() {
+                let b = backend();
+                let agents = ScriptedAgents::new();
+                agents.script("a", [Act::Fail("a1"), Act::Fail("a2"), Act::Succeed("ok")]);
+                agents.script("b", [Act::Fail("b1"), Act::Fail("b2"), Act::Succeed("ok")]);
+                let hitl = Arc::new(ScriptedHitl::new([("retry", Some("ga")), ("retry", Some("gb"))]));
+                let o = orca(b.store.clone(), agents.clone(), hitl.clone());
+                let root = |n: &str| step(n, "coder").with_depends_on([]);
+                let plan = approved_plan(&o, vec![root("a"), root("b")]).await;
+                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
+                assert_eq!(report.outcome, RunOutcome::Completed);
+                assert_eq!(hitl.asked().len(), 2);
+                verify_all(&b.store).await;
+            }
+
+            #[tokio::test]
             async fn fail_then_stop() {
                 let b = backend();
                 let agents = ScriptedAgents::new();
