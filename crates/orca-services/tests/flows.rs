@@ -474,6 +474,23 @@ macro_rules! flows {
             }
 
             #[tokio::test]
+            async fn an_exhausted_execution_budget_fails_closed() {
+                let b = backend();
+                let agents = ScriptedAgents::new();
+                agents.script("a", [Act::Spend(5_000)]);
+                let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
+                let plan = approved_plan(&o, vec![step("a", "coder"), step("b", "coder")]).await;
+                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let mut c = config();
+                c.execution_budget.max_tokens = Some(1_000);
+                let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
+                let RunOutcome::AwaitingDecision { request: DecisionRequest::Deviation { step_id, failure, .. } } = report.outcome else { panic!("{report:?}") };
+                assert_eq!(step_id.as_str(), "b");
+                assert_eq!(failure.code, ErrorCode::BudgetExceeded);
+                assert!(agents.requests_for("b").is_empty(), "the agent is never called once the budget is spent");
+            }
+
+            #[tokio::test]
             async fn forbidden_tool_call_is_refused_and_audited() {
                 let b = backend();
                 let agents = ScriptedAgents::new();
