@@ -421,11 +421,26 @@ impl Runner {
         })
     }
 
+    /// Re-reads the execution header: stops and decisions made by other processes. Cheap —
+    /// the runner keeps its own task records current from its own writes, so it never re-reads
+    /// every task on every event (that would make a run of N tasks cost O(N²)).
     async fn refresh(&self, run: &mut Run) -> Result<()> {
+        run.execution = self.executions.header(run.id).await?.value;
+        Ok(())
+    }
+
+    /// Re-reads everything, after a conflict showed that another writer changed a task.
+    async fn refresh_all(&self, run: &mut Run) -> Result<()> {
         let snap = self.executions.get(run.id).await?;
         run.execution = snap.execution.value;
         run.tasks = snap.tasks;
         Ok(())
+    }
+
+    fn store_task(run: &mut Run, index: usize, task: Versioned<Task>) {
+        if let Some(slot) = run.tasks.get_mut(index) {
+            *slot = task;
+        }
     }
 
     fn max_attempts(&self, run: &Run, index: usize) -> u32 {
@@ -604,7 +619,7 @@ impl Runner {
             {
                 Ok(t) => t,
                 Err(ServiceError::Store(StoreError::Conflict { .. })) => {
-                    self.refresh(run).await?;
+                    self.refresh_all(run).await?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -704,7 +719,7 @@ impl Runner {
                 e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
             )) => {
                 warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
-                self.refresh(run).await
+                self.refresh_all(run).await
             }
             other => other,
         }
@@ -722,7 +737,9 @@ impl Runner {
         run.usage.add(&reply.usage);
         let step = run.plan.content().steps.get(index).map(|s| s.id.clone());
         let Some(step) = step else { return Ok(()) };
-        let task = self.executions.task(run.id, &step).await?;
+        let Some(task) = run.tasks.get(index).cloned() else {
+            return Ok(());
+        };
         if task.value.status() != TaskStatus::Running {
             // Stopped or recovered meanwhile by someone else; the result is dropped.
             return Ok(());
@@ -736,15 +753,17 @@ impl Runner {
         }
         let exec_over = self.config.execution_budget.exceeded(&run.usage, elapsed);
         let parent = Some(flight.attempt_seq);
+        let execution = run.execution.clone();
         let log = |kind: &'static str, data: serde_json::Value| {
             let executions = self.executions.clone();
-            let execution = run.execution.clone();
+            let execution = execution.clone();
             async move { executions.audit(&execution, kind, parent, data).await }
         };
         match outcome {
             TaskResult::Success(success) => {
                 let summary = success.summary.clone();
-                self.executions.complete_task(run.id, task, success).await?;
+                let done = self.executions.complete_task(run.id, task, success).await?;
+                Self::store_task(run, index, done);
                 log(
                     "task.attempt.completed",
                     json!({ "step_id": step, "usage": reply.usage, "summary": summary }),
@@ -759,9 +778,11 @@ impl Runner {
             }
             TaskResult::Failure(failure) => {
                 let running_attempts = task.value.counted_attempts();
-                self.executions
+                let failed = self
+                    .executions
                     .fail_task(run.id, task, failure.clone())
                     .await?;
+                Self::store_task(run, index, failed);
                 log(
                     "task.attempt.failed",
                     json!({ "step_id": step, "failure": failure, "usage": reply.usage }),
@@ -785,9 +806,11 @@ impl Runner {
                 }
             }
             TaskResult::Interruption(interruption) => {
-                self.executions
+                let failed = self
+                    .executions
                     .interrupt_task(run.id, task, interruption.clone())
                     .await?;
+                Self::store_task(run, index, failed);
                 log(
                     "task.attempt.interrupted",
                     json!({ "step_id": step, "interruption": interruption }),
@@ -901,16 +924,17 @@ impl Runner {
     }
 
     async fn skip_dependents(&self, run: &mut Run) -> Result<()> {
-        self.refresh(run).await?;
         let to_skip = schedule::to_skip(run.plan.content(), &run.values(), &run.abandoned);
         for i in to_skip {
             let Some(task) = run.tasks.get(i).cloned() else {
                 continue;
             };
             let step = task.value.step_id().clone();
-            self.executions
+            let skipped = self
+                .executions
                 .skip_task(run.id, task, "an upstream step failed and was abandoned")
                 .await?;
+            Self::store_task(run, i, skipped);
             self.audit(run, "task.skipped", json!({ "step_id": step }))
                 .await?;
             self.observer.event(&RunEvent::TaskSkipped { step });
