@@ -936,6 +936,15 @@ fn the_example_parallel_dag_runs_and_verifies() {
     assert_eq!(ran["audit"]["result"], "intact");
     let out = p.run(&["audit", "verify", "--all"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
+    // Every other example plan document is valid for the built-in agents.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") && path != example {
+            let (c, v) = p.json(&["plan", "create", "--file", path.to_str().unwrap()]);
+            assert_eq!(c, 0, "{}: {v}", path.display());
+        }
+    }
 }
 
 // The other failure policies: `stop` ends the run failed (exit 3); `skip` skips the failed
