@@ -1274,3 +1274,128 @@ fn concurrency_one_and_locks_serialise_steps() {
     assert_eq!(log.lines().count(), 6, "{log}");
     assert!(never_overlapped(&log), "{log}");
 }
+
+/// A pseudo-terminal: (controller, terminal).
+#[expect(unsafe_code, reason = "openpty has no safe wrapper in std")]
+fn openpty() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd as _;
+    let mut controller: libc::c_int = -1;
+    let mut terminal: libc::c_int = -1;
+    // SAFETY: openpty writes two new descriptors into the two ints; the name, termios and
+    // window size pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &raw mut controller,
+            &raw mut terminal,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are new and owned by nothing else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(controller),
+            std::fs::File::from_raw_fd(terminal),
+        )
+    }
+}
+
+// A person at a terminal: the two-question approval (a mistyped answer is asked again, then
+// approve with a note), then a failing step's decision (retry with guidance) → completed.
+#[test]
+fn terminal_approval_and_decision() {
+    use std::io::{Read as _, Write as _};
+    let p = Project::new();
+    let file = p.write(
+        "flaky.json",
+        &plan_doc(
+            "a flaky step",
+            &steps(&[
+                step("first", "echo first >> effects.txt", &[]),
+                step(
+                    "flaky",
+                    "echo \"flaky $ORCA_ATTEMPT\" >> effects.txt; test \"$ORCA_ATTEMPT\" -ge 3",
+                    &["first"],
+                ),
+                step("last", "echo last >> effects.txt", &["flaky"]),
+            ]),
+        ),
+    );
+    let (mut controller, terminal) = openpty();
+    let mut child = {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"));
+        cmd.arg("--root")
+            .arg(p.root())
+            .args(["run", file.to_str().unwrap()])
+            .current_dir(p.root())
+            .env("NO_COLOR", "1")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ORCA_LOG")
+            .stdin(Stdio::from(terminal.try_clone().unwrap()))
+            .stderr(Stdio::from(terminal))
+            .stdout(Stdio::piped());
+        cmd.spawn().unwrap()
+        // The command, and with it our copies of the terminal, is dropped here.
+    };
+    // The answers wait in the terminal's line buffer; each prompt reads one line.
+    controller
+        .write_all(b"aprove\napprove\nlooks good\nretry\ntry once more\n")
+        .unwrap();
+    let mut reader = controller.try_clone().unwrap();
+    let screen = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Ends with EIO once the child has closed the terminal.
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            text.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    // Only a guard against a hang: the run takes well under a second.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the interactive run did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(controller);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let screen = screen.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{screen}\n{out}");
+    assert!(screen.contains("`aprove` is not an option"), "{screen}");
+    assert!(
+        screen.contains("A note to record with the approval"),
+        "{screen}"
+    );
+    assert!(screen.contains("Guidance for the next attempt"), "{screen}");
+    assert_eq!(
+        p.read("effects.txt"),
+        "first\nflaky 1\nflaky 2\nflaky 3\nlast\n"
+    );
+    let (_, plans) = p.json(&["plan", "list"]);
+    let plan_id = plans[0]["plan_id"].as_str().unwrap().to_owned();
+    let (_, plan) = p.json(&["plan", "show", &plan_id]);
+    assert_eq!(plan["stage"], "approved");
+    assert!(plan.to_string().contains("looks good"), "{plan}");
+    let exec_id = p.only_exec();
+    let (_, shown) = p.json(&["exec", "show", &exec_id]);
+    assert_eq!(shown["stage"], "completed");
+    assert!(shown.to_string().contains("try once more"), "{shown}");
+}
