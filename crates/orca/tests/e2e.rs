@@ -333,6 +333,9 @@ fn init_create_approve_run_list_show_verify() {
     let (c, execs) = p.json(&["exec", "list"]);
     assert_eq!(c, 0);
     insta::assert_json_snapshot!("exec_list", redact(&execs));
+    let (c, of_plan) = p.json(&["exec", "list", "--plan", prefix]);
+    assert_eq!(c, 0);
+    assert_eq!(of_plan, execs);
     let exec_id = execs[0]["execution_id"].as_str().unwrap().to_owned();
     assert_eq!(exec_id, ran["execution_id"].as_str().unwrap());
 
@@ -730,6 +733,22 @@ fn help_mentions_exit_codes_and_agents_list_has_shell() {
         .filter_map(|a| a["id"].as_str())
         .collect();
     assert!(ids.contains(&"shell"), "{agents}");
+    // With no key and no config: the built-ins on the local Ollama default.
+    let table: Vec<String> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} {} {}",
+                a["id"].as_str().unwrap_or("?"),
+                a["role"].as_str().unwrap_or("?"),
+                a["backend"].as_str().unwrap_or("?"),
+                a["model"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("agents_list", table.join("\n"));
 }
 
 /// The first `prefix` + uuid id in `text`.
