@@ -559,6 +559,13 @@ fn kill_9_then_resume_completes_without_rerunning_completed_steps() {
         "the completed step was not re-run: {effects}"
     );
     assert!(effects.ends_with("long-done\nlast\n"), "{effects}");
+    let (_, shown) = p.json(&["exec", "show", &exec_id]);
+    assert_eq!(shown["tasks"][0]["step_id"], "first");
+    assert_eq!(
+        shown["tasks"][0]["attempts"].as_array().map(Vec::len),
+        Some(1),
+        "the completed task kept its one attempt: {shown}"
+    );
     let out = p.run(&["audit", "verify", &exec_id]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
