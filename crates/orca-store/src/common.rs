@@ -53,7 +53,7 @@ pub(crate) fn sort_plans(items: &mut [PlanSummary]) {
     items.sort_by(|a, b| {
         b.created_at
             .cmp(&a.created_at)
-            .then_with(|| b.plan_id.to_string().cmp(&a.plan_id.to_string()))
+            .then_with(|| b.plan_id.cmp(&a.plan_id))
     });
 }
 
@@ -62,7 +62,7 @@ pub(crate) fn sort_executions(items: &mut [ExecutionSummary]) {
     items.sort_by(|a, b| {
         b.created_at
             .cmp(&a.created_at)
-            .then_with(|| b.execution_id.to_string().cmp(&a.execution_id.to_string()))
+            .then_with(|| b.execution_id.cmp(&a.execution_id))
     });
 }
 
