@@ -613,14 +613,18 @@ impl Inner {
     fn list_plans(&self) -> Result<Listing<PlanSummary>, StoreError> {
         let cache_path = self.cache_file();
         // The cache is a hint: unreadable, foreign or old → start from nothing.
-        let old: PlanListCache = fs::read(&cache_path)
+        let mut old: PlanListCache = fs::read(&cache_path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
+        let old_len = old.plans.len();
         let mut fresh = PlanListCache::default();
         let mut problems = Vec::new();
         let mut changed = false;
         let dir = self.plans_dir();
+        // One readdir: plan files, and which plans have a directory (executions, logs).
+        let mut files = Vec::new();
+        let mut plan_dirs = std::collections::HashSet::new();
         let entries = fs::read_dir(&dir).map_err(io_err(format!("reading {}", dir.display())))?;
         for entry in entries {
             let entry = entry.map_err(io_err(format!("reading {}", dir.display())))?;
@@ -629,13 +633,19 @@ impl Inner {
             if name.starts_with('.') {
                 continue;
             }
-            let Some(stem) = name.strip_suffix(".json") else {
-                continue; // a plan's directory
-            };
-            let path = entry.path();
+            match name.strip_suffix(".json") {
+                Some(stem) => files.push((stem.to_owned(), entry)),
+                None => {
+                    if let Ok(id) = name.parse::<PlanId>() {
+                        plan_dirs.insert(id);
+                    }
+                }
+            }
+        }
+        for (stem, entry) in files {
             let Ok(id) = stem.parse::<PlanId>() else {
                 problems.push(ListingProblem {
-                    location: path.display().to_string(),
+                    location: entry.path().display().to_string(),
                     message: "not a plan file: its name is not a plan id".into(),
                 });
                 continue;
@@ -644,18 +654,22 @@ impl Inner {
                 Ok(m) => Stamp::of(&m),
                 Err(e) => {
                     problems.push(ListingProblem {
-                        location: path.display().to_string(),
+                        location: entry.path().display().to_string(),
                         message: e.to_string(),
                     });
                     continue;
                 }
             };
-            let executions_stamp = fs::metadata(self.exec_dir(id)).ok().map(|m| Stamp::of(&m));
-            if let Some(hit) = old.plans.get(stem)
+            let executions_stamp = if plan_dirs.contains(&id) {
+                fs::metadata(self.exec_dir(id)).ok().map(|m| Stamp::of(&m))
+            } else {
+                None
+            };
+            if let Some(hit) = old.plans.remove(&stem)
                 && hit.stamp == stamp
                 && hit.executions_stamp == executions_stamp
             {
-                fresh.plans.insert(stem.to_owned(), hit.clone());
+                fresh.plans.insert(stem, hit);
                 continue;
             }
             changed = true;
@@ -663,7 +677,7 @@ impl Inner {
                 Ok(plan) => {
                     let summary = common::plan_summary(&plan.value, self.count_executions(id));
                     fresh.plans.insert(
-                        stem.to_owned(),
+                        stem,
                         CachedPlan {
                             stamp,
                             executions_stamp,
@@ -671,10 +685,10 @@ impl Inner {
                         },
                     );
                 }
-                Err(e) => problems.push(problem(&path, &e)),
+                Err(e) => problems.push(problem(&entry.path(), &e)),
             }
         }
-        if changed || fresh.plans.len() != old.plans.len() {
+        if changed || fresh.plans.len() != old_len {
             self.write_cache(&cache_path, &fresh);
         }
         let mut items: Vec<PlanSummary> = fresh.plans.into_values().map(|c| c.summary).collect();
