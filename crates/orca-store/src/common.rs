@@ -1,6 +1,6 @@
 //! Rules every backend applies the same way: summaries, checks before writes, sorting.
 
-use orca_core::{Execution, ExecutionId, Plan, PlanStage, Task, TaskStatus};
+use orca_core::{Execution, ExecutionId, ExecutionStage, Plan, PlanStage, Task, TaskStatus};
 
 use crate::error::StoreError;
 use crate::port::{ExecutionSummary, PlanSummary, Revision};
@@ -106,19 +106,22 @@ pub(crate) fn check_execution_update(
     Ok(())
 }
 
-/// Tasks of a terminal execution cannot change.
-pub(crate) fn check_task_update(header: &Execution, task: &Task) -> Result<(), StoreError> {
-    if header.stage().is_terminal() {
+/// Tasks of a terminal execution cannot change; the step must be one of the execution's.
+pub(crate) fn check_task_update(
+    execution: ExecutionId,
+    stage: ExecutionStage,
+    has_step: bool,
+    task: &Task,
+) -> Result<(), StoreError> {
+    if stage.is_terminal() {
         return Err(StoreError::Immutable(format!(
-            "execution {} is {}: task {} cannot change",
-            header.id(),
-            header.stage(),
+            "execution {execution} is {stage}: task {} cannot change",
             task.step_id()
         )));
     }
-    if !header.info().steps.contains(task.step_id()) {
+    if !has_step {
         return Err(StoreError::NotFound {
-            what: format!("task {} of {}", task.step_id(), header.id()),
+            what: task_what(execution, task),
         });
     }
     Ok(())

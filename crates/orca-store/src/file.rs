@@ -53,6 +53,16 @@ struct Inner {
     tmp_counter: AtomicU64,
     /// Execution → plan, learned from the index or a scan. Checked on every use.
     plan_of: Mutex<HashMap<ExecutionId, PlanId>>,
+    /// What a task update needs from its execution header (stage, steps), valid while the
+    /// header file's stamp is unchanged: a task update stays O(task) however many steps the
+    /// header lists.
+    header_facts: Mutex<HashMap<ExecutionId, (Stamp, HeaderFacts)>>,
+}
+
+#[derive(Debug, Clone)]
+struct HeaderFacts {
+    stage: orca_core::ExecutionStage,
+    steps: Arc<std::collections::HashSet<orca_core::StepId>>,
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> StoreError {
@@ -83,6 +93,7 @@ impl FileStore {
                 root,
                 tmp_counter: AtomicU64::new(0),
                 plan_of: Mutex::new(HashMap::new()),
+                header_facts: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -511,6 +522,51 @@ impl Inner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, plan);
+    }
+
+    /// The stage and steps of an execution, from the in-process cache if the header file has
+    /// not changed since (same stamp), else from the file.
+    fn header_facts(&self, plan: PlanId, id: ExecutionId) -> Result<HeaderFacts, StoreError> {
+        let path = self.exec_file(plan, id);
+        let stamp = match fs::metadata(&path) {
+            Ok(m) => Stamp::of(&m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound {
+                    what: common::exec_what(id),
+                });
+            }
+            Err(e) => {
+                return Err(StoreError::backend(
+                    format!("reading {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        let mut cache = self
+            .header_facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, facts)) = cache.get(&id)
+            && *cached == stamp
+        {
+            return Ok(facts.clone());
+        }
+        drop(cache);
+        let header = self
+            .read_header_at(plan, id)?
+            .ok_or_else(|| StoreError::NotFound {
+                what: common::exec_what(id),
+            })?;
+        let facts = HeaderFacts {
+            stage: header.value.stage(),
+            steps: Arc::new(header.value.info().steps.iter().cloned().collect()),
+        };
+        cache = self
+            .header_facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        cache.insert(id, (stamp, facts.clone()));
+        Ok(facts)
     }
 
     fn read_header(&self, id: ExecutionId) -> Result<(PlanId, Versioned<Execution>), StoreError> {
@@ -1223,8 +1279,10 @@ impl ExecutionStore for FileStore {
     ) -> Result<Revision, StoreError> {
         let task = task.clone();
         self.run(move |inner| {
-            let (plan, header) = inner.read_header(execution)?;
-            common::check_task_update(&header.value, &task)?;
+            let plan = inner.locate(execution)?;
+            let facts = inner.header_facts(plan, execution)?;
+            let has_step = facts.steps.contains(task.step_id());
+            common::check_task_update(execution, facts.stage, has_step, &task)?;
             let path = inner.task_file(plan, execution, task.step_id());
             with_lock(&path.with_extension("lock"), || {
                 let stored = inner.read_task(plan, execution, task.step_id())?;
