@@ -811,7 +811,19 @@ impl Inner {
             .truncate(false)
             .open(&path)
             .map_err(io_err(format!("opening {}", path.display())))?;
-        match file.try_lock() {
+        // A `lease()` query holds a shared lock for an instant, and a releasing holder empties
+        // the file just before closing it: retry briefly before reporting the lease as held.
+        let mut attempt = 0;
+        let locked = loop {
+            match file.try_lock() {
+                Err(TryLockError::WouldBlock) if attempt < 5 => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other,
+            }
+        };
+        match locked {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let holder = read_lease_record(&file, &path)
