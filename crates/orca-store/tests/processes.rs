@@ -266,21 +266,23 @@ fn trials() -> usize {
 fn sigkilled_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtime) {
     let n = trials();
     let mut total_acks = 0;
+    let mut seals = 0;
     for trial in 0..n {
         let dir = tempfile::tempdir().unwrap();
         let mut child = spawn("writer", dir.path(), &[]);
         let rx = lines_of(child.stdout.take().unwrap());
         let mut acks = vec![rx.recv_timeout(Duration::from_secs(30)).unwrap()];
-        // Let it run a random while (from almost nothing to a few hundred writes), then kill.
-        std::thread::sleep(Duration::from_millis(fastrand::u64(0..400)));
+        // Let it run a random while (from nothing to a few seals), then kill.
+        std::thread::sleep(Duration::from_millis(fastrand::u64(0..800)));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         acks.extend(rx.iter());
         total_acks += acks.len();
+        seals += acks.iter().filter(|a| a.starts_with("sealed")).count();
         rt.block_on(check_after_crash(dir.path(), &acks))
             .unwrap_or_else(|e| panic!("trial {trial} ({} acks): {e}", acks.len()));
     }
-    eprint!("({n} trials, {total_acks} acknowledged writes) ");
+    eprint!("({n} trials, {total_acks} acknowledged writes, {seals} acknowledged seals) ");
 }
 
 async fn check_after_crash(dir: &Path, acks: &[String]) -> Result<(), String> {
