@@ -979,13 +979,29 @@ fn read_log_lines(path: &Path) -> Result<Vec<String>, StoreError> {
     Ok(text.lines().map(str::to_owned).collect())
 }
 
+/// A seal as stored: the [`Seal`] with a format version.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SealFile {
+    format_version: orca_core::FormatVersion,
+    entries: u64,
+    merkle_root: orca_core::Digest,
+    #[serde(with = "time::serde::rfc3339")]
+    at: OffsetDateTime,
+}
+
 fn read_seal(path: &Path) -> Result<Option<Seal>, StoreError> {
     let Some(bytes) = read_opt(path)? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| corrupt(path, format!("not a seal: {e}")))
+    let text = std::str::from_utf8(&bytes).map_err(|e| corrupt(path, format!("not UTF-8: {e}")))?;
+    let file: SealFile = orca_core::format::read_document(text, "seal")
+        .map_err(|e| corrupt(path, format!("not a seal: {e}")))?;
+    Ok(Some(Seal {
+        entries: file.entries,
+        merkle_root: file.merkle_root,
+        at: file.at,
+    }))
 }
 
 fn parse_entries(path: &Path, lines: &[String]) -> Result<Vec<AuditEntry>, StoreError> {
@@ -1098,7 +1114,13 @@ impl Inner {
         }
         let entries = parse_entries(&path, &read_log_lines(&path)?)?;
         let seal = audit::seal_of(&entries, OffsetDateTime::now_utc());
-        let mut bytes = serde_json::to_vec_pretty(&seal)
+        let file = SealFile {
+            format_version: orca_core::FormatVersion,
+            entries: seal.entries,
+            merkle_root: seal.merkle_root.clone(),
+            at: seal.at,
+        };
+        let mut bytes = serde_json::to_vec_pretty(&file)
             .map_err(|e| StoreError::backend("encoding a seal", e))?;
         bytes.push(b'\n');
         self.write_atomic(&seal_path, &bytes)?;
