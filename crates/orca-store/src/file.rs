@@ -306,16 +306,34 @@ fn ensure_dir(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How a lock file is held.
+#[derive(Debug, Clone, Copy)]
+enum LockMode {
+    Exclusive,
+    Shared,
+}
+
 /// Runs `f` holding an exclusive `flock` on `lock` (created if needed).
 fn with_lock<T>(lock: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    with_lock_mode(lock, LockMode::Exclusive, f)
+}
+
+fn with_lock_mode<T>(
+    lock: &Path,
+    mode: LockMode,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(lock)
         .map_err(io_err(format!("opening {}", lock.display())))?;
-    file.lock()
-        .map_err(io_err(format!("locking {}", lock.display())))?;
+    match mode {
+        LockMode::Exclusive => file.lock(),
+        LockMode::Shared => file.lock_shared(),
+    }
+    .map_err(io_err(format!("locking {}", lock.display())))?;
     let result = f();
     drop(file);
     result
@@ -1314,22 +1332,27 @@ impl ExecutionStore for FileStore {
         let task = task.clone();
         self.run(move |inner| {
             let plan = inner.locate(execution)?;
-            let facts = inner.header_facts(plan, execution)?;
-            let has_step = facts.steps.contains(task.step_id());
-            common::check_task_update(execution, facts.stage, has_step, &task)?;
-            let path = inner.task_file(plan, execution, task.step_id());
-            with_lock(&path.with_extension("lock"), || {
-                let stored = inner.read_task(plan, execution, task.step_id())?;
-                if stored.revision != expected {
-                    return Err(common::conflict(
-                        common::task_what(execution, &task),
-                        expected,
-                        stored.revision,
-                    ));
-                }
-                let next = stored.revision.next();
-                inner.write_atomic(&path, &encode(&task, next, &path)?)?;
-                Ok(next)
+            // The header's lock, shared: task updates run in parallel, but never while the
+            // header is being replaced (e.g. made terminal).
+            let exec_lock = inner.exec_sub(plan, execution).join("exec.lock");
+            with_lock_mode(&exec_lock, LockMode::Shared, || {
+                let facts = inner.header_facts(plan, execution)?;
+                let has_step = facts.steps.contains(task.step_id());
+                common::check_task_update(execution, facts.stage, has_step, &task)?;
+                let path = inner.task_file(plan, execution, task.step_id());
+                with_lock(&path.with_extension("lock"), || {
+                    let stored = inner.read_task(plan, execution, task.step_id())?;
+                    if stored.revision != expected {
+                        return Err(common::conflict(
+                            common::task_what(execution, &task),
+                            expected,
+                            stored.revision,
+                        ));
+                    }
+                    let next = stored.revision.next();
+                    inner.write_atomic(&path, &encode(&task, next, &path)?)?;
+                    Ok(next)
+                })
             })
         })
         .await
