@@ -278,7 +278,9 @@ impl ExecutionStore for MemoryStore {
             .executions
             .get_mut(&execution)
             .ok_or_else(|| not_found(common::exec_what(execution)))?;
-        common::check_task_update(&stored.header.value, task)?;
+        let header = &stored.header.value;
+        let has_step = header.info().steps.contains(task.step_id());
+        common::check_task_update(execution, header.stage(), has_step, task)?;
         let slot = stored
             .tasks
             .iter_mut()

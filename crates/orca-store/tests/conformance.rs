@@ -174,6 +174,18 @@ mod checks {
         assert_eq!(snap.tasks[0].value, t1);
         assert_eq!(snap.tasks[1].revision, Revision::FIRST);
 
+        let stranger: Task = orca_core::PendingTask::new("zz".parse().unwrap()).into();
+        let err = store
+            .update_task(id, &stranger, Revision::FIRST)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+        let err = store
+            .update_task(orca_core::ExecutionId::new(), &t1, Revision::FIRST)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+
         let Execution::Pending(p) = exec.clone() else {
             unreachable!()
         };
