@@ -1290,6 +1290,29 @@ impl ExecutionStore for FileStore {
         .await
     }
 
+    async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
+        self.run(move |inner| inner.read_header(id).map(|(_, header)| header))
+            .await
+    }
+
+    async fn task(
+        &self,
+        id: ExecutionId,
+        step: &orca_core::StepId,
+    ) -> Result<Versioned<Task>, StoreError> {
+        let step = step.clone();
+        self.run(move |inner| {
+            let (plan, header) = inner.read_header(id)?;
+            if !header.value.info().steps.contains(&step) {
+                return Err(StoreError::NotFound {
+                    what: format!("task {step} of {id}"),
+                });
+            }
+            inner.read_task(plan, id, &step)
+        })
+        .await
+    }
+
     async fn update_execution(
         &self,
         execution: &Execution,

@@ -243,6 +243,32 @@ impl ExecutionStore for MemoryStore {
         })
     }
 
+    async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
+        let inner = self.lock();
+        inner
+            .executions
+            .get(&id)
+            .map(|e| e.header.clone())
+            .ok_or_else(|| not_found(common::exec_what(id)))
+    }
+
+    async fn task(
+        &self,
+        id: ExecutionId,
+        step: &orca_core::StepId,
+    ) -> Result<Versioned<Task>, StoreError> {
+        let inner = self.lock();
+        let e = inner
+            .executions
+            .get(&id)
+            .ok_or_else(|| not_found(common::exec_what(id)))?;
+        e.tasks
+            .iter()
+            .find(|t| t.value.step_id() == step)
+            .cloned()
+            .ok_or_else(|| not_found(format!("task {step} of {id}")))
+    }
+
     async fn update_execution(
         &self,
         execution: &Execution,
