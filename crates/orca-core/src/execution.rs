@@ -414,7 +414,8 @@ impl RunningExecution {
     ///
     /// # Errors
     ///
-    /// Another decision is already pending.
+    /// Another decision is already pending, or the request names a step that is not one of
+    /// this execution's.
     pub fn await_decision(
         mut self,
         request: DecisionRequest,
@@ -423,6 +424,10 @@ impl RunningExecution {
         if let Some(pending) = &self.decision {
             let step = pending.request.step_id().clone();
             return Err(refuse(self, TransitionError::DecisionAlreadyPending(step)));
+        }
+        if !self.info.steps.contains(request.step_id()) {
+            let step = request.step_id().clone();
+            return Err(refuse(self, TransitionError::UnknownStep(step)));
         }
         self.decision = Some(PendingDecision {
             request,

@@ -263,13 +263,15 @@ fn validate_slug(text: &str, kind: &'static str) -> Result<(), IdError> {
     Ok(())
 }
 
-/// Keeps error messages one line long even for huge inputs.
+/// Keeps error messages one line long even for huge inputs or inputs with line breaks:
+/// control characters are escaped (`\n`), and the text is cut after 80 characters.
 fn shorten(text: &str) -> String {
     const MAX: usize = 80;
-    if text.chars().count() <= MAX {
-        text.to_owned()
+    let escaped: String = text.chars().flat_map(char::escape_debug).collect();
+    if escaped.chars().count() <= MAX {
+        escaped
     } else {
-        let mut short: String = text.chars().take(MAX).collect();
+        let mut short: String = escaped.chars().take(MAX).collect();
         short.push('…');
         short
     }
@@ -340,6 +342,16 @@ mod tests {
             err.to_string(),
             "invalid agent id `../x`: it must start with a lowercase letter or a digit"
         );
+        let err = "a\nb".parse::<StepId>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid step id `a\\nb`: it may only hold lowercase letters, digits, '_' and '-'"
+        );
+        let err = format!("plan_{}", "x".repeat(200))
+            .parse::<PlanId>()
+            .unwrap_err();
+        assert_eq!(err.to_string().lines().count(), 1);
+        assert!(err.to_string().len() < 200, "{err}");
     }
 
     #[test]

@@ -44,6 +44,46 @@
 //! let completed = running.complete(&tasks, now).unwrap();
 //! assert_eq!(Execution::from(completed).stage(), ExecutionStage::Completed);
 //! ```
+//!
+//! ## Invalid transitions do not compile
+//!
+//! A transition is a method of the state that allows it, so a caller holding the wrong state
+//! gets a compile error (here `E0599`, no such method), not a runtime check:
+//!
+//! ```compile_fail,E0599
+//! # use orca_core::*;
+//! # let now = time::OffsetDateTime::UNIX_EPOCH;
+//! let draft = DraftPlan::new(PlanId::new(), now);
+//! draft.approve("alice", None, now); // a draft must be submitted first
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # use orca_core::*;
+//! # fn f(mut plan: ApprovedPlan) {
+//! plan.set_goal("something else"); // an approved plan is immutable
+//! # }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # use orca_core::*;
+//! # let now = time::OffsetDateTime::UNIX_EPOCH;
+//! let task = PendingTask::new(StepId::parse("a").unwrap());
+//! task.complete(TaskSuccess::with_summary("done"), now); // it has not started
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # use orca_core::*;
+//! # fn f(done: CompletedExecution, now: time::OffsetDateTime) {
+//! done.stop("alice", None, now); // terminal stages are final
+//! # }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # use orca_core::*;
+//! # fn f(task: SkippedTask, ctx: TaskContext, holder: Holder, now: time::OffsetDateTime) {
+//! task.retry(None, ctx, holder, now); // only a failed task is retried
+//! # }
+//! ```
 
 pub mod agent;
 pub mod context;

@@ -32,6 +32,12 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
+    fn generated_plan_content_is_always_valid(content in strategy::plan_content(8)) {
+        // `proposal_plan` filters invalid drafts; this shows it never has to.
+        prop_assert_eq!(content.validate(&strategy::known_agents()), Vec::new());
+    }
+
+    #[test]
     fn plans_round_trip(plan in strategy::plan(6)) {
         round_trip(&plan, |t| Plan::from_json(t).unwrap());
         round_trip(plan.content(), |t| PlanContent::from_json(t).unwrap());

@@ -104,11 +104,17 @@ impl ExecutionService {
         Ok(self.store.list_executions(plan).await?)
     }
 
+    /// The execution header only (cheap: no task records).
+    pub async fn header(&self, id: ExecutionId) -> Result<Versioned<Execution>> {
+        Ok(self.store.execution_header(id).await?)
+    }
+
     /// Resolves a full execution id or a unique prefix of one.
     pub async fn resolve(&self, text: &str) -> Result<ExecutionId> {
         if let Ok(id) = text.parse::<ExecutionId>() {
             return Ok(id);
         }
+        crate::planning::check_prefix(text, ExecutionId::PREFIX, "execution")?;
         let ids = self
             .list(None)
             .await?
@@ -130,8 +136,7 @@ impl ExecutionService {
     {
         let mut last_conflict = None;
         for _ in 0..HEADER_RETRIES {
-            let snap = self.store.execution(id).await?;
-            let Versioned { value, revision } = snap.execution;
+            let Versioned { value, revision } = self.store.execution_header(id).await?;
             let Some(next) = change(value.clone())? else {
                 return Ok(Versioned { value, revision });
             };
@@ -514,11 +519,7 @@ impl ExecutionService {
 
     /// The store's revision of a task, for callers that hold a stale copy.
     pub async fn task(&self, id: ExecutionId, step: &StepId) -> Result<Versioned<Task>> {
-        self.get(id)
-            .await?
-            .task(step)
-            .cloned()
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` has no task")))
+        Ok(self.store.task(id, step).await?)
     }
 
     /// The store.

@@ -356,18 +356,15 @@ impl PlanningService {
         if let Ok(id) = text.parse::<PlanId>() {
             return Ok(id);
         }
+        // A text that can be no id (`../x`) is refused before anything is listed.
+        check_prefix(text, PlanId::PREFIX, "plan")?;
         let ids = self.list().await?.items.into_iter().map(|s| s.plan_id);
         resolve_prefix(text, PlanId::PREFIX, "plan", ids)
     }
 }
 
-/// Resolves a unique prefix among ids shown as `prefix` + uuid.
-pub(crate) fn resolve_prefix<I: std::fmt::Display>(
-    text: &str,
-    prefix: &str,
-    kind: &str,
-    ids: impl Iterator<Item = I>,
-) -> Result<I> {
+/// Refuses a text that cannot be a prefix of an id shown as `prefix` + uuid.
+pub(crate) fn check_prefix(text: &str, prefix: &str, kind: &str) -> Result<()> {
     let valid = !text.is_empty()
         && text.len() <= prefix.len() + 36
         && text
@@ -379,6 +376,17 @@ pub(crate) fn resolve_prefix<I: std::fmt::Display>(
             text.chars().take(80).collect::<String>()
         )));
     }
+    Ok(())
+}
+
+/// Resolves a unique prefix among ids shown as `prefix` + uuid.
+pub(crate) fn resolve_prefix<I: std::fmt::Display>(
+    text: &str,
+    prefix: &str,
+    kind: &str,
+    ids: impl Iterator<Item = I>,
+) -> Result<I> {
+    check_prefix(text, prefix, kind)?;
     let needle = if text.starts_with(prefix) {
         text.to_owned()
     } else {

@@ -458,11 +458,26 @@ impl Runner {
         })
     }
 
+    /// Re-reads the execution header: stops and decisions made by other processes. Cheap —
+    /// the runner keeps its own task records current from its own writes, so it never re-reads
+    /// every task on every event (that would make a run of N tasks cost O(N²)).
     async fn refresh(&self, run: &mut Run) -> Result<()> {
+        run.execution = self.executions.header(run.id).await?.value;
+        Ok(())
+    }
+
+    /// Re-reads everything, after a conflict showed that another writer changed a task.
+    async fn refresh_all(&self, run: &mut Run) -> Result<()> {
         let snap = self.executions.get(run.id).await?;
         run.execution = snap.execution.value;
         run.tasks = snap.tasks;
         Ok(())
+    }
+
+    fn store_task(run: &mut Run, index: usize, task: Versioned<Task>) {
+        if let Some(slot) = run.tasks.get_mut(index) {
+            *slot = task;
+        }
     }
 
     fn max_attempts(&self, run: &Run, index: usize) -> u32 {
@@ -497,6 +512,7 @@ impl Runner {
                 }
                 continue;
             }
+            self.reconcile_failed(run).await?;
             let waiting_decision = run.execution.decision().is_some();
 
             if !waiting_decision && run.stop_after_drain.is_none() {
@@ -640,7 +656,7 @@ impl Runner {
             {
                 Ok(t) => t,
                 Err(ServiceError::Store(StoreError::Conflict { .. })) => {
-                    self.refresh(run).await?;
+                    self.refresh_all(run).await?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -740,7 +756,7 @@ impl Runner {
                 e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
             )) => {
                 warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
-                self.refresh(run).await
+                self.refresh_all(run).await
             }
             other => other,
         }
@@ -758,7 +774,9 @@ impl Runner {
         run.usage.add(&reply.usage);
         let step = run.plan.content().steps.get(index).map(|s| s.id.clone());
         let Some(step) = step else { return Ok(()) };
-        let task = self.executions.task(run.id, &step).await?;
+        let Some(task) = run.tasks.get(index).cloned() else {
+            return Ok(());
+        };
         if task.value.status() != TaskStatus::Running {
             // Stopped or recovered meanwhile by someone else; the result is dropped.
             return Ok(());
@@ -772,15 +790,17 @@ impl Runner {
         }
         let exec_over = self.config.execution_budget.exceeded(&run.usage, elapsed);
         let parent = Some(flight.attempt_seq);
+        let execution = run.execution.clone();
         let log = |kind: &'static str, data: serde_json::Value| {
             let executions = self.executions.clone();
-            let execution = run.execution.clone();
+            let execution = execution.clone();
             async move { executions.audit(&execution, kind, parent, data).await }
         };
         match outcome {
             TaskResult::Success(success) => {
                 let summary = success.summary.clone();
-                self.executions.complete_task(run.id, task, success).await?;
+                let done = self.executions.complete_task(run.id, task, success).await?;
+                Self::store_task(run, index, done);
                 log(
                     "task.attempt.completed",
                     json!({ "step_id": step, "usage": reply.usage, "summary": summary }),
@@ -799,6 +819,7 @@ impl Runner {
                     .executions
                     .fail_task(run.id, task, failure.clone())
                     .await?;
+                Self::store_task(run, index, failed);
                 log(
                     "task.attempt.failed",
                     json!({ "step_id": step, "failure": failure, "usage": reply.usage }),
@@ -813,27 +834,20 @@ impl Runner {
                         retry_in: Some(delay),
                     });
                 } else {
+                    // The decision is asked by `reconcile_failed`, one at a time.
                     self.observer.event(&RunEvent::TaskFailed {
-                        step: step.clone(),
-                        failure: failure.clone(),
+                        step,
+                        failure,
                         retry_in: None,
                     });
-                    self.deviation(
-                        run,
-                        index,
-                        DecisionRequest::Deviation {
-                            step_id: step,
-                            attempts: failed.value.counted_attempts(),
-                            failure,
-                        },
-                    )
-                    .await?;
                 }
             }
             TaskResult::Interruption(interruption) => {
-                self.executions
+                let failed = self
+                    .executions
                     .interrupt_task(run.id, task, interruption.clone())
                     .await?;
+                Self::store_task(run, index, failed);
                 log(
                     "task.attempt.interrupted",
                     json!({ "step_id": step, "interruption": interruption }),
@@ -850,16 +864,62 @@ impl Runner {
                     ),
                     retry_in: None,
                 });
-                self.deviation(
-                    run,
-                    index,
+            }
+        }
+        self.refresh(run).await
+    }
+
+    /// Finds failed tasks nobody is handling: retries those with attempts left (also after a
+    /// crash lost the backoff timer), and asks about the first one that needs a decision —
+    /// one decision at a time, so a second final failure waits for the first to be answered.
+    async fn reconcile_failed(&self, run: &mut Run) -> Result<()> {
+        if run.execution.decision().is_some() || run.stop_after_drain.is_some() {
+            return Ok(());
+        }
+        let mut needs_decision = Vec::new();
+        for (index, task) in run.tasks.iter().enumerate() {
+            let Task::Failed(failed) = &task.value else {
+                continue;
+            };
+            if run.in_flight.contains_key(&index)
+                || run.retry_at.contains_key(&index)
+                || run.retry_now.contains_key(&index)
+                || run.abandoned.contains(&failed.step_id)
+            {
+                continue;
+            }
+            if failed.was_abandoned() {
+                run.retry_now.insert(index, None);
+                continue;
+            }
+            let request = match failed.attempts.last().map(|a| &a.outcome) {
+                Some(AttemptOutcome::Interrupted { interruption }) => {
                     DecisionRequest::Interruption {
-                        step_id: step,
-                        reason: interruption.reason,
-                        question: interruption.question,
-                    },
-                )
-                .await?;
+                        step_id: failed.step_id.clone(),
+                        reason: interruption.reason.clone(),
+                        question: interruption.question.clone(),
+                    }
+                }
+                _ => {
+                    let failure = failed.last_failure();
+                    let counted = task.value.counted_attempts();
+                    if retryable(failure.code) && counted < self.max_attempts(run, index) {
+                        run.retry_now.insert(index, None);
+                        continue;
+                    }
+                    DecisionRequest::Deviation {
+                        step_id: failed.step_id.clone(),
+                        attempts: counted,
+                        failure,
+                    }
+                }
+            };
+            needs_decision.push((index, request));
+        }
+        for (index, request) in needs_decision {
+            self.deviation(run, index, request).await?;
+            if self.config.on_failure == FailurePolicy::Ask {
+                break;
             }
         }
         self.refresh(run).await
@@ -901,16 +961,17 @@ impl Runner {
     }
 
     async fn skip_dependents(&self, run: &mut Run) -> Result<()> {
-        self.refresh(run).await?;
         let to_skip = schedule::to_skip(run.plan.content(), &run.values(), &run.abandoned);
         for i in to_skip {
             let Some(task) = run.tasks.get(i).cloned() else {
                 continue;
             };
             let step = task.value.step_id().clone();
-            self.executions
+            let skipped = self
+                .executions
                 .skip_task(run.id, task, "an upstream step failed and was abandoned")
                 .await?;
+            Self::store_task(run, i, skipped);
             self.audit(run, "task.skipped", json!({ "step_id": step }))
                 .await?;
             self.observer.event(&RunEvent::TaskSkipped { step });
@@ -1087,6 +1148,17 @@ impl Runner {
             .await?;
         Ok(RunOutcome::Failed { reason })
     }
+}
+
+/// Whether an automatic retry may help.
+const fn retryable(code: ErrorCode) -> bool {
+    !matches!(
+        code,
+        ErrorCode::BudgetExceeded
+            | ErrorCode::UnknownAgent
+            | ErrorCode::Validation
+            | ErrorCode::Cancelled
+    )
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

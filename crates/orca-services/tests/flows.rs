@@ -202,6 +202,23 @@ macro_rules! flows {
             }
 
             #[tokio::test]
+            async fn two_final_failures_are_decided_one_at_a_time() {
+                let b = backend();
+                let agents = ScriptedAgents::new();
+                agents.script("a", [Act::Fail("a1"), Act::Fail("a2"), Act::Succeed("ok")]);
+                agents.script("b", [Act::Fail("b1"), Act::Fail("b2"), Act::Succeed("ok")]);
+                let hitl = Arc::new(ScriptedHitl::new([("retry", Some("ga")), ("retry", Some("gb"))]));
+                let o = orca(b.store.clone(), agents.clone(), hitl.clone());
+                let root = |n: &str| step(n, "coder").with_depends_on([]);
+                let plan = approved_plan(&o, vec![root("a"), root("b")]).await;
+                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
+                assert_eq!(report.outcome, RunOutcome::Completed);
+                assert_eq!(hitl.asked().len(), 2);
+                verify_all(&b.store).await;
+            }
+
+            #[tokio::test]
             async fn fail_then_stop() {
                 let b = backend();
                 let agents = ScriptedAgents::new();
@@ -454,6 +471,23 @@ macro_rules! flows {
                 let RunOutcome::AwaitingDecision { request: DecisionRequest::Deviation { failure, attempts, .. } } = report.outcome else { panic!("{report:?}") };
                 assert_eq!(failure.code, ErrorCode::BudgetExceeded);
                 assert_eq!(attempts, 1, "budget failures are not retried automatically");
+            }
+
+            #[tokio::test]
+            async fn an_exhausted_execution_budget_fails_closed() {
+                let b = backend();
+                let agents = ScriptedAgents::new();
+                agents.script("a", [Act::Spend(5_000)]);
+                let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
+                let plan = approved_plan(&o, vec![step("a", "coder"), step("b", "coder")]).await;
+                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let mut c = config();
+                c.execution_budget.max_tokens = Some(1_000);
+                let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
+                let RunOutcome::AwaitingDecision { request: DecisionRequest::Deviation { step_id, failure, .. } } = report.outcome else { panic!("{report:?}") };
+                assert_eq!(step_id.as_str(), "b");
+                assert_eq!(failure.code, ErrorCode::BudgetExceeded);
+                assert!(agents.requests_for("b").is_empty(), "the agent is never called once the budget is spent");
             }
 
             #[tokio::test]

@@ -1,6 +1,6 @@
 //! Rules every backend applies the same way: summaries, checks before writes, sorting.
 
-use orca_core::{Execution, ExecutionId, Plan, PlanStage, Task, TaskStatus};
+use orca_core::{Execution, ExecutionId, ExecutionStage, Plan, PlanStage, Task, TaskStatus};
 
 use crate::error::StoreError;
 use crate::port::{ExecutionSummary, PlanSummary, Revision};
@@ -53,7 +53,7 @@ pub(crate) fn sort_plans(items: &mut [PlanSummary]) {
     items.sort_by(|a, b| {
         b.created_at
             .cmp(&a.created_at)
-            .then_with(|| b.plan_id.to_string().cmp(&a.plan_id.to_string()))
+            .then_with(|| b.plan_id.cmp(&a.plan_id))
     });
 }
 
@@ -62,7 +62,7 @@ pub(crate) fn sort_executions(items: &mut [ExecutionSummary]) {
     items.sort_by(|a, b| {
         b.created_at
             .cmp(&a.created_at)
-            .then_with(|| b.execution_id.to_string().cmp(&a.execution_id.to_string()))
+            .then_with(|| b.execution_id.cmp(&a.execution_id))
     });
 }
 
@@ -106,19 +106,22 @@ pub(crate) fn check_execution_update(
     Ok(())
 }
 
-/// Tasks of a terminal execution cannot change.
-pub(crate) fn check_task_update(header: &Execution, task: &Task) -> Result<(), StoreError> {
-    if header.stage().is_terminal() {
+/// Tasks of a terminal execution cannot change; the step must be one of the execution's.
+pub(crate) fn check_task_update(
+    execution: ExecutionId,
+    stage: ExecutionStage,
+    has_step: bool,
+    task: &Task,
+) -> Result<(), StoreError> {
+    if stage.is_terminal() {
         return Err(StoreError::Immutable(format!(
-            "execution {} is {}: task {} cannot change",
-            header.id(),
-            header.stage(),
+            "execution {execution} is {stage}: task {} cannot change",
             task.step_id()
         )));
     }
-    if !header.info().steps.contains(task.step_id()) {
+    if !has_step {
         return Err(StoreError::NotFound {
-            what: format!("task {} of {}", task.step_id(), header.id()),
+            what: task_what(execution, task),
         });
     }
     Ok(())

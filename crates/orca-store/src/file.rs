@@ -53,6 +53,16 @@ struct Inner {
     tmp_counter: AtomicU64,
     /// Execution → plan, learned from the index or a scan. Checked on every use.
     plan_of: Mutex<HashMap<ExecutionId, PlanId>>,
+    /// What a task update needs from its execution header (stage, steps), valid while the
+    /// header file's stamp is unchanged: a task update stays O(task) however many steps the
+    /// header lists.
+    header_facts: Mutex<HashMap<ExecutionId, (Stamp, HeaderFacts)>>,
+}
+
+#[derive(Debug, Clone)]
+struct HeaderFacts {
+    stage: orca_core::ExecutionStage,
+    steps: Arc<std::collections::HashSet<orca_core::StepId>>,
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> StoreError {
@@ -83,6 +93,7 @@ impl FileStore {
                 root,
                 tmp_counter: AtomicU64::new(0),
                 plan_of: Mutex::new(HashMap::new()),
+                header_facts: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -295,16 +306,34 @@ fn ensure_dir(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How a lock file is held.
+#[derive(Debug, Clone, Copy)]
+enum LockMode {
+    Exclusive,
+    Shared,
+}
+
 /// Runs `f` holding an exclusive `flock` on `lock` (created if needed).
 fn with_lock<T>(lock: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    with_lock_mode(lock, LockMode::Exclusive, f)
+}
+
+fn with_lock_mode<T>(
+    lock: &Path,
+    mode: LockMode,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(lock)
         .map_err(io_err(format!("opening {}", lock.display())))?;
-    file.lock()
-        .map_err(io_err(format!("locking {}", lock.display())))?;
+    match mode {
+        LockMode::Exclusive => file.lock(),
+        LockMode::Shared => file.lock_shared(),
+    }
+    .map_err(io_err(format!("locking {}", lock.display())))?;
     let result = f();
     drop(file);
     result
@@ -513,6 +542,51 @@ impl Inner {
             .insert(id, plan);
     }
 
+    /// The stage and steps of an execution, from the in-process cache if the header file has
+    /// not changed since (same stamp), else from the file.
+    fn header_facts(&self, plan: PlanId, id: ExecutionId) -> Result<HeaderFacts, StoreError> {
+        let path = self.exec_file(plan, id);
+        let stamp = match fs::metadata(&path) {
+            Ok(m) => Stamp::of(&m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound {
+                    what: common::exec_what(id),
+                });
+            }
+            Err(e) => {
+                return Err(StoreError::backend(
+                    format!("reading {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        let mut cache = self
+            .header_facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, facts)) = cache.get(&id)
+            && *cached == stamp
+        {
+            return Ok(facts.clone());
+        }
+        drop(cache);
+        let header = self
+            .read_header_at(plan, id)?
+            .ok_or_else(|| StoreError::NotFound {
+                what: common::exec_what(id),
+            })?;
+        let facts = HeaderFacts {
+            stage: header.value.stage(),
+            steps: Arc::new(header.value.info().steps.iter().cloned().collect()),
+        };
+        cache = self
+            .header_facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        cache.insert(id, (stamp, facts.clone()));
+        Ok(facts)
+    }
+
     fn read_header(&self, id: ExecutionId) -> Result<(PlanId, Versioned<Execution>), StoreError> {
         let plan = self.locate(id)?;
         let header = self
@@ -613,14 +687,18 @@ impl Inner {
     fn list_plans(&self) -> Result<Listing<PlanSummary>, StoreError> {
         let cache_path = self.cache_file();
         // The cache is a hint: unreadable, foreign or old → start from nothing.
-        let old: PlanListCache = fs::read(&cache_path)
+        let mut old: PlanListCache = fs::read(&cache_path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
+        let old_len = old.plans.len();
         let mut fresh = PlanListCache::default();
         let mut problems = Vec::new();
         let mut changed = false;
         let dir = self.plans_dir();
+        // One readdir: plan files, and which plans have a directory (executions, logs).
+        let mut files = Vec::new();
+        let mut plan_dirs = std::collections::HashSet::new();
         let entries = fs::read_dir(&dir).map_err(io_err(format!("reading {}", dir.display())))?;
         for entry in entries {
             let entry = entry.map_err(io_err(format!("reading {}", dir.display())))?;
@@ -629,13 +707,19 @@ impl Inner {
             if name.starts_with('.') {
                 continue;
             }
-            let Some(stem) = name.strip_suffix(".json") else {
-                continue; // a plan's directory
-            };
-            let path = entry.path();
+            match name.strip_suffix(".json") {
+                Some(stem) => files.push((stem.to_owned(), entry)),
+                None => {
+                    if let Ok(id) = name.parse::<PlanId>() {
+                        plan_dirs.insert(id);
+                    }
+                }
+            }
+        }
+        for (stem, entry) in files {
             let Ok(id) = stem.parse::<PlanId>() else {
                 problems.push(ListingProblem {
-                    location: path.display().to_string(),
+                    location: entry.path().display().to_string(),
                     message: "not a plan file: its name is not a plan id".into(),
                 });
                 continue;
@@ -644,18 +728,22 @@ impl Inner {
                 Ok(m) => Stamp::of(&m),
                 Err(e) => {
                     problems.push(ListingProblem {
-                        location: path.display().to_string(),
+                        location: entry.path().display().to_string(),
                         message: e.to_string(),
                     });
                     continue;
                 }
             };
-            let executions_stamp = fs::metadata(self.exec_dir(id)).ok().map(|m| Stamp::of(&m));
-            if let Some(hit) = old.plans.get(stem)
+            let executions_stamp = if plan_dirs.contains(&id) {
+                fs::metadata(self.exec_dir(id)).ok().map(|m| Stamp::of(&m))
+            } else {
+                None
+            };
+            if let Some(hit) = old.plans.remove(&stem)
                 && hit.stamp == stamp
                 && hit.executions_stamp == executions_stamp
             {
-                fresh.plans.insert(stem.to_owned(), hit.clone());
+                fresh.plans.insert(stem, hit);
                 continue;
             }
             changed = true;
@@ -663,7 +751,7 @@ impl Inner {
                 Ok(plan) => {
                     let summary = common::plan_summary(&plan.value, self.count_executions(id));
                     fresh.plans.insert(
-                        stem.to_owned(),
+                        stem,
                         CachedPlan {
                             stamp,
                             executions_stamp,
@@ -671,10 +759,10 @@ impl Inner {
                         },
                     );
                 }
-                Err(e) => problems.push(problem(&path, &e)),
+                Err(e) => problems.push(problem(&entry.path(), &e)),
             }
         }
-        if changed || fresh.plans.len() != old.plans.len() {
+        if changed || fresh.plans.len() != old_len {
             self.write_cache(&cache_path, &fresh);
         }
         let mut items: Vec<PlanSummary> = fresh.plans.into_values().map(|c| c.summary).collect();
@@ -741,7 +829,19 @@ impl Inner {
             .truncate(false)
             .open(&path)
             .map_err(io_err(format!("opening {}", path.display())))?;
-        match file.try_lock() {
+        // A `lease()` query holds a shared lock for an instant, and a releasing holder empties
+        // the file just before closing it: retry briefly before reporting the lease as held.
+        let mut attempt = 0;
+        let locked = loop {
+            match file.try_lock() {
+                Err(TryLockError::WouldBlock) if attempt < 5 => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other,
+            }
+        };
+        match locked {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let holder = read_lease_record(&file, &path)
@@ -897,13 +997,29 @@ fn read_log_lines(path: &Path) -> Result<Vec<String>, StoreError> {
     Ok(text.lines().map(str::to_owned).collect())
 }
 
+/// A seal as stored: the [`Seal`] with a format version.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SealFile {
+    format_version: orca_core::FormatVersion,
+    entries: u64,
+    merkle_root: orca_core::Digest,
+    #[serde(with = "time::serde::rfc3339")]
+    at: OffsetDateTime,
+}
+
 fn read_seal(path: &Path) -> Result<Option<Seal>, StoreError> {
     let Some(bytes) = read_opt(path)? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| corrupt(path, format!("not a seal: {e}")))
+    let text = std::str::from_utf8(&bytes).map_err(|e| corrupt(path, format!("not UTF-8: {e}")))?;
+    let file: SealFile = orca_core::format::read_document(text, "seal")
+        .map_err(|e| corrupt(path, format!("not a seal: {e}")))?;
+    Ok(Some(Seal {
+        entries: file.entries,
+        merkle_root: file.merkle_root,
+        at: file.at,
+    }))
 }
 
 fn parse_entries(path: &Path, lines: &[String]) -> Result<Vec<AuditEntry>, StoreError> {
@@ -1016,7 +1132,13 @@ impl Inner {
         }
         let entries = parse_entries(&path, &read_log_lines(&path)?)?;
         let seal = audit::seal_of(&entries, OffsetDateTime::now_utc());
-        let mut bytes = serde_json::to_vec_pretty(&seal)
+        let file = SealFile {
+            format_version: orca_core::FormatVersion,
+            entries: seal.entries,
+            merkle_root: seal.merkle_root.clone(),
+            at: seal.at,
+        };
+        let mut bytes = serde_json::to_vec_pretty(&file)
             .map_err(|e| StoreError::backend("encoding a seal", e))?;
         bytes.push(b'\n');
         self.write_atomic(&seal_path, &bytes)?;
@@ -1168,6 +1290,29 @@ impl ExecutionStore for FileStore {
         .await
     }
 
+    async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
+        self.run(move |inner| inner.read_header(id).map(|(_, header)| header))
+            .await
+    }
+
+    async fn task(
+        &self,
+        id: ExecutionId,
+        step: &orca_core::StepId,
+    ) -> Result<Versioned<Task>, StoreError> {
+        let step = step.clone();
+        self.run(move |inner| {
+            let (plan, header) = inner.read_header(id)?;
+            if !header.value.info().steps.contains(&step) {
+                return Err(StoreError::NotFound {
+                    what: format!("task {step} of {id}"),
+                });
+            }
+            inner.read_task(plan, id, &step)
+        })
+        .await
+    }
+
     async fn update_execution(
         &self,
         execution: &Execution,
@@ -1209,21 +1354,28 @@ impl ExecutionStore for FileStore {
     ) -> Result<Revision, StoreError> {
         let task = task.clone();
         self.run(move |inner| {
-            let (plan, header) = inner.read_header(execution)?;
-            common::check_task_update(&header.value, &task)?;
-            let path = inner.task_file(plan, execution, task.step_id());
-            with_lock(&path.with_extension("lock"), || {
-                let stored = inner.read_task(plan, execution, task.step_id())?;
-                if stored.revision != expected {
-                    return Err(common::conflict(
-                        common::task_what(execution, &task),
-                        expected,
-                        stored.revision,
-                    ));
-                }
-                let next = stored.revision.next();
-                inner.write_atomic(&path, &encode(&task, next, &path)?)?;
-                Ok(next)
+            let plan = inner.locate(execution)?;
+            // The header's lock, shared: task updates run in parallel, but never while the
+            // header is being replaced (e.g. made terminal).
+            let exec_lock = inner.exec_sub(plan, execution).join("exec.lock");
+            with_lock_mode(&exec_lock, LockMode::Shared, || {
+                let facts = inner.header_facts(plan, execution)?;
+                let has_step = facts.steps.contains(task.step_id());
+                common::check_task_update(execution, facts.stage, has_step, &task)?;
+                let path = inner.task_file(plan, execution, task.step_id());
+                with_lock(&path.with_extension("lock"), || {
+                    let stored = inner.read_task(plan, execution, task.step_id())?;
+                    if stored.revision != expected {
+                        return Err(common::conflict(
+                            common::task_what(execution, &task),
+                            expected,
+                            stored.revision,
+                        ));
+                    }
+                    let next = stored.revision.next();
+                    inner.write_atomic(&path, &encode(&task, next, &path)?)?;
+                    Ok(next)
+                })
             })
         })
         .await

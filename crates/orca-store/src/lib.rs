@@ -10,6 +10,22 @@
 //!
 //! The port never names a backend's error type: backend errors cross as boxed sources inside
 //! [`StoreError`].
+//!
+//! Backends: [`FileStore`] (the default: human-readable JSON under `<project>/.orca/`, every
+//! write atomic and durable, one file per task so a transition costs O(task); see
+//! `adr/0007-store-layout-and-durability.md`) and [`MemoryStore`] (same semantics, one
+//! process). The [`audit`] module holds the pure audit-log logic (hash chain, redaction, Merkle
+//! root, verification; `adr/0008-audit-log.md`).
+//!
+//! ```
+//! use orca_store::{FileStore, PlanStore};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = FileStore::open(dir.path()).unwrap();
+//! let listing = store.list_plans().await.unwrap();
+//! assert!(listing.items.is_empty() && listing.problems.is_empty());
+//! # }
+//! ```
 
 pub mod audit;
 mod common;

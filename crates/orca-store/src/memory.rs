@@ -243,6 +243,32 @@ impl ExecutionStore for MemoryStore {
         })
     }
 
+    async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
+        let inner = self.lock();
+        inner
+            .executions
+            .get(&id)
+            .map(|e| e.header.clone())
+            .ok_or_else(|| not_found(common::exec_what(id)))
+    }
+
+    async fn task(
+        &self,
+        id: ExecutionId,
+        step: &orca_core::StepId,
+    ) -> Result<Versioned<Task>, StoreError> {
+        let inner = self.lock();
+        let e = inner
+            .executions
+            .get(&id)
+            .ok_or_else(|| not_found(common::exec_what(id)))?;
+        e.tasks
+            .iter()
+            .find(|t| t.value.step_id() == step)
+            .cloned()
+            .ok_or_else(|| not_found(format!("task {step} of {id}")))
+    }
+
     async fn update_execution(
         &self,
         execution: &Execution,
@@ -278,7 +304,9 @@ impl ExecutionStore for MemoryStore {
             .executions
             .get_mut(&execution)
             .ok_or_else(|| not_found(common::exec_what(execution)))?;
-        common::check_task_update(&stored.header.value, task)?;
+        let header = &stored.header.value;
+        let has_step = header.info().steps.contains(task.step_id());
+        common::check_task_update(execution, header.stage(), has_step, task)?;
         let slot = stored
             .tasks
             .iter_mut()

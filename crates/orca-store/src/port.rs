@@ -256,6 +256,24 @@ pub trait ExecutionStore: Send + Sync {
     /// Reads an execution with its tasks.
     async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError>;
 
+    /// Reads only the execution header (cheap: no task records). Backends should override the
+    /// default, which reads the whole snapshot.
+    async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
+        Ok(self.execution(id).await?.execution)
+    }
+
+    /// Reads one task record (cheap: O(task)). Backends should override the default, which
+    /// reads the whole snapshot.
+    async fn task(&self, id: ExecutionId, step: &StepId) -> Result<Versioned<Task>, StoreError> {
+        self.execution(id)
+            .await?
+            .task(step)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("task {step} of {id}"),
+            })
+    }
+
     /// Replaces the execution header if it is still at `expected`. Terminal executions are
     /// immutable.
     async fn update_execution(

@@ -174,6 +174,18 @@ mod checks {
         assert_eq!(snap.tasks[0].value, t1);
         assert_eq!(snap.tasks[1].revision, Revision::FIRST);
 
+        let stranger: Task = orca_core::PendingTask::new("zz".parse().unwrap()).into();
+        let err = store
+            .update_task(id, &stranger, Revision::FIRST)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+        let err = store
+            .update_task(orca_core::ExecutionId::new(), &t1, Revision::FIRST)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+
         let Execution::Pending(p) = exec.clone() else {
             unreachable!()
         };
@@ -460,7 +472,17 @@ mod checks {
                 (expected, rev)
             );
             assert_eq!(snap.tasks[0].value, tasks[0]);
+            // The cheap reads agree with the snapshot.
+            let one = store.task(exec.id(), tasks[0].step_id()).await.unwrap();
+            assert_eq!((one.value, one.revision), (tasks[0].clone(), rev));
+            let header = store.execution_header(exec.id()).await.unwrap();
+            assert_eq!(header, snap.execution);
         }
+        let unknown = orca_core::StepId::parse("no-such-step").unwrap();
+        assert!(matches!(
+            store.task(exec.id(), &unknown).await.unwrap_err(),
+            StoreError::NotFound { .. }
+        ));
     }
 }
 

@@ -91,59 +91,85 @@ async fn child(mode: &str) {
     }
 }
 
-/// Writes plans, task transitions and audit entries in a loop until killed.
+fn log_key(log: AuditLogId) -> String {
+    match log {
+        AuditLogId::Plan { plan_id } => format!("p:{plan_id}"),
+        AuditLogId::Execution {
+            plan_id,
+            execution_id,
+        } => format!("e:{plan_id}:{execution_id}"),
+    }
+}
+
+fn parse_log_key(key: &str) -> AuditLogId {
+    let parts: Vec<&str> = key.split(':').collect();
+    match parts.as_slice() {
+        ["p", plan] => AuditLogId::Plan {
+            plan_id: plan.parse().unwrap(),
+        },
+        ["e", plan, exec] => AuditLogId::Execution {
+            plan_id: plan.parse().unwrap(),
+            execution_id: exec.parse().unwrap(),
+        },
+        _ => panic!("bad log key {key}"),
+    }
+}
+
+/// Writes plans, executions, task transitions, audit entries and seals in a loop until killed.
 async fn writer(store: &FileStore) {
     let me = holder("writer");
     let plan = approved("crash", 3);
     store.create_plan(&plan_of(&plan)).await.unwrap();
     ack(&format!("plan {} 1", plan.id()));
-    let (exec, mut tasks) = new_execution(&plan);
-    store.create_execution(&exec, &tasks).await.unwrap();
-    ack(&format!("exec {} {}", exec.id(), plan.id()));
-    let log = AuditLogId::Execution {
-        plan_id: plan.id(),
-        execution_id: exec.id(),
-    };
-    let mut revs = vec![Revision::FIRST; tasks.len()];
-    for i in 0usize.. {
-        let mut d: DraftPlan = draft("goal 1");
-        store.create_plan(&d.clone().into()).await.unwrap();
-        ack(&format!("plan {} 1", d.id()));
-        for r in 1..3u64 {
-            d.set_goal(format!("goal {}", r + 1));
-            store
-                .update_plan(&d.clone().into(), Revision(r))
+    let mut i = 0usize;
+    loop {
+        // A new execution every few rounds; the previous one's log is sealed.
+        let (exec, mut tasks) = new_execution(&plan);
+        store.create_execution(&exec, &tasks).await.unwrap();
+        ack(&format!("exec {} {}", exec.id(), plan.id()));
+        let log = AuditLogId::Execution {
+            plan_id: plan.id(),
+            execution_id: exec.id(),
+        };
+        let mut revs = vec![Revision::FIRST; tasks.len()];
+        for _ in 0..6 {
+            i += 1;
+            let mut d: DraftPlan = draft("goal 1");
+            store.create_plan(&d.clone().into()).await.unwrap();
+            ack(&format!("plan {} 1", d.id()));
+            let plan_log = AuditLogId::Plan { plan_id: d.id() };
+            let e = store
+                .append(plan_log, NewAuditEntry::new("plan.created", json!({})))
                 .await
                 .unwrap();
-            ack(&format!("plan {} {}", d.id(), r + 1));
+            ack(&format!("audit {} {} {}", log_key(plan_log), e.seq, e.hash));
+            for r in 1..3u64 {
+                d.set_goal(format!("goal {}", r + 1));
+                store
+                    .update_plan(&d.clone().into(), Revision(r))
+                    .await
+                    .unwrap();
+                ack(&format!("plan {} {}", d.id(), r + 1));
+            }
+            let k = i % tasks.len();
+            let next = next_task(&plan, &tasks, k, &me);
+            revs[k] = store.update_task(exec.id(), &next, revs[k]).await.unwrap();
+            ack(&format!(
+                "task {} {} {}",
+                exec.id(),
+                next.step_id(),
+                revs[k].0
+            ));
+            tasks[k] = next;
+            let data = json!({ "i": i, "pad": "x".repeat(i % 300), "api_key": "secret" });
+            let e = store
+                .append(log, NewAuditEntry::new("task.transition", data))
+                .await
+                .unwrap();
+            ack(&format!("audit {} {} {}", log_key(log), e.seq, e.hash));
         }
-        let k = i % tasks.len();
-        let next = next_task(&plan, &tasks, k, &me);
-        revs[k] = store.update_task(exec.id(), &next, revs[k]).await.unwrap();
-        ack(&format!(
-            "task {} {} {}",
-            exec.id(),
-            next.step_id(),
-            revs[k].0
-        ));
-        tasks[k] = next;
-        let e = store
-            .append(
-                log,
-                NewAuditEntry::new(
-                    "task.transition",
-                    json!({ "i": i, "pad": "x".repeat(i % 300) }),
-                ),
-            )
-            .await
-            .unwrap();
-        ack(&format!(
-            "audit {} {} {} {}",
-            plan.id(),
-            exec.id(),
-            e.seq,
-            e.hash
-        ));
+        let seal = store.seal(log).await.unwrap();
+        ack(&format!("sealed {} {}", log_key(log), seal.entries));
     }
 }
 
@@ -240,28 +266,31 @@ fn trials() -> usize {
 fn sigkilled_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtime) {
     let n = trials();
     let mut total_acks = 0;
+    let mut seals = 0;
     for trial in 0..n {
         let dir = tempfile::tempdir().unwrap();
         let mut child = spawn("writer", dir.path(), &[]);
         let rx = lines_of(child.stdout.take().unwrap());
         let mut acks = vec![rx.recv_timeout(Duration::from_secs(30)).unwrap()];
-        // Let it run a random while (from almost nothing to a few hundred writes), then kill.
-        std::thread::sleep(Duration::from_millis(fastrand::u64(0..250)));
+        // Let it run a random while (from nothing to a few seals), then kill.
+        std::thread::sleep(Duration::from_millis(fastrand::u64(0..800)));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         acks.extend(rx.iter());
         total_acks += acks.len();
+        seals += acks.iter().filter(|a| a.starts_with("sealed")).count();
         rt.block_on(check_after_crash(dir.path(), &acks))
             .unwrap_or_else(|e| panic!("trial {trial} ({} acks): {e}", acks.len()));
     }
-    eprint!("({n} trials, {total_acks} acknowledged writes) ");
+    eprint!("({n} trials, {total_acks} acknowledged writes, {seals} acknowledged seals) ");
 }
 
 async fn check_after_crash(dir: &Path, acks: &[String]) -> Result<(), String> {
     let store = FileStore::open(dir).unwrap();
     let mut plans: BTreeMap<PlanId, u64> = BTreeMap::new();
     let mut tasks: BTreeMap<(ExecutionId, StepId), u64> = BTreeMap::new();
-    let mut audit: Option<(AuditLogId, Vec<(u64, String)>)> = None;
+    let mut audit: BTreeMap<AuditLogId, Vec<(u64, String)>> = BTreeMap::new();
+    let mut sealed: BTreeMap<AuditLogId, u64> = BTreeMap::new();
     let mut execs = BTreeSet::new();
     for line in acks {
         let f: Vec<&str> = line.split(' ').collect();
@@ -278,20 +307,17 @@ async fn check_after_crash(dir: &Path, acks: &[String]) -> Result<(), String> {
                     f[3].parse().unwrap(),
                 );
             }
-            "audit" => {
-                let log = AuditLogId::Execution {
-                    plan_id: f[1].parse().unwrap(),
-                    execution_id: f[2].parse().unwrap(),
-                };
-                audit
-                    .get_or_insert_with(|| (log, Vec::new()))
-                    .1
-                    .push((f[3].parse().unwrap(), f[4].to_owned()));
+            "audit" => audit
+                .entry(parse_log_key(f[1]))
+                .or_default()
+                .push((f[2].parse().unwrap(), f[3].to_owned())),
+            "sealed" => {
+                sealed.insert(parse_log_key(f[1]), f[2].parse().unwrap());
             }
             other => return Err(format!("unknown ack {other}")),
         }
     }
-    // Every file parses: listing reports no problem.
+    // Every file parses: the listings report no problem, and every JSON document parses.
     let listing = store.list_plans().await.map_err(|e| e.to_string())?;
     if !listing.problems.is_empty() {
         return Err(format!("unreadable plans: {:?}", listing.problems));
@@ -302,6 +328,15 @@ async fn check_after_crash(dir: &Path, acks: &[String]) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     if !listed.problems.is_empty() {
         return Err(format!("unreadable executions: {:?}", listed.problems));
+    }
+    let mut files = Vec::new();
+    walk(&dir.join(".orca"), &mut files);
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".json") && !name.starts_with('.') {
+            serde_json::from_slice::<serde_json::Value>(&std::fs::read(f).unwrap())
+                .map_err(|e| format!("{} does not parse: {e}", f.display()))?;
+        }
     }
     for (id, acked) in &plans {
         let stored = store
@@ -342,35 +377,64 @@ async fn check_after_crash(dir: &Path, acks: &[String]) -> Result<(), String> {
             }
         }
     }
-    if let Some((log, acked)) = audit {
-        let entries = store.entries(log).await.map_err(|e| e.to_string())?;
-        for (seq, hash) in &acked {
+    for (log, acked) in &audit {
+        let entries = store.entries(*log).await.map_err(|e| e.to_string())?;
+        for (seq, hash) in acked {
             let stored = entries
                 .get(usize::try_from(*seq).unwrap())
-                .ok_or(format!("acknowledged entry {seq} lost"))?;
+                .ok_or(format!("acknowledged entry {seq} of {log} lost"))?;
             if stored.hash.to_string() != *hash {
-                return Err(format!("entry {seq} differs from the acknowledged one"));
+                return Err(format!(
+                    "entry {seq} of {log} differs from the acknowledged one"
+                ));
             }
         }
-        match store.verify(log).await.map_err(|e| e.to_string())? {
-            VerifyReport::Intact { .. } => {}
-            other => return Err(format!("audit log does not verify: {other:?}")),
+        match store.verify(*log).await.map_err(|e| e.to_string())? {
+            VerifyReport::Intact { sealed: s, entries } => {
+                if let Some(n) = sealed.get(log)
+                    && !(s && entries == *n)
+                {
+                    return Err(format!(
+                        "{log} was sealed with {n} entries, verify says {entries} sealed={s}"
+                    ));
+                }
+            }
+            other => return Err(format!("{log} does not verify: {other:?}")),
         }
-        // The next append works after a possibly torn tail, and the log still verifies.
-        store
-            .append(log, NewAuditEntry::new("recovered", json!({})))
-            .await
-            .map_err(|e| e.to_string())?;
-        if !store
-            .verify(log)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_intact()
-        {
-            return Err("audit log does not verify after the recovery append".into());
+        // Unless sealed (acknowledged or not), the next append works after a possibly torn
+        // tail, and the log still verifies.
+        if !sealed.contains_key(log) && !store.seal_path(*log).exists() {
+            store
+                .append(*log, NewAuditEntry::new("recovered", json!({})))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !store
+                .verify(*log)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_intact()
+            {
+                return Err(format!("{log} does not verify after the recovery append"));
+            }
         }
     }
+    if files
+        .iter()
+        .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("\"secret\"")))
+    {
+        return Err("a secret reached a file".into());
+    }
     Ok(())
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            walk(&e.path(), out);
+        } else {
+            out.push(e.path());
+        }
+    }
 }
 
 fn two_processes_updating_one_task_lose_no_update(rt: &tokio::runtime::Runtime) {

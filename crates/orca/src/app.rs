@@ -464,10 +464,21 @@ async fn drive(
         let runner = orca.runner(run_config(options), progress);
         let cancel = CancellationToken::new();
         let on_signal = cancel.clone();
+        // Registered here, before anything runs, so an early Ctrl-C is not lost.
+        let interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| CliError::internal(format!("cannot listen for Ctrl-C: {e}")))?;
         let signals = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let mut interrupts = interrupts;
+            if interrupts.recv().await.is_some() {
                 say("stopping: cancelling running agent calls (Ctrl-C again to force)");
                 on_signal.cancel();
+            }
+            if interrupts.recv().await.is_some() {
+                say(&format!(
+                    "forced: {exec} stays running; continue it with `orca exec resume {exec}`"
+                ));
+                // The conventional status of a process ended by SIGINT.
+                std::process::exit(130);
             }
         });
         let report = runner.run(exec, cancel).await;
@@ -550,7 +561,7 @@ async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result<Exit, CliE
                 )
             }
             VerifyReport::Tampered { seq, problem } => {
-                format!("audit log TAMPERED at entry {seq}: {problem}")
+                format!("audit log TAMPERED: {}", tamper_text(*seq, problem))
             }
         };
         out(&audit);
@@ -752,6 +763,15 @@ async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
     }
 }
 
+/// The problem of a tampered log, naming its entry once.
+fn tamper_text(seq: u64, problem: &str) -> String {
+    if problem.contains(&format!("entry {seq}")) {
+        problem.to_owned()
+    } else {
+        format!("entry {seq}: {problem}")
+    }
+}
+
 async fn audit_verify(app: &App, exec: Option<&str>, _all: bool) -> Result<Exit, CliError> {
     let orca = app.orca(Arc::new(NoHuman));
     let logs = match exec {
@@ -779,12 +799,11 @@ async fn audit_verify(app: &App, exec: Option<&str>, _all: bool) -> Result<Exit,
                     app.style.green("ok      "),
                     if *sealed { ", sealed" } else { "" }
                 ),
-                VerifyReport::Tampered { seq, problem } => {
-                    format!(
-                        "{}  {log}: entry {seq}: {problem}",
-                        app.style.red("TAMPERED")
-                    )
-                }
+                VerifyReport::Tampered { seq, problem } => format!(
+                    "{}  {log}: {}",
+                    app.style.red("TAMPERED"),
+                    tamper_text(*seq, problem)
+                ),
             };
             out(&line);
         }

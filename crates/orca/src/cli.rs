@@ -6,13 +6,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
-  0  success
-  1  internal error
-  2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
-     or the execution is being driven by another process
-  3  the execution ended failed or stopped
-  4  waiting for a human decision that a non-interactive run cannot make
-  5  audit verification found tampering";
+    0  success
+    1  internal error
+    2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
+       or the execution is being driven by another process
+    3  the execution ended failed or stopped
+    4  waiting for a human decision that a non-interactive run cannot make
+    5  audit verification found tampering
+  130  a second Ctrl-C forced the exit; the execution stays resumable";
 
 /// orca — human-approved, durable, auditable multi-agent orchestration.
 ///
@@ -66,16 +67,19 @@ pub(crate) enum Command {
     /// Create `.orca/` and a commented `.orca/config.toml` (never overwrites).
     Init,
     /// Send a message to the planner: it answers, or builds a plan you approve and run.
+    #[command(after_help = EXIT_CODES)]
     Ask(AskArgs),
     /// Plans: create from a file, list, show, and the approval decisions.
     #[command(subcommand)]
     Plan(PlanCommand),
     /// Execute an approved plan (or a plan document) and drive it to its end.
+    #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// Executions: list, show, resume, stop, decide.
     #[command(subcommand)]
     Exec(ExecCommand),
     /// Follow an execution driven by another process, live.
+    #[command(after_help = EXIT_CODES)]
     Watch {
         /// The execution (an id or a unique prefix).
         exec: String,
@@ -192,6 +196,7 @@ pub(crate) enum ExecCommand {
         exec: String,
     },
     /// Continue after a crash or a pause.
+    #[command(after_help = EXIT_CODES)]
     Resume {
         /// The execution.
         exec: String,
@@ -207,6 +212,7 @@ pub(crate) enum ExecCommand {
         reason: Option<String>,
     },
     /// Answer a pending decision, then continue the run here.
+    #[command(after_help = EXIT_CODES)]
     Decide {
         /// The execution.
         exec: String,
@@ -240,6 +246,7 @@ pub(crate) enum DecisionArg {
 #[derive(Debug, Subcommand)]
 pub(crate) enum AuditCommand {
     /// Verify audit logs; names the first bad entry.
+    #[command(after_help = EXIT_CODES)]
     Verify {
         /// The execution (an id or a unique prefix); default: every log.
         exec: Option<String>,

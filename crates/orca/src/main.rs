@@ -34,6 +34,16 @@ fn init_logs(global: &cli::Global) {
     };
 }
 
+/// An error message on one line: a multi-line message (a TOML parse error, say) is joined.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -63,7 +73,7 @@ fn main() -> ExitCode {
     let code = match result {
         Ok(code) => code,
         Err(e) => {
-            term::say(&format!("error: {e}"));
+            term::say(&format!("error: {}", one_line(&e.message)));
             e.exit
         }
     };
