@@ -164,7 +164,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("round {rounds} ({exec}, {k} kills): {e}"))?;
         util::say(&format!(
             "round {rounds}: {exec} completed after {k} kills; {} attempts recorded, {} extra \
-             effects explained, {} abandoned attempts, {} leftover temp files",
+             effects explained, {} abandoned attempts, {} leftover temp files in .orca/ so far",
             t.attempts, t.extra_effects, t.abandoned, t.tmp_files
         ));
         totals.add(&t);
@@ -265,7 +265,8 @@ impl Totals {
         self.extra_effects += o.extra_effects;
         self.abandoned += o.abandoned;
         self.failed += o.failed;
-        self.tmp_files += o.tmp_files;
+        // The store directory is shared by the rounds: the latest count is the total.
+        self.tmp_files = o.tmp_files;
     }
 }
 

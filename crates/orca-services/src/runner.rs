@@ -235,17 +235,6 @@ pub trait Observer: Send + Sync {
     fn event(&self, event: &RunEvent);
 }
 
-/// Whether a failure with this code is retried automatically (attempts permitting).
-fn retryable(code: ErrorCode) -> bool {
-    !matches!(
-        code,
-        ErrorCode::BudgetExceeded
-            | ErrorCode::UnknownAgent
-            | ErrorCode::Validation
-            | ErrorCode::Cancelled
-    )
-}
-
 /// Ignores events.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Quiet;
@@ -395,37 +384,11 @@ impl Runner {
             });
         }
         let snap = self.executions.get(id).await?;
-        let mut retry_now: BTreeMap<usize, Option<String>> = recovered
+        let retry_now = recovered
             .iter()
             .filter_map(|s| plan.content().position(s))
             .map(|i| (i, None))
             .collect();
-        // Automatic retries that were waiting out their backoff when the last runner stopped,
-        // and attempts an earlier resume found abandoned but died before retrying, live only
-        // in that runner's memory: they are due now.
-        if snap.execution.value.decision().is_none() {
-            for t in &snap.tasks {
-                if let Task::Failed(f) = &t.value
-                    && match f.attempts.last().map(|a| &a.outcome) {
-                        Some(AttemptOutcome::Failed { failure }) => retryable(failure.code),
-                        Some(AttemptOutcome::Abandoned { .. }) => true,
-                        _ => false,
-                    }
-                    && let Some(index) = plan.content().position(&f.step_id)
-                {
-                    let max = plan
-                        .content()
-                        .steps
-                        .get(index)
-                        .and_then(|s| s.max_attempts)
-                        .unwrap_or(self.config.max_attempts)
-                        .max(1);
-                    if t.value.counted_attempts() < max {
-                        retry_now.entry(index).or_insert(None);
-                    }
-                }
-            }
-        }
         let mut run = Run {
             id,
             plan,
