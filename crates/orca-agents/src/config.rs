@@ -193,9 +193,25 @@ impl Config {
     /// The first problem, naming the field.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigError> {
         let file = file.display().to_string();
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            file: file.clone(),
-            message: e.message().to_owned(),
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|span| {
+                text.get(..span.start)
+                    .map_or(0, |b| b.matches('\n').count())
+                    + 1
+            });
+            let what = e.message().trim();
+            let what = if what.is_empty() {
+                "not valid TOML"
+            } else {
+                what
+            };
+            ConfigError::Parse {
+                file: file.clone(),
+                message: match line {
+                    Some(line) => format!("line {line}: {what}"),
+                    None => what.to_owned(),
+                },
+            }
         })?;
         let invalid = |field: String, message: String| ConfigError::Invalid {
             file: file.clone(),
