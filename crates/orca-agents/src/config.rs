@@ -195,7 +195,15 @@ impl Config {
         let file = file.display().to_string();
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
             file: file.clone(),
-            message: e.message().to_owned(),
+            // On one line; the parser gives no message for some inputs (e.g. a lone `\r`):
+            // then say where.
+            message: match e.message().trim() {
+                "" => format!(
+                    "not valid TOML (at byte {})",
+                    e.span().map_or(0, |s| s.start)
+                ),
+                m => m.lines().map(str::trim).collect::<Vec<_>>().join("; "),
+            },
         })?;
         let invalid = |field: String, message: String| ConfigError::Invalid {
             file: file.clone(),
