@@ -202,7 +202,7 @@ impl Config {
                     "not valid TOML (at byte {})",
                     e.span().map_or(0, |s| s.start)
                 ),
-                m => m.lines().map(str::trim).collect::<Vec<_>>().join("; "),
+                m => m.lines().map(str::trim).collect::<Vec<_>>().join(": "),
             },
         })?;
         let invalid = |field: String, message: String| ConfigError::Invalid {
