@@ -557,35 +557,24 @@ fn full_disk_in(bin: &Path, root: &Path) -> Result<(), String> {
         .ok_or("plan create: no plan_id")?
         .to_owned();
     util::orca_ok(bin, root, &["plan", "approve", &plan])?;
-    // Fill the disk, then give back a little room.
+    // Fill the disk, then give back a little room: enough, ideally, to fail mid-run; less
+    // each time the run still fits.
     let filler = root.join("filler");
-    {
-        use std::io::Write as _;
-        let mut f = std::fs::File::create(&filler).map_err(|e| e.to_string())?;
-        let chunk = vec![0u8; 4096];
-        while f.write_all(&chunk).is_ok() {}
-        let _ = f.sync_all();
+    let mut failure = None;
+    for reserve in [48 * 1024, 16 * 1024, 0u64] {
+        fill(&filler, reserve)?;
+        let (ok, _, err) = util::orca(
+            bin,
+            root,
+            &["--quiet", "run", &plan, "--yes", "--on-failure", "stop"],
+        )?;
+        if !ok {
+            failure = Some(err);
+            break;
+        }
     }
-    let len = std::fs::metadata(&filler).map_err(|e| e.to_string())?.len();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&filler)
-        .map_err(|e| e.to_string())?;
-    f.set_len(len.saturating_sub(24 * 1024))
-        .map_err(|e| e.to_string())?;
-    drop(f);
-
-    let (ok, _, err) = util::orca(
-        bin,
-        root,
-        &["--quiet", "run", &plan, "--yes", "--on-failure", "stop"],
-    )?;
+    let err = failure.ok_or("full disk: `orca run` succeeded on a full disk")?;
     let last = err.trim().lines().last().unwrap_or_default().to_owned();
-    if ok {
-        return Err(
-            "full disk: `orca run` succeeded on a full disk (the filler left too much room)".into(),
-        );
-    }
     if !last.contains("No space left on device") {
         return Err(format!(
             "full disk: the error does not say the disk is full: {err:?}"
@@ -604,28 +593,46 @@ fn full_disk_in(bin: &Path, root: &Path) -> Result<(), String> {
             out.trim()
         ));
     }
-    // Space back.
+    // Space back: resume what the full disk interrupted (or run again if it never started).
     std::fs::remove_file(&filler).map_err(|e| e.to_string())?;
-    let exec = executions(bin, root, &plan)?.into_iter().next();
-    match &exec {
-        Some(e) => util::orca_ok(bin, root, &["--quiet", "exec", "resume", e])?,
-        None => util::orca_ok(bin, root, &["--quiet", "run", &plan, "--yes"])?,
-    };
-    let exec = executions(bin, root, &plan)?
-        .into_iter()
-        .next()
-        .ok_or("full disk: no execution")?;
-    let out = util::orca_ok(bin, root, &["--json", "exec", "show", &exec])?;
-    let snap: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
-    if snap["stage"].as_str() != Some("completed") {
-        return Err(format!(
-            "full disk: after space came back the execution is {}",
-            snap["stage"]
-        ));
+    let interrupted = unfinished(bin, root, &plan)?;
+    if interrupted.is_empty() {
+        util::orca_ok(bin, root, &["--quiet", "run", &plan, "--yes"])?;
+    }
+    for e in &interrupted {
+        util::orca_ok(bin, root, &["--quiet", "exec", "resume", e])?;
+    }
+    if !unfinished(bin, root, &plan)?.is_empty() {
+        return Err("full disk: an execution did not complete once space was back".into());
     }
     util::orca_ok(bin, root, &["audit", "verify", "--all"])?;
     util::say(&format!(
         "full disk (1 MiB tmpfs): `orca run` failed with: {last}; every file parsed, audit verified; resumed to completed once space was back"
     ));
     Ok(())
+}
+
+/// Fills the disk holding `filler`, then frees `reserve` bytes.
+fn fill(filler: &Path, reserve: u64) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(filler).map_err(|e| e.to_string())?;
+    let chunk = vec![0u8; 4096];
+    while f.write_all(&chunk).is_ok() {}
+    let _ = f.sync_all();
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    f.set_len(len.saturating_sub(reserve))
+        .map_err(|e| e.to_string())
+}
+
+/// The executions of a plan that are not completed.
+fn unfinished(bin: &Path, dir: &Path, plan: &str) -> Result<Vec<String>, String> {
+    let out = util::orca_ok(bin, dir, &["--json", "exec", "list", "--plan", plan])?;
+    let v: Value = serde_json::from_str(&out).map_err(|e| format!("exec list --json: {e}"))?;
+    Ok(v.as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e["stage"].as_str() != Some("completed"))
+        .filter_map(|e| e["execution_id"].as_str().map(str::to_owned))
+        .collect())
 }

@@ -199,9 +199,16 @@ impl Config {
                     .map_or(0, |b| b.matches('\n').count())
                     + 1
             });
-            let what = e.message().trim();
+            // On one line; the parser gives no message for some inputs (a lone `\r`).
+            let what = e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(": ");
             let what = if what.is_empty() {
-                "not valid TOML"
+                "not valid TOML".to_owned()
             } else {
                 what
             };
@@ -209,7 +216,7 @@ impl Config {
                 file: file.clone(),
                 message: match line {
                     Some(line) => format!("line {line}: {what}"),
-                    None => what.to_owned(),
+                    None => what,
                 },
             }
         })?;

@@ -234,7 +234,8 @@ proptest! {
         if let Err(e) = Config::parse(&text, Path::new(".orca/config.toml")) {
             let message = e.to_string();
             prop_assert!(message.starts_with(".orca/config.toml: "), "{message}");
-            prop_assert!(!message.trim_start_matches(".orca/config.toml: ").trim().is_empty());
+            prop_assert!(!message.trim_start_matches(".orca/config.toml: ").trim().is_empty(), "{message:?}");
+            clear(&message);
         }
     }
 

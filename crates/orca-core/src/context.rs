@@ -43,7 +43,7 @@ impl Default for ContextLimits {
             max_summary_chars: 600,
             max_findings_per_dependency: 5,
             max_finding_chars: 200,
-            max_relevant_files: 50,
+            max_relevant_files: 20,
             max_previous_attempts: 3,
             max_attempt_chars: 600,
         }
@@ -129,14 +129,35 @@ pub fn build_context(
     tasks: &[Task],
     limits: &ContextLimits,
 ) -> Option<TaskContext> {
-    let step = plan.steps.get(step_index)?;
     let deps = graph::dependency_indices(&plan.steps);
-    let mut omitted = 0usize;
-    let success = |i: usize| tasks.get(i).and_then(Task::success);
+    build_context_with(plan_id, plan, &deps, step_index, |i| tasks.get(i), limits)
+}
 
-    let direct: Vec<usize> = deps.get(step_index).cloned().unwrap_or_default();
+/// [`build_context`] for callers that keep the step graph (`deps`, from
+/// [`graph::dependency_indices`]) and their tasks in their own structures: a runner building
+/// the contexts of a long plan does not recompute the graph or copy its tasks for every step.
+///
+/// Relevant files are gathered from the nearest ancestors first (breadth-first over the
+/// dependencies, later steps first among equals), and the walk stops once
+/// [`ContextLimits::max_relevant_files`] are kept, so its cost is bounded too; files of the
+/// ancestors it visited but could not keep are counted in `omitted`.
+#[must_use]
+pub fn build_context_with<'a>(
+    plan_id: PlanId,
+    plan: &PlanContent,
+    deps: &[Vec<usize>],
+    step_index: usize,
+    task: impl Fn(usize) -> Option<&'a Task>,
+    limits: &ContextLimits,
+) -> Option<TaskContext> {
+    let step = plan.steps.get(step_index)?;
+    let mut omitted = 0usize;
+    let success = |i: usize| task(i).and_then(Task::success);
+
+    let direct: &[usize] = deps.get(step_index).map_or(&[], Vec::as_slice);
     let completed_direct: Vec<usize> = direct
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|&i| success(i).is_some())
         .collect();
     let keep_from = completed_direct
@@ -164,15 +185,27 @@ pub fn build_context(
         })
         .collect();
 
-    // Nearest ancestors first: reverse plan order is a good proxy for "most recent work".
-    let mut seen = BTreeSet::new();
+    // Nearest ancestors first, stopping once the files are full.
+    let mut seen_files = BTreeSet::new();
     let mut relevant_files = Vec::new();
-    for i in graph::ancestors(&deps, step_index).into_iter().rev() {
+    let mut visited = BTreeSet::from([step_index]);
+    let mut frontier: std::collections::VecDeque<usize> = {
+        let mut first: Vec<usize> = direct.to_vec();
+        first.sort_unstable_by(|a, b| b.cmp(a));
+        first.into_iter().collect()
+    };
+    while let Some(i) = frontier.pop_front() {
+        if relevant_files.len() >= limits.max_relevant_files {
+            break;
+        }
+        if !visited.insert(i) {
+            continue;
+        }
         for f in success(i)
             .map(|r| r.relevant_files.as_slice())
             .unwrap_or_default()
         {
-            if seen.insert(f.as_str()) {
+            if seen_files.insert(f.as_str()) {
                 if relevant_files.len() < limits.max_relevant_files {
                     relevant_files.push(f.clone());
                 } else {
@@ -180,12 +213,12 @@ pub fn build_context(
                 }
             }
         }
+        let mut next: Vec<usize> = deps.get(i).map_or_else(Vec::new, Clone::clone);
+        next.sort_unstable_by(|a, b| b.cmp(a));
+        frontier.extend(next.into_iter().filter(|n| !visited.contains(n)));
     }
 
-    let attempts = tasks
-        .get(step_index)
-        .map(Task::attempts)
-        .unwrap_or_default();
+    let attempts = task(step_index).map(Task::attempts).unwrap_or_default();
     let failed: Vec<PreviousAttempt> = attempts
         .iter()
         .filter_map(|a| {

@@ -104,7 +104,10 @@ pub use agent::{
     AgentInfo, AgentPort, NoTools, PlannerRequest, QuestionRequest, Reply, Role, TaskRequest,
     ToolCall, ToolError, ToolHost, ToolSpec,
 };
-pub use context::{ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context};
+pub use context::{
+    ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
+    build_context_with,
+};
 pub use error::{BuilderError, DocumentError, IdError, TransitionError};
 pub use execution::{
     AnsweredDecision, AttemptOutcome, AttemptRecord, CompletedExecution, CompletedTask, Execution,

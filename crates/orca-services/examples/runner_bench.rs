@@ -13,7 +13,8 @@
 //!   agent on the file store.
 //! - `peak_rss_mib_1000`: peak resident memory (`VmHWM`) of a child process that runs a
 //!   1,000-task execution on the file store and nothing else.
-//! - `growth_1000_100`: wall time of a 1,000-task execution ÷ a 100-task one, file store.
+//! - `growth_1000_100`: wall time of a 1,000-task execution ÷ a 100-task one, file store;
+//!   `growth_1000_100_memory`: the same on the memory store (the runner's own share).
 //!
 //! `--quick` shrinks every size so the whole run takes seconds (a smoke test: nothing about time
 //! is asserted). `--json PATH` also writes the figures as JSON.
@@ -374,6 +375,34 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
         target: Some(15.0),
         description: format!(
             "{} tasks {:.3} s / {} tasks {:.3} s (file store, instant agent)",
+            sizes.big,
+            big.as_secs_f64(),
+            sizes.small,
+            small.as_secs_f64()
+        ),
+    });
+    // The same growth on the memory store: separates the runner's own cost from the store's.
+    let small = run(
+        &Backend::Memory,
+        BenchAgent::new(Duration::ZERO),
+        lanes(sizes.small)?,
+        8,
+    )
+    .await?;
+    let big = run(
+        &Backend::Memory,
+        BenchAgent::new(Duration::ZERO),
+        lanes(sizes.big)?,
+        8,
+    )
+    .await?;
+    out.push(Figure {
+        name: "growth_1000_100_memory",
+        value: big.as_secs_f64() / small.as_secs_f64().max(1e-9),
+        unit: "x",
+        target: None,
+        description: format!(
+            "{} tasks {:.3} s / {} tasks {:.3} s (memory store: the runner alone)",
             sizes.big,
             big.as_secs_f64(),
             sizes.small,

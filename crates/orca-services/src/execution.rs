@@ -8,7 +8,7 @@ use std::sync::Arc;
 use orca_core::{
     ApprovedPlan, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId, ExecutionStage,
     Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task, TaskFailure,
-    TaskInterruption, TaskStatus, TaskSuccess, build_context, schedule,
+    TaskInterruption, TaskStatus, TaskSuccess, build_context_with, schedule,
 };
 use orca_store::audit::{AuditEntry, NewAuditEntry};
 use orca_store::{
@@ -23,6 +23,20 @@ use crate::planning::{PlanningService, resolve_prefix};
 
 fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
+}
+
+/// What a task claim is checked against: the plan, the execution header, its tasks in plan
+/// order, and the plan's dependency graph ([`orca_core::graph::dependency_indices`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The approved plan.
+    pub plan: &'a ApprovedPlan,
+    /// The execution header.
+    pub execution: &'a Execution,
+    /// The tasks, in plan order.
+    pub tasks: &'a [Versioned<Task>],
+    /// The dependency indices of every step.
+    pub deps: &'a [Vec<usize>],
 }
 
 /// Executions: how runs of approved plans went.
@@ -197,24 +211,56 @@ impl ExecutionService {
         guidance: Option<String>,
         limits: &ContextLimits,
     ) -> Result<Versioned<Task>> {
-        let execution = &snapshot.execution.value;
+        let index = plan
+            .content()
+            .position(step)
+            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+        let deps = orca_core::graph::dependency_indices(&plan.content().steps);
+        let claim = Claim {
+            plan,
+            execution: &snapshot.execution.value,
+            tasks: &snapshot.tasks,
+            deps: &deps,
+        };
+        self.start_task_in(&claim, index, holder, guidance, limits)
+            .await
+    }
+
+    /// [`Self::start_task`] for a caller that keeps the plan's graph and the tasks (in plan
+    /// order) itself, like the runner: nothing is recomputed or copied per task, so claiming
+    /// stays O(1) in the size of the plan (plus the bounded context).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::start_task`].
+    pub async fn start_task_in(
+        &self,
+        claim: &Claim<'_>,
+        index: usize,
+        holder: &Holder,
+        guidance: Option<String>,
+        limits: &ContextLimits,
+    ) -> Result<Versioned<Task>> {
+        let Claim {
+            plan,
+            execution,
+            tasks,
+            deps,
+        } = *claim;
         if execution.stage() != ExecutionStage::Running {
             return Err(terminal(
                 execution,
                 "tasks can only start while it is running",
             ));
         }
-        let index = plan
+        let step = &plan
             .content()
-            .position(step)
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
-        let tasks = snapshot.task_values();
-        for d in orca_core::graph::dependency_indices(&plan.content().steps)
+            .steps
             .get(index)
-            .into_iter()
-            .flatten()
-        {
-            if tasks.get(*d).map(Task::status) != Some(TaskStatus::Completed) {
+            .ok_or_else(|| ServiceError::BadInput(format!("step {index} is not in the plan")))?
+            .id;
+        for d in deps.get(index).into_iter().flatten() {
+            if tasks.get(*d).map(|t| t.value.status()) != Some(TaskStatus::Completed) {
                 let dep = plan
                     .content()
                     .steps
@@ -226,8 +272,9 @@ impl ExecutionService {
                 )));
             }
         }
-        let current = snapshot
-            .task(step)
+        let current = tasks
+            .get(index)
+            .filter(|t| t.value.step_id() == step)
             .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` has no task")))?;
         // Guidance goes on the failed attempt before the context is built, so it is threaded.
         let mut task = current.value.clone();
@@ -236,12 +283,21 @@ impl ExecutionService {
         {
             f.set_guidance(guidance);
         }
-        let mut with_guidance = tasks.clone();
-        if let Some(slot) = with_guidance.get_mut(index) {
-            *slot = task.clone();
-        }
-        let context = build_context(plan.id(), plan.content(), index, &with_guidance, limits)
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+        let context = build_context_with(
+            plan.id(),
+            plan.content(),
+            deps,
+            index,
+            |i| {
+                if i == index {
+                    Some(&task)
+                } else {
+                    tasks.get(i).map(|t| &t.value)
+                }
+            },
+            limits,
+        )
+        .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
         let running: RunningTask = match task {
             Task::Pending(p) => p.start(context, holder.clone(), now()),
             Task::Failed(f) => f.retry(None, context, holder.clone(), now()),

@@ -272,6 +272,8 @@ type Joined = (usize, Reply<TaskResult>);
 struct Run {
     id: ExecutionId,
     plan: ApprovedPlan,
+    /// The plan's dependency indices, computed once.
+    deps: Vec<Vec<usize>>,
     execution: Execution,
     tasks: Vec<Versioned<Task>>,
     in_flight: HashMap<usize, InFlight>,
@@ -288,6 +290,24 @@ struct Run {
 impl Run {
     fn values(&self) -> Vec<Task> {
         self.tasks.iter().map(|t| t.value.clone()).collect()
+    }
+
+    /// Pending tasks whose dependencies all completed, in plan order, without copying tasks.
+    fn ready(&self) -> Vec<usize> {
+        let done = |i: &usize| {
+            self.tasks
+                .get(*i)
+                .is_some_and(|t| t.value.status() == TaskStatus::Completed)
+        };
+        self.tasks
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                t.value.status() == TaskStatus::Pending
+                    && self.deps.get(*i).is_some_and(|ds| ds.iter().all(done))
+            })
+            .map(|(i, _)| i)
+            .collect()
     }
 
     fn log_scope(&self, parent: Option<u64>) -> AuditScope {
@@ -389,9 +409,11 @@ impl Runner {
             .filter_map(|s| plan.content().position(s))
             .map(|i| (i, None))
             .collect();
+        let deps = orca_core::graph::dependency_indices(&plan.content().steps);
         let mut run = Run {
             id,
             plan,
+            deps,
             execution: snap.execution.value,
             tasks: snap.tasks,
             in_flight: HashMap::new(),
@@ -508,7 +530,7 @@ impl Runner {
                     }
                 }
                 if run.retry_at.is_empty() && run.retry_now.is_empty() && !run.blocked_on_locks {
-                    let ready = schedule::ready(run.plan.content(), &run.values());
+                    let ready = run.ready();
                     if ready.is_empty() {
                         return self.finish(run).await;
                     }
@@ -559,14 +581,10 @@ impl Runner {
 
     async fn launch_ready(&self, run: &mut Run) -> Result<()> {
         run.blocked_on_locks = false;
-        let values = run.values();
         let mut candidates: Vec<(usize, Option<String>)> =
-            schedule::ready(run.plan.content(), &values)
-                .into_iter()
-                .map(|i| (i, None))
-                .collect();
+            run.ready().into_iter().map(|i| (i, None)).collect();
         for (i, g) in &run.retry_now {
-            if values.get(*i).map(Task::status) == Some(TaskStatus::Failed) {
+            if run.tasks.get(*i).map(|t| t.value.status()) == Some(TaskStatus::Failed) {
                 candidates.push((*i, g.clone()));
             }
         }
@@ -598,19 +616,17 @@ impl Runner {
                     }
                 }
             };
-            let snap = orca_store::ExecutionSnapshot {
-                execution: Versioned {
-                    value: run.execution.clone(),
-                    revision: orca_store::Revision::FIRST,
-                },
-                tasks: run.tasks.clone(),
+            let claim = crate::execution::Claim {
+                plan: &run.plan,
+                execution: &run.execution,
+                tasks: &run.tasks,
+                deps: &run.deps,
             };
             let started = match self
                 .executions
-                .start_task(
-                    &run.plan,
-                    &snap,
-                    &step.id,
+                .start_task_in(
+                    &claim,
+                    index,
                     &self.config.holder,
                     guidance,
                     &self.config.context_limits,
