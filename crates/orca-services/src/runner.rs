@@ -284,6 +284,8 @@ struct Run {
     blocked_on_locks: bool,
     usage: Usage,
     started: Instant,
+    /// When the execution header was last read.
+    last_refresh: Instant,
     stop_after_drain: Option<String>,
 }
 
@@ -424,6 +426,7 @@ impl Runner {
             blocked_on_locks: false,
             usage: Usage::default(),
             started: Instant::now(),
+            last_refresh: Instant::now(),
             stop_after_drain: None,
         };
         let outcome = self.drive(&mut run, &cancel).await;
@@ -448,6 +451,7 @@ impl Runner {
     /// every task on every event (that would make a run of N tasks cost O(N²)).
     async fn refresh(&self, run: &mut Run) -> Result<()> {
         run.execution = self.executions.header(run.id).await?.value;
+        run.last_refresh = Instant::now();
         Ok(())
     }
 
@@ -456,6 +460,7 @@ impl Runner {
         let snap = self.executions.get(run.id).await?;
         run.execution = snap.execution.value;
         run.tasks = snap.tasks;
+        run.last_refresh = Instant::now();
         Ok(())
     }
 
@@ -477,8 +482,13 @@ impl Runner {
 
     async fn drive(&self, run: &mut Run, cancel: &CancellationToken) -> Result<RunOutcome> {
         loop {
-            // Someone else may have stopped the run, or answered the pending decision.
-            self.refresh(run).await?;
+            // Someone else may have stopped the run, or answered the pending decision: look at
+            // most once per watch interval (the header holds every step id, so reading it per
+            // event would make a run of N tasks cost O(N²)); our own header changes refresh it
+            // at once, and so does having nothing in flight (below).
+            if run.last_refresh.elapsed() >= self.config.watch_interval {
+                self.refresh(run).await?;
+            }
             if let Some(outcome) = terminal_outcome(&run.execution) {
                 self.cancel_in_flight(run, "the execution was stopped")
                     .await?;
@@ -495,6 +505,8 @@ impl Runner {
                 {
                     return Ok(outcome);
                 }
+                // The decision is off the header now.
+                self.refresh(run).await?;
                 continue;
             }
             self.reconcile_failed(run).await?;
@@ -505,6 +517,11 @@ impl Runner {
             }
 
             if run.joins.is_empty() {
+                // Nothing in flight: before concluding anything, read the latest header.
+                self.refresh(run).await?;
+                if let Some(outcome) = terminal_outcome(&run.execution) {
+                    return Ok(outcome);
+                }
                 if let Some(reason) = run.stop_after_drain.take() {
                     self.executions.fail(run.id, &reason, None).await?;
                     self.audit(run, "execution.failed", json!({ "reason": reason }))
@@ -520,6 +537,7 @@ impl Runner {
                             self.executions
                                 .decide(run.id, decision, &self.config.actor)
                                 .await?;
+                            self.refresh(run).await?;
                             continue;
                         }
                         None => {
@@ -566,7 +584,8 @@ impl Runner {
                     }
                 }
                 () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
-                () = tokio::time::sleep(self.config.watch_interval), if !run.joins.is_empty() => {}
+                // Also the backstop: nothing can leave the loop waiting forever.
+                () = tokio::time::sleep(self.config.watch_interval) => {}
             }
         }
     }
@@ -769,11 +788,17 @@ impl Runner {
         }
         let exec_over = self.config.execution_budget.exceeded(&run.usage, elapsed);
         let parent = Some(flight.attempt_seq);
-        let execution = run.execution.clone();
+        let audit_log = ExecutionService::log(run.plan.id(), run.id);
         let log = |kind: &'static str, data: serde_json::Value| {
-            let executions = self.executions.clone();
-            let execution = execution.clone();
-            async move { executions.audit(&execution, kind, parent, data).await }
+            let store = self.executions.store().clone();
+            async move {
+                store
+                    .append(
+                        audit_log,
+                        orca_store::audit::NewAuditEntry::new(kind, data).with_parent(parent),
+                    )
+                    .await
+            }
         };
         match outcome {
             TaskResult::Success(success) => {
@@ -845,7 +870,7 @@ impl Runner {
                 });
             }
         }
-        self.refresh(run).await
+        Ok(())
     }
 
     /// Finds failed tasks nobody is handling: retries those with attempts left (also after a
@@ -895,13 +920,17 @@ impl Runner {
             };
             needs_decision.push((index, request));
         }
+        let changed = !needs_decision.is_empty();
         for (index, request) in needs_decision {
             self.deviation(run, index, request).await?;
             if self.config.on_failure == FailurePolicy::Ask {
                 break;
             }
         }
-        self.refresh(run).await
+        if changed {
+            self.refresh(run).await?;
+        }
+        Ok(())
     }
 
     async fn deviation(&self, run: &mut Run, index: usize, request: DecisionRequest) -> Result<()> {
@@ -955,7 +984,7 @@ impl Runner {
                 .await?;
             self.observer.event(&RunEvent::TaskSkipped { step });
         }
-        self.refresh(run).await
+        Ok(())
     }
 
     async fn ask_human(&self, run: &Run, request: &DecisionRequest) -> Result<Option<Decision>> {
