@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use orca_core::{
-    AgentId, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanId, PlanStage, ProposalPlan, Step,
-    StepId, StepPatch,
+    AgentId, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanId, ProposalPlan, Step, StepId,
+    StepPatch,
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{AuditLogId, Listing, PlanSummary, Store, Versioned};
@@ -410,10 +410,4 @@ pub(crate) fn wrong_stage(plan: &Plan, expected: &'static str) -> ServiceError {
         stage: plan.stage(),
         expected,
     }
-}
-
-/// Whether a stage is one a human decision applies to.
-#[must_use]
-pub const fn awaits_human(stage: PlanStage) -> bool {
-    matches!(stage, PlanStage::Proposal)
 }

@@ -3,7 +3,7 @@
 //! planner revises → approve again / reject) and replanning after a failed step.
 
 use orca_core::{
-    Action, AgentInfo, ApprovalAction, ApprovedPlan, Budget, ErrorCode, HumanAnswer, Plan, PlanId,
+    AgentInfo, ApprovalAction, ApprovedPlan, Budget, ErrorCode, HumanAnswer, Plan, PlanId,
     PlanRefStage, PlannerRequest, PlannerResponse, Reply, Role, TaskFailure, match_action,
 };
 use tracing::instrument;
@@ -219,10 +219,4 @@ impl OrcaService {
     pub const fn context(&self) -> &ToolContext {
         &self.ctx
     }
-}
-
-/// The option keys of plan approval, for UIs.
-#[must_use]
-pub fn approval_keys() -> Vec<&'static str> {
-    ApprovalAction::ALL.iter().map(|a| a.key()).collect()
 }
