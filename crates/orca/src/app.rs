@@ -843,7 +843,6 @@ fn agents_list(app: &App) -> Result<Exit, CliError> {
             &rows,
         ));
     }
-    let _ = &app.root;
     Ok(Exit::Ok)
 }
 
