@@ -127,6 +127,26 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) cap: usize,
 }
 
+/// Spawns `cmd`, retrying a few times when exec fails with "text file busy" (ETXTBSY).
+///
+/// That error is transient: it happens when the executable was just written and another thread
+/// of this process forked while the write descriptor was open, so the child holds it until its
+/// own exec. Freshly written agent scripts (and tests running in parallel) hit it; cargo retries
+/// the same way.
+async fn spawn_retrying_busy(cmd: &mut Command) -> std::io::Result<tokio::process::Child> {
+    let mut delay = Duration::from_millis(10);
+    for _ in 0..6 {
+        match cmd.spawn() {
+            Err(err) if err.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                tokio::time::sleep(delay).await;
+                delay = delay.saturating_mul(2);
+            }
+            other => return other,
+        }
+    }
+    cmd.spawn()
+}
+
 /// Runs a program in its own process group, capturing output. The group is killed on timeout,
 /// after the main process exits (leftover background children), and when this future is dropped.
 pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
@@ -141,7 +161,7 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn_retrying_busy(&mut cmd).await {
         Ok(child) => child,
         Err(err) => {
             return RunOutput {
