@@ -22,7 +22,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use orca_core::{DocumentError, Execution, ExecutionId, Holder, Plan, PlanId, Task};
@@ -57,6 +57,25 @@ struct Inner {
     /// header file's stamp is unchanged: a task update stays O(task) however many steps the
     /// header lists.
     header_facts: Mutex<HashMap<ExecutionId, (Stamp, HeaderFacts)>>,
+    /// Audit appends waiting for their log, per log (group commit, see [`Inner::append`]).
+    log_queues: Mutex<HashMap<AuditLogId, Arc<LogQueue>>>,
+}
+
+/// The appends waiting for one audit log. Concurrent appenders queue here; the first one that
+/// finds nobody writing becomes the writer and commits everything queued with one write and
+/// one fsync, so N concurrent appends cost about two fsyncs instead of N.
+#[derive(Debug, Default)]
+struct LogQueue {
+    state: Mutex<QueueState>,
+    written: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    next_ticket: u64,
+    pending: Vec<(u64, NewAuditEntry)>,
+    results: HashMap<u64, Result<AuditEntry, StoreError>>,
+    writing: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +113,7 @@ impl FileStore {
                 tmp_counter: AtomicU64::new(0),
                 plan_of: Mutex::new(HashMap::new()),
                 header_facts: Mutex::new(HashMap::new()),
+                log_queues: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -1086,6 +1106,28 @@ fn truncate_torn(file: &File, path: &Path, at: u64) -> Result<(), StoreError> {
         .map_err(io_err(format!("truncating {}", path.display())))
 }
 
+/// The same error again, for every append of a failed group commit.
+fn replicate(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Immutable(m) => StoreError::Immutable(m.clone()),
+        StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
+        StoreError::Corrupt { path, message } => StoreError::Corrupt {
+            path: path.clone(),
+            message: message.clone(),
+        },
+        StoreError::Backend { context, source } => {
+            let kind = source
+                .downcast_ref::<io::Error>()
+                .map_or(io::ErrorKind::Other, io::Error::kind);
+            StoreError::backend(context.clone(), io::Error::new(kind, source.to_string()))
+        }
+        other => StoreError::backend(
+            "appending to an audit log",
+            io::Error::other(other.to_string()),
+        ),
+    }
+}
+
 fn open_log(path: &Path) -> Result<File, StoreError> {
     if let Some(dir) = path.parent() {
         ensure_dir(dir)?;
@@ -1106,21 +1148,111 @@ fn open_log(path: &Path) -> Result<File, StoreError> {
 }
 
 impl Inner {
+    /// Appends one entry, durably, sharing the write and fsync with concurrent appends to the
+    /// same log (group commit). Returns once the entry is on disk.
     fn append(&self, log: AuditLogId, entry: NewAuditEntry) -> Result<AuditEntry, StoreError> {
+        let queue = Arc::clone(
+            self.log_queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(log)
+                .or_default(),
+        );
+        let result = {
+            let mut state = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            state.pending.push((ticket, entry));
+            loop {
+                if let Some(result) = state.results.remove(&ticket) {
+                    break result;
+                }
+                if state.writing {
+                    state = queue
+                        .written
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    continue;
+                }
+                // Nobody is writing: write everything queued, ours included.
+                state.writing = true;
+                let batch = std::mem::take(&mut state.pending);
+                drop(state);
+                let tickets: Vec<u64> = batch.iter().map(|(t, _)| *t).collect();
+                let entries = batch.into_iter().map(|(_, e)| e).collect();
+                // A panic must not leave `writing` set (every later append would wait forever).
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.append_batch(log, entries)
+                }))
+                .unwrap_or_else(|_| {
+                    Err(StoreError::backend(
+                        "appending to an audit log",
+                        io::Error::other("the writer panicked"),
+                    ))
+                });
+                state = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+                match outcome {
+                    Ok(entries) => state
+                        .results
+                        .extend(tickets.into_iter().zip(entries.into_iter().map(Ok))),
+                    Err(e) => {
+                        for t in tickets {
+                            state.results.insert(t, Err(replicate(&e)));
+                        }
+                    }
+                }
+                state.writing = false;
+                queue.written.notify_all();
+            }
+        };
+        // Forget the queue when nobody else holds it (new holders take it under the map lock).
+        let mut queues = self
+            .log_queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(&queue) == 2 {
+            queues.remove(&log);
+        }
+        result
+    }
+
+    /// Appends entries in order with one write and one fsync: all or nothing (on failure the
+    /// log is cut back to its length before).
+    fn append_batch(
+        &self,
+        log: AuditLogId,
+        batch: Vec<NewAuditEntry>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
         let path = self.audit_file(log);
         let mut file = open_log(&path)?;
         if seal_file(&path).exists() {
             return Err(StoreError::Immutable(format!("the {log} is sealed")));
         }
-        let last = last_entry(&mut file, &path)?;
-        let entry = audit::next_entry(last.as_ref(), entry, OffsetDateTime::now_utc());
-        let mut line = serde_json::to_vec(&entry)
-            .map_err(|e| StoreError::backend(format!("encoding an entry of the {log}"), e))?;
-        line.push(b'\n');
-        file.write_all(&line)
-            .and_then(|()| file.sync_data())
-            .map_err(io_err(format!("appending to {}", path.display())))?;
-        Ok(entry)
+        let mut last = last_entry(&mut file, &path)?;
+        let at = OffsetDateTime::now_utc();
+        let mut entries = Vec::with_capacity(batch.len());
+        let mut bytes = Vec::new();
+        for new in batch {
+            let entry = audit::next_entry(last.as_ref(), new, at);
+            serde_json::to_writer(&mut bytes, &entry)
+                .map_err(|e| StoreError::backend(format!("encoding an entry of the {log}"), e))?;
+            bytes.push(b'\n');
+            last = Some(entry.clone());
+            entries.push(entry);
+        }
+        let before = file
+            .metadata()
+            .map_err(io_err(format!("reading {}", path.display())))?
+            .len();
+        if let Err(e) = file.write_all(&bytes).and_then(|()| file.sync_data()) {
+            // Best effort: what did reach the file was never acknowledged.
+            let _ = file.set_len(before).and_then(|()| file.sync_data());
+            return Err(StoreError::backend(
+                format!("appending to {}", path.display()),
+                e,
+            ));
+        }
+        Ok(entries)
     }
 
     fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
