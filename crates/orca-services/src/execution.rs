@@ -12,7 +12,8 @@ use orca_core::{
 };
 use orca_store::audit::{AuditEntry, NewAuditEntry};
 use orca_store::{
-    AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Store, StoreError, Versioned,
+    AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Revision, Store, StoreError,
+    Versioned,
 };
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -37,6 +38,22 @@ pub struct Claim<'a> {
     pub tasks: &'a [Versioned<Task>],
     /// The dependency indices of every step.
     pub deps: &'a [Vec<usize>],
+}
+
+/// A task start checked and built by [`ExecutionService::prepare_start`], not yet written.
+#[derive(Debug, Clone)]
+pub struct PreparedStart {
+    execution: ExecutionId,
+    task: Task,
+    expected: Revision,
+}
+
+impl PreparedStart {
+    /// The running task that will be written.
+    #[must_use]
+    pub const fn task(&self) -> &Task {
+        &self.task
+    }
 }
 
 /// Executions: how runs of approved plans went.
@@ -222,25 +239,27 @@ impl ExecutionService {
             tasks: &snapshot.tasks,
             deps: &deps,
         };
-        self.start_task_in(&claim, index, holder, guidance, limits)
-            .await
+        let start = self.prepare_start(&claim, index, holder, guidance, limits)?;
+        self.commit_start(start).await
     }
 
-    /// [`Self::start_task`] for a caller that keeps the plan's graph and the tasks (in plan
-    /// order) itself, like the runner: nothing is recomputed or copied per task, so claiming
-    /// stays O(1) in the size of the plan (plus the bounded context).
+    /// The first half of [`Self::start_task`], for a caller that keeps the plan's graph and
+    /// the tasks (in plan order) itself, like the runner: checks the start and builds the
+    /// running task (with its context) without writing anything; [`Self::commit_start`] writes
+    /// it. Nothing is recomputed or copied per task, so claiming stays O(1) in the size of the
+    /// plan (plus the bounded context), and a caller can commit several starts at once.
     ///
     /// # Errors
     ///
-    /// As [`Self::start_task`].
-    pub async fn start_task_in(
+    /// As [`Self::start_task`], except conflicts (those come from the commit).
+    pub fn prepare_start(
         &self,
         claim: &Claim<'_>,
         index: usize,
         holder: &Holder,
         guidance: Option<String>,
         limits: &ContextLimits,
-    ) -> Result<Versioned<Task>> {
+    ) -> Result<PreparedStart> {
         let Claim {
             plan,
             execution,
@@ -308,13 +327,27 @@ impl ExecutionService {
                 )));
             }
         };
-        let next = Task::Running(running);
-        let revision = self
-            .store
-            .update_task(execution.id(), &next, current.revision)
-            .await?;
+        Ok(PreparedStart {
+            execution: execution.id(),
+            task: Task::Running(running),
+            expected: current.revision,
+        })
+    }
+
+    /// Writes a start prepared by [`Self::prepare_start`] (compare-and-swap on the task).
+    ///
+    /// # Errors
+    ///
+    /// A conflict if the task changed since it was read; store errors.
+    pub async fn commit_start(&self, start: PreparedStart) -> Result<Versioned<Task>> {
+        let PreparedStart {
+            execution,
+            task,
+            expected,
+        } = start;
+        let revision = self.store.update_task(execution, &task, expected).await?;
         Ok(Versioned {
-            value: next,
+            value: task,
             revision,
         })
     }

@@ -26,7 +26,7 @@ use orca_store::Store;
 
 pub use dispatch::DispatchService;
 pub use error::{Result, ServiceError};
-pub use execution::{Claim, ExecutionService};
+pub use execution::{Claim, ExecutionService, PreparedStart};
 pub use hitl::{Hitl, NoHuman, ScriptedHitl};
 pub use planning::{DraftEdit, PlanningService};
 pub use relay::{ApprovalOutcome, OrcaService};

@@ -21,6 +21,7 @@ use orca_core::{
     StepId, Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer,
     schedule,
 };
+use orca_store::audit::NewAuditEntry;
 use orca_store::{ResourceGuard, StoreError, Versioned};
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -268,6 +269,73 @@ struct InFlight {
 }
 
 type Joined = (usize, Reply<TaskResult>);
+
+/// A task start that is written, with its audit entries.
+struct Started {
+    task: Versioned<Task>,
+    /// `task.attempt.started`.
+    attempt_seq: u64,
+    /// `agent.call`: the parent of what the agent logs.
+    call_seq: u64,
+}
+
+/// An agent reply about to be written.
+struct Recording {
+    index: usize,
+    step: StepId,
+    /// The running task the reply is for.
+    task: Versioned<Task>,
+    /// Attempts counted before this one ended.
+    running_attempts: u32,
+    outcome: TaskResult,
+    usage: Usage,
+    /// The audit entry of the attempt's start.
+    parent: u64,
+    exec_over: Option<String>,
+}
+
+impl Recording {
+    /// Writes the task's new state, then the attempt's audit entry.
+    async fn write(
+        &self,
+        executions: &ExecutionService,
+        execution: ExecutionId,
+        log: orca_store::AuditLogId,
+    ) -> Result<Versioned<Task>> {
+        let task = self.task.clone();
+        let (done, kind, data) = match &self.outcome {
+            TaskResult::Success(success) => (
+                executions
+                    .complete_task(execution, task, success.clone())
+                    .await?,
+                "task.attempt.completed",
+                json!({ "step_id": self.step, "usage": self.usage, "summary": success.summary }),
+            ),
+            TaskResult::Failure(failure) => (
+                executions
+                    .fail_task(execution, task, failure.clone())
+                    .await?,
+                "task.attempt.failed",
+                json!({ "step_id": self.step, "failure": failure, "usage": self.usage }),
+            ),
+            TaskResult::Interruption(interruption) => (
+                executions
+                    .interrupt_task(execution, task, interruption.clone())
+                    .await?,
+                "task.attempt.interrupted",
+                json!({ "step_id": self.step, "interruption": interruption }),
+            ),
+        };
+        executions
+            .store()
+            .append(
+                log,
+                NewAuditEntry::new(kind, data).with_parent(Some(self.parent)),
+            )
+            .await?;
+        Ok(done)
+    }
+}
 
 struct Run {
     id: ExecutionId,
@@ -569,11 +637,18 @@ impl Runner {
                     return Ok(RunOutcome::Stopped { reason });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
-                    match joined {
-                        Ok((index, reply)) => self.on_result(run, index, reply).await?,
-                        Err(e) if e.is_cancelled() => {}
-                        Err(e) => warn!(error = %e, "an agent call panicked"),
+                    // Every reply that is already in, recorded together.
+                    let mut replies = Vec::new();
+                    let mut next = Some(joined);
+                    while let Some(joined) = next {
+                        match joined {
+                            Ok(reply) => replies.push(reply),
+                            Err(e) if e.is_cancelled() => {}
+                            Err(e) => warn!(error = %e, "an agent call panicked"),
+                        }
+                        next = run.joins.try_join_next();
                     }
+                    self.on_results(run, replies).await?;
                 }
                 () = sleep_until_opt(next_retry), if next_retry.is_some() => {
                     let now = Instant::now();
@@ -598,6 +673,9 @@ impl Runner {
             .seq)
     }
 
+    /// Starts ready tasks (and due retries) up to the concurrency: decides them one by one,
+    /// writes their starts concurrently (the file store's group commit turns N starts into a
+    /// few fsyncs), then hands each to its agent.
     async fn launch_ready(&self, run: &mut Run) -> Result<()> {
         run.blocked_on_locks = false;
         let mut candidates: Vec<(usize, Option<String>)> =
@@ -609,14 +687,17 @@ impl Runner {
         }
         candidates.sort_by_key(|(i, _)| *i);
         candidates.dedup_by_key(|(i, _)| *i);
+
+        // 1. Decide, in plan order, without writing.
+        let mut decided: Vec<(usize, Option<ResourceGuard>, crate::PreparedStart)> = Vec::new();
         for (index, guidance) in candidates {
-            if run.joins.len() >= self.config.concurrency.max(1) {
+            if run.joins.len() + decided.len() >= self.config.concurrency.max(1) {
                 break;
             }
             if run.in_flight.contains_key(&index) {
                 continue;
             }
-            let Some(step) = run.plan.content().steps.get(index).cloned() else {
+            let Some(step) = run.plan.content().steps.get(index) else {
                 continue;
             };
             let locks = if step.locks.is_empty() {
@@ -641,236 +722,315 @@ impl Runner {
                 tasks: &run.tasks,
                 deps: &run.deps,
             };
-            let started = match self
-                .executions
-                .start_task_in(
-                    &claim,
-                    index,
-                    &self.config.holder,
-                    guidance,
-                    &self.config.context_limits,
-                )
-                .await
-            {
-                Ok(t) => t,
-                Err(ServiceError::Store(StoreError::Conflict { .. })) => {
-                    self.refresh_all(run).await?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            run.retry_now.remove(&index);
-            let Task::Running(running) = &started.value else {
+            let start = self.executions.prepare_start(
+                &claim,
+                index,
+                &self.config.holder,
+                guidance,
+                &self.config.context_limits,
+            )?;
+            decided.push((index, locks, start));
+        }
+        if decided.is_empty() {
+            return Ok(());
+        }
+
+        // 2. Write the starts and their audit entries, all at once.
+        let log = ExecutionService::log(run.plan.id(), run.id);
+        let mut writes = JoinSet::new();
+        for (slot, (index, _, start)) in decided.iter().enumerate() {
+            let Some(step) = run.plan.content().steps.get(*index) else {
                 continue;
             };
-            let attempt = running.attempt;
-            let context = running.context.clone();
-            if let Some(slot) = run.tasks.get_mut(index) {
-                *slot = started.clone();
-            }
-            let attempt_seq = self
-                .audit(
-                    run,
-                    "task.attempt.started",
-                    json!({ "step_id": step.id, "agent": step.agent, "attempt": attempt }),
-                )
-                .await?;
-            let call_seq = self
-                .executions
-                .audit(
-                    &run.execution,
-                    "agent.call",
-                    Some(attempt_seq),
-                    json!({ "agent": step.agent, "step_id": step.id, "attempt": attempt }),
-                )
-                .await?
-                .seq;
-            self.observer.event(&RunEvent::TaskStarted {
-                step: step.id.clone(),
-                agent: step.agent.to_string(),
-                attempt,
-            });
-            let elapsed = run.started.elapsed().as_secs();
-            let budget = self
-                .config
-                .task_budget
-                .min(&self.config.execution_budget.remaining(&run.usage, elapsed));
-            let timeout = step
-                .timeout_secs
-                .map(Duration::from_secs)
-                .or(self.config.task_timeout);
-            let request = TaskRequest {
-                agent: step.agent.clone(),
-                execution_id: run.id,
-                plan_id: run.plan.id(),
-                step: step.clone(),
-                attempt,
-                context,
-                budget,
-                timeout,
-            };
-            let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
-            let dispatch = self.dispatch.clone();
-            let scope = run.log_scope(Some(call_seq));
-            run.in_flight.insert(
-                index,
-                InFlight {
-                    _locks: locks,
-                    attempt_seq,
-                },
-            );
-            run.joins.spawn(async move {
-                if let Some(why) = exhausted {
-                    return (
-                        index,
-                        Reply::new(TaskResult::Failure(TaskFailure::new(
-                            ErrorCode::BudgetExceeded,
-                            why,
-                        ))),
-                    );
-                }
-                let call = dispatch.dispatch_task(request, Some(scope));
-                let reply = match timeout {
-                    Some(limit) => match tokio::time::timeout(limit, call).await {
-                        Ok(reply) => reply,
-                        Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
-                            ErrorCode::Timeout,
-                            format!("the attempt took longer than {}s", limit.as_secs()),
-                        ))),
-                    },
-                    None => call.await,
+            let (step_id, agent) = (step.id.clone(), step.agent.clone());
+            let executions = self.executions.clone();
+            let start = start.clone();
+            writes.spawn(async move {
+                let started = executions.commit_start(start).await?;
+                let attempt = match &started.value {
+                    Task::Running(r) => r.attempt,
+                    _ => 0,
                 };
-                (index, reply)
+                let store = executions.store();
+                let attempt_seq = store
+                    .append(
+                        log,
+                        NewAuditEntry::new(
+                            "task.attempt.started",
+                            json!({ "step_id": step_id, "agent": agent, "attempt": attempt }),
+                        )
+                        .with_parent(Some(0)),
+                    )
+                    .await?
+                    .seq;
+                let call_seq = store
+                    .append(
+                        log,
+                        NewAuditEntry::new(
+                            "agent.call",
+                            json!({ "agent": agent, "step_id": step_id, "attempt": attempt }),
+                        )
+                        .with_parent(Some(attempt_seq)),
+                    )
+                    .await?
+                    .seq;
+                Ok::<_, ServiceError>((
+                    slot,
+                    Started {
+                        task: started,
+                        attempt_seq,
+                        call_seq,
+                    },
+                ))
             });
+        }
+        let mut written: Vec<Option<Started>> = (0..decided.len()).map(|_| None).collect();
+        let mut first_error = None;
+        while let Some(joined) = writes.join_next().await {
+            match joined {
+                Ok(Ok((slot, started))) => {
+                    if let Some(w) = written.get_mut(slot) {
+                        *w = Some(started);
+                    }
+                }
+                Ok(Err(ServiceError::Store(StoreError::Conflict { .. }))) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(ServiceError::Store(StoreError::backend(
+                        "writing a task start",
+                        e,
+                    )));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            // Tasks whose start was written are recovered as interrupted attempts on resume.
+            return Err(e);
+        }
+
+        // 3. Hand each started task to its agent, in plan order.
+        let mut conflicted = false;
+        for ((index, locks, _), outcome) in decided.into_iter().zip(written) {
+            let Some(started) = outcome else {
+                // Someone else changed the task meanwhile.
+                conflicted = true;
+                continue;
+            };
+            self.dispatch_started(run, index, locks, started);
+        }
+        if conflicted {
+            self.refresh_all(run).await?;
         }
         Ok(())
     }
 
-    async fn on_result(&self, run: &mut Run, index: usize, reply: Reply<TaskResult>) -> Result<()> {
-        match self.record_result(run, index, reply).await {
-            // Stopped, or the task was changed by another process meanwhile: the result is
-            // dropped (it is in the audit log) and the loop re-reads the state.
-            Err(ServiceError::Store(
-                e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
-            )) => {
-                warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
-                self.refresh_all(run).await
-            }
-            other => other,
-        }
-    }
-
-    async fn record_result(
+    /// Spawns the agent call of a task whose start is written.
+    fn dispatch_started(
         &self,
         run: &mut Run,
         index: usize,
+        locks: Option<ResourceGuard>,
+        started: Started,
+    ) {
+        let Started {
+            task: started,
+            attempt_seq,
+            call_seq,
+        } = started;
+        let Some(step) = run.plan.content().steps.get(index).cloned() else {
+            return;
+        };
+        run.retry_now.remove(&index);
+        let Task::Running(running) = &started.value else {
+            return;
+        };
+        let attempt = running.attempt;
+        let context = running.context.clone();
+        if let Some(slot) = run.tasks.get_mut(index) {
+            *slot = started;
+        }
+        self.observer.event(&RunEvent::TaskStarted {
+            step: step.id.clone(),
+            agent: step.agent.to_string(),
+            attempt,
+        });
+        let elapsed = run.started.elapsed().as_secs();
+        let budget = self
+            .config
+            .task_budget
+            .min(&self.config.execution_budget.remaining(&run.usage, elapsed));
+        let timeout = step
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(self.config.task_timeout);
+        let request = TaskRequest {
+            agent: step.agent.clone(),
+            execution_id: run.id,
+            plan_id: run.plan.id(),
+            step,
+            attempt,
+            context,
+            budget,
+            timeout,
+        };
+        let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
+        let dispatch = self.dispatch.clone();
+        let scope = run.log_scope(Some(call_seq));
+        run.in_flight.insert(
+            index,
+            InFlight {
+                _locks: locks,
+                attempt_seq,
+            },
+        );
+        run.joins.spawn(async move {
+            if let Some(why) = exhausted {
+                return (
+                    index,
+                    Reply::new(TaskResult::Failure(TaskFailure::new(
+                        ErrorCode::BudgetExceeded,
+                        why,
+                    ))),
+                );
+            }
+            let call = dispatch.dispatch_task(request, Some(scope));
+            let reply = match timeout {
+                Some(limit) => match tokio::time::timeout(limit, call).await {
+                    Ok(reply) => reply,
+                    Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
+                        ErrorCode::Timeout,
+                        format!("the attempt took longer than {}s", limit.as_secs()),
+                    ))),
+                },
+                None => call.await,
+            };
+            (index, reply)
+        });
+    }
+
+    /// Records agent replies: their task writes and audit entries go to the store concurrently,
+    /// then the runner's view is updated in the order the replies came in.
+    async fn on_results(&self, run: &mut Run, replies: Vec<Joined>) -> Result<()> {
+        let recordings: Vec<Recording> = replies
+            .into_iter()
+            .filter_map(|(index, reply)| Self::prepare_recording(&self.config, run, index, reply))
+            .collect();
+        let log = ExecutionService::log(run.plan.id(), run.id);
+        let mut writes = JoinSet::new();
+        for (slot, recording) in recordings.into_iter().enumerate() {
+            let executions = self.executions.clone();
+            let id = run.id;
+            writes.spawn(async move {
+                let written = recording.write(&executions, id, log).await;
+                (slot, recording, written)
+            });
+        }
+        let mut done = writes.join_all().await;
+        done.sort_by_key(|(slot, _, _)| *slot);
+        let mut changed_meanwhile = false;
+        for (_, recording, written) in done {
+            match written {
+                Ok(task) => self.apply_recording(run, recording, task),
+                // Stopped, or the task was changed by another process meanwhile: the result
+                // is dropped (it is in the audit log) and the loop re-reads the state.
+                Err(ServiceError::Store(
+                    e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
+                )) => {
+                    warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
+                    changed_meanwhile = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if changed_meanwhile {
+            self.refresh_all(run).await?;
+        }
+        Ok(())
+    }
+
+    /// What a reply will write, or nothing if the task is no longer this runner's.
+    fn prepare_recording(
+        config: &RunConfig,
+        run: &mut Run,
+        index: usize,
         reply: Reply<TaskResult>,
-    ) -> Result<()> {
-        let Some(flight) = run.in_flight.remove(&index) else {
-            return Ok(());
-        };
+    ) -> Option<Recording> {
+        let flight = run.in_flight.remove(&index)?;
         run.usage.add(&reply.usage);
-        let step = run.plan.content().steps.get(index).map(|s| s.id.clone());
-        let Some(step) = step else { return Ok(()) };
-        let Some(task) = run.tasks.get(index).cloned() else {
-            return Ok(());
-        };
+        let step = run.plan.content().steps.get(index)?.id.clone();
+        let task = run.tasks.get(index)?.clone();
         if task.value.status() != TaskStatus::Running {
             // Stopped or recovered meanwhile by someone else; the result is dropped.
-            return Ok(());
+            return None;
         }
         let elapsed = run.started.elapsed().as_secs();
         let mut outcome = reply.outcome;
         if let (TaskResult::Success(_), Some(why)) =
-            (&outcome, self.config.task_budget.exceeded(&reply.usage, 0))
+            (&outcome, config.task_budget.exceeded(&reply.usage, 0))
         {
             outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
         }
-        let exec_over = self.config.execution_budget.exceeded(&run.usage, elapsed);
-        let parent = Some(flight.attempt_seq);
-        let audit_log = ExecutionService::log(run.plan.id(), run.id);
-        let log = |kind: &'static str, data: serde_json::Value| {
-            let store = self.executions.store().clone();
-            async move {
-                store
-                    .append(
-                        audit_log,
-                        orca_store::audit::NewAuditEntry::new(kind, data).with_parent(parent),
-                    )
-                    .await
-            }
-        };
+        Some(Recording {
+            index,
+            step,
+            running_attempts: task.value.counted_attempts(),
+            task,
+            outcome,
+            usage: reply.usage,
+            parent: flight.attempt_seq,
+            exec_over: config.execution_budget.exceeded(&run.usage, elapsed),
+        })
+    }
+
+    /// Updates the runner's view after a reply was written: events, retries.
+    fn apply_recording(&self, run: &mut Run, recording: Recording, task: Versioned<Task>) {
+        let Recording {
+            index,
+            step,
+            running_attempts,
+            outcome,
+            exec_over,
+            ..
+        } = recording;
+        Self::store_task(run, index, task);
         match outcome {
             TaskResult::Success(success) => {
-                let summary = success.summary.clone();
-                let done = self.executions.complete_task(run.id, task, success).await?;
-                Self::store_task(run, index, done);
-                log(
-                    "task.attempt.completed",
-                    json!({ "step_id": step, "usage": reply.usage, "summary": summary }),
-                )
-                .await?;
-                self.observer
-                    .event(&RunEvent::TaskCompleted { step, summary });
+                self.observer.event(&RunEvent::TaskCompleted {
+                    step,
+                    summary: success.summary,
+                });
                 if let Some(why) = exec_over {
                     // Fail closed: nothing more runs; the human decides what to do.
                     warn!(execution = %run.id, "{why}");
                 }
             }
             TaskResult::Failure(failure) => {
-                let running_attempts = task.value.counted_attempts();
-                let failed = self
-                    .executions
-                    .fail_task(run.id, task, failure.clone())
-                    .await?;
-                Self::store_task(run, index, failed);
-                log(
-                    "task.attempt.failed",
-                    json!({ "step_id": step, "failure": failure, "usage": reply.usage }),
-                )
-                .await?;
-                if retryable(failure.code) && running_attempts < self.max_attempts(run, index) {
-                    let delay = self.config.backoff.delay(running_attempts);
+                let retry_in = (retryable(failure.code)
+                    && running_attempts < self.max_attempts(run, index))
+                .then(|| self.config.backoff.delay(running_attempts));
+                if let Some(delay) = retry_in {
                     run.retry_at.insert(index, Instant::now() + delay);
-                    self.observer.event(&RunEvent::TaskFailed {
-                        step,
-                        failure,
-                        retry_in: Some(delay),
-                    });
-                } else {
-                    // The decision is asked by `reconcile_failed`, one at a time.
-                    self.observer.event(&RunEvent::TaskFailed {
-                        step,
-                        failure,
-                        retry_in: None,
-                    });
                 }
+                // Otherwise the decision is asked by `reconcile_failed`, one at a time.
+                self.observer.event(&RunEvent::TaskFailed {
+                    step,
+                    failure,
+                    retry_in,
+                });
             }
             TaskResult::Interruption(interruption) => {
-                let failed = self
-                    .executions
-                    .interrupt_task(run.id, task, interruption.clone())
-                    .await?;
-                Self::store_task(run, index, failed);
-                log(
-                    "task.attempt.interrupted",
-                    json!({ "step_id": step, "interruption": interruption }),
-                )
-                .await?;
                 self.observer.event(&RunEvent::TaskFailed {
-                    step: step.clone(),
+                    step,
                     failure: TaskFailure::new(
                         ErrorCode::Interrupted,
-                        interruption
-                            .question
-                            .clone()
-                            .unwrap_or_else(|| interruption.reason.clone()),
+                        interruption.question.unwrap_or(interruption.reason),
                     ),
                     retry_in: None,
                 });
             }
         }
-        Ok(())
     }
 
     /// Finds failed tasks nobody is handling: retries those with attempts left (also after a
