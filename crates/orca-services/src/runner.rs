@@ -264,19 +264,20 @@ impl std::fmt::Debug for Runner {
 }
 
 struct InFlight {
+    /// Released when the reply is in.
     _locks: Option<ResourceGuard>,
-    attempt_seq: u64,
 }
 
-type Joined = (usize, Reply<TaskResult>);
+/// What an agent's task hands back: its step index and, unless the call was cancelled, the
+/// reply as written to the store (the write happens in the agent's task, so the replies of
+/// parallel tasks are written in parallel).
+type Joined = (usize, Option<(Recording, Result<Versioned<Task>>)>);
 
 /// A task start that is written, with its audit entries.
 struct Started {
     task: Versioned<Task>,
-    /// `task.attempt.started`.
+    /// `task.attempt.started`: the parent of what the agent logs.
     attempt_seq: u64,
-    /// `agent.call`: the parent of what the agent logs.
-    call_seq: u64,
 }
 
 /// An agent reply about to be written.
@@ -291,7 +292,6 @@ struct Recording {
     usage: Usage,
     /// The audit entry of the attempt's start.
     parent: u64,
-    exec_over: Option<String>,
 }
 
 impl Recording {
@@ -346,6 +346,9 @@ struct Run {
     tasks: Vec<Versioned<Task>>,
     in_flight: HashMap<usize, InFlight>,
     joins: JoinSet<Joined>,
+    /// Cancels the agent calls in `joins` (never their writes: a reply that is in gets written
+    /// whole, task and audit entry).
+    calls: CancellationToken,
     retry_at: BTreeMap<usize, Instant>,
     retry_now: BTreeMap<usize, Option<String>>,
     abandoned: BTreeSet<StepId>,
@@ -488,6 +491,7 @@ impl Runner {
             tasks: snap.tasks,
             in_flight: HashMap::new(),
             joins: JoinSet::new(),
+            calls: CancellationToken::new(),
             retry_at: BTreeMap::new(),
             retry_now,
             abandoned: BTreeSet::new(),
@@ -499,7 +503,8 @@ impl Runner {
         };
         let outcome = self.drive(&mut run, &cancel).await;
         if outcome.is_err() {
-            run.joins.abort_all();
+            // Agent calls stop; replies already in are written whole before the lease goes.
+            Self::drain_calls(&mut run).await;
         }
         let outcome = outcome?;
         if outcome.stage().is_terminal() {
@@ -637,18 +642,14 @@ impl Runner {
                     return Ok(RunOutcome::Stopped { reason });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
-                    // Every reply that is already in, recorded together.
-                    let mut replies = Vec::new();
-                    let mut next = Some(joined);
-                    while let Some(joined) = next {
-                        match joined {
-                            Ok(reply) => replies.push(reply),
-                            Err(e) if e.is_cancelled() => {}
-                            Err(e) => warn!(error = %e, "an agent call panicked"),
+                    match joined {
+                        Ok((index, Some((recording, written)))) => {
+                            self.on_recorded(run, index, recording, written).await?;
                         }
-                        next = run.joins.try_join_next();
+                        Ok((_, None)) => {}
+                        Err(e) if e.is_cancelled() => {}
+                        Err(e) => warn!(error = %e, "an agent call panicked"),
                     }
-                    self.on_results(run, replies).await?;
                 }
                 () = sleep_until_opt(next_retry), if next_retry.is_some() => {
                     let now = Instant::now();
@@ -751,8 +752,10 @@ impl Runner {
                     Task::Running(r) => r.attempt,
                     _ => 0,
                 };
-                let store = executions.store();
-                let attempt_seq = store
+                // One entry per attempt: it is the agent call too, and what the agent logs
+                // (model calls, tool calls) hangs under it.
+                let attempt_seq = executions
+                    .store()
                     .append(
                         log,
                         NewAuditEntry::new(
@@ -763,23 +766,11 @@ impl Runner {
                     )
                     .await?
                     .seq;
-                let call_seq = store
-                    .append(
-                        log,
-                        NewAuditEntry::new(
-                            "agent.call",
-                            json!({ "agent": agent, "step_id": step_id, "attempt": attempt }),
-                        )
-                        .with_parent(Some(attempt_seq)),
-                    )
-                    .await?
-                    .seq;
                 Ok::<_, ServiceError>((
                     slot,
                     Started {
                         task: started,
                         attempt_seq,
-                        call_seq,
                     },
                 ))
             });
@@ -837,7 +828,6 @@ impl Runner {
         let Started {
             task: started,
             attempt_seq,
-            call_seq,
         } = started;
         let Some(step) = run.plan.content().steps.get(index).cloned() else {
             return;
@@ -849,7 +839,7 @@ impl Runner {
         let attempt = running.attempt;
         let context = running.context.clone();
         if let Some(slot) = run.tasks.get_mut(index) {
-            *slot = started;
+            slot.clone_from(&started);
         }
         self.observer.event(&RunEvent::TaskStarted {
             step: step.id.clone(),
@@ -877,111 +867,93 @@ impl Runner {
         };
         let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
         let dispatch = self.dispatch.clone();
-        let scope = run.log_scope(Some(call_seq));
-        run.in_flight.insert(
-            index,
-            InFlight {
-                _locks: locks,
-                attempt_seq,
-            },
-        );
+        let scope = run.log_scope(Some(attempt_seq));
+        run.in_flight.insert(index, InFlight { _locks: locks });
+        let executions = self.executions.clone();
+        let (id, log) = (run.id, ExecutionService::log(run.plan.id(), run.id));
+        let task_budget = self.config.task_budget;
+        let calls = run.calls.clone();
+        let step_id = request.step.id.clone();
         run.joins.spawn(async move {
-            if let Some(why) = exhausted {
-                return (
-                    index,
-                    Reply::new(TaskResult::Failure(TaskFailure::new(
-                        ErrorCode::BudgetExceeded,
-                        why,
-                    ))),
-                );
-            }
-            let call = dispatch.dispatch_task(request, Some(scope));
-            let reply = match timeout {
-                Some(limit) => match tokio::time::timeout(limit, call).await {
-                    Ok(reply) => reply,
-                    Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
-                        ErrorCode::Timeout,
-                        format!("the attempt took longer than {}s", limit.as_secs()),
-                    ))),
-                },
-                None => call.await,
+            let reply = if let Some(why) = exhausted {
+                Reply::new(TaskResult::Failure(TaskFailure::new(
+                    ErrorCode::BudgetExceeded,
+                    why,
+                )))
+            } else {
+                let call = dispatch.dispatch_task(request, Some(scope));
+                let call = async move {
+                    match timeout {
+                        Some(limit) => match tokio::time::timeout(limit, call).await {
+                            Ok(reply) => reply,
+                            Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
+                                ErrorCode::Timeout,
+                                format!("the attempt took longer than {}s", limit.as_secs()),
+                            ))),
+                        },
+                        None => call.await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = calls.cancelled() => return (index, None),
+                    reply = call => reply,
+                }
             };
-            (index, reply)
+            let mut outcome = reply.outcome;
+            if let (TaskResult::Success(_), Some(why)) =
+                (&outcome, task_budget.exceeded(&reply.usage, 0))
+            {
+                outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
+            }
+            let recording = Recording {
+                index,
+                step: step_id,
+                running_attempts: started.value.counted_attempts(),
+                task: started,
+                outcome,
+                usage: reply.usage,
+                parent: attempt_seq,
+            };
+            let written = recording.write(&executions, id, log).await;
+            (index, Some((recording, written)))
         });
     }
 
-    /// Records agent replies: their task writes and audit entries go to the store concurrently,
-    /// then the runner's view is updated in the order the replies came in.
-    async fn on_results(&self, run: &mut Run, replies: Vec<Joined>) -> Result<()> {
-        let recordings: Vec<Recording> = replies
-            .into_iter()
-            .filter_map(|(index, reply)| Self::prepare_recording(&self.config, run, index, reply))
-            .collect();
-        let log = ExecutionService::log(run.plan.id(), run.id);
-        let mut writes = JoinSet::new();
-        for (slot, recording) in recordings.into_iter().enumerate() {
-            let executions = self.executions.clone();
-            let id = run.id;
-            writes.spawn(async move {
-                let written = recording.write(&executions, id, log).await;
-                (slot, recording, written)
-            });
-        }
-        let mut done = writes.join_all().await;
-        done.sort_by_key(|(slot, _, _)| *slot);
-        let mut changed_meanwhile = false;
-        for (_, recording, written) in done {
-            match written {
-                Ok(task) => self.apply_recording(run, recording, task),
-                // Stopped, or the task was changed by another process meanwhile: the result
-                // is dropped (it is in the audit log) and the loop re-reads the state.
-                Err(ServiceError::Store(
-                    e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
-                )) => {
-                    warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
-                    changed_meanwhile = true;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        if changed_meanwhile {
-            self.refresh_all(run).await?;
-        }
-        Ok(())
-    }
-
-    /// What a reply will write, or nothing if the task is no longer this runner's.
-    fn prepare_recording(
-        config: &RunConfig,
+    /// Takes in a reply its agent's task has written (or failed to write).
+    async fn on_recorded(
+        &self,
         run: &mut Run,
         index: usize,
-        reply: Reply<TaskResult>,
-    ) -> Option<Recording> {
-        let flight = run.in_flight.remove(&index)?;
-        run.usage.add(&reply.usage);
-        let step = run.plan.content().steps.get(index)?.id.clone();
-        let task = run.tasks.get(index)?.clone();
-        if task.value.status() != TaskStatus::Running {
-            // Stopped or recovered meanwhile by someone else; the result is dropped.
-            return None;
+        recording: Recording,
+        written: Result<Versioned<Task>>,
+    ) -> Result<()> {
+        run.in_flight.remove(&index);
+        run.usage.add(&recording.usage);
+        match written {
+            Ok(task) => {
+                if matches!(recording.outcome, TaskResult::Success(_))
+                    && let Some(why) = self
+                        .config
+                        .execution_budget
+                        .exceeded(&run.usage, run.started.elapsed().as_secs())
+                {
+                    // Fail closed: nothing more runs; the human decides what to do.
+                    warn!(execution = %run.id, "{why}");
+                }
+                self.apply_recording(run, recording, task);
+                Ok(())
+            }
+            // Stopped, or the task was changed by another process meanwhile: the result is
+            // dropped (it is in the agent's log entries) and the loop re-reads the state.
+            Err(ServiceError::Store(
+                e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
+            )) => {
+                warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
+                self.refresh_all(run).await
+            }
+            Err(e) => Err(e),
         }
-        let elapsed = run.started.elapsed().as_secs();
-        let mut outcome = reply.outcome;
-        if let (TaskResult::Success(_), Some(why)) =
-            (&outcome, config.task_budget.exceeded(&reply.usage, 0))
-        {
-            outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
-        }
-        Some(Recording {
-            index,
-            step,
-            running_attempts: task.value.counted_attempts(),
-            task,
-            outcome,
-            usage: reply.usage,
-            parent: flight.attempt_seq,
-            exec_over: config.execution_budget.exceeded(&run.usage, elapsed),
-        })
     }
 
     /// Updates the runner's view after a reply was written: events, retries.
@@ -991,7 +963,6 @@ impl Runner {
             step,
             running_attempts,
             outcome,
-            exec_over,
             ..
         } = recording;
         Self::store_task(run, index, task);
@@ -1001,10 +972,6 @@ impl Runner {
                     step,
                     summary: success.summary,
                 });
-                if let Some(why) = exec_over {
-                    // Fail closed: nothing more runs; the human decides what to do.
-                    warn!(execution = %run.id, "{why}");
-                }
             }
             TaskResult::Failure(failure) => {
                 let retry_in = (retryable(failure.code)
@@ -1271,9 +1238,10 @@ impl Runner {
         })
     }
 
+    /// Cancels the agent calls in flight and waits for their tasks (a reply already in is
+    /// still written whole), then marks what is still running as failed.
     async fn cancel_in_flight(&self, run: &mut Run, why: &str) -> Result<()> {
-        run.joins.abort_all();
-        while run.joins.join_next().await.is_some() {}
+        Self::drain_calls(run).await;
         let flights: Vec<usize> = run.in_flight.keys().copied().collect();
         run.in_flight.clear();
         for index in flights {
@@ -1293,6 +1261,18 @@ impl Runner {
             }
         }
         Ok(())
+    }
+
+    /// Cancels the agent calls and waits for their tasks to end; replies that were written are
+    /// taken into the runner's view.
+    async fn drain_calls(run: &mut Run) {
+        run.calls.cancel();
+        while let Some(joined) = run.joins.join_next().await {
+            if let Ok((index, Some((_, Ok(task))))) = joined {
+                Self::store_task(run, index, task);
+            }
+        }
+        run.calls = CancellationToken::new();
     }
 
     async fn finish(&self, run: &mut Run) -> Result<RunOutcome> {

@@ -106,11 +106,12 @@ macro_rules! flows {
                 assert_eq!(approved.data["digest"], json!(plan.digest()));
                 let exec_entries = b.store.entries(orca_services::ExecutionService::log(plan_id, exec)).await.unwrap();
                 let kinds: Vec<&str> = exec_entries.iter().map(|e| e.kind.as_str()).collect();
-                assert!(kinds.contains(&"task.attempt.started") && kinds.contains(&"agent.call") && kinds.contains(&"execution.completed"), "{kinds:?}");
-                // Causal chain: agent.call hangs under its attempt.
+                assert!(kinds.contains(&"task.attempt.started") && kinds.contains(&"task.attempt.completed") && kinds.contains(&"execution.completed"), "{kinds:?}");
+                // Causal chain: the attempt hangs under the execution's start, its end under it.
                 let attempt = exec_entries.iter().find(|e| e.kind == "task.attempt.started").unwrap();
-                let call = exec_entries.iter().find(|e| e.kind == "agent.call").unwrap();
-                assert_eq!(call.parent, Some(attempt.seq));
+                assert_eq!(attempt.parent, Some(0));
+                let done = exec_entries.iter().find(|e| e.kind == "task.attempt.completed").unwrap();
+                assert_eq!(done.parent, Some(attempt.seq));
             }
 
             #[tokio::test]
@@ -506,7 +507,8 @@ macro_rules! flows {
                 let entries = b.store.entries(orca_services::ExecutionService::log(plan, exec)).await.unwrap();
                 let refused = entries.iter().find(|e| e.kind == "tool.refused").unwrap();
                 assert_eq!(refused.data["tool"], "orca_plan_submit");
-                let call = entries.iter().find(|e| e.kind == "agent.call").unwrap();
+                // Under the attempt (which is the agent call).
+                let call = entries.iter().find(|e| e.kind == "task.attempt.started").unwrap();
                 assert_eq!(refused.parent, Some(call.seq));
             }
 
