@@ -306,4 +306,43 @@ mod tests {
         assert!(t.ends_with("\nABCDEFGHIJ"), "{t}");
         assert!(t.contains("10000 bytes of earlier output omitted"), "{t}");
     }
+
+    /// An executable still open for writing cannot be exec'd (ETXTBSY); the spawn waits for
+    /// the writer to close it instead of failing.
+    #[tokio::test]
+    async fn busy_executable_is_retried_until_its_writer_closes_it() {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o755)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"#!/bin/sh\necho ran\n").unwrap();
+        // Still open for writing: exec would fail with "text file busy" now.
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(file);
+        });
+        let program = path.display().to_string();
+        let out = run_captured(RunSpec {
+            program: &program,
+            args: vec![],
+            cwd: dir.path(),
+            env: vec![],
+            timeout: Some(Duration::from_secs(10)),
+            cap: 1024,
+        })
+        .await;
+        closer.join().unwrap();
+        assert!(
+            matches!(out.end, RunEnd::Exited(st) if st.success()),
+            "{:?}",
+            out.end
+        );
+        assert_eq!(out.stdout.trim(), "ran");
+    }
 }
