@@ -48,14 +48,6 @@ pub struct PreparedStart {
     expected: Revision,
 }
 
-impl PreparedStart {
-    /// The running task that will be written.
-    #[must_use]
-    pub const fn task(&self) -> &Task {
-        &self.task
-    }
-}
-
 /// Executions: how runs of approved plans went.
 #[derive(Clone)]
 pub struct ExecutionService {

@@ -268,10 +268,10 @@ struct InFlight {
     _locks: Option<ResourceGuard>,
 }
 
-/// What an agent's task hands back: its step index and, unless the call was cancelled, the
-/// reply as written to the store (the write happens in the agent's task, so the replies of
-/// parallel tasks are written in parallel).
-type Joined = (usize, Option<(Recording, Result<Versioned<Task>>)>);
+/// What an agent's task hands back: unless the call was cancelled, the reply and how writing
+/// it to the store went (the write happens in the agent's task, so the replies of parallel
+/// tasks are written in parallel).
+type Joined = Option<(Recording, Result<Versioned<Task>>)>;
 
 /// A task start that is written, with its audit entries.
 struct Started {
@@ -643,10 +643,10 @@ impl Runner {
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
                     match joined {
-                        Ok((index, Some((recording, written)))) => {
-                            self.on_recorded(run, index, recording, written).await?;
+                        Ok(Some((recording, written))) => {
+                            self.on_recorded(run, recording, written).await?;
                         }
-                        Ok((_, None)) => {}
+                        Ok(None) => {}
                         Err(e) if e.is_cancelled() => {}
                         Err(e) => warn!(error = %e, "an agent call panicked"),
                     }
@@ -690,7 +690,8 @@ impl Runner {
         candidates.dedup_by_key(|(i, _)| *i);
 
         // 1. Decide, in plan order, without writing.
-        let mut decided: Vec<(usize, Option<ResourceGuard>, crate::PreparedStart)> = Vec::new();
+        let mut decided: Vec<(usize, Option<ResourceGuard>)> = Vec::new();
+        let mut starts: Vec<crate::PreparedStart> = Vec::new();
         for (index, guidance) in candidates {
             if run.joins.len() + decided.len() >= self.config.concurrency.max(1) {
                 break;
@@ -730,7 +731,8 @@ impl Runner {
                 guidance,
                 &self.config.context_limits,
             )?;
-            decided.push((index, locks, start));
+            decided.push((index, locks));
+            starts.push(start);
         }
         if decided.is_empty() {
             return Ok(());
@@ -739,13 +741,12 @@ impl Runner {
         // 2. Write the starts and their audit entries, all at once.
         let log = ExecutionService::log(run.plan.id(), run.id);
         let mut writes = JoinSet::new();
-        for (slot, (index, _, start)) in decided.iter().enumerate() {
+        for (slot, ((index, _), start)) in decided.iter().zip(starts).enumerate() {
             let Some(step) = run.plan.content().steps.get(*index) else {
                 continue;
             };
             let (step_id, agent) = (step.id.clone(), step.agent.clone());
             let executions = self.executions.clone();
-            let start = start.clone();
             writes.spawn(async move {
                 let started = executions.commit_start(start).await?;
                 let attempt = match &started.value {
@@ -803,7 +804,7 @@ impl Runner {
 
         // 3. Hand each started task to its agent, in plan order.
         let mut conflicted = false;
-        for ((index, locks, _), outcome) in decided.into_iter().zip(written) {
+        for ((index, locks), outcome) in decided.into_iter().zip(written) {
             let Some(started) = outcome else {
                 // Someone else changed the task meanwhile.
                 conflicted = true;
@@ -896,7 +897,7 @@ impl Runner {
                 };
                 tokio::select! {
                     biased;
-                    () = calls.cancelled() => return (index, None),
+                    () = calls.cancelled() => return None,
                     reply = call => reply,
                 }
             };
@@ -916,7 +917,7 @@ impl Runner {
                 parent: attempt_seq,
             };
             let written = recording.write(&executions, id, log).await;
-            (index, Some((recording, written)))
+            Some((recording, written))
         });
     }
 
@@ -924,11 +925,10 @@ impl Runner {
     async fn on_recorded(
         &self,
         run: &mut Run,
-        index: usize,
         recording: Recording,
         written: Result<Versioned<Task>>,
     ) -> Result<()> {
-        run.in_flight.remove(&index);
+        run.in_flight.remove(&recording.index);
         run.usage.add(&recording.usage);
         match written {
             Ok(task) => {
@@ -1264,12 +1264,13 @@ impl Runner {
     }
 
     /// Cancels the agent calls and waits for their tasks to end; replies that were written are
-    /// taken into the runner's view.
+    /// taken into the runner's view (task and usage).
     async fn drain_calls(run: &mut Run) {
         run.calls.cancel();
         while let Some(joined) = run.joins.join_next().await {
-            if let Ok((index, Some((_, Ok(task))))) = joined {
-                Self::store_task(run, index, task);
+            if let Ok(Some((recording, Ok(task)))) = joined {
+                run.usage.add(&recording.usage);
+                Self::store_task(run, recording.index, task);
             }
         }
         run.calls = CancellationToken::new();

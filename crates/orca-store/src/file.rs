@@ -1228,16 +1228,15 @@ impl Inner {
         if seal_file(&path).exists() {
             return Err(StoreError::Immutable(format!("the {log} is sealed")));
         }
-        let mut last = last_entry(&mut file, &path)?;
+        let stored_last = last_entry(&mut file, &path)?;
         let at = OffsetDateTime::now_utc();
-        let mut entries = Vec::with_capacity(batch.len());
+        let mut entries: Vec<AuditEntry> = Vec::with_capacity(batch.len());
         let mut bytes = Vec::new();
         for new in batch {
-            let entry = audit::next_entry(last.as_ref(), new, at);
+            let entry = audit::next_entry(entries.last().or(stored_last.as_ref()), new, at);
             serde_json::to_writer(&mut bytes, &entry)
                 .map_err(|e| StoreError::backend(format!("encoding an entry of the {log}"), e))?;
             bytes.push(b'\n');
-            last = Some(entry.clone());
             entries.push(entry);
         }
         let before = file
