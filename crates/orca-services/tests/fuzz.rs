@@ -139,11 +139,16 @@ mod audit {
         out
     }
 
-    fn parsed(lines: &[Vec<u8>]) -> Option<Vec<Value>> {
+    /// The entries as the store reads them: the file's lines as `str::lines` cuts them (a
+    /// mutation may add a newline inside a line), each parsed strictly (a duplicated key or
+    /// an unknown field is a change even when a loose JSON value would look the same); `None`
+    /// if any line is not an entry.
+    fn parsed<'a>(lines: impl Iterator<Item = &'a str>) -> Option<Vec<Value>> {
         lines
-            .iter()
-            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-            .map(|l| serde_json::from_slice(l).ok())
+            .map(|l| {
+                let entry: orca_store::audit::AuditEntry = serde_json::from_str(l).ok()?;
+                serde_json::to_value(entry).ok()
+            })
             .collect()
     }
 
@@ -154,8 +159,13 @@ mod audit {
         fn audit_lines(edits in proptest::collection::vec(edit(), 1..4)) {
             let (plan_id, lines) = plan_log_seed();
             let mutated = apply_edits(&lines, &edits);
-            let original: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-            let now = parsed(&mutated);
+            let original = parsed(lines.iter().map(String::as_str)).unwrap();
+            let mut text = Vec::new();
+            for l in &mutated {
+                text.extend_from_slice(l);
+                text.push(b'\n');
+            }
+            let now = std::str::from_utf8(&text).ok().and_then(|t| parsed(t.lines()));
             let changed = now.as_ref().is_none_or(|v| *v != original);
             // A plan log is never sealed: dropping its last entries leaves a valid shorter
             // chain, which no hash chain can tell from a log that ended there.
@@ -165,11 +175,6 @@ mod audit {
             let store = FileStore::open(dir.path()).unwrap();
             let log_dir = dir.path().join(".orca/plans").join(plan_id.to_string());
             std::fs::create_dir_all(&log_dir).unwrap();
-            let mut text = Vec::new();
-            for l in &mutated {
-                text.extend_from_slice(l);
-                text.push(b'\n');
-            }
             std::fs::write(log_dir.join("plan.audit.jsonl"), &text).unwrap();
 
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
