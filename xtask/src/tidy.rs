@@ -67,15 +67,26 @@ pub(crate) fn run(root: &Path) -> Result<(), Vec<String>> {
 
 fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let host = match host_triple() {
+        Ok(host) => host,
+        Err(e) => {
+            problems.push(e);
+            return;
+        }
+    };
     let output = match Command::new(cargo)
-        // Every feature on: an optional dependency behind a feature counts too.
+        // Every feature on: an optional dependency behind a feature counts too. Only the host's
+        // platform: resolving every platform would need crates the build never downloads
+        // (Windows-only ones), so on a fresh cargo cache it would fail or hit the network.
+        // Not `--offline` either: the test must not depend on what the cache happens to hold.
         .args([
             "metadata",
             "--format-version",
             "1",
             "--locked",
-            "--offline",
             "--all-features",
+            "--filter-platform",
+            &host,
         ])
         .current_dir(root)
         .output()
@@ -101,6 +112,20 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
         }
     };
     problems.extend(forbidden_dependencies(&meta, FORBIDDEN));
+}
+
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> Result<String, String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let out = Command::new(&rustc)
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("cannot run {rustc} -vV: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_owned())
+        .ok_or_else(|| format!("{rustc} -vV printed no `host:` line"))
 }
 
 /// The layering violations in `cargo metadata` output: every crate of `forbidden` that a
