@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use orca_core::{
-    AgentAnswer, ErrorCode, QuestionRequest, Reply, TaskFailure, TaskRequest, TaskResult,
-    TaskSuccess, Usage,
+    AgentAnswer, ErrorCode, NoTools, QuestionRequest, Reply, TaskFailure, TaskRequest, TaskResult,
+    TaskSuccess, ToolHost, Usage,
 };
 use serde_json::Value;
 
@@ -117,15 +117,19 @@ impl CliAgent {
         root: &Path,
         prompt: String,
         timeout: Option<Duration>,
+        caller: (Vec<(String, String)>, &dyn ToolHost),
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
+        let (env, caller) = caller;
+        let report = |group| caller.process_started(group);
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
             cwd: root,
-            env: Vec::new(),
+            env,
             timeout,
             cap: OUTPUT_CAP,
+            on_spawn: Some(&report),
         })
         .await;
         let status = match run.end {
@@ -142,7 +146,7 @@ impl CliAgent {
             RunEnd::TimedOut => {
                 let mut f = TaskFailure::new(
                     ErrorCode::Timeout,
-                    format!("`{program}` timed out; its process group was killed"),
+                    format!("`{program}` timed out; its process group was ended"),
                 );
                 f.output = Some(run.output);
                 return Err(f);
@@ -192,6 +196,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &TaskRequest,
+        tools: &dyn ToolHost,
     ) -> Reply<TaskResult> {
         let prompt = format!(
             "{}\n\n{}\n\n{RESULT_INSTRUCTIONS}",
@@ -205,7 +210,10 @@ impl CliAgent {
                 .max_wall_secs
                 .map(Duration::from_secs)
         });
-        match self.run(root, prompt, timeout).await {
+        match self
+            .run(root, prompt, timeout, (request.identity().env(), tools))
+            .await
+        {
             Err(f) => Reply::new(TaskResult::Failure(f)),
             Ok(parsed) => {
                 let text = parsed.text.unwrap_or_default();
@@ -235,7 +243,10 @@ impl CliAgent {
             .min(&profile.limits)
             .max_wall_secs
             .map(Duration::from_secs);
-        match self.run(root, prompt, timeout).await {
+        match self
+            .run(root, prompt, timeout, (Vec::new(), &NoTools))
+            .await
+        {
             Err(f) => Reply::new(Err(f)),
             Ok(parsed) => Reply {
                 outcome: Ok(AgentAnswer {

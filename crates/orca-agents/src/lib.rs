@@ -22,6 +22,7 @@ pub mod error;
 mod http;
 pub mod openai;
 mod process;
+pub mod process_group;
 pub mod profile;
 pub mod registry;
 pub mod schema;

@@ -1,12 +1,18 @@
-//! Child processes in their own process group: output capture with a cap, a timeout, and a
-//! guard that kills the whole group when the run ends early or its future is dropped.
+//! Child processes in their own process group: output capture with a cap, a timeout (clamped
+//! to [`MAX_TIMEOUT`]), and a guard that ends the whole group — SIGTERM, a grace period,
+//! SIGKILL — when the run ends early or its future is dropped. Each group carries a watchdog
+//! that kills it if orca dies (see [`crate::process_group`], ADR 0010).
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use orca_core::ProcessGroup;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
+
+use crate::process_group;
+use crate::process_group::MAX_TIMEOUT;
 
 /// Output kept of a child process (stdout and stderr interleaved): the last `OUTPUT_CAP` bytes.
 pub const OUTPUT_CAP: usize = 1024 * 1024;
@@ -14,7 +20,9 @@ pub const OUTPUT_CAP: usize = 1024 * 1024;
 /// How long to wait for the pipes to close once the group has been killed.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
-/// Kills a process group (SIGKILL to `-pgid`) when dropped, unless disarmed.
+/// Ends a process group when dropped, unless disarmed: SIGTERM to the group, then SIGKILL
+/// once the leader has exited or the grace period is over (in the background: a drop cannot
+/// wait). See [`crate::process_group`].
 #[derive(Debug)]
 pub(crate) struct GroupGuard {
     pgid: Option<i32>,
@@ -25,29 +33,31 @@ impl GroupGuard {
         Self { pgid }
     }
 
-    /// Kills the group now (idempotent: the group id is forgotten).
+    /// Kills the group now with SIGKILL (idempotent: the group id is forgotten).
     pub(crate) fn kill(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            kill_group(pgid);
+            process_group::signal_group(pgid, libc::SIGKILL);
         }
+    }
+
+    /// Ends the group gracefully: SIGTERM, up to the grace period for the leader to exit,
+    /// then SIGKILL to whatever is left (idempotent).
+    pub(crate) async fn terminate(&mut self, child: &mut tokio::process::Child) {
+        let Some(pgid) = self.pgid else {
+            return;
+        };
+        process_group::signal_group(pgid, libc::SIGTERM);
+        let _ = tokio::time::timeout(process_group::kill_grace(), child.wait()).await;
+        self.kill();
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.kill();
+        if let Some(pgid) = self.pgid.take() {
+            process_group::terminate_in_background(pgid);
+        }
     }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid <= 1 {
-        return;
-    }
-    #[expect(unsafe_code, reason = "libc::kill has no safe wrapper in std")]
-    // SAFETY: `kill` only takes integers; a negative pid addresses the process group we
-    // created with `process_group(0)` (its id is the child's pid, checked > 1 above).
-    let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    tracing::debug!(pgid, rc, "killed process group");
 }
 
 /// Output kept from a child: the tail, with a count of the bytes dropped before it.
@@ -100,7 +110,7 @@ impl OutputBuf {
 pub(crate) enum RunEnd {
     /// It exited.
     Exited(ExitStatus),
-    /// The timeout was reached; the group was killed.
+    /// The timeout was reached; the group was ended (SIGTERM, grace, SIGKILL).
     TimedOut,
     /// It could not be started.
     SpawnFailed(std::io::Error),
@@ -117,7 +127,6 @@ pub(crate) struct RunOutput {
 }
 
 /// What to run.
-#[derive(Debug)]
 pub(crate) struct RunSpec<'a> {
     pub(crate) program: &'a str,
     pub(crate) args: Vec<String>,
@@ -125,6 +134,21 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cap: usize,
+    /// Told the group id and leader start time as soon as the process is started, so the
+    /// caller can record them durably.
+    pub(crate) on_spawn: Option<&'a (dyn Fn(ProcessGroup) + Send + Sync)>,
+}
+
+impl std::fmt::Debug for RunSpec<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("timeout", &self.timeout)
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Spawns `cmd`, retrying a few times when exec fails with "text file busy" (ETXTBSY).
@@ -157,9 +181,19 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true);
+        // The guard ends the group (gracefully); a plain SIGKILL to the leader on drop would
+        // cut the grace period short.
+        .kill_on_drop(false);
     for (k, v) in &spec.env {
         cmd.env(k, v);
+    }
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is unsafe: the hook must be async-signal-safe"
+    )]
+    // SAFETY: the hook only makes async-signal-safe calls (see `before_exec_hook`).
+    unsafe {
+        cmd.pre_exec(process_group::before_exec_hook());
     }
     let mut child = match spawn_retrying_busy(&mut cmd).await {
         Ok(child) => child,
@@ -173,6 +207,11 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     };
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
     let mut guard = GroupGuard::new(pgid);
+    if let (Some(report), Some(group)) =
+        (spec.on_spawn, child.id().and_then(process_group::group_of))
+    {
+        report(group);
+    }
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let mut all = OutputBuf::new(spec.cap);
@@ -180,7 +219,9 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     let mut buf_out = vec![0u8; 16 * 1024];
     let mut buf_err = vec![0u8; 16 * 1024];
 
-    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    let deadline = spec
+        .timeout
+        .map(|t| tokio::time::Instant::now() + t.min(MAX_TIMEOUT));
     let sleep = async move {
         match deadline {
             Some(d) => tokio::time::sleep_until(d).await,
@@ -228,7 +269,7 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
                 drain_deadline = Some(tokio::time::Instant::now() + DRAIN_GRACE);
             },
             () = &mut sleep, if status.is_none() => {
-                guard.kill();
+                guard.terminate(&mut child).await;
                 // Reap the direct child; the pipes close with the group.
                 let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
                 return RunOutput { end: RunEnd::TimedOut, output: all.text(), stdout: out_only.text() };
@@ -335,6 +376,7 @@ mod tests {
             env: vec![],
             timeout: Some(Duration::from_secs(10)),
             cap: 1024,
+            on_spawn: None,
         })
         .await;
         closer.join().unwrap();
@@ -344,5 +386,117 @@ mod tests {
             out.end
         );
         assert_eq!(out.stdout.trim(), "ran");
+    }
+
+    fn sh(dir: &Path, script: &str, timeout: Option<Duration>) -> RunSpec<'static> {
+        let cwd: &'static Path = Box::leak(dir.to_path_buf().into_boxed_path());
+        RunSpec {
+            program: "sh",
+            args: vec!["-c".to_owned(), script.to_owned()],
+            cwd,
+            env: vec![],
+            timeout,
+            cap: 4096,
+            on_spawn: None,
+        }
+    }
+
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().to_owned()))
+            .is_some_and(|r| !r.starts_with('Z'))
+    }
+
+    /// A `timeout_secs` near `u64::MAX` used to overflow `Instant + Duration` and panic.
+    #[tokio::test]
+    async fn a_huge_timeout_is_clamped_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run_captured(sh(
+            dir.path(),
+            "echo ok",
+            Some(Duration::from_secs(u64::MAX)),
+        ))
+        .await;
+        assert!(
+            matches!(out.end, RunEnd::Exited(st) if st.success()),
+            "{:?}",
+            out.end
+        );
+        assert_eq!(out.stdout.trim(), "ok");
+    }
+
+    /// The spawn reports the group id and the leader's start time; the group is the leader's.
+    #[tokio::test]
+    async fn the_group_and_its_start_time_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let report = |g: ProcessGroup| seen.lock().unwrap().push(g);
+        let mut spec = sh(dir.path(), "echo $$", Some(Duration::from_secs(10)));
+        spec.on_spawn = Some(&report);
+        let out = run_captured(spec).await;
+        let groups = seen.lock().unwrap().clone();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(out.stdout.trim(), groups[0].pgid.to_string());
+        assert!(groups[0].start_time > 0);
+    }
+
+    /// On timeout the group gets SIGTERM first: a step that traps it can clean up; one that
+    /// ignores it (and its grandchildren) is SIGKILLed after the grace period.
+    #[tokio::test]
+    async fn timeout_is_sigterm_then_sigkill_for_the_whole_group() {
+        crate::process_group::set_kill_grace(Duration::from_millis(500));
+        let dir = tempfile::tempdir().unwrap();
+        let script = "trap 'echo got-term > term.txt; exit 0' TERM; \
+                      sh -c 'trap \"\" TERM; echo $$ > stubborn.pid; while :; do sleep 0.05; done' & \
+                      while :; do sleep 0.05; done";
+        let out = run_captured(sh(dir.path(), script, Some(Duration::from_millis(700)))).await;
+        assert!(matches!(out.end, RunEnd::TimedOut), "{:?}", out.end);
+        let term = std::fs::read_to_string(dir.path().join("term.txt")).unwrap_or_default();
+        assert_eq!(term.trim(), "got-term", "the leader saw SIGTERM");
+        let stubborn: i32 = std::fs::read_to_string(dir.path().join("stubborn.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive(stubborn) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(stubborn), "a child ignoring SIGTERM was SIGKILLed");
+    }
+
+    /// Dropping the run (stop, Ctrl-C) ends every process of the group, grandchildren too.
+    #[tokio::test]
+    async fn dropping_the_run_ends_grandchildren() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "sleep 60 & echo $! >> kids; sleep 60 & echo $! >> kids; echo up > up; wait";
+        let run = run_captured(sh(dir.path(), script, None));
+        let up = dir.path().join("up");
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    _ = &mut run => break,
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {
+                        if up.exists() { break; }
+                    }
+                }
+            }
+        })
+        .await;
+        let kids: Vec<i32> = std::fs::read_to_string(dir.path().join("kids"))
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(kids.len(), 2);
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while kids.iter().any(|k| alive(*k)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = kids.iter().filter(|k| alive(**k)).count();
+        println!("grandchildren alive after the drop: {left}");
+        assert_eq!(left, 0);
     }
 }

@@ -198,14 +198,21 @@ impl AgentPort for Agents {
         self.entries.values().map(|e| e.profile.info()).collect()
     }
 
+    async fn reap(&self, groups: &[orca_core::ProcessGroup]) -> Vec<orca_core::ReapOutcome> {
+        crate::process_group::reap_groups(groups).await
+    }
+
     async fn run_task(&self, request: TaskRequest, tools: &dyn ToolHost) -> Reply<TaskResult> {
         let entry = match self.entry(&request.agent) {
             Ok(e) => e,
             Err(f) => return Reply::new(TaskResult::Failure(f)),
         };
         match &entry.runtime {
-            Runtime::Shell => Reply::new(shell::run_shell(&self.root, &request).await),
-            Runtime::Cli(cli) => cli.run_task(&self.root, &entry.profile, &request).await,
+            Runtime::Shell => Reply::new(shell::run_shell_for(&self.root, &request, tools).await),
+            Runtime::Cli(cli) => {
+                cli.run_task(&self.root, &entry.profile, &request, tools)
+                    .await
+            }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
                 let budget = request.budget.min(&entry.profile.limits);

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use orca_core::{ErrorCode, TaskFailure, TaskRequest, TaskResult, TaskSuccess};
+use orca_core::{ErrorCode, NoTools, TaskFailure, TaskRequest, TaskResult, TaskSuccess, ToolHost};
 
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
 
@@ -16,8 +16,19 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// Exit 0 is a success whose summary is the tail of the output (the last
 /// [`SUMMARY_LINES`] lines, at most [`SUMMARY_BYTES`] bytes) and whose `output` is the full
 /// output (the last [`OUTPUT_CAP`] bytes). A non-zero exit is a `task_failed` failure, a
-/// timeout a `timeout` failure. The group is killed on timeout and when the future is dropped.
+/// timeout a `timeout` failure. The group is ended on timeout and when the future is dropped.
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
+    run_shell_for(root, request, &NoTools).await
+}
+
+/// [`run_shell`] for a caller that records the process group it starts
+/// ([`ToolHost::process_started`]). The command gets the attempt's identity in `ORCA_*`
+/// variables ([`orca_core::StepIdentity::env`]).
+pub async fn run_shell_for(
+    root: &Path,
+    request: &TaskRequest,
+    caller: &dyn ToolHost,
+) -> TaskResult {
     let Some(command) = request
         .step
         .command
@@ -33,21 +44,15 @@ pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
         ));
     };
     tracing::info!(step = %request.step.id, attempt = request.attempt, "running shell step");
+    let report = |group| caller.process_started(group);
     let spec = RunSpec {
         program: "sh",
         args: vec!["-c".to_owned(), command.to_owned()],
         cwd: root,
-        env: vec![
-            ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
-            (
-                "ORCA_EXECUTION_ID".to_owned(),
-                request.execution_id.to_string(),
-            ),
-            ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
-            ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
-        ],
+        env: request.identity().env(),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
+        on_spawn: Some(&report),
     };
     let run = process::run_captured(spec).await;
     let output = run.output;
@@ -75,7 +80,7 @@ pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
         RunEnd::TimedOut => TaskResult::Failure(TaskFailure {
             code: ErrorCode::Timeout,
             message: format!(
-                "command timed out after {}s; its process group was killed",
+                "command timed out after {}s; its process group was ended",
                 request.timeout.map_or(0, |t| t.as_secs())
             ),
             cause: None,

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use orca_core::{ToolCall, ToolError, ToolHost, ToolSpec};
+use orca_core::{NoTools, ToolCall, ToolError, ToolHost, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -284,18 +284,25 @@ impl WorkspaceTools {
         Ok(json!({"edited": a.path}))
     }
 
-    async fn run_command(&self, args: &Value) -> Result<Value, ToolError> {
+    /// Runs a command for `caller`: its processes get the caller's step identity and their
+    /// group is reported to it.
+    async fn run_command(&self, args: &Value, caller: &dyn ToolHost) -> Result<Value, ToolError> {
         let a: CommandArgs = parse(args)?;
         let timeout = a.timeout_secs.map_or(DEFAULT_COMMAND_TIMEOUT, |s| {
             Duration::from_secs(s.clamp(1, MAX_COMMAND_TIMEOUT_SECS))
         });
+        let report = |group| caller.process_started(group);
         let run = process::run_captured(RunSpec {
             program: "sh",
             args: vec!["-c".to_owned(), a.command.clone()],
             cwd: &self.root,
-            env: Vec::new(),
+            env: caller
+                .step_identity()
+                .map(|id| id.env())
+                .unwrap_or_default(),
             timeout: Some(timeout),
             cap: MAX_COMMAND_OUTPUT,
+            on_spawn: Some(&report),
         })
         .await;
         match run.end {
@@ -432,6 +439,10 @@ impl ToolHost for WorkspaceTools {
     }
 
     async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {
+        self.call_for(call, &NoTools).await
+    }
+
+    async fn call_for(&self, call: &ToolCall, caller: &dyn ToolHost) -> Result<Value, ToolError> {
         if !self.granted.contains(&call.name) {
             tracing::warn!(tool = %call.name, "workspace tool refused: not granted");
             return Err(ToolError::new(format!(
@@ -445,7 +456,7 @@ impl ToolHost for WorkspaceTools {
             "search_text" => self.search_text(&call.arguments),
             "write_file" => self.write_file(&call.arguments),
             "edit_file" => self.edit_file(&call.arguments),
-            "run_command" => self.run_command(&call.arguments).await,
+            "run_command" => self.run_command(&call.arguments, caller).await,
             other => Err(ToolError::new(format!("unknown tool `{other}`"))),
         };
         if let Err(e) = &result {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::TaskContext;
 use crate::id::{AgentId, ExecutionId, PlanId, SessionId};
+use crate::ownership::{ProcessGroup, ReapOutcome, StepIdentity};
 use crate::plan::Step;
 use crate::results::{AgentAnswer, Budget, PlannerResponse, TaskFailure, TaskResult, Usage};
 
@@ -101,6 +102,30 @@ pub trait ToolHost: Send + Sync {
     /// Runs a call. Refused calls (a tool not granted) and failures come back as
     /// [`ToolError`] for the model to read.
     async fn call(&self, call: &ToolCall) -> Result<serde_json::Value, ToolError>;
+
+    /// Runs a call on behalf of `caller` (the gate of one step's attempt): a tool that starts
+    /// processes gives them `caller`'s [`StepIdentity`] and reports their groups to it. By
+    /// default the same as [`ToolHost::call`].
+    async fn call_for(
+        &self,
+        call: &ToolCall,
+        caller: &dyn ToolHost,
+    ) -> Result<serde_json::Value, ToolError> {
+        let _ = caller;
+        self.call(call).await
+    }
+
+    /// The step attempt these tools serve, if any: its processes get its identity.
+    fn step_identity(&self) -> Option<StepIdentity> {
+        None
+    }
+
+    /// A process group was started for this caller (the shell step, a `run_command`, a CLI
+    /// agent): the caller records it durably so a runner taking over can end it. By default
+    /// ignored.
+    fn process_started(&self, group: ProcessGroup) {
+        let _ = group;
+    }
 }
 
 /// A [`ToolHost`] that offers nothing.
@@ -140,6 +165,19 @@ pub struct TaskRequest {
     pub budget: Budget,
     /// The wall-clock limit of this attempt.
     pub timeout: Option<Duration>,
+}
+
+impl TaskRequest {
+    /// Who this attempt is, for its processes' environment.
+    #[must_use]
+    pub fn identity(&self) -> StepIdentity {
+        StepIdentity {
+            execution_id: self.execution_id,
+            plan_id: self.plan_id,
+            step_id: self.step.id.clone(),
+            attempt: self.attempt,
+        }
+    }
 }
 
 /// A read-only question to a specialist.
@@ -210,4 +248,12 @@ pub trait AgentPort: Send + Sync {
 
     /// Gives the planner a message; it answers or builds a plan with the plan tools.
     async fn plan(&self, request: PlannerRequest, tools: &dyn ToolHost) -> Reply<PlannerResponse>;
+
+    /// Ends process groups a dead runner's attempts recorded (SIGTERM, a grace period,
+    /// SIGKILL), checking each leader's start time so a reused pid is never hit; returns what
+    /// was found for each, in order. By default nothing can be ended: every group is
+    /// [`ReapOutcome::Unreachable`].
+    async fn reap(&self, groups: &[ProcessGroup]) -> Vec<ReapOutcome> {
+        groups.iter().map(|_| ReapOutcome::Unreachable).collect()
+    }
 }

@@ -611,6 +611,10 @@ pub struct RunningTask {
     pub context: TaskContext,
     /// Who runs it.
     pub holder: Holder,
+    /// The process groups this attempt started (on `holder.host`), recorded as they start so
+    /// whoever takes the execution over can end them first (ADR 0010).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<crate::ownership::ProcessGroup>,
 }
 
 /// Done.
@@ -761,6 +765,7 @@ impl PendingTask {
             started_at: at,
             context,
             holder,
+            processes: Vec::new(),
         }
     }
 
@@ -903,6 +908,7 @@ impl FailedTask {
             started_at: at,
             context,
             holder,
+            processes: Vec::new(),
         }
     }
 

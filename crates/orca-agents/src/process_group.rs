@@ -1,0 +1,318 @@
+//! Process groups that live and die with their run (ADR 0010): the watchdog forked into every
+//! group, graceful termination (SIGTERM to the group, a grace period, SIGKILL), the leader's
+//! start time, and ending the groups a dead runner recorded.
+//!
+//! Every step process is the leader of its own process group. Before it execs, the leader
+//! (still a copy of orca) sets a parent-death signal (SIGKILL) and forks a **watchdog**: a
+//! member of the group that closes every descriptor but the read end of a pipe whose write end
+//! only orca holds, ignores SIGTERM/SIGINT/SIGHUP, and blocks on that pipe. When orca dies —
+//! however it dies — the kernel closes the write end, the watchdog's read returns, and it sends
+//! SIGKILL to the whole group (itself included). While it lives it also pins the group id, so a
+//! delayed `kill(-pgid)` can never hit a recycled id.
+//!
+//! What this cannot catch: a process that leaves the group (`setsid`, `setpgid`) escapes both
+//! the watchdog and the group kill; only a cgroup would hold it (see ADR 0010).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use orca_core::{ProcessGroup, ReapOutcome};
+
+/// The default grace period between SIGTERM and SIGKILL.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// The longest wall-clock limit a child process gets: larger timeouts are clamped to this.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+static KILL_GRACE_MS: AtomicU64 = AtomicU64::new(10_000);
+/// Graceful terminations still under way in background threads (see [`settle`]).
+static TERMINATING: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the grace period between SIGTERM and SIGKILL for every process group this process
+/// ends from now on (a setting of the binary; default [`DEFAULT_KILL_GRACE`]).
+pub fn set_kill_grace(grace: Duration) {
+    let ms = u64::try_from(grace.min(MAX_TIMEOUT).as_millis()).unwrap_or(u64::MAX);
+    KILL_GRACE_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The grace period between SIGTERM and SIGKILL.
+#[must_use]
+pub fn kill_grace() -> Duration {
+    Duration::from_millis(KILL_GRACE_MS.load(Ordering::Relaxed))
+}
+
+/// Waits (at most `max`) until the graceful terminations started by dropped runs are over:
+/// the binary calls it before it exits, so a step's grace period is honoured (when orca exits,
+/// every watchdog ends its group at once).
+pub async fn settle(max: Duration) {
+    let start = Instant::now();
+    while TERMINATING.load(Ordering::Acquire) > 0 && start.elapsed() < max {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The read end of the liveness pipe (the write end is held, close-on-exec, by this process
+/// only and never written to), or `None` if it could not be made.
+fn liveness_pipe() -> Option<i32> {
+    static PIPE: OnceLock<Option<(i32, i32)>> = OnceLock::new();
+    PIPE.get_or_init(|| {
+        let mut fds = [0i32; 2];
+        #[expect(unsafe_code, reason = "pipe2 has no safe wrapper in std")]
+        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        if rc == 0 {
+            // Both ends stay open for the life of the process (never closed on purpose).
+            Some((fds[0], fds[1]))
+        } else {
+            tracing::warn!(
+                error = %std::io::Error::last_os_error(),
+                "cannot make the liveness pipe: step processes will not have a watchdog"
+            );
+            None
+        }
+    })
+    .map(|(read, _write)| read)
+}
+
+/// What the step leader runs between fork and exec: its own group (again, idempotent), a
+/// parent-death signal, a check that orca is still there, and the watchdog fork.
+pub(crate) fn before_exec_hook() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    let parent = i32::try_from(std::process::id()).unwrap_or(0);
+    let pipe = liveness_pipe();
+    move || {
+        #[expect(
+            unsafe_code,
+            reason = "setpgid, prctl, getppid, fork have no safe wrappers"
+        )]
+        // SAFETY: runs in the forked child before exec: only async-signal-safe calls (setpgid,
+        // prctl, getppid, fork, and in the watchdog read/close/kill/signal/_exit), no
+        // allocation, no locks.
+        unsafe {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The leader dies with the thread that forked it (a runtime worker thread, which
+            // lives as long as the runtime); the watchdog covers the rest of the group.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if parent != 0 && libc::getppid() != parent {
+                // orca died between fork and here: do not start the step at all.
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if let Some(read_fd) = pipe {
+                let pgid = libc::getpid();
+                let pid = libc::fork();
+                if pid < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if pid == 0 {
+                    watchdog(read_fd, pgid);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The watchdog's whole life: never returns.
+#[expect(unsafe_code, reason = "raw libc calls in a forked child")]
+unsafe fn watchdog(read_fd: i32, pgid: i32) -> ! {
+    // SAFETY: async-signal-safe calls only, in a single-threaded forked child.
+    unsafe {
+        for sig in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGPIPE,
+        ] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        close_all_but(read_fd);
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(read_fd, (&raw mut byte).cast(), 1);
+            if n == 0 {
+                break;
+            }
+            if n < 0 && *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        libc::kill(-pgid, libc::SIGKILL);
+        libc::_exit(0)
+    }
+}
+
+/// Closes every descriptor but `keep` (it holds no copy of orca's lease, locks, pipes).
+#[expect(unsafe_code, reason = "raw libc calls in a forked child")]
+unsafe fn close_all_but(keep: i32) {
+    let keep = u32::try_from(keep).unwrap_or(0);
+    // SAFETY: close_range/close only take integers.
+    unsafe {
+        let low = if keep == 0 {
+            0
+        } else {
+            libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32)
+        };
+        let high = libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+        if low != 0 || high != 0 {
+            for fd in 0..65_536i32 {
+                if u32::try_from(fd).ok() != Some(keep) {
+                    libc::close(fd);
+                }
+            }
+        }
+    }
+}
+
+/// Sends `signal` to every process of group `pgid` (no-op for ids ≤ 1). Whether any member was
+/// there to receive it.
+pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    #[expect(unsafe_code, reason = "libc::kill has no safe wrapper in std")]
+    // SAFETY: `kill` only takes integers; a negative pid addresses the process group (its id
+    // is > 1, checked above).
+    let rc = unsafe { libc::kill(-pgid, signal) };
+    tracing::debug!(pgid, signal, rc, "signalled process group");
+    rc == 0
+}
+
+/// Whether group `pgid` has any member left (zombies included).
+fn group_alive(pgid: i32) -> bool {
+    signal_group(pgid, 0)
+}
+
+/// Whether process `pid` is running (not gone, not a zombie).
+fn running(pid: i32) -> bool {
+    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|state| state != "Z"))
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (so index 0 is field 3, `state`).
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = text.get(text.rfind(')')? + 1..)?;
+    Some(after.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The start time of process `pid` (clock ticks since boot, `/proc/<pid>/stat` field 22).
+#[must_use]
+pub fn start_time_of(pid: i32) -> Option<u64> {
+    stat_fields(pid)?.get(22 - 3)?.parse().ok()
+}
+
+/// The group record of a just-spawned leader.
+pub(crate) fn group_of(pid: u32) -> Option<ProcessGroup> {
+    let pgid = i32::try_from(pid).ok()?;
+    Some(ProcessGroup {
+        pgid,
+        start_time: start_time_of(pgid)?,
+    })
+}
+
+/// Ends a group whose run was dropped (stop, Ctrl-C, cancellation): SIGTERM to the group now,
+/// then, in a background thread, SIGKILL as soon as the leader has exited or the grace period
+/// is over. The watchdog (a member that ignores SIGTERM) keeps the group id from being reused
+/// meanwhile.
+pub(crate) fn terminate_in_background(pgid: i32) {
+    if !signal_group(pgid, libc::SIGTERM) {
+        return;
+    }
+    let grace = kill_grace();
+    TERMINATING.fetch_add(1, Ordering::AcqRel);
+    let spawned = std::thread::Builder::new()
+        .name(format!("orca-term-{pgid}"))
+        .spawn(move || {
+            let start = Instant::now();
+            while running(pgid) && start.elapsed() < grace {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            signal_group(pgid, libc::SIGKILL);
+            TERMINATING.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        signal_group(pgid, libc::SIGKILL);
+        TERMINATING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Ends the groups a dead runner recorded: for each, checks the leader's start time (a pid
+/// now running something else is [`ReapOutcome::PidReused`] and left alone), sends SIGTERM to
+/// the group, waits up to the grace period for it to empty, sends SIGKILL, and waits for the
+/// members to be gone.
+pub async fn reap_groups(groups: &[ProcessGroup]) -> Vec<ReapOutcome> {
+    let grace = kill_grace();
+    let mut out = Vec::with_capacity(groups.len());
+    for group in groups {
+        let group = *group;
+        let outcome = tokio::task::spawn_blocking(move || reap_one(group, grace))
+            .await
+            .unwrap_or(ReapOutcome::Survived);
+        out.push(outcome);
+    }
+    out
+}
+
+fn reap_one(group: ProcessGroup, grace: Duration) -> ReapOutcome {
+    let pgid = group.pgid;
+    if pgid <= 1 {
+        return ReapOutcome::Gone;
+    }
+    match start_time_of(pgid) {
+        // The leader's pid runs something else now. (A pid is never reused while it is still
+        // the id of a live group, so a leader-less group with members is still ours.)
+        Some(started) if started != group.start_time => return ReapOutcome::PidReused,
+        _ => {}
+    }
+    if !group_alive(pgid) {
+        return ReapOutcome::Gone;
+    }
+    signal_group(pgid, libc::SIGTERM);
+    let wait = |limit: Duration| {
+        let start = Instant::now();
+        while group_alive(pgid) && start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !group_alive(pgid)
+    };
+    if wait(grace) {
+        return ReapOutcome::Killed;
+    }
+    signal_group(pgid, libc::SIGKILL);
+    if wait(Duration::from_secs(5)) {
+        ReapOutcome::Killed
+    } else {
+        ReapOutcome::Survived
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_of_this_process_is_stable_and_a_missing_pid_has_none() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let a = start_time_of(me).unwrap();
+        assert_eq!(start_time_of(me), Some(a));
+        assert_eq!(start_time_of(i32::MAX), None);
+    }
+
+    #[test]
+    fn a_reused_pid_is_left_alone() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let start = start_time_of(me).unwrap();
+        let fake = ProcessGroup {
+            pgid: me,
+            start_time: start + 1,
+        };
+        assert_eq!(
+            reap_one(fake, Duration::from_millis(10)),
+            ReapOutcome::PidReused
+        );
+    }
+}
