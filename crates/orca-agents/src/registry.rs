@@ -202,6 +202,11 @@ impl AgentPort for Agents {
         crate::process_group::reap_groups(groups).await
     }
 
+    async fn settle(&self) {
+        let most = crate::process_group::kill_grace() + std::time::Duration::from_secs(5);
+        crate::process_group::settle(most).await;
+    }
+
     async fn run_task(&self, request: TaskRequest, tools: &dyn ToolHost) -> Reply<TaskResult> {
         let entry = match self.entry(&request.agent) {
             Ok(e) => e,

@@ -256,4 +256,9 @@ pub trait AgentPort: Send + Sync {
     async fn reap(&self, groups: &[ProcessGroup]) -> Vec<ReapOutcome> {
         groups.iter().map(|_| ReapOutcome::Unreachable).collect()
     }
+
+    /// Waits until the processes of calls that were dropped (cancelled, timed out) are gone —
+    /// their graceful termination runs in the background. A runner calls it before it releases
+    /// the locks those calls held. By default there is nothing to wait for.
+    async fn settle(&self) {}
 }

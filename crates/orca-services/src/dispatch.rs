@@ -7,7 +7,7 @@ use orca_core::{
 };
 use tracing::instrument;
 
-use crate::tools::{AuditScope, CallMode, Gate, ToolContext};
+use crate::tools::{AuditScope, CallMode, Gate, ProcessSink, StepOwner, ToolContext};
 
 /// Dispatches work to agents.
 #[derive(Debug, Clone)]
@@ -42,6 +42,16 @@ impl DispatchService {
         request: TaskRequest,
         scope: Option<AuditScope>,
     ) -> Reply<TaskResult> {
+        self.dispatch_task_owned(request, scope, None).await
+    }
+
+    /// [`Self::dispatch_task`], reporting the process groups the attempt starts to `sink`.
+    pub async fn dispatch_task_owned(
+        &self,
+        request: TaskRequest,
+        scope: Option<AuditScope>,
+        sink: Option<ProcessSink>,
+    ) -> Reply<TaskResult> {
         let Some(info) = self
             .agent(&request.agent)
             .filter(|a| a.role == Role::Specialist)
@@ -51,7 +61,13 @@ impl DispatchService {
                 format!("no specialist agent `{}` is available", request.agent),
             )));
         };
-        let gate = Gate::new(self.ctx.clone(), &info, CallMode::Task, scope);
+        let mut gate = Gate::new(self.ctx.clone(), &info, CallMode::Task, scope);
+        if let Some(sink) = sink {
+            gate = gate.for_step(StepOwner {
+                identity: request.identity(),
+                sink,
+            });
+        }
         self.ctx.agents.run_task(request, &gate).await
     }
 

@@ -43,6 +43,9 @@ pub enum ServiceError {
         "plan {0} was changed after approval: its content no longer matches the approved digest"
     )]
     PlanTampered(PlanId),
+    /// Processes of a dead runner's step are still alive: nothing is re-run over them.
+    #[error("{0}")]
+    ProcessesAlive(String),
     /// Storage failed (or reported bad data).
     #[error(transparent)]
     Store(#[from] StoreError),

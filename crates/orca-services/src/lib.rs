@@ -17,6 +17,7 @@ pub mod hitl;
 pub mod planning;
 pub mod relay;
 pub mod runner;
+mod takeover;
 pub mod tools;
 
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub use relay::{ApprovalOutcome, OrcaService};
 pub use runner::{
     Backoff, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome, RunReport, Runner,
 };
-pub use tools::{CallMode, Gate, ToolContext};
+pub use tools::{CallMode, Gate, ProcessSink, StepOwner, ToolContext};
 
 /// The services wired together over one store, one agent port and one human.
 #[derive(Debug, Clone)]

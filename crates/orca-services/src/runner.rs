@@ -146,6 +146,13 @@ pub enum RunOutcome {
         /// Why, if given.
         reason: Option<String>,
     },
+    /// Stopped by Ctrl-C or `exec stop` (the run was cancelled): the attempts in flight were
+    /// ended and recorded as interrupted; the execution stays running, and `resume` continues
+    /// it without re-running completed steps.
+    Interrupted {
+        /// The steps whose attempts were interrupted.
+        steps: Vec<StepId>,
+    },
     /// Waiting for a human decision nobody could make now (answer with `decide`, then resume).
     AwaitingDecision {
         /// What is asked.
@@ -168,7 +175,7 @@ impl RunOutcome {
             Self::Completed => ExecutionStage::Completed,
             Self::Failed { .. } | Self::Replanned { .. } => ExecutionStage::Failed,
             Self::Stopped { .. } => ExecutionStage::Stopped,
-            Self::AwaitingDecision { .. } => ExecutionStage::Running,
+            Self::AwaitingDecision { .. } | Self::Interrupted { .. } => ExecutionStage::Running,
         }
     }
 }
@@ -439,6 +446,14 @@ impl Runner {
         if plan.digest() != &snap.execution.value.info().plan_digest {
             return Err(ServiceError::PlanTampered(plan_id));
         }
+        // Whatever the dead runner's steps started dies before anything runs again.
+        crate::takeover::end_dead_runner_processes(
+            &self.executions,
+            self.dispatch.context().agents.as_ref(),
+            id,
+            &self.config.holder.host,
+        )
+        .await?;
         let was_pending = snap.execution.value.stage() == ExecutionStage::Pending;
         let started = self.executions.start(id).await?;
         if was_pending {
@@ -503,8 +518,11 @@ impl Runner {
         };
         let outcome = self.drive(&mut run, &cancel).await;
         if outcome.is_err() {
-            // Agent calls stop; replies already in are written whole before the lease goes.
+            // Agent calls stop; replies already in are written whole before the lease goes,
+            // and their processes are gone before their locks are.
             Self::drain_calls(&mut run).await;
+            self.dispatch.context().agents.settle().await;
+            run.in_flight.clear();
         }
         let outcome = outcome?;
         if outcome.stage().is_terminal() {
@@ -635,11 +653,9 @@ impl Runner {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
-                    self.cancel_in_flight(run, "cancelled").await?;
-                    let stopped = self.executions.stop(run.id, &self.config.actor, Some("cancelled".to_owned())).await?;
-                    self.audit(run, "execution.stopped", json!({ "by": self.config.actor, "reason": "cancelled" })).await?;
-                    let reason = match stopped.value { Execution::Stopped(s) => s.reason, _ => None };
-                    return Ok(RunOutcome::Stopped { reason });
+                    let steps = self.interrupt_in_flight(run).await?;
+                    self.audit(run, "execution.interrupted", json!({ "by": self.config.actor, "holder": self.config.holder, "steps": steps })).await?;
+                    return Ok(RunOutcome::Interrupted { steps });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
                     match joined {
@@ -875,30 +891,52 @@ impl Runner {
         let task_budget = self.config.task_budget;
         let calls = run.calls.clone();
         let step_id = request.step.id.clone();
+        let agents = self.dispatch.context().agents.clone();
         run.joins.spawn(async move {
+            let mut started = started;
             let reply = if let Some(why) = exhausted {
                 Reply::new(TaskResult::Failure(TaskFailure::new(
                     ErrorCode::BudgetExceeded,
                     why,
                 )))
             } else {
-                let call = dispatch.dispatch_task(request, Some(scope));
+                let (groups, mut started_groups) = tokio::sync::mpsc::unbounded_channel();
+                let sink: crate::tools::ProcessSink = std::sync::Arc::new(move |g| {
+                    let _ = groups.send(g);
+                });
+                let call = dispatch.dispatch_task_owned(request, Some(scope), Some(sink));
+                let agents = agents.clone();
                 let call = async move {
                     match timeout {
                         Some(limit) => match tokio::time::timeout(limit, call).await {
                             Ok(reply) => reply,
-                            Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
-                                ErrorCode::Timeout,
-                                format!("the attempt took longer than {}s", limit.as_secs()),
-                            ))),
+                            Err(_) => {
+                                // Its processes are being ended: wait for them before the
+                                // reply (and the locks) are let go.
+                                agents.settle().await;
+                                Reply::new(TaskResult::Failure(TaskFailure::new(
+                                    ErrorCode::Timeout,
+                                    format!("the attempt took longer than {}s", limit.as_secs()),
+                                )))
+                            }
                         },
                         None => call.await,
                     }
                 };
-                tokio::select! {
-                    biased;
-                    () = calls.cancelled() => return None,
-                    reply = call => reply,
+                tokio::pin!(call);
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = calls.cancelled() => return None,
+                        Some(group) = started_groups.recv() => {
+                            // Durable before the step gets far: a runner taking over ends it.
+                            match crate::takeover::record_process(&executions, id, started.clone(), group).await {
+                                Ok(task) => started = task,
+                                Err(e) => warn!(execution = %id, error = %e, "could not record a step's process group"),
+                            }
+                        }
+                        reply = &mut call => break reply,
+                    }
                 }
             };
             let mut outcome = reply.outcome;
@@ -1238,10 +1276,32 @@ impl Runner {
         })
     }
 
+    /// Stops the run for now: cancels the agent calls in flight, waits for their processes to
+    /// end (SIGTERM, grace, SIGKILL), records their attempts as interrupted (retried by the
+    /// next run), and only then lets their locks go.
+    async fn interrupt_in_flight(&self, run: &mut Run) -> Result<Vec<StepId>> {
+        Self::drain_calls(run).await;
+        self.dispatch.context().agents.settle().await;
+        let steps: Vec<StepId> = run
+            .in_flight
+            .keys()
+            .filter_map(|i| run.plan.content().steps.get(*i).map(|s| s.id.clone()))
+            .collect();
+        let note = format!(
+            "interrupted: the run was stopped by {} (pid {} on {}); resume runs it again",
+            self.config.actor, self.config.holder.pid, self.config.holder.host
+        );
+        let interrupted =
+            crate::takeover::interrupt_attempts(&self.executions, run.id, &steps, &note).await?;
+        run.in_flight.clear();
+        Ok(interrupted)
+    }
+
     /// Cancels the agent calls in flight and waits for their tasks (a reply already in is
-    /// still written whole), then marks what is still running as failed.
+    /// still written whole) and their processes, then marks what is still running as failed.
     async fn cancel_in_flight(&self, run: &mut Run, why: &str) -> Result<()> {
         Self::drain_calls(run).await;
+        self.dispatch.context().agents.settle().await;
         let flights: Vec<usize> = run.in_flight.keys().copied().collect();
         run.in_flight.clear();
         for index in flights {

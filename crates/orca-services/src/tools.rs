@@ -315,6 +315,27 @@ impl std::fmt::Debug for ToolContext {
     }
 }
 
+/// Receives the process groups a step's attempt starts (to record them durably).
+pub type ProcessSink = Arc<dyn Fn(orca_core::ProcessGroup) + Send + Sync>;
+
+/// The attempt a gate serves: its identity (for its processes' environment) and where the
+/// process groups it starts are reported.
+#[derive(Clone)]
+pub struct StepOwner {
+    /// Who the attempt is.
+    pub identity: orca_core::StepIdentity,
+    /// Told every process group the attempt starts.
+    pub sink: ProcessSink,
+}
+
+impl std::fmt::Debug for StepOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepOwner")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The one place tool calls are checked and audited. Implements [`ToolHost`] for one agent call.
 pub struct Gate {
     ctx: ToolContext,
@@ -322,6 +343,7 @@ pub struct Gate {
     granted: BTreeSet<String>,
     scope: Option<AuditScope>,
     depth: u8,
+    step: Option<StepOwner>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -352,7 +374,15 @@ impl Gate {
             granted: grants(info, mode),
             scope,
             depth: 0,
+            step: None,
         }
+    }
+
+    /// The gate of one step attempt: processes get its identity, their groups go to its sink.
+    #[must_use]
+    pub fn for_step(mut self, owner: StepOwner) -> Self {
+        self.step = Some(owner);
+        self
     }
 
     /// The granted tool names.
@@ -527,7 +557,7 @@ impl Gate {
                 Ok(json!(reply.outcome))
             }
             other => match &self.ctx.workspace {
-                Some(ws) => ws.call(call).await,
+                Some(ws) => ws.call_for(call, self).await,
                 None => Err(ToolError::new(format!("tool `{other}` is not available"))),
             },
         }
@@ -608,6 +638,16 @@ impl ToolHost for Gate {
             );
         }
         out
+    }
+
+    fn step_identity(&self) -> Option<orca_core::StepIdentity> {
+        self.step.as_ref().map(|s| s.identity.clone())
+    }
+
+    fn process_started(&self, group: orca_core::ProcessGroup) {
+        if let Some(step) = &self.step {
+            (step.sink)(group);
+        }
     }
 
     async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {

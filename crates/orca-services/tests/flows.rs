@@ -341,11 +341,16 @@ macro_rules! flows {
                 cancel.cancel();
                 cancel.cancel(); // repeated: harmless
                 let report = handle.await.unwrap().unwrap();
-                assert!(matches!(report.outcome, RunOutcome::Stopped { .. }));
+                // Cancelling interrupts: the attempt is recorded interrupted (abandoned, not
+                // counted), the execution stays resumable.
+                assert_eq!(report.outcome, RunOutcome::Interrupted { steps: vec![orca_core::StepId::parse("a").unwrap()] });
                 let t = tasks(&o, exec).await;
                 let Task::Failed(f) = &t[0] else { panic!("{t:?}") };
-                assert!(matches!(&f.attempts[0].outcome, AttemptOutcome::Failed { failure } if failure.code == ErrorCode::Cancelled));
-                // After the end: stopping again is a no-op, running again reports the outcome.
+                assert!(f.was_abandoned(), "{f:?}");
+                assert_eq!(o.executions.header(exec).await.unwrap().value.stage(), orca_core::ExecutionStage::Running);
+                // Cancelling for good (`exec cancel`) is a stop: a no-op twice, and running
+                // again reports the outcome.
+                o.executions.stop(exec, "alice", None).await.unwrap();
                 o.executions.stop(exec, "alice", None).await.unwrap();
                 let again = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert!(matches!(again.outcome, RunOutcome::Stopped { .. }));

@@ -1,0 +1,141 @@
+//! Process ownership on the runner's side (ADR 0010): the process groups an attempt starts are
+//! recorded on its running task as they start; a runner taking an execution over first ends
+//! the groups its dead predecessor recorded (checking each leader's start time), audits what
+//! it found, and only then re-runs anything; a stopped run records its in-flight attempts as
+//! interrupted so `resume` runs them again.
+
+use orca_core::{AgentPort, ExecutionId, ProcessGroup, ReapOutcome, StepId, Task};
+use orca_store::{StoreError, Versioned};
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::error::{Result, ServiceError};
+use crate::execution::ExecutionService;
+
+/// Adds a started process group to a running task (one task write). Anything but a running
+/// task is handed back unchanged.
+pub(crate) async fn record_process(
+    executions: &ExecutionService,
+    id: ExecutionId,
+    task: Versioned<Task>,
+    group: ProcessGroup,
+) -> Result<Versioned<Task>> {
+    let Task::Running(mut running) = task.value.clone() else {
+        return Ok(task);
+    };
+    running.processes.push(group);
+    let value = Task::Running(running);
+    let revision = executions
+        .store()
+        .update_task(id, &value, task.revision)
+        .await?;
+    Ok(Versioned { value, revision })
+}
+
+/// Ends the process groups recorded by the attempts still marked running (their runner is
+/// gone: this runner holds the lease now), before anything is re-run. Groups on another host
+/// cannot be reached and are audited as such. Every group found is audited
+/// (`takeover.processes_ended`: step, attempt, holder, each group and what was found).
+///
+/// # Errors
+///
+/// A group still alive after SIGKILL ([`ServiceError::ProcessesAlive`]): re-running its step
+/// could run its effect twice at once. Store errors.
+pub(crate) async fn end_dead_runner_processes(
+    executions: &ExecutionService,
+    agents: &dyn AgentPort,
+    id: ExecutionId,
+    own_host: &str,
+) -> Result<Vec<StepId>> {
+    let snap = executions.get(id).await?;
+    let mut ended = Vec::new();
+    for task in &snap.tasks {
+        let Task::Running(running) = &task.value else {
+            continue;
+        };
+        if running.processes.is_empty() {
+            continue;
+        }
+        let outcomes = if running.holder.host == own_host {
+            agents.reap(&running.processes).await
+        } else {
+            vec![ReapOutcome::Unreachable; running.processes.len()]
+        };
+        let groups: Vec<_> = running
+            .processes
+            .iter()
+            .zip(&outcomes)
+            .map(|(g, o)| {
+                json!({ "pgid": g.pgid, "start_time": g.start_time,
+                        "host": running.holder.host, "outcome": o })
+            })
+            .collect();
+        info!(execution = %id, step = %running.step_id, ?outcomes, "ended a dead runner's process groups");
+        executions
+            .audit(
+                &snap.execution.value,
+                "takeover.processes_ended",
+                Some(0),
+                json!({ "step_id": running.step_id, "attempt": running.attempt,
+                        "holder": running.holder, "groups": groups }),
+            )
+            .await?;
+        if let Some((group, _)) = running
+            .processes
+            .iter()
+            .zip(&outcomes)
+            .find(|(_, o)| **o == ReapOutcome::Survived)
+        {
+            return Err(ServiceError::ProcessesAlive(format!(
+                "process group {} of step `{}` (attempt {}) is still alive after SIGKILL; \
+                 not re-running the step over it",
+                group.pgid, running.step_id, running.attempt
+            )));
+        }
+        ended.push(running.step_id.clone());
+    }
+    Ok(ended)
+}
+
+/// Records the attempts of `steps` that are still running as interrupted (abandoned: they do
+/// not count as attempts, and the next run retries them), with an audit entry each.
+pub(crate) async fn interrupt_attempts(
+    executions: &ExecutionService,
+    id: ExecutionId,
+    steps: &[StepId],
+    note: &str,
+) -> Result<Vec<StepId>> {
+    let header = executions.header(id).await?;
+    let mut interrupted = Vec::new();
+    for step in steps {
+        let task = executions.task(id, step).await?;
+        let Task::Running(running) = task.value else {
+            continue;
+        };
+        let attempt = running.attempt;
+        let groups = running.processes.clone();
+        let next = Task::Failed(running.abandon(note, time::OffsetDateTime::now_utc()));
+        match executions
+            .store()
+            .update_task(id, &next, task.revision)
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::Conflict { .. } | StoreError::Immutable(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        executions
+            .audit(
+                &header.value,
+                "task.attempt.interrupted",
+                Some(0),
+                json!({ "step_id": step, "attempt": attempt, "note": note, "groups": groups }),
+            )
+            .await?;
+        interrupted.push(step.clone());
+    }
+    if !interrupted.is_empty() {
+        warn!(execution = %id, steps = ?interrupted, "recorded interrupted attempts");
+    }
+    Ok(interrupted)
+}
