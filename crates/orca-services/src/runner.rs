@@ -108,6 +108,9 @@ pub struct RunConfig {
     pub watch_interval: Duration,
     /// Who holds the execution (this process).
     pub holder: Holder,
+    /// How long a driver's lease counts as live without a renewal (readers on other hosts
+    /// use it; on the lease's own host a dead holder is seen at once). Renewed every third.
+    pub lease_timeout: Duration,
 }
 
 impl RunConfig {
@@ -126,6 +129,7 @@ impl RunConfig {
             actor: "user".to_owned(),
             watch_interval: Duration::from_millis(200),
             holder,
+            lease_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -432,9 +436,15 @@ impl Runner {
     #[instrument(skip(self, cancel))]
     pub async fn run(&self, id: ExecutionId, cancel: CancellationToken) -> Result<RunReport> {
         let store = self.executions.store().clone();
-        let lease = store.acquire_lease(id, &self.config.holder).await?;
+        let lease = Arc::new(store.acquire_lease(id, &self.config.holder).await?);
+        let heartbeat = crate::takeover::heartbeat(
+            store.clone(),
+            Arc::clone(&lease),
+            self.config.lease_timeout / 3,
+        );
         let snap = self.executions.get(id).await?;
         if let Some(outcome) = terminal_outcome(&snap.execution.value) {
+            heartbeat.stop().await;
             return Ok(RunReport {
                 execution_id: id,
                 outcome,
@@ -529,6 +539,7 @@ impl Runner {
             let log = ExecutionService::log(run.plan.id(), id);
             store.seal(log).await?;
         }
+        heartbeat.stop().await;
         drop(lease);
         Ok(RunReport {
             execution_id: id,

@@ -139,3 +139,43 @@ pub(crate) async fn interrupt_attempts(
     }
     Ok(interrupted)
 }
+
+/// Renews `lease` every `every` until dropped (the driver's heartbeat).
+pub(crate) fn heartbeat(
+    store: std::sync::Arc<dyn orca_store::Store>,
+    lease: std::sync::Arc<orca_store::Lease>,
+    every: std::time::Duration,
+) -> Heartbeat {
+    let every = every.max(std::time::Duration::from_millis(100));
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if let Err(e) = store.renew_lease(&lease).await {
+                warn!(execution = %lease.execution(), error = %e, "could not renew the lease");
+            }
+        }
+    });
+    Heartbeat(Some(task))
+}
+
+/// Stops the heartbeat when dropped.
+#[derive(Debug)]
+pub(crate) struct Heartbeat(Option<tokio::task::JoinHandle<()>>);
+
+impl Heartbeat {
+    /// Stops it and waits until it has let go of the lease.
+    pub(crate) async fn stop(mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
+}

@@ -178,6 +178,13 @@ struct LeaseRecord {
     holder: Holder,
     #[serde(with = "time::serde::rfc3339")]
     acquired_at: OffsetDateTime,
+    /// The holder's last heartbeat.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    renewed_at: Option<OffsetDateTime>,
 }
 
 /// The cached summary of one plan and what it was computed from.
@@ -220,7 +227,7 @@ struct PlanListCache {
 }
 
 struct LeaseFileGuard {
-    file: File,
+    file: Arc<File>,
 }
 
 impl Drop for LeaseFileGuard {
@@ -836,6 +843,7 @@ impl Inner {
             holder: record.holder,
             acquired_at: record.acquired_at,
             stale,
+            renewed_at: record.renewed_at,
         }))
     }
 
@@ -893,6 +901,7 @@ impl Inner {
                 holder: r.holder,
                 acquired_at: r.acquired_at,
                 stale: true,
+                renewed_at: r.renewed_at,
             });
         if let Some(old) = &took_over {
             tracing::warn!(execution = %id, pid = old.holder.pid, host = %old.holder.host, "taking over a stale lease");
@@ -901,6 +910,7 @@ impl Inner {
             format_version: orca_core::FormatVersion,
             holder: holder.clone(),
             acquired_at: OffsetDateTime::now_utc(),
+            renewed_at: None,
         };
         let bytes = serde_json::to_vec_pretty(&record)
             .map_err(|e| StoreError::backend("encoding a lease", e))?;
@@ -915,11 +925,14 @@ impl Inner {
             holder: record.holder,
             acquired_at: record.acquired_at,
             stale: false,
+            renewed_at: None,
         };
         Ok(Lease::new(
             id,
             info,
-            Box::new(LeaseFileGuard { file }),
+            Box::new(LeaseFileGuard {
+                file: Arc::new(file),
+            }),
             took_over,
         ))
     }
@@ -970,6 +983,23 @@ fn lock_file_name(name: &str) -> String {
         .collect();
     let hash = orca_core::Digest::of_bytes(name.as_bytes()).hex();
     format!("{readable}-{}.lock", &hash[..16])
+}
+
+/// Rewrites a held lease's record in place: one positioned write of the whole record, padded
+/// with spaces to the old length (JSON allows trailing white space), so a reader sees the old
+/// record or the new one.
+fn renew_lease_file(file: &File, record: &LeaseRecord) -> Result<(), StoreError> {
+    use std::os::unix::fs::FileExt as _;
+    let mut bytes = serde_json::to_vec_pretty(record)
+        .map_err(|e| StoreError::backend("encoding a lease", e))?;
+    let old = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let old = usize::try_from(old).unwrap_or(0);
+    if bytes.len() < old {
+        bytes.resize(old, b' ');
+    }
+    file.write_all_at(&bytes, 0)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| StoreError::backend("renewing a lease", e))
 }
 
 fn read_lease_record(mut file: &File, path: &Path) -> Result<Option<LeaseRecord>, StoreError> {
@@ -1558,6 +1588,20 @@ impl ExecutionStore for FileStore {
             inner.lease_of(plan, execution)
         })
         .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        let Some(guard) = lease.backend_guard().downcast_ref::<LeaseFileGuard>() else {
+            return Ok(());
+        };
+        let file = Arc::clone(&guard.file);
+        let record = LeaseRecord {
+            format_version: orca_core::FormatVersion,
+            holder: lease.info().holder.clone(),
+            acquired_at: lease.info().acquired_at,
+            renewed_at: Some(OffsetDateTime::now_utc()),
+        };
+        self.run(move |_| renew_lease_file(&file, &record)).await
     }
 
     async fn try_lock_resources(

@@ -112,6 +112,7 @@ impl Inner {
             holder: slot.holder.clone(),
             acquired_at: slot.acquired_at,
             stale: self.dead.contains(&slot.holder.token),
+            renewed_at: None,
         }
     }
 
@@ -376,6 +377,7 @@ impl ExecutionStore for MemoryStore {
             holder: holder.clone(),
             acquired_at,
             stale: false,
+            renewed_at: None,
         };
         let guard = LeaseGuard {
             inner: Arc::clone(&self.inner),

@@ -136,6 +136,21 @@ pub struct LeaseInfo {
     pub acquired_at: OffsetDateTime,
     /// The holder's process is gone: the lease may be taken over.
     pub stale: bool,
+    /// When the holder last renewed it (its heartbeat), if it ever did.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub renewed_at: Option<OffsetDateTime>,
+}
+
+impl LeaseInfo {
+    /// When the holder was last known alive: its last renewal, or when it took the lease.
+    #[must_use]
+    pub fn last_seen(&self) -> OffsetDateTime {
+        self.renewed_at.unwrap_or(self.acquired_at)
+    }
 }
 
 /// An exclusive hold on an execution, released when dropped.
@@ -181,6 +196,12 @@ impl Lease {
     #[must_use]
     pub const fn took_over(&self) -> Option<&LeaseInfo> {
         self.took_over.as_ref()
+    }
+
+    /// What the backend keeps (for the backend's own `renew_lease`).
+    #[must_use]
+    pub fn backend_guard(&self) -> &(dyn Any + Send + Sync) {
+        self._guard.as_ref()
     }
 }
 
@@ -307,6 +328,13 @@ pub trait ExecutionStore: Send + Sync {
 
     /// Who holds the lease now, if anyone has recorded one (stale or not).
     async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError>;
+
+    /// Renews a held lease (the holder's heartbeat): records the time, so readers on other
+    /// hosts can tell a live holder from a dead one. By default nothing is recorded.
+    async fn renew_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        let _ = lease;
+        Ok(())
+    }
 
     /// Tries to take every named resource at once (all or none), without waiting.
     /// `Ok(None)`: some resource is held by someone else.
