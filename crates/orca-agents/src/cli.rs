@@ -121,7 +121,6 @@ impl CliAgent {
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
         let (env, caller) = caller;
-        let report = |group| caller.process_started(group);
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
@@ -129,7 +128,7 @@ impl CliAgent {
             env,
             timeout,
             cap: OUTPUT_CAP,
-            on_spawn: Some(&report),
+            owner: Some(caller),
         })
         .await;
         let status = match run.end {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use orca_core::ProcessGroup;
+use orca_core::ToolHost;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
@@ -134,9 +134,10 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cap: usize,
-    /// Told the group id and leader start time as soon as the process is started, so the
-    /// caller can record them durably.
-    pub(crate) on_spawn: Option<&'a (dyn Fn(ProcessGroup) + Send + Sync)>,
+    /// Told the group id and leader start time as soon as the process is started
+    /// ([`ToolHost::process_started`]), so it can record them durably. A shell command
+    /// (`sh -c`) waits at a gate until that has returned.
+    pub(crate) owner: Option<&'a dyn ToolHost>,
 }
 
 impl std::fmt::Debug for RunSpec<'_> {
@@ -175,8 +176,7 @@ async fn spawn_retrying_busy(cmd: &mut Command) -> std::io::Result<tokio::proces
 /// after the main process exits (leftover background children), and when this future is dropped.
 pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     let mut cmd = Command::new(spec.program);
-    cmd.args(&spec.args)
-        .current_dir(spec.cwd)
+    cmd.current_dir(spec.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -184,16 +184,28 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         // The guard ends the group (gracefully); a plain SIGKILL to the leader on drop would
         // cut the grace period short.
         .kill_on_drop(false);
+    // A shell command owned by a caller starts behind a gate: it reads one line from fd 3
+    // before it runs, so its group is recorded before it does any work.
+    let gate = match (spec.owner, spec.program, spec.args.as_slice()) {
+        (Some(_), "sh", [flag, script]) if flag == "-c" => process_group::Gate::new()
+            .map(|g| (g, format!("{}\n{script}", process_group::GATE_PREAMBLE))),
+        _ => None,
+    };
+    match &gate {
+        Some((_, gated)) => cmd.args(["-c", gated.as_str()]),
+        None => cmd.args(&spec.args),
+    };
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    let hook = process_group::before_exec_hook(gate.as_ref().map(|(g, _)| g.read_fd()));
     #[expect(
         unsafe_code,
         reason = "pre_exec is unsafe: the hook must be async-signal-safe"
     )]
     // SAFETY: the hook only makes async-signal-safe calls (see `before_exec_hook`).
     unsafe {
-        cmd.pre_exec(process_group::before_exec_hook());
+        cmd.pre_exec(hook);
     }
     let mut child = match spawn_retrying_busy(&mut cmd).await {
         Ok(child) => child,
@@ -207,10 +219,12 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     };
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
     let mut guard = GroupGuard::new(pgid);
-    if let (Some(report), Some(group)) =
-        (spec.on_spawn, child.id().and_then(process_group::group_of))
-    {
-        report(group);
+    if let (Some(owner), Some(group)) = (spec.owner, child.id().and_then(process_group::group_of)) {
+        owner.process_started(group).await;
+    }
+    if let Some((gate, _)) = gate {
+        // Recorded: the command may start (a gate dropped unopened makes it exit 125).
+        gate.open();
     }
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
@@ -376,7 +390,7 @@ mod tests {
             env: vec![],
             timeout: Some(Duration::from_secs(10)),
             cap: 1024,
-            on_spawn: None,
+            owner: None,
         })
         .await;
         closer.join().unwrap();
@@ -397,7 +411,7 @@ mod tests {
             env: vec![],
             timeout,
             cap: 4096,
-            on_spawn: None,
+            owner: None,
         }
     }
 
@@ -426,19 +440,63 @@ mod tests {
         assert_eq!(out.stdout.trim(), "ok");
     }
 
-    /// The spawn reports the group id and the leader's start time; the group is the leader's.
+    /// Records the groups it is told about, slowly: the command must not start before.
+    struct Recorder {
+        seen: std::sync::Mutex<Vec<orca_core::ProcessGroup>>,
+        marker: std::path::PathBuf,
+        early: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl ToolHost for Recorder {
+        fn specs(&self) -> Vec<orca_core::ToolSpec> {
+            Vec::new()
+        }
+        async fn call(
+            &self,
+            _: &orca_core::ToolCall,
+        ) -> Result<serde_json::Value, orca_core::ToolError> {
+            Err(orca_core::ToolError::new("none"))
+        }
+        async fn process_started(&self, group: orca_core::ProcessGroup) {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if self.marker.exists() {
+                self.early.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            self.seen.lock().unwrap().push(group);
+        }
+    }
+
+    /// The spawn reports the group id and the leader's start time, and a shell command does
+    /// not start before the report has returned (the durable record comes first).
     #[tokio::test]
-    async fn the_group_and_its_start_time_are_reported() {
+    async fn the_group_is_reported_before_the_command_starts() {
         let dir = tempfile::tempdir().unwrap();
-        let seen = std::sync::Mutex::new(Vec::new());
-        let report = |g: ProcessGroup| seen.lock().unwrap().push(g);
-        let mut spec = sh(dir.path(), "echo $$", Some(Duration::from_secs(10)));
-        spec.on_spawn = Some(&report);
+        let recorder = Recorder {
+            seen: std::sync::Mutex::new(Vec::new()),
+            marker: dir.path().join("started"),
+            early: std::sync::atomic::AtomicBool::new(false),
+        };
+        let mut spec = sh(
+            dir.path(),
+            "touch started; echo $$",
+            Some(Duration::from_secs(10)),
+        );
+        spec.owner = Some(&recorder);
         let out = run_captured(spec).await;
-        let groups = seen.lock().unwrap().clone();
+        assert!(
+            matches!(out.end, RunEnd::Exited(st) if st.success()),
+            "{:?} {}",
+            out.end,
+            out.output
+        );
+        let groups = recorder.seen.lock().unwrap().clone();
         assert_eq!(groups.len(), 1);
         assert_eq!(out.stdout.trim(), groups[0].pgid.to_string());
         assert!(groups[0].start_time > 0);
+        let early = recorder.early.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(!early, "the command ran before it was recorded");
+        assert!(dir.path().join("started").exists());
     }
 
     /// On timeout the group gets SIGTERM first: a step that traps it can clean up; one that

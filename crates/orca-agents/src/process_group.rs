@@ -75,9 +75,54 @@ fn liveness_pipe() -> Option<i32> {
     .map(|(read, _write)| read)
 }
 
+/// The first line of a gated shell command: wait for one line on fd 3, close it, go on; at
+/// end of file (orca let go without opening the gate) exit 125 without doing anything.
+pub(crate) const GATE_PREAMBLE: &str = "IFS= read -r _ <&3 || exit 125; exec 3<&-";
+
+/// A pipe whose read end a gated command gets as fd 3: it starts when a line is written.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl Gate {
+    pub(crate) fn new() -> Option<Self> {
+        use std::os::fd::FromRawFd as _;
+        let mut fds = [0i32; 2];
+        #[expect(unsafe_code, reason = "pipe2 has no safe wrapper in std")]
+        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill; on success both are
+        // new descriptors we own (wrapped at once).
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return None;
+            }
+            Some(Self {
+                read: std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                write: std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            })
+        }
+    }
+
+    pub(crate) fn read_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd as _;
+        self.read.as_raw_fd()
+    }
+
+    /// Lets the command start.
+    pub(crate) fn open(self) {
+        use std::io::Write as _;
+        let mut file = std::fs::File::from(self.write);
+        let _ = file.write_all(b"go\n");
+    }
+}
+
 /// What the step leader runs between fork and exec: its own group (again, idempotent), a
-/// parent-death signal, a check that orca is still there, and the watchdog fork.
-pub(crate) fn before_exec_hook() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+/// parent-death signal, a check that orca is still there, the watchdog fork, and the gate as
+/// fd 3 if there is one.
+pub(crate) fn before_exec_hook(
+    gate: Option<i32>,
+) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let parent = i32::try_from(std::process::id()).unwrap_or(0);
     let pipe = liveness_pipe();
     move || {
@@ -111,6 +156,17 @@ pub(crate) fn before_exec_hook() -> impl FnMut() -> std::io::Result<()> + Send +
                     watchdog(read_fd, pgid);
                 }
             }
+            // After the fork: fd 3 may have been the liveness pipe, which the leader no longer
+            // needs. dup2 clears close-on-exec on the copy; a gate already at 3 is cleared by
+            // hand.
+            let moved = match gate {
+                Some(3) => libc::fcntl(3, libc::F_SETFD, 0),
+                Some(fd) => libc::dup2(fd, 3),
+                None => 0,
+            };
+            if moved < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
         }
         Ok(())
     }
@@ -121,6 +177,8 @@ pub(crate) fn before_exec_hook() -> impl FnMut() -> std::io::Result<()> + Send +
 unsafe fn watchdog(read_fd: i32, pgid: i32) -> ! {
     // SAFETY: async-signal-safe calls only, in a single-threaded forked child.
     unsafe {
+        // Named so that `ps` (and a test) can tell it apart: `orca-watchdog`.
+        libc::prctl(libc::PR_SET_NAME, c"orca-watchdog".as_ptr(), 0, 0, 0);
         for sig in [
             libc::SIGTERM,
             libc::SIGINT,

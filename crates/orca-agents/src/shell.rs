@@ -44,7 +44,6 @@ pub async fn run_shell_for(
         ));
     };
     tracing::info!(step = %request.step.id, attempt = request.attempt, "running shell step");
-    let report = |group| caller.process_started(group);
     let spec = RunSpec {
         program: "sh",
         args: vec!["-c".to_owned(), command.to_owned()],
@@ -52,7 +51,7 @@ pub async fn run_shell_for(
         env: request.identity().env(),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
-        on_spawn: Some(&report),
+        owner: Some(caller),
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

@@ -291,7 +291,6 @@ impl WorkspaceTools {
         let timeout = a.timeout_secs.map_or(DEFAULT_COMMAND_TIMEOUT, |s| {
             Duration::from_secs(s.clamp(1, MAX_COMMAND_TIMEOUT_SECS))
         });
-        let report = |group| caller.process_started(group);
         let run = process::run_captured(RunSpec {
             program: "sh",
             args: vec!["-c".to_owned(), a.command.clone()],
@@ -302,7 +301,7 @@ impl WorkspaceTools {
                 .unwrap_or_default(),
             timeout: Some(timeout),
             cap: MAX_COMMAND_OUTPUT,
-            on_spawn: Some(&report),
+            owner: Some(caller),
         })
         .await;
         match run.end {

@@ -123,7 +123,10 @@ pub trait ToolHost: Send + Sync {
     /// A process group was started for this caller (the shell step, a `run_command`, a CLI
     /// agent): the caller records it durably so a runner taking over can end it. By default
     /// ignored.
-    fn process_started(&self, group: ProcessGroup) {
+    ///
+    /// A shell command (`sh -c`) does not start its work until this returns: what it records
+    /// is durable before the step does anything.
+    async fn process_started(&self, group: ProcessGroup) {
         let _ = group;
     }
 }

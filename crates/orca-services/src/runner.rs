@@ -912,8 +912,8 @@ impl Runner {
                 )))
             } else {
                 let (groups, mut started_groups) = tokio::sync::mpsc::unbounded_channel();
-                let sink: crate::tools::ProcessSink = std::sync::Arc::new(move |g| {
-                    let _ = groups.send(g);
+                let sink: crate::tools::ProcessSink = std::sync::Arc::new(move |g, recorded| {
+                    let _ = groups.send((g, recorded));
                 });
                 let call = dispatch.dispatch_task_owned(request, Some(scope), Some(sink));
                 let agents = agents.clone();
@@ -939,12 +939,13 @@ impl Runner {
                     tokio::select! {
                         biased;
                         () = calls.cancelled() => return None,
-                        Some(group) = started_groups.recv() => {
-                            // Durable before the step gets far: a runner taking over ends it.
+                        Some((group, recorded)) = started_groups.recv() => {
+                            // Durable before the step does work: a runner taking over ends it.
                             match crate::takeover::record_process(&executions, id, started.clone(), group).await {
                                 Ok(task) => started = task,
                                 Err(e) => warn!(execution = %id, error = %e, "could not record a step's process group"),
                             }
+                            let _ = recorded.send(());
                         }
                         reply = &mut call => break reply,
                     }

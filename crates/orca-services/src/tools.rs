@@ -315,8 +315,10 @@ impl std::fmt::Debug for ToolContext {
     }
 }
 
-/// Receives the process groups a step's attempt starts (to record them durably).
-pub type ProcessSink = Arc<dyn Fn(orca_core::ProcessGroup) + Send + Sync>;
+/// Receives the process groups a step's attempt starts, to record them durably; it answers on
+/// the sender once the record is written (a shell command waits for that before it starts).
+pub type ProcessSink =
+    Arc<dyn Fn(orca_core::ProcessGroup, tokio::sync::oneshot::Sender<()>) + Send + Sync>;
 
 /// The attempt a gate serves: its identity (for its processes' environment) and where the
 /// process groups it starts are reported.
@@ -644,9 +646,12 @@ impl ToolHost for Gate {
         self.step.as_ref().map(|s| s.identity.clone())
     }
 
-    fn process_started(&self, group: orca_core::ProcessGroup) {
+    async fn process_started(&self, group: orca_core::ProcessGroup) {
         if let Some(step) = &self.step {
-            (step.sink)(group);
+            let (recorded, wait) = tokio::sync::oneshot::channel();
+            (step.sink)(group, recorded);
+            // An answer, or the runner let go of the attempt (the command then never starts).
+            let _ = wait.await;
         }
     }
 

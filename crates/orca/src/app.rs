@@ -38,7 +38,7 @@ pub(crate) fn out(text: &str) {
     }
 }
 
-fn out_json(value: &Value) {
+pub(crate) fn out_json(value: &Value) {
     out(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
@@ -95,7 +95,7 @@ impl App {
         })
     }
 
-    fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
+    pub(crate) fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
             .ok()
@@ -113,6 +113,14 @@ impl App {
         if !self.quiet {
             say(line);
         }
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub(crate) const fn json(&self) -> bool {
+        self.json
     }
 }
 
@@ -155,16 +163,20 @@ fn all_workspace_tools() -> Vec<String> {
         .collect()
 }
 
-fn holder() -> Holder {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This host's name (as recorded in leases and running tasks).
+pub(crate) fn own_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_owned());
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+fn holder() -> Holder {
     Holder {
         pid: std::process::id(),
-        host,
+        host: own_host(),
         token: ExecutionId::new().uuid().simple().to_string(),
     }
 }
@@ -186,7 +198,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Plan(cmd) => plan(&app, cmd).await,
         Command::Run(args) => run_plan(&app, &args.plan, &args.run).await,
         Command::Exec(cmd) => exec(&app, cmd).await,
-        Command::Watch { exec } => watch(&app, &exec).await,
+        Command::Watch { exec } => crate::driver::watch(&app, &exec).await,
         Command::Audit(AuditCommand::Verify { exec, all }) => {
             audit_verify(&app, exec.as_deref(), all).await
         }
@@ -322,7 +334,7 @@ fn decided(app: &App, id: PlanId, stage: &str, human: &str) {
     }
 }
 
-fn user() -> String {
+pub(crate) fn user() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| !u.is_empty())
@@ -441,6 +453,7 @@ fn run_config(options: &RunOptions) -> RunConfig {
         OnFailure::Skip => FailurePolicy::Skip,
     };
     config.actor = user();
+    config.lease_timeout = Duration::from_secs(options.lease_timeout);
     config
 }
 
@@ -451,6 +464,7 @@ async fn drive(
     first: ExecutionId,
     options: &RunOptions,
 ) -> Result<Exit, CliError> {
+    orca_agents::process_group::set_kill_grace(Duration::from_secs(options.kill_grace));
     let mut exec = first;
     loop {
         let snap = orca.executions.get(exec).await?;
@@ -463,26 +477,16 @@ async fn drive(
         let progress = Arc::new(Progress::new(app.style, app.quiet || app.json, total, done));
         let runner = orca.runner(run_config(options), progress);
         let cancel = CancellationToken::new();
-        let on_signal = cancel.clone();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.
-        let interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| CliError::internal(format!("cannot listen for Ctrl-C: {e}")))?;
-        let signals = tokio::spawn(async move {
-            let mut interrupts = interrupts;
-            if interrupts.recv().await.is_some() {
-                say("stopping: cancelling running agent calls (Ctrl-C again to force)");
-                on_signal.cancel();
-            }
-            if interrupts.recv().await.is_some() {
-                say(&format!(
-                    "forced: {exec} stays running; continue it with `orca exec resume {exec}`"
-                ));
-                // The conventional status of a process ended by SIGINT.
-                std::process::exit(130);
-            }
-        });
+        let signals = crate::driver_signals::listen(exec, cancel.clone())?;
         let report = runner.run(exec, cancel).await;
         signals.abort();
+        // Steps ended by the run get their grace period before this process exits (its exit
+        // SIGKILLs every group still alive).
+        orca_agents::process_group::settle(
+            orca_agents::process_group::kill_grace() + Duration::from_secs(5),
+        )
+        .await;
         let report = report?;
         let code = finish(app, orca, &report).await?;
         match report.outcome {
@@ -512,6 +516,15 @@ async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result<Exit, CliE
         RunOutcome::Completed => (Exit::Ok, "completed", None),
         RunOutcome::Failed { reason } => (Exit::ExecutionFailed, "failed", Some(reason.clone())),
         RunOutcome::Stopped { reason } => (Exit::ExecutionFailed, "stopped", reason.clone()),
+        RunOutcome::Interrupted { steps } => (
+            Exit::Interrupted,
+            "interrupted",
+            Some(format!(
+                "stopped; {} running step(s) interrupted; continue with `orca exec resume {}`",
+                steps.len(),
+                info.id
+            )),
+        ),
         RunOutcome::AwaitingDecision { request } => (
             Exit::AwaitingHuman,
             "awaiting_decision",
@@ -566,6 +579,7 @@ async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result<Exit, CliE
         };
         out(&audit);
         let headline = match stage {
+            _ if outcome == "interrupted" => app.style.yellow("interrupted"),
             ExecutionStage::Completed => app.style.green("completed"),
             ExecutionStage::Running => app.style.yellow("waiting for a decision"),
             other => app.style.red(&other.to_string()),
@@ -599,10 +613,13 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
                     problem.location, problem.message
                 ));
             }
+            let annotated = crate::driver::annotate_list(app, &listing.items).await?;
             if app.json {
-                out_json(&json!(listing.items));
+                let items: Vec<Value> = annotated.into_iter().map(|(v, _)| v).collect();
+                out_json(&json!(items));
             } else {
-                out(&render::exec_list(&listing.items));
+                let live: Vec<Option<bool>> = annotated.into_iter().map(|(_, l)| l).collect();
+                out(&render::exec_list(&listing.items, &live));
             }
             Ok(Exit::Ok)
         }
@@ -610,8 +627,14 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
             let orca = app.orca(Arc::new(NoHuman));
             let id = orca.executions.resolve(&exec).await?;
             let snap = orca.executions.get(id).await?;
+            let lease = app.store.lease(id).await?;
+            let stage = snap.execution.value.stage();
             if app.json {
-                out_json(&snapshot_json(&snap));
+                let mut value = snapshot_json(&snap);
+                if let Some(d) = crate::driver::driver_json(id, stage, lease.as_ref()) {
+                    value["driver"] = d;
+                }
+                out_json(&value);
             } else {
                 let plan = orca
                     .planning
@@ -619,6 +642,9 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
                     .await
                     .ok();
                 out(&render::exec_show(&snap, plan.as_ref()));
+                if let Some(line) = crate::driver::driver_text(id, stage, lease.as_ref()) {
+                    out(&line);
+                }
             }
             Ok(Exit::Ok)
         }
@@ -627,27 +653,8 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
             let id = orca.executions.resolve(&exec).await?;
             drive(app, &orca, id, &run).await
         }
-        ExecCommand::Stop { exec, reason } => {
-            let orca = app.orca(Arc::new(NoHuman));
-            let id = orca.executions.resolve(&exec).await?;
-            let stopped = orca.executions.stop(id, &user(), reason.clone()).await?;
-            orca.executions
-                .audit(
-                    &stopped.value,
-                    "execution.stop_requested",
-                    Some(0),
-                    json!({ "by": user(), "reason": reason }),
-                )
-                .await?;
-            if app.json {
-                out_json(&json!({ "execution_id": id, "stage": stopped.value.stage() }));
-            } else {
-                out(&format!(
-                    "stopped {id}; a process driving it cancels its running agent calls"
-                ));
-            }
-            Ok(Exit::Ok)
-        }
+        ExecCommand::Stop { exec, reason } => crate::driver::stop(app, &exec, reason).await,
+        ExecCommand::Cancel { exec, reason } => crate::driver::cancel(app, &exec, reason).await,
         ExecCommand::Decide {
             exec,
             decision,
@@ -688,79 +695,6 @@ fn snapshot_json(snap: &orca_store::ExecutionSnapshot) -> Value {
         obj.insert("tasks".to_owned(), Value::Array(tasks));
     }
     value
-}
-
-async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
-    let orca = app.orca(Arc::new(NoHuman));
-    let id = orca.executions.resolve(exec).await?;
-    let mut seen: Vec<String> = Vec::new();
-    let start = std::time::Instant::now();
-    loop {
-        let snap = orca.executions.get(id).await?;
-        let now: Vec<String> = snap
-            .tasks
-            .iter()
-            .map(|t| format!("{}:{}", t.value.step_id(), t.value.status()))
-            .collect();
-        if !app.json {
-            for (i, line) in now.iter().enumerate() {
-                if seen.get(i) != Some(line) {
-                    let t = &snap.tasks[i].value;
-                    say(&format!(
-                        "[{:>6.1}s] {:<24} {}",
-                        start.elapsed().as_secs_f64(),
-                        t.step_id().as_str(),
-                        t.status()
-                    ));
-                }
-            }
-        }
-        seen = now;
-        let stage = snap.execution.value.stage();
-        let waiting = snap
-            .execution
-            .value
-            .decision()
-            .is_some_and(|d| d.answer.is_none());
-        let holder = app.store.lease(id).await?;
-        let driven = holder.as_ref().is_some_and(|l| !l.stale);
-        if stage.is_terminal()
-            || (waiting && !driven)
-            || (stage == ExecutionStage::Pending
-                && !driven
-                && start.elapsed() > Duration::from_secs(2))
-        {
-            if app.json {
-                out_json(
-                    &json!({ "execution_id": id, "stage": stage, "awaiting_decision": waiting }),
-                );
-            } else {
-                let plan = orca
-                    .planning
-                    .plan(snap.execution.value.info().plan_id)
-                    .await
-                    .ok();
-                out(&render::exec_show(&snap, plan.as_ref()));
-            }
-            return Ok(match stage {
-                ExecutionStage::Completed => Exit::Ok,
-                ExecutionStage::Failed | ExecutionStage::Stopped => Exit::ExecutionFailed,
-                _ if waiting => Exit::AwaitingHuman,
-                _ => Exit::Ok,
-            });
-        }
-        if stage == ExecutionStage::Running
-            && !driven
-            && !waiting
-            && start.elapsed() > Duration::from_secs(2)
-        {
-            say(&format!(
-                "no process is driving {id}; continue it with `orca exec resume {id}`"
-            ));
-            return Ok(Exit::Ok);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// The problem of a tampered log, naming its entry once.

@@ -10,10 +10,11 @@ Exit codes:
     1  internal error
     2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
        or the execution is being driven by another process
-    3  the execution ended failed or stopped
+    3  the execution ended failed or stopped (`exec cancel`)
     4  waiting for a human decision that a non-interactive run cannot make
     5  audit verification found tampering
-  130  a second Ctrl-C forced the exit; the execution stays resumable";
+  130  interrupted: Ctrl-C or `exec stop` stopped the run (or `watch` found no live driver);
+       the execution stays resumable with `orca exec resume`";
 
 /// orca — human-approved, durable, auditable multi-agent orchestration.
 ///
@@ -116,6 +117,14 @@ pub(crate) struct RunOptions {
     /// Attempts per step, unless the step sets `max_attempts`.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) max_attempts: u32,
+    /// Seconds a step's processes get between SIGTERM and SIGKILL when they are ended
+    /// (timeout, stop, Ctrl-C, takeover).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub(crate) kill_grace: u64,
+    /// Seconds the driver's lease counts as live without a renewal, for readers on another
+    /// host (on this host a dead driver is seen at once); renewed every third of it.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) lease_timeout: u64,
 }
 
 /// Failure policies.
@@ -203,8 +212,18 @@ pub(crate) enum ExecCommand {
         #[command(flatten)]
         run: RunOptions,
     },
-    /// Stop an execution, also one driven by another process.
+    /// Stop the process driving an execution (on this host), like Ctrl-C in its terminal:
+    /// running steps are ended (SIGTERM, grace, SIGKILL) and recorded as interrupted; the
+    /// execution stays resumable with `orca exec resume`.
     Stop {
+        /// The execution.
+        exec: String,
+        /// Why.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// End an execution for good (`stopped`, final); a process driving it ends its steps.
+    Cancel {
         /// The execution.
         exec: String,
         /// Why.

@@ -14,6 +14,8 @@ pub(crate) enum Exit {
     ExecutionFailed = 3,
     AwaitingHuman = 4,
     Tampered = 5,
+    /// Stopped (Ctrl-C, `exec stop`) or found without a live driver: resumable.
+    Interrupted = 130,
 }
 
 /// A one-line error with its exit code.

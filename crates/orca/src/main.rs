@@ -3,6 +3,8 @@
 
 mod app;
 mod cli;
+mod driver;
+mod driver_signals;
 mod exit;
 mod render;
 mod term;

@@ -81,17 +81,23 @@ pub(crate) fn plan_list(items: &[PlanSummary]) -> String {
     )
 }
 
-pub(crate) fn exec_list(items: &[ExecutionSummary]) -> String {
+/// `live[i]`: whether execution `i` (not ended) has a live driver; `None` if not known.
+pub(crate) fn exec_list(items: &[ExecutionSummary], live: &[Option<bool>]) -> String {
     if items.is_empty() {
         return "no executions yet: run an approved plan with `orca run PLAN`\n".to_owned();
     }
     let rows: Vec<Vec<String>> = items
         .iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
+            let base = match live.get(i).copied().flatten() {
+                Some(false) => "interrupted".to_owned(),
+                _ => e.stage.to_string(),
+            };
             let stage = if e.awaiting_decision {
-                format!("{} (decision pending)", e.stage)
+                format!("{base} (decision pending)")
             } else {
-                e.stage.to_string()
+                base
             };
             vec![
                 e.execution_id.to_string(),

@@ -450,9 +450,10 @@ fn failing_step_waits_for_a_decision_then_retry_completes() {
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
 
-// 4. `exec stop` from a second process while `run` drives a long step.
+// 4. `exec cancel` from a second process while `run` drives a long step: ended for good.
+// (`exec stop`, which leaves it resumable, is tested in `procs.rs`.)
 #[test]
-fn exec_stop_from_another_process_stops_the_run() {
+fn exec_cancel_from_another_process_ends_the_run_for_good() {
     let p = Project::new();
     let file = p.write(
         "long.json",
@@ -487,7 +488,7 @@ fn exec_stop_from_another_process_stops_the_run() {
     // A watcher follows it from a third process.
     let watch = p.spawn(&["--json", "watch", &exec_id]);
 
-    let (c, stopped) = p.json(&["exec", "stop", &exec_id, "--reason", "enough"]);
+    let (c, stopped) = p.json(&["exec", "cancel", &exec_id, "--reason", "enough"]);
     assert_eq!(c, 0, "{stopped}");
     assert_eq!(stopped["stage"], "stopped");
 
@@ -1112,8 +1113,8 @@ fn ask_with_no_reachable_model_says_what_to_do() {
     assert!(err.contains(".orca/config.toml"), "{err}");
 }
 
-// Ctrl-C (SIGINT) of `run`: it cancels the running step, records the execution as stopped and
-// exits 3; the step's process is gone.
+// Ctrl-C (SIGINT) of `run`: it ends the running step, records its attempt interrupted and
+// exits 130; the step's process is gone and the execution stays resumable (ADR 0010).
 #[test]
 fn ctrl_c_stops_the_run_and_its_step() {
     let p = Project::new();
@@ -1137,9 +1138,10 @@ fn ctrl_c_stops_the_run_and_its_step() {
         .unwrap();
     assert!(status.success());
     let out = run.wait_with_output().unwrap();
-    assert_eq!(code(&out), 3, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(code(&out), 130, "{}{}", stdout(&out), stderr(&out));
     let last = last_json(&stdout(&out)).unwrap();
-    assert_eq!(last["stage"], "stopped");
+    assert_eq!(last["stage"], "running");
+    assert_eq!(last["outcome"], "interrupted");
     assert!(!is_alive(sleep_pid), "the step's sleep was killed");
     let out = p.run(&["audit", "verify"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
