@@ -198,7 +198,8 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let hook = process_group::before_exec_hook(gate.as_ref().map(|(g, _)| g.read_fd()));
+    let held = spec.owner.map(ToolHost::held_fds).unwrap_or_default();
+    let hook = process_group::before_exec_hook(gate.as_ref().map(|(g, _)| g.read_fd()), held);
     #[expect(
         unsafe_code,
         reason = "pre_exec is unsafe: the hook must be async-signal-safe"

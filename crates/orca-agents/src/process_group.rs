@@ -120,8 +120,11 @@ impl Gate {
 /// What the step leader runs between fork and exec: its own group (again, idempotent), a
 /// parent-death signal, a check that orca is still there, the watchdog fork, and the gate as
 /// fd 3 if there is one.
+/// `held`: descriptors the command inherits (its resource locks: they stay held while any
+/// process of the step lives).
 pub(crate) fn before_exec_hook(
     gate: Option<i32>,
+    held: Vec<i32>,
 ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let parent = i32::try_from(std::process::id()).unwrap_or(0);
     let pipe = liveness_pipe();
@@ -159,6 +162,17 @@ pub(crate) fn before_exec_hook(
             // After the fork: fd 3 may have been the liveness pipe, which the leader no longer
             // needs. dup2 clears close-on-exec on the copy; a gate already at 3 is cleared by
             // hand.
+            for &fd in &held {
+                // Kept across exec; one at 3 is copied out of the gate's way first.
+                let rc = if fd == 3 && gate.is_some() {
+                    libc::fcntl(3, libc::F_DUPFD, 10)
+                } else {
+                    libc::fcntl(fd, libc::F_SETFD, 0)
+                };
+                if rc < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             let moved = match gate {
                 Some(3) => libc::fcntl(3, libc::F_SETFD, 0),
                 Some(fd) => libc::dup2(fd, 3),

@@ -120,6 +120,12 @@ pub trait ToolHost: Send + Sync {
         None
     }
 
+    /// Open file descriptors the attempt's processes inherit: the locks of its resources, so
+    /// a lock stays held while any of its processes lives (ADR 0010). By default none.
+    fn held_fds(&self) -> Vec<i32> {
+        Vec::new()
+    }
+
     /// A process group was started for this caller (the shell step, a `run_command`, a CLI
     /// agent): the caller records it durably so a runner taking over can end it. By default
     /// ignored.

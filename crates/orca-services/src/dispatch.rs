@@ -42,7 +42,8 @@ impl DispatchService {
         request: TaskRequest,
         scope: Option<AuditScope>,
     ) -> Reply<TaskResult> {
-        self.dispatch_task_owned(request, scope, None).await
+        self.dispatch_task_owned(request, scope, None, Vec::new())
+            .await
     }
 
     /// [`Self::dispatch_task`], reporting the process groups the attempt starts to `sink`.
@@ -51,6 +52,7 @@ impl DispatchService {
         request: TaskRequest,
         scope: Option<AuditScope>,
         sink: Option<ProcessSink>,
+        held_fds: Vec<i32>,
     ) -> Reply<TaskResult> {
         let Some(info) = self
             .agent(&request.agent)
@@ -66,6 +68,7 @@ impl DispatchService {
             gate = gate.for_step(StepOwner {
                 identity: request.identity(),
                 sink,
+                held_fds,
             });
         }
         self.ctx.agents.run_task(request, &gate).await

@@ -896,6 +896,7 @@ impl Runner {
         let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
         let dispatch = self.dispatch.clone();
         let scope = run.log_scope(Some(attempt_seq));
+        let held_fds = locks.as_ref().map(|l| l.fds().to_vec()).unwrap_or_default();
         run.in_flight.insert(index, InFlight { _locks: locks });
         let executions = self.executions.clone();
         let (id, log) = (run.id, ExecutionService::log(run.plan.id(), run.id));
@@ -915,7 +916,7 @@ impl Runner {
                 let sink: crate::tools::ProcessSink = std::sync::Arc::new(move |g, recorded| {
                     let _ = groups.send((g, recorded));
                 });
-                let call = dispatch.dispatch_task_owned(request, Some(scope), Some(sink));
+                let call = dispatch.dispatch_task_owned(request, Some(scope), Some(sink), held_fds);
                 let agents = agents.clone();
                 let call = async move {
                     match timeout {

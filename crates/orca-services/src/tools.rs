@@ -328,6 +328,8 @@ pub struct StepOwner {
     pub identity: orca_core::StepIdentity,
     /// Told every process group the attempt starts.
     pub sink: ProcessSink,
+    /// Descriptors of the attempt's resource locks, inherited by its processes.
+    pub held_fds: Vec<i32>,
 }
 
 impl std::fmt::Debug for StepOwner {
@@ -644,6 +646,13 @@ impl ToolHost for Gate {
 
     fn step_identity(&self) -> Option<orca_core::StepIdentity> {
         self.step.as_ref().map(|s| s.identity.clone())
+    }
+
+    fn held_fds(&self) -> Vec<i32> {
+        self.step
+            .as_ref()
+            .map(|s| s.held_fds.clone())
+            .unwrap_or_default()
     }
 
     async fn process_started(&self, group: orca_core::ProcessGroup) {

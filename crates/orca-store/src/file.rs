@@ -963,7 +963,13 @@ impl Inner {
                 }
             }
         }
-        Ok(Some(ResourceGuard::new(unique, Box::new(held))))
+        let fds = held
+            .iter()
+            .map(|f| std::os::fd::AsRawFd::as_raw_fd(f))
+            .collect();
+        Ok(Some(
+            ResourceGuard::new(unique, Box::new(held)).with_fds(fds),
+        ))
     }
 }
 

@@ -220,6 +220,7 @@ impl fmt::Debug for Lease {
 pub struct ResourceGuard {
     names: Vec<String>,
     _guard: Box<dyn Any + Send + Sync>,
+    fds: Vec<i32>,
 }
 
 impl ResourceGuard {
@@ -229,7 +230,23 @@ impl ResourceGuard {
         Self {
             names,
             _guard: guard,
+            fds: Vec::new(),
         }
+    }
+
+    /// Names the open file descriptors whose locks make up the hold (a backend with
+    /// descriptor-based locks): a step's processes inherit them, so the resources stay held
+    /// until the last of those processes is gone, even if the runner dies (ADR 0010).
+    #[must_use]
+    pub fn with_fds(mut self, fds: Vec<i32>) -> Self {
+        self.fds = fds;
+        self
+    }
+
+    /// The descriptors holding the locks (see [`ResourceGuard::with_fds`]); empty if none.
+    #[must_use]
+    pub fn fds(&self) -> &[i32] {
+        &self.fds
     }
 
     /// The resources held.

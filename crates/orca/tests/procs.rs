@@ -71,11 +71,21 @@ impl Project {
     }
 
     fn plan(&self, steps: &[(&str, &str, &[&str])]) -> String {
+        self.plan_locked(steps, &[])
+    }
+
+    /// A plan whose steps named in `locked` hold the lock `db`.
+    fn plan_locked(&self, steps: &[(&str, &str, &[&str])], locked: &[&str]) -> String {
         let steps: Vec<Value> = steps
             .iter()
             .map(|(id, cmd, deps)| {
+                let locks: Vec<&str> = if locked.contains(id) {
+                    vec!["db"]
+                } else {
+                    vec![]
+                };
                 json!({ "id": id, "agent": "shell", "description": format!("the {id} step"),
-                        "command": cmd, "depends_on": deps })
+                        "command": cmd, "depends_on": deps, "locks": locks })
             })
             .collect();
         let doc = json!({ "goal": "processes", "summary": "process ownership",
@@ -468,4 +478,34 @@ fn exec_stop_from_another_process_leaves_a_resumable_execution() {
     assert_eq!(c, 0, "{again}");
     assert_eq!(again["state"], "interrupted");
     assert_resumes_running_each_step_once(&p, &exec);
+}
+
+/// A resource lock stays held while any process of the step that took it lives: here a
+/// `setsid` daemon the first step leaves behind (it escapes the group kill) keeps `db` until it
+/// exits, and the second step holding `db` starts only after it.
+#[test]
+fn a_lock_is_held_until_the_last_process_of_its_step_is_gone() {
+    let p = Project::new();
+    let plan = p.plan_locked(
+        &[
+            (
+                "first",
+                "setsid sh -c 'echo daemon-start >> log; sleep 1.5; echo daemon-end >> log' & \
+                 sleep 0.2; echo first-done >> log",
+                &[],
+            ),
+            ("second", "echo second >> log", &[]),
+        ],
+        &["first", "second"],
+    );
+    let (c, done) = p.json(&["run", &plan, "--yes", "--concurrency", "1"]);
+    assert_eq!(c, 0, "{done}");
+    p.wait_for("log", "daemon-end");
+    let log = p.read("log");
+    println!("order: {log:?}");
+    let at = |what: &str| log.find(what).unwrap();
+    assert!(
+        at("daemon-end") < at("second"),
+        "the second holder of `db` ran while the first one's process still held it: {log}"
+    );
 }
