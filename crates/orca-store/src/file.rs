@@ -965,7 +965,7 @@ impl Inner {
         }
         let fds = held
             .iter()
-            .map(|f| std::os::fd::AsRawFd::as_raw_fd(f))
+            .map(std::os::fd::AsRawFd::as_raw_fd)
             .collect();
         Ok(Some(
             ResourceGuard::new(unique, Box::new(held)).with_fds(fds),
