@@ -85,5 +85,8 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     tidy::run(&workspace_root()).map_err(|problems| problems.join("\n"))?;
-    cargo(&["test", "--workspace", "--locked"])
+    cargo(&["test", "--workspace", "--locked"])?;
+    // A short kill -9 campaign: fails if anything was lost, run twice at once, overlapped on a
+    // lock, orphaned, failed to resume or did not verify.
+    torture::run(&workspace_root(), &["--kills".to_owned(), "5".to_owned()])
 }

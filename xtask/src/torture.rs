@@ -2,23 +2,26 @@
 //! binary (the release build; the dev build by default when N < 20, as in CI).
 //!
 //! A 50-task DAG of `shell` steps (5 layers × 10, each step depending on two of the layer
-//! before; two shared locks; five steps fail their first attempt using `$ORCA_ATTEMPT`). Each
-//! step appends `step-id attempt` to an effects file (one `O_APPEND` write). Rounds: start
-//! `orca run` (or `orca exec resume` once the execution exists), SIGKILL it at a random moment,
-//! resume, … until a process finishes on its own; then check the round:
-//! - the execution is completed and every task is completed;
-//! - the succeeding attempt of every task left its effect;
-//! - every effect line names an attempt recorded in the task's record (no silent extra run),
-//!   and no `(step, attempt)` appears twice (never doubled); extra effects belong to attempts
-//!   recorded as failed or abandoned;
-//! - every file under `.orca/` parses (JSON, JSON lines; lock, lease and index files are
-//!   checked to be readable), except leftover `.*.tmp` files of interrupted atomic writes,
-//!   which are counted;
-//! - `orca audit verify --all` passes.
+//! before; two shared locks; five steps fail their first attempt using `$ORCA_ATTEMPT`, and
+//! one fails its first three, so the runner asks for a decision, answered `retry`). Each step
+//! appends start/end markers with timestamps and its pid, runs a child `sleep`, and appends
+//! `step-id attempt` to an effects file (one `O_APPEND` write). Rounds: start `orca run` (or
+//! `orca exec resume` once the execution exists), SIGKILL it at the next kill point (during a
+//! step, during backoff, during a lock wait, during a decision, during a write, at random),
+//! resume, … until a process finishes on its own; then check the round.
 //!
-//! Rounds repeat until N kills happened in total. Then: two `orca exec resume` at once on one
-//! interrupted execution → exactly one drives it to the end, the other exits non-zero saying
-//! the execution is "being driven by another process".
+//! Printed per campaign, and each must be 0 (else the command fails): completions lost (a task
+//! not completed, or a succeeded attempt without its effect), **double concurrent runs** (two
+//! runs of one step overlapping in time, from the markers), **lock overlaps** (two holders of
+//! one lock overlapping in time), orphans (processes carrying the execution's id still alive
+//! 2 s after a kill), failed resumes, logs that did not verify. Also checked (an error if
+//! broken): every effect line names an attempt recorded in the task's record (no silent extra
+//! run), and no `(step, attempt)` appears twice; every file under `.orca/` parses (leftover
+//! `.*.tmp` files of interrupted atomic writes are counted).
+//!
+//! Then: two `orca exec resume` at once on one interrupted execution → exactly one drives it
+//! to the end, the other exits non-zero saying the execution is "being driven by another
+//! process"; and a full disk.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -29,6 +32,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::{self, Profile};
+
+mod counts;
+use counts::KillPoint;
 
 const LAYERS: usize = 5;
 const WIDTH: usize = 10;
@@ -78,8 +84,30 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-fn plan_document(effects: &Path) -> String {
+/// The locks a torture step holds.
+fn locks_of(step: &str) -> Vec<&'static str> {
+    let w: usize = step
+        .rsplit('-')
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(usize::MAX);
+    let mut locks = Vec::new();
+    if w.is_multiple_of(3) {
+        locks.push("db");
+    }
+    if w % 4 == 1 {
+        locks.push("cache");
+    }
+    locks
+}
+
+/// The step that fails its first three attempts: after the third the runner asks for a
+/// decision (the campaign answers `retry`).
+const DECIDER: &str = "s2-7";
+
+fn plan_document(effects: &Path, markers: &Path) -> String {
     let effects = effects.display();
+    let markers = markers.display();
     let mut steps = Vec::new();
     for l in 0..LAYERS {
         for w in 0..WIDTH {
@@ -92,21 +120,26 @@ fn plan_document(effects: &Path) -> String {
                     format!("s{}-{}", l - 1, (w + 1) % WIDTH),
                 ]
             };
-            let mut locks = Vec::new();
-            if w % 3 == 0 {
-                locks.push("db");
-            }
-            if w % 4 == 1 {
-                locks.push("cache");
-            }
+            let locks = locks_of(&id);
             let sleep = 20 + (l * WIDTH + w) * 7 % 60;
-            let fail_first = if w == 7 {
-                " && test \"$ORCA_ATTEMPT\" -gt 1"
-            } else {
-                ""
+            let fails_until = match (w, id.as_str()) {
+                (_, DECIDER) => 3,
+                (7, _) => 1,
+                _ => 0,
+            };
+            // Start and end markers with timestamps (double runs, lock overlaps); the sleep is
+            // a child of the step's shell (an orphan if the group were not ended).
+            let mark = |kind: &str| {
+                format!(
+                    "echo \"{kind} $ORCA_TASK_ID $ORCA_ATTEMPT $(date +%s%N) $$\" >> '{markers}'"
+                )
             };
             let command = format!(
-                "sleep 0.0{sleep:02} && echo \"$ORCA_STEP_ID $ORCA_ATTEMPT\" >> '{effects}'{fail_first}"
+                "{start}; sleep 0.0{sleep:02} & wait $!; echo \"$ORCA_TASK_ID $ORCA_ATTEMPT\" >> '{effects}'; \
+                 if [ \"$ORCA_ATTEMPT\" -le {fails_until} ]; then {fail}; exit 1; fi; {end}",
+                start = mark("start"),
+                fail = mark("fail"),
+                end = mark("end"),
             );
             steps.push(json!({
                 "id": id, "agent": "shell", "description": format!("torture step {id}"),
@@ -137,8 +170,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let bin = util::built(root, opts.profile, "orca");
     let dir = util::scratch(root, "torture")?;
     let effects = dir.join("effects.log");
+    let markers = dir.join("markers.log");
     let doc = dir.join("torture-plan.json");
-    std::fs::write(&doc, plan_document(&effects)).map_err(|e| e.to_string())?;
+    std::fs::write(&doc, plan_document(&effects, &markers)).map_err(|e| e.to_string())?;
     let out = util::orca_ok(
         &bin,
         &dir,
@@ -152,43 +186,174 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     util::orca_ok(&bin, &dir, &["plan", "approve", &plan])?;
 
     let started = Instant::now();
-    let mut kills = 0usize;
     let mut rounds = 0usize;
     let mut totals = Totals::default();
-    while kills < opts.kills || rounds == 0 {
+    while totals.kills < opts.kills || rounds == 0 {
         rounds += 1;
         let _ = std::fs::remove_file(&effects);
-        let (exec, k) = round(&bin, &dir, &plan, opts.kills.saturating_sub(kills))?;
-        kills += k;
-        let t = check(&bin, &dir, &exec, &effects)
-            .map_err(|e| format!("round {rounds} ({exec}, {k} kills): {e}"))?;
+        let _ = std::fs::remove_file(&markers);
+        let files = Files {
+            effects: &effects,
+            markers: &markers,
+        };
+        let budget = opts.kills.saturating_sub(totals.kills);
+        let (exec, r) = round(&bin, &dir, &plan, (budget, totals.kills), files)?;
+        let t = check(&bin, &dir, &exec, files)
+            .map_err(|e| format!("round {rounds} ({exec}, {} kills): {e}", r.kills))?;
         util::say(&format!(
-            "round {rounds}: {exec} completed after {k} kills; {} attempts recorded, {} extra \
-             effects explained, {} abandoned attempts, {} leftover temp files in .orca/ so far",
-            t.attempts, t.extra_effects, t.abandoned, t.tmp_files
+            "round {rounds}: {exec} after {} kills: {} attempts recorded, {} extra effects \
+             explained, {} abandoned; lost {}, double runs {}, lock overlaps {}, orphans {}, \
+             failed resumes {}, unverified logs {}",
+            r.kills,
+            t.attempts,
+            t.extra_effects,
+            t.abandoned,
+            t.completions_lost,
+            t.double_runs,
+            t.lock_overlaps,
+            r.orphans,
+            r.failed_resumes,
+            t.unverified_logs
         ));
         totals.add(&t);
+        totals.add_round(&r);
     }
     concurrent_resume(&bin, &dir, &effects)?;
     full_disk(&bin, &dir)?;
+    report(&totals, rounds, started.elapsed(), opts.seed)
+}
+
+/// Prints the campaign's figures; fails if any count that must be 0 is not.
+fn report(totals: &Totals, rounds: usize, took: Duration, seed: u64) -> Result<(), String> {
+    let mut by_point = String::new();
+    for p in KillPoint::ALL {
+        let _ = write!(
+            by_point,
+            "{}{} {}",
+            if by_point.is_empty() { "" } else { ", " },
+            totals.kills_by_point.get(&p).copied().unwrap_or(0),
+            p.name()
+        );
+    }
+    let figures = [
+        ("kills", totals.kills, false),
+        ("completions lost", totals.completions_lost, true),
+        ("double concurrent runs", totals.double_runs, true),
+        ("lock overlaps", totals.lock_overlaps, true),
+        ("orphans alive 2 s after a kill", totals.orphans, true),
+        ("failed resumes", totals.failed_resumes, true),
+        ("logs that did not verify", totals.unverified_logs, true),
+    ];
     util::say(&format!(
-        "torture passed: {kills} kills over {rounds} rounds in {:.1} s; {} extra effects, all \
-         explained by {} recorded abandoned/failed attempts; {} leftover temp files; concurrent \
-         resume: exactly one driver",
-        started.elapsed().as_secs_f64(),
+        "torture campaign: {rounds} rounds in {:.1} s (seed {seed})",
+        took.as_secs_f64()
+    ));
+    for (name, n, _) in figures {
+        util::say(&format!("  {name:<32} {n}"));
+    }
+    util::say(&format!("  kill points: {by_point}"));
+    util::say(&format!(
+        "  decisions answered {}; {} extra effects, all explained by {} recorded \
+         abandoned/failed attempts; {} leftover temp files; slowest step-process exit after a \
+         kill {} ms",
+        totals.decisions,
         totals.extra_effects,
         totals.abandoned + totals.failed,
-        totals.tmp_files
+        totals.tmp_files,
+        totals.slowest_orphan_exit.as_millis()
     ));
+    let bad: Vec<String> = figures
+        .iter()
+        .filter(|(_, n, must_be_zero)| *must_be_zero && *n > 0)
+        .map(|(name, n, _)| format!("{name}: {n}"))
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!("torture failed: {}", bad.join(", ")));
+    }
+    util::say("torture passed: every count that must be 0 is 0");
     Ok(())
 }
 
+/// The files the steps write.
+#[derive(Debug, Clone, Copy)]
+struct Files<'a> {
+    effects: &'a Path,
+    markers: &'a Path,
+}
+
+/// What one round did.
+#[derive(Debug, Default)]
+struct RoundStats {
+    kills: usize,
+    orphans: usize,
+    failed_resumes: usize,
+    decisions: usize,
+    slowest_orphan_exit: Duration,
+    kills_by_point: BTreeMap<KillPoint, usize>,
+}
+
+/// Waits for `child`, killing it (SIGKILL) when `point`'s moment comes (or, if it does not
+/// come, 3 s after a random moment: then the kill counts as random). `Err(point)`: it was
+/// killed there.
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    point: Option<KillPoint>,
+    markers: &Path,
+) -> Result<Result<std::process::ExitStatus, KillPoint>, String> {
+    let seen_before = counts::read_markers(markers).len();
+    let random_at = Duration::from_millis(fastrand::u64(30..900));
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(Ok(status));
+        }
+        if started.elapsed() > STUCK {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("orca did not finish within {} s", STUCK.as_secs()));
+        }
+        if let Some(p) = point {
+            let all = counts::read_markers(markers);
+            let fresh = all.get(seen_before..).unwrap_or_default();
+            let at_point = counts::due(
+                p,
+                fresh,
+                &all,
+                started.elapsed(),
+                random_at,
+                locks_of,
+                |m| m.step == DECIDER && m.attempt >= 3,
+            );
+            let fallback = started.elapsed() > random_at + Duration::from_secs(3);
+            if at_point || fallback {
+                // A write lands a moment after its trigger.
+                if matches!(p, KillPoint::Write | KillPoint::Decision) {
+                    std::thread::sleep(Duration::from_micros(fastrand::u64(0..3000)));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(Err(if at_point { p } else { KillPoint::Random }));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Runs one execution to its end, killing the process up to `budget` times (at least once
-/// when the budget allows). Returns the execution id and the number of kills.
-fn round(bin: &Path, dir: &Path, plan: &str, budget: usize) -> Result<(String, usize), String> {
+/// when the budget allows), each time at a kill point picked at random. A run waiting for a
+/// decision (exit 4) gets `exec decide … retry --no-run`; a resume that fails is counted and
+/// tried again.
+fn round(
+    bin: &Path,
+    dir: &Path,
+    plan: &str,
+    (budget, done): (usize, usize),
+    files: Files<'_>,
+) -> Result<(String, RoundStats), String> {
     let mut exec: Option<String> = None;
     let known: BTreeSet<String> = executions(bin, dir, plan)?.into_iter().collect();
-    let mut kills = 0usize;
+    let mut stats = RoundStats::default();
+    let mut failures_in_a_row = 0;
     loop {
         let mut cmd = Command::new(bin);
         cmd.arg("--root").arg(dir).arg("--quiet");
@@ -198,19 +363,22 @@ fn round(bin: &Path, dir: &Path, plan: &str, budget: usize) -> Result<(String, u
         };
         cmd.args([
             "--on-failure",
-            "stop",
+            "ask",
             "--max-attempts",
             "3",
             "--concurrency",
             "4",
+            "--kill-grace",
+            "2",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| format!("cannot start orca: {e}"))?;
-        let kill_at =
-            (kills < budget.max(1)).then(|| Duration::from_millis(fastrand::u64(30..900)));
-        let status = util::wait_with_deadline(&mut child, kill_at.unwrap_or(STUCK))?;
+        // The kill points take turns across the campaign.
+        let point = (stats.kills < budget.max(1))
+            .then(|| KillPoint::ALL[(done + stats.kills) % KillPoint::ALL.len()]);
+        let status = wait_or_kill(&mut child, point, files.markers)?;
         if exec.is_none() {
             let now: Vec<String> = executions(bin, dir, plan)?
                 .into_iter()
@@ -222,20 +390,37 @@ fn round(bin: &Path, dir: &Path, plan: &str, budget: usize) -> Result<(String, u
             exec = now.into_iter().next();
         }
         match status {
-            None if kill_at.is_some() => kills += 1,
-            None => return Err(format!("orca did not finish within {} s", STUCK.as_secs())),
-            Some(s) if s.success() => {
-                let exec = exec.ok_or("orca run succeeded but created no execution")?;
-                return Ok((exec, kills));
+            Err(p) => {
+                stats.kills += 1;
+                *stats.kills_by_point.entry(p).or_default() += 1;
+                let (orphans, took) = counts::orphans_after_kill(exec.as_deref());
+                stats.orphans += orphans;
+                stats.slowest_orphan_exit = stats.slowest_orphan_exit.max(took);
             }
-            Some(s) => {
+            Ok(s) if s.success() => {
+                let exec = exec.ok_or("orca run succeeded but created no execution")?;
+                return Ok((exec, stats));
+            }
+            Ok(s) if s.code() == Some(4) && exec.is_some() => {
+                let e = exec.clone().unwrap_or_default();
+                util::orca_ok(bin, dir, &["exec", "decide", &e, "retry", "--no-run"])?;
+                stats.decisions += 1;
+            }
+            Ok(s) => {
                 let mut err = String::new();
                 if let Some(mut e) = child.stderr.take() {
                     let _ = std::io::Read::read_to_string(&mut e, &mut err);
                 }
-                return Err(format!("orca exited {s}: {}", err.trim()));
+                stats.failed_resumes += 1;
+                failures_in_a_row += 1;
+                util::say(&format!("a run/resume failed ({s}): {}", err.trim()));
+                if failures_in_a_row >= 5 || exec.is_none() {
+                    return Err(format!("orca exited {s}: {}", err.trim()));
+                }
+                continue;
             }
         }
+        failures_in_a_row = 0;
     }
 }
 
@@ -257,6 +442,16 @@ struct Totals {
     abandoned: usize,
     failed: usize,
     tmp_files: usize,
+    kills: usize,
+    completions_lost: usize,
+    double_runs: usize,
+    lock_overlaps: usize,
+    orphans: usize,
+    failed_resumes: usize,
+    unverified_logs: usize,
+    decisions: usize,
+    slowest_orphan_exit: Duration,
+    kills_by_point: BTreeMap<KillPoint, usize>,
 }
 
 impl Totals {
@@ -267,17 +462,35 @@ impl Totals {
         self.failed += o.failed;
         // The store directory is shared by the rounds: the latest count is the total.
         self.tmp_files = o.tmp_files;
+        self.completions_lost += o.completions_lost;
+        self.double_runs += o.double_runs;
+        self.lock_overlaps += o.lock_overlaps;
+        self.unverified_logs += o.unverified_logs;
+    }
+
+    fn add_round(&mut self, r: &RoundStats) {
+        self.kills += r.kills;
+        self.orphans += r.orphans;
+        self.failed_resumes += r.failed_resumes;
+        self.decisions += r.decisions;
+        self.slowest_orphan_exit = self.slowest_orphan_exit.max(r.slowest_orphan_exit);
+        for (p, n) in &r.kills_by_point {
+            *self.kills_by_point.entry(*p).or_default() += n;
+        }
     }
 }
 
-/// Checks a finished round.
-fn check(bin: &Path, dir: &Path, exec: &str, effects: &Path) -> Result<Totals, String> {
+/// Checks a finished round: counts what the campaign reports (completions lost, double runs,
+/// lock overlaps, logs that did not verify); any other broken invariant is an error.
+fn check(bin: &Path, dir: &Path, exec: &str, files: Files<'_>) -> Result<Totals, String> {
+    let effects = files.effects;
     let mut t = Totals::default();
     let mut problems = Vec::new();
     let out = util::orca_ok(bin, dir, &["--json", "exec", "show", exec])?;
     let snap: Value = serde_json::from_str(&out).map_err(|e| format!("exec show --json: {e}"))?;
     if snap["stage"].as_str() != Some("completed") {
-        problems.push(format!("execution stage is {}", snap["stage"]));
+        t.completions_lost += 1;
+        util::say(&format!("lost: execution stage is {}", snap["stage"]));
     }
     // (step, attempt) → outcome, from the records.
     let mut recorded: BTreeMap<(String, u64), String> = BTreeMap::new();
@@ -296,7 +509,8 @@ fn check(bin: &Path, dir: &Path, exec: &str, effects: &Path) -> Result<Totals, S
     for task in tasks {
         let step = task["step_id"].as_str().unwrap_or("?").to_owned();
         if task["status"].as_str() != Some("completed") {
-            problems.push(format!("task {step} is {}", task["status"]));
+            t.completions_lost += 1;
+            util::say(&format!("lost: task {step} is {}", task["status"]));
         }
         for a in task["attempts"]
             .as_array()
@@ -347,15 +561,20 @@ fn check(bin: &Path, dir: &Path, exec: &str, effects: &Path) -> Result<Totals, S
     }
     for (step, n) in &succeeded {
         if !seen.contains(&(step.clone(), *n)) {
-            problems.push(format!(
-                "task {step}: succeeded attempt {n} left no effect (lost)"
+            t.completions_lost += 1;
+            util::say(&format!(
+                "lost: task {step}: succeeded attempt {n} left no effect"
             ));
         }
     }
+    let markers = counts::read_markers(files.markers);
+    t.double_runs = counts::double_concurrent_runs(&markers);
+    t.lock_overlaps = counts::lock_overlaps(&markers, locks_of);
     t.tmp_files = parse_store(&dir.join(".orca"), &mut problems);
     let (ok, out, err) = util::orca(bin, dir, &["audit", "verify", "--all"])?;
     if !ok {
-        problems.push(format!(
+        t.unverified_logs += 1;
+        util::say(&format!(
             "audit verify --all failed: {}{}",
             err.trim(),
             out.trim()

@@ -2,7 +2,7 @@
 //! memory, statistics.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Which cargo profile the tools are built with.
@@ -80,25 +80,6 @@ pub(crate) fn run_measured(cmd: &mut Command) -> Result<Measured, String> {
         max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
         success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
     })
-}
-
-/// Waits for a child with a deadline; kills it (SIGKILL) if the deadline passes.
-pub(crate) fn wait_with_deadline(
-    child: &mut Child,
-    deadline: Duration,
-) -> Result<Option<ExitStatus>, String> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            return Ok(Some(status));
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Median, minimum and maximum.

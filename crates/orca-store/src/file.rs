@@ -963,10 +963,7 @@ impl Inner {
                 }
             }
         }
-        let fds = held
-            .iter()
-            .map(std::os::fd::AsRawFd::as_raw_fd)
-            .collect();
+        let fds = held.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
         Ok(Some(
             ResourceGuard::new(unique, Box::new(held)).with_fds(fds),
         ))
