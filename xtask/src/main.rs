@@ -11,7 +11,7 @@ use std::process::{Command, ExitCode};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  ci      fmt check, clippy (warnings denied), tidy, the test suite
+  ci      fmt check, clippy (warnings denied), tidy, the test suite, torture --kills 5
   tidy    the project's own conventions (layering, lints, docs)
   bench   [--quick] [--dev|--release] [--reps N]
           every benchmark, one table; writes target/bench/report.json
