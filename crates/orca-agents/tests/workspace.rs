@@ -169,6 +169,57 @@ async fn run_command_in_root_with_timeout() {
     );
 }
 
+/// The gate of one step attempt: its identity, and the groups reported to it.
+struct StepCaller {
+    groups: std::sync::Mutex<Vec<orca_core::ProcessGroup>>,
+}
+
+#[async_trait::async_trait]
+impl ToolHost for StepCaller {
+    fn specs(&self) -> Vec<orca_core::ToolSpec> {
+        Vec::new()
+    }
+    async fn call(&self, _: &ToolCall) -> Result<Value, orca_core::ToolError> {
+        Err(orca_core::ToolError::new("none"))
+    }
+    fn step_identity(&self) -> Option<orca_core::StepIdentity> {
+        Some(orca_core::StepIdentity {
+            execution_id: orca_core::ExecutionId::new(),
+            plan_id: orca_core::PlanId::new(),
+            step_id: orca_core::StepId::parse("build").unwrap(),
+            attempt: 3,
+        })
+    }
+    async fn process_started(&self, group: orca_core::ProcessGroup) {
+        self.groups.lock().unwrap().push(group);
+    }
+}
+
+/// `run_command` for a step: its processes get the step's identity and its group is reported
+/// to the step's gate (which records it).
+#[tokio::test]
+async fn run_command_for_a_step_gets_its_identity_and_reports_its_group() {
+    let f = fixture(ALL_TOOLS);
+    let caller = StepCaller {
+        groups: std::sync::Mutex::new(Vec::new()),
+    };
+    let call = ToolCall {
+        id: "1".into(),
+        name: "run_command".into(),
+        arguments: json!({"command": "echo $ORCA_TASK_ID $ORCA_ATTEMPT $ORCA_IDEMPOTENCY_KEY; echo pid $$"}),
+    };
+    let out = f.tools.call_for(&call, &caller).await.unwrap();
+    let text = out["output"].as_str().unwrap();
+    assert!(text.starts_with("build 3 exec_"), "{text}");
+    assert!(text.contains(".build\npid "), "{text}");
+    let groups = caller.groups.lock().unwrap().clone();
+    assert_eq!(groups.len(), 1);
+    assert!(
+        text.ends_with(&format!("pid {}\n", groups[0].pgid)),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn escapes_are_refused() {
     let f = fixture(ALL_TOOLS);

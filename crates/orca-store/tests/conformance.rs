@@ -333,6 +333,14 @@ mod checks {
         let l1 = store.acquire_lease(id, &h1).await.unwrap();
         assert!(l1.took_over().is_none());
 
+        // A renewal (the heartbeat) keeps the lease held by the same holder.
+        store.renew_lease(&l1).await.unwrap();
+        store.renew_lease(&l1).await.unwrap();
+        let info = store.lease(id).await.unwrap().unwrap();
+        assert_eq!((info.holder.clone(), info.stale), (h1.clone(), false));
+        assert!(info.last_seen() >= info.acquired_at);
+        assert!(store.acquire_lease(id, &h2).await.is_err());
+
         // The holder dies: stale, and the next one takes over.
         store.kill_holder(l1, &h1);
         let info = store.lease(id).await.unwrap().unwrap();
