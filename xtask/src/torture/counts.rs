@@ -276,4 +276,20 @@ mod tests {
         let locks = |s: &str| if s == "a" { vec![] } else { vec!["db"] };
         assert_eq!(lock_overlaps(&markers, locks), 1);
     }
+
+    /// A process carrying the execution's id that outlives the kill is counted (and ended).
+    #[test]
+    fn a_process_of_the_execution_alive_after_2_s_is_an_orphan() {
+        let exec = format!("exec_counts_test_{}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("ORCA_EXECUTION_ID", &exec)
+            .spawn()
+            .unwrap();
+        let (orphans, took) = orphans_after_kill(Some(&exec));
+        let _ = child.wait();
+        assert_eq!(orphans, 1);
+        assert!(took >= Duration::from_secs(2));
+        assert_eq!(orphans_after_kill(Some("exec_nobody")).0, 0);
+    }
 }
