@@ -121,21 +121,29 @@ fn plan_document(effects: &Path, markers: &Path) -> String {
                 ]
             };
             let locks = locks_of(&id);
-            let sleep = 20 + (l * WIDTH + w) * 7 % 60;
+            // Most steps are short; two per layer take most of a second, so a run they outlive
+            // would overlap their re-run (double runs) or a lock's next holder.
+            let ms = if w == 4 || w == 6 {
+                600 + (l * 70) % 300
+            } else {
+                20 + (l * WIDTH + w) * 7 % 60
+            };
+            let sleep = format!("{}.{:03}", ms / 1000, ms % 1000);
             let fails_until = match (w, id.as_str()) {
                 (_, DECIDER) => 3,
                 (7, _) => 1,
                 _ => 0,
             };
-            // Start and end markers with timestamps (double runs, lock overlaps); the sleep is
-            // a child of the step's shell (an orphan if the group were not ended).
+            // Start and end markers with timestamps (double runs, lock overlaps); the sleeps are
+            // children of the step's shell, and `sleep 3` is left behind when the step ends (an
+            // orphan 2 s after a kill if the group were not ended).
             let mark = |kind: &str| {
                 format!(
                     "echo \"{kind} $ORCA_TASK_ID $ORCA_ATTEMPT $(date +%s%N) $$\" >> '{markers}'"
                 )
             };
             let command = format!(
-                "{start}; sleep 0.0{sleep:02} & wait $!; echo \"$ORCA_TASK_ID $ORCA_ATTEMPT\" >> '{effects}'; \
+                "{start}; sleep 3 & sleep {sleep} & wait $!; echo \"$ORCA_TASK_ID $ORCA_ATTEMPT\" >> '{effects}'; \
                  if [ \"$ORCA_ATTEMPT\" -le {fails_until} ]; then {fail}; exit 1; fi; {end}",
                 start = mark("start"),
                 fail = mark("fail"),
@@ -354,6 +362,7 @@ fn round(
     let known: BTreeSet<String> = executions(bin, dir, plan)?.into_iter().collect();
     let mut stats = RoundStats::default();
     let mut failures_in_a_row = 0;
+    let mut watchers = Vec::new();
     loop {
         let mut cmd = Command::new(bin);
         cmd.arg("--root").arg(dir).arg("--quiet");
@@ -393,11 +402,14 @@ fn round(
             Err(p) => {
                 stats.kills += 1;
                 *stats.kills_by_point.entry(p).or_default() += 1;
-                let (orphans, took) = counts::orphans_after_kill(exec.as_deref());
-                stats.orphans += orphans;
-                stats.slowest_orphan_exit = stats.slowest_orphan_exit.max(took);
+                watchers.push(counts::watch_orphans(exec.as_deref()));
             }
             Ok(s) if s.success() => {
+                for w in watchers.drain(..) {
+                    let (orphans, took) = w.join().unwrap_or((0, Duration::ZERO));
+                    stats.orphans += orphans;
+                    stats.slowest_orphan_exit = stats.slowest_orphan_exit.max(took);
+                }
                 let exec = exec.ok_or("orca run succeeded but created no execution")?;
                 return Ok((exec, stats));
             }

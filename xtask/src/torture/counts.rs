@@ -153,9 +153,26 @@ fn running(pid: u32) -> bool {
     })
 }
 
+/// Clock ticks since boot (USER_HZ is 100 on Linux), the unit of a process's start time.
+fn now_ticks() -> u64 {
+    let text = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+    let secs: f64 = text
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0);
+    (secs * 100.0) as u64
+}
+
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 /// Processes whose environment carries `ORCA_EXECUTION_ID=<exec>` (every step process and
-/// its children), running now.
-fn processes_of(exec: &str) -> Vec<u32> {
+/// its children), running now, started no later than `before` (clock ticks since boot).
+fn processes_of(exec: &str, before: u64) -> Vec<u32> {
     let needle = format!("ORCA_EXECUTION_ID={exec}");
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -168,36 +185,39 @@ fn processes_of(exec: &str) -> Vec<u32> {
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
-        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && running(pid) {
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+            && running(pid)
+            && start_ticks(pid).is_some_and(|t| t <= before)
+        {
             out.push(pid);
         }
     }
     out
 }
 
-/// After a kill: waits up to 2 s for every process of the execution to be gone; the number
-/// still alive then (orphans), and how long the last one took.
-pub(super) fn orphans_after_kill(exec: Option<&str>) -> (usize, Duration) {
-    let Some(exec) = exec else {
-        return (0, Duration::ZERO);
-    };
-    let start = Instant::now();
-    loop {
-        let alive = processes_of(exec);
-        if alive.is_empty() {
-            return (0, start.elapsed());
-        }
-        if start.elapsed() >= Duration::from_secs(2) {
-            // Not ours to keep: end them so the campaign goes on.
-            for pid in &alive {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status();
+/// Right after a kill: watches, in a thread, for 2 s, the processes of the execution that
+/// were started before the kill (the next run goes on meanwhile: an orphan that survives can
+/// overlap its re-run, which the markers then count). Joins to the number still alive after
+/// 2 s (orphans) and how long the last one took to go.
+pub(super) fn watch_orphans(exec: Option<&str>) -> std::thread::JoinHandle<(usize, Duration)> {
+    let exec = exec.map(str::to_owned);
+    let killed_at = now_ticks() + 1;
+    std::thread::spawn(move || {
+        let Some(exec) = exec else {
+            return (0, Duration::ZERO);
+        };
+        let start = Instant::now();
+        loop {
+            let alive = processes_of(&exec, killed_at);
+            if alive.is_empty() {
+                return (0, start.elapsed());
             }
-            return (alive.len(), start.elapsed());
+            if start.elapsed() >= Duration::from_secs(2) {
+                return (alive.len(), start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    })
 }
 
 /// Whether the kill point's moment has come, given the markers written since this process
@@ -277,7 +297,7 @@ mod tests {
         assert_eq!(lock_overlaps(&markers, locks), 1);
     }
 
-    /// A process carrying the execution's id that outlives the kill is counted (and ended).
+    /// A process carrying the execution's id that outlives the kill by 2 s is counted.
     #[test]
     fn a_process_of_the_execution_alive_after_2_s_is_an_orphan() {
         let exec = format!("exec_counts_test_{}", std::process::id());
@@ -286,10 +306,12 @@ mod tests {
             .env("ORCA_EXECUTION_ID", &exec)
             .spawn()
             .unwrap();
-        let (orphans, took) = orphans_after_kill(Some(&exec));
+        std::thread::sleep(Duration::from_millis(50));
+        let (orphans, took) = watch_orphans(Some(&exec)).join().unwrap();
+        let _ = child.kill();
         let _ = child.wait();
         assert_eq!(orphans, 1);
         assert!(took >= Duration::from_secs(2));
-        assert_eq!(orphans_after_kill(Some("exec_nobody")).0, 0);
+        assert_eq!(watch_orphans(Some("exec_nobody")).join().unwrap().0, 0);
     }
 }
