@@ -634,7 +634,16 @@ impl Runner {
                     if pending.answer.is_some() {
                         continue;
                     }
-                    match self.ask_human(run, &pending.request).await? {
+                    let answer = tokio::select! {
+                        answer = self.ask_human(run, &pending.request) => answer?,
+                        // Ctrl-C at the prompt: nothing is in flight; the decision stays
+                        // pending, the execution resumable.
+                        () = cancel.cancelled() => {
+                            self.audit(run, "execution.interrupted", json!({ "by": self.config.actor, "holder": self.config.holder, "steps": [] })).await?;
+                            return Ok(RunOutcome::Interrupted { steps: Vec::new() });
+                        }
+                    };
+                    match answer {
                         Some(decision) => {
                             self.executions
                                 .decide(run.id, decision, &self.config.actor)

@@ -357,6 +357,40 @@ macro_rules! flows {
                 verify_all(&b.store).await;
             }
 
+            /// Ctrl-C while the human is being asked for a decision: the run is interrupted,
+            /// the decision stays pending, the execution resumable.
+            #[tokio::test]
+            async fn cancellation_at_the_decision_prompt_interrupts() {
+                struct Silent;
+                #[async_trait::async_trait]
+                impl orca_services::Hitl for Silent {
+                    async fn decide(&self, _: &orca_core::TwoQuestion) -> Option<orca_core::HumanAnswer> {
+                        std::future::pending().await
+                    }
+                    async fn ask_text(&self, _: &orca_core::AgentId, _: &str) -> Option<String> {
+                        None
+                    }
+                }
+                let b = backend();
+                let agents = ScriptedAgents::new();
+                agents.script("a", [Act::Fail("no"), Act::Fail("no")]);
+                let o = orca(b.store.clone(), agents.clone(), Arc::new(Silent));
+                let plan = approved_plan(&o, vec![step("a", "coder")]).await;
+                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let cancel = CancellationToken::new();
+                let runner = o.runner(config(), Arc::new(Quiet));
+                let handle = tokio::spawn({ let cancel = cancel.clone(); async move { runner.run(exec, cancel).await } });
+                wait_for(|| agents.requests_for("a").len() == 2).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                cancel.cancel();
+                let report = tokio::time::timeout(Duration::from_secs(10), handle).await.unwrap().unwrap().unwrap();
+                assert_eq!(report.outcome, RunOutcome::Interrupted { steps: vec![] });
+                let header = o.executions.header(exec).await.unwrap().value;
+                assert!(header.decision().is_some(), "the decision stays pending");
+                assert_eq!(header.stage(), orca_core::ExecutionStage::Running);
+                verify_all(&b.store).await;
+            }
+
             #[tokio::test]
             async fn stop_from_another_service_instance_cancels_in_flight_calls() {
                 let b = backend();
