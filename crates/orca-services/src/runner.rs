@@ -921,13 +921,10 @@ impl Runner {
                     why,
                 )))
             } else {
-                let (groups, mut started_groups) = tokio::sync::mpsc::unbounded_channel();
-                let sink: crate::tools::ProcessSink = std::sync::Arc::new(move |g, recorded| {
-                    let _ = groups.send((g, recorded));
-                });
-                let call = dispatch.dispatch_task_owned(request, Some(scope), Some(sink), held_fds);
                 let agents = agents.clone();
-                let call = async move {
+                let call = move |sink| async move {
+                    let call =
+                        dispatch.dispatch_task_owned(request, Some(scope), Some(sink), held_fds);
                     match timeout {
                         Some(limit) => match tokio::time::timeout(limit, call).await {
                             Ok(reply) => reply,
@@ -944,22 +941,8 @@ impl Runner {
                         None => call.await,
                     }
                 };
-                tokio::pin!(call);
-                loop {
-                    tokio::select! {
-                        biased;
-                        () = calls.cancelled() => return None,
-                        Some((group, recorded)) = started_groups.recv() => {
-                            // Durable before the step does work: a runner taking over ends it.
-                            match crate::takeover::record_process(&executions, id, started.clone(), group).await {
-                                Ok(task) => started = task,
-                                Err(e) => warn!(execution = %id, error = %e, "could not record a step's process group"),
-                            }
-                            let _ = recorded.send(());
-                        }
-                        reply = &mut call => break reply,
-                    }
-                }
+                crate::takeover::call_recording_groups(call, &executions, id, &mut started, &calls)
+                    .await?
             };
             let mut outcome = reply.outcome;
             if let (TaskResult::Success(_), Some(why)) =

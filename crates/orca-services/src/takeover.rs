@@ -32,6 +32,44 @@ pub(crate) async fn record_process(
     Ok(Versioned { value, revision })
 }
 
+/// Runs an agent call made by `call` (given the sink its gate reports process groups to),
+/// recording each group on the running task `started` — durably, before the group's shell
+/// command may start — until the call ends. `None` if `cancel` fires first (the call is
+/// dropped: its processes are ended).
+pub(crate) async fn call_recording_groups<F>(
+    call: impl FnOnce(crate::tools::ProcessSink) -> F,
+    executions: &ExecutionService,
+    id: ExecutionId,
+    started: &mut Versioned<Task>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<orca_core::Reply<orca_core::TaskResult>>
+where
+    F: std::future::Future<Output = orca_core::Reply<orca_core::TaskResult>>,
+{
+    let (groups, mut started_groups) = tokio::sync::mpsc::unbounded_channel();
+    let sink: crate::tools::ProcessSink = std::sync::Arc::new(move |g, recorded| {
+        let _ = groups.send((g, recorded));
+    });
+    let call = call(sink);
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return None,
+            Some((group, recorded)) = started_groups.recv() => {
+                match record_process(executions, id, started.clone(), group).await {
+                    Ok(task) => *started = task,
+                    Err(e) => warn!(execution = %id, error = %e, "could not record a step's process group"),
+                }
+                // Answered either way: the command starts (an unrecorded group is still ended
+                // by the watchdog if this process dies).
+                let _ = recorded.send(());
+            }
+            reply = &mut call => return Some(reply),
+        }
+    }
+}
+
 /// Ends the process groups recorded by the attempts still marked running (their runner is
 /// gone: this runner holds the lease now), before anything is re-run. Groups on another host
 /// cannot be reached and are audited as such. Every group found is audited
