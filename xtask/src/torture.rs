@@ -34,12 +34,15 @@ use serde_json::{Value, json};
 use crate::util::{self, Profile};
 
 mod counts;
-use counts::KillPoint;
+mod rounds;
+mod totals;
+use rounds::{Files, round};
+use totals::{Totals, report};
 
 const LAYERS: usize = 5;
 const WIDTH: usize = 10;
 /// A run that takes longer than this without being killed is stuck.
-const STUCK: Duration = Duration::from_secs(60);
+pub(super) const STUCK: Duration = Duration::from_secs(60);
 
 struct Options {
     kills: usize,
@@ -85,7 +88,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 /// The locks a torture step holds.
-fn locks_of(step: &str) -> Vec<&'static str> {
+pub(super) fn locks_of(step: &str) -> Vec<&'static str> {
     let w: usize = step
         .rsplit('-')
         .next()
@@ -103,7 +106,7 @@ fn locks_of(step: &str) -> Vec<&'static str> {
 
 /// The step that fails its first three attempts: after the third the runner asks for a
 /// decision (the campaign answers `retry`).
-const DECIDER: &str = "s2-7";
+pub(super) const DECIDER: &str = "s2-7";
 
 fn plan_document(effects: &Path, markers: &Path) -> String {
     let effects = effects.display();
@@ -231,212 +234,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     report(&totals, rounds, started.elapsed(), opts.seed)
 }
 
-/// Prints the campaign's figures; fails if any count that must be 0 is not.
-fn report(totals: &Totals, rounds: usize, took: Duration, seed: u64) -> Result<(), String> {
-    let mut by_point = String::new();
-    for p in KillPoint::ALL {
-        let _ = write!(
-            by_point,
-            "{}{} {}",
-            if by_point.is_empty() { "" } else { ", " },
-            totals.kills_by_point.get(&p).copied().unwrap_or(0),
-            p.name()
-        );
-    }
-    let figures = [
-        ("kills", totals.kills, false),
-        ("completions lost", totals.completions_lost, true),
-        ("double concurrent runs", totals.double_runs, true),
-        ("lock overlaps", totals.lock_overlaps, true),
-        ("orphans alive 2 s after a kill", totals.orphans, true),
-        ("failed resumes", totals.failed_resumes, true),
-        ("logs that did not verify", totals.unverified_logs, true),
-    ];
-    util::say(&format!(
-        "torture campaign: {rounds} rounds in {:.1} s (seed {seed})",
-        took.as_secs_f64()
-    ));
-    for (name, n, _) in figures {
-        util::say(&format!("  {name:<32} {n}"));
-    }
-    util::say(&format!("  kill points: {by_point}"));
-    util::say(&format!(
-        "  decisions answered {}; {} extra effects, all explained by {} recorded \
-         abandoned/failed attempts; {} leftover temp files; slowest step-process exit after a \
-         kill {} ms",
-        totals.decisions,
-        totals.extra_effects,
-        totals.abandoned + totals.failed,
-        totals.tmp_files,
-        totals.slowest_orphan_exit.as_millis()
-    ));
-    let bad: Vec<String> = figures
-        .iter()
-        .filter(|(_, n, must_be_zero)| *must_be_zero && *n > 0)
-        .map(|(name, n, _)| format!("{name}: {n}"))
-        .collect();
-    if !bad.is_empty() {
-        return Err(format!("torture failed: {}", bad.join(", ")));
-    }
-    util::say("torture passed: every count that must be 0 is 0");
-    Ok(())
-}
-
-/// The files the steps write.
-#[derive(Debug, Clone, Copy)]
-struct Files<'a> {
-    effects: &'a Path,
-    markers: &'a Path,
-}
-
-/// What one round did.
-#[derive(Debug, Default)]
-struct RoundStats {
-    kills: usize,
-    orphans: usize,
-    failed_resumes: usize,
-    decisions: usize,
-    slowest_orphan_exit: Duration,
-    kills_by_point: BTreeMap<KillPoint, usize>,
-}
-
-/// Waits for `child`, killing it (SIGKILL) when `point`'s moment comes (or, if it does not
-/// come, 3 s after a random moment: then the kill counts as random). `Err(point)`: it was
-/// killed there.
-fn wait_or_kill(
-    child: &mut std::process::Child,
-    point: Option<KillPoint>,
-    markers: &Path,
-) -> Result<Result<std::process::ExitStatus, KillPoint>, String> {
-    let seen_before = counts::read_markers(markers).len();
-    let random_at = Duration::from_millis(fastrand::u64(30..900));
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            return Ok(Ok(status));
-        }
-        if started.elapsed() > STUCK {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("orca did not finish within {} s", STUCK.as_secs()));
-        }
-        if let Some(p) = point {
-            let all = counts::read_markers(markers);
-            let fresh = all.get(seen_before..).unwrap_or_default();
-            let at_point = counts::due(
-                p,
-                fresh,
-                &all,
-                started.elapsed(),
-                random_at,
-                locks_of,
-                |m| m.step == DECIDER && m.attempt >= 3,
-            );
-            let fallback = started.elapsed() > random_at + Duration::from_secs(3);
-            if at_point || fallback {
-                // A write lands a moment after its trigger.
-                if matches!(p, KillPoint::Write | KillPoint::Decision) {
-                    std::thread::sleep(Duration::from_micros(fastrand::u64(0..3000)));
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                return Ok(Err(if at_point { p } else { KillPoint::Random }));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Runs one execution to its end, killing the process up to `budget` times (at least once
-/// when the budget allows), each time at a kill point picked at random. A run waiting for a
-/// decision (exit 4) gets `exec decide … retry --no-run`; a resume that fails is counted and
-/// tried again.
-fn round(
-    bin: &Path,
-    dir: &Path,
-    plan: &str,
-    (budget, done): (usize, usize),
-    files: Files<'_>,
-) -> Result<(String, RoundStats), String> {
-    let mut exec: Option<String> = None;
-    let known: BTreeSet<String> = executions(bin, dir, plan)?.into_iter().collect();
-    let mut stats = RoundStats::default();
-    let mut failures_in_a_row = 0;
-    let mut watchers = Vec::new();
-    loop {
-        let mut cmd = Command::new(bin);
-        cmd.arg("--root").arg(dir).arg("--quiet");
-        match &exec {
-            None => cmd.args(["run", plan, "--yes"]),
-            Some(e) => cmd.args(["exec", "resume", e]),
-        };
-        cmd.args([
-            "--on-failure",
-            "ask",
-            "--max-attempts",
-            "3",
-            "--concurrency",
-            "4",
-            "--kill-grace",
-            "2",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start orca: {e}"))?;
-        // The kill points take turns across the campaign.
-        let point = (stats.kills < budget.max(1))
-            .then(|| KillPoint::ALL[(done + stats.kills) % KillPoint::ALL.len()]);
-        let status = wait_or_kill(&mut child, point, files.markers)?;
-        if exec.is_none() {
-            let now: Vec<String> = executions(bin, dir, plan)?
-                .into_iter()
-                .filter(|e| !known.contains(e))
-                .collect();
-            if now.len() > 1 {
-                return Err(format!("one `orca run` created {} executions", now.len()));
-            }
-            exec = now.into_iter().next();
-        }
-        match status {
-            Err(p) => {
-                stats.kills += 1;
-                *stats.kills_by_point.entry(p).or_default() += 1;
-                watchers.push(counts::watch_orphans(exec.as_deref()));
-            }
-            Ok(s) if s.success() => {
-                for w in watchers.drain(..) {
-                    let (orphans, took) = w.join().unwrap_or((0, Duration::ZERO));
-                    stats.orphans += orphans;
-                    stats.slowest_orphan_exit = stats.slowest_orphan_exit.max(took);
-                }
-                let exec = exec.ok_or("orca run succeeded but created no execution")?;
-                return Ok((exec, stats));
-            }
-            Ok(s) if s.code() == Some(4) && exec.is_some() => {
-                let e = exec.clone().unwrap_or_default();
-                util::orca_ok(bin, dir, &["exec", "decide", &e, "retry", "--no-run"])?;
-                stats.decisions += 1;
-            }
-            Ok(s) => {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                stats.failed_resumes += 1;
-                failures_in_a_row += 1;
-                util::say(&format!("a run/resume failed ({s}): {}", err.trim()));
-                if failures_in_a_row >= 5 || exec.is_none() {
-                    return Err(format!("orca exited {s}: {}", err.trim()));
-                }
-                continue;
-            }
-        }
-        failures_in_a_row = 0;
-    }
-}
-
-fn executions(bin: &Path, dir: &Path, plan: &str) -> Result<Vec<String>, String> {
+pub(super) fn executions(bin: &Path, dir: &Path, plan: &str) -> Result<Vec<String>, String> {
     let out = util::orca_ok(bin, dir, &["--json", "exec", "list", "--plan", plan])?;
     let v: Value = serde_json::from_str(&out).map_err(|e| format!("exec list --json: {e}"))?;
     Ok(v.as_array()
@@ -445,51 +243,6 @@ fn executions(bin: &Path, dir: &Path, plan: &str) -> Result<Vec<String>, String>
         .iter()
         .filter_map(|e| e["execution_id"].as_str().map(str::to_owned))
         .collect())
-}
-
-#[derive(Debug, Default)]
-struct Totals {
-    attempts: usize,
-    extra_effects: usize,
-    abandoned: usize,
-    failed: usize,
-    tmp_files: usize,
-    kills: usize,
-    completions_lost: usize,
-    double_runs: usize,
-    lock_overlaps: usize,
-    orphans: usize,
-    failed_resumes: usize,
-    unverified_logs: usize,
-    decisions: usize,
-    slowest_orphan_exit: Duration,
-    kills_by_point: BTreeMap<KillPoint, usize>,
-}
-
-impl Totals {
-    fn add(&mut self, o: &Self) {
-        self.attempts += o.attempts;
-        self.extra_effects += o.extra_effects;
-        self.abandoned += o.abandoned;
-        self.failed += o.failed;
-        // The store directory is shared by the rounds: the latest count is the total.
-        self.tmp_files = o.tmp_files;
-        self.completions_lost += o.completions_lost;
-        self.double_runs += o.double_runs;
-        self.lock_overlaps += o.lock_overlaps;
-        self.unverified_logs += o.unverified_logs;
-    }
-
-    fn add_round(&mut self, r: &RoundStats) {
-        self.kills += r.kills;
-        self.orphans += r.orphans;
-        self.failed_resumes += r.failed_resumes;
-        self.decisions += r.decisions;
-        self.slowest_orphan_exit = self.slowest_orphan_exit.max(r.slowest_orphan_exit);
-        for (p, n) in &r.kills_by_point {
-            *self.kills_by_point.entry(*p).or_default() += n;
-        }
-    }
 }
 
 /// Checks a finished round: counts what the campaign reports (completions lost, double runs,
