@@ -97,6 +97,7 @@ pub mod ownership;
 pub mod plan;
 pub mod results;
 pub mod schedule;
+pub mod writes;
 
 #[cfg(feature = "proptest")]
 pub mod strategy;

@@ -6,6 +6,7 @@ mod cli;
 mod driver;
 mod driver_signals;
 mod exit;
+mod plan_doc;
 mod render;
 mod term;
 
