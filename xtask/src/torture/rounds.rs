@@ -31,13 +31,18 @@ pub(super) struct RoundStats {
 /// Waits for `child`, killing it (SIGKILL) when `point`'s moment comes (or, if it does not
 /// come, 3 s after a random moment: then the kill counts as random). `Err(point)`: it was
 /// killed there.
+///
+/// `applying_decision`: the process starts by applying a decision just answered; a kill
+/// "during a decision" then lands within its first 80 ms.
 fn wait_or_kill(
     child: &mut std::process::Child,
     point: Option<KillPoint>,
     markers: &Path,
+    applying_decision: bool,
 ) -> Result<Result<std::process::ExitStatus, KillPoint>, String> {
     let seen_before = counts::read_markers(markers).len();
     let random_at = Duration::from_millis(fastrand::u64(30..900));
+    let decision_at = Duration::from_millis(fastrand::u64(2..80));
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
@@ -51,15 +56,17 @@ fn wait_or_kill(
         if let Some(p) = point {
             let all = counts::read_markers(markers);
             let fresh = all.get(seen_before..).unwrap_or_default();
-            let at_point = counts::due(
-                p,
-                fresh,
-                &all,
-                started.elapsed(),
-                random_at,
-                locks_of,
-                |m| m.step == DECIDER && m.attempt >= 3,
-            );
+            let at_point =
+                (p == KillPoint::Decision && applying_decision && started.elapsed() >= decision_at)
+                    || counts::due(
+                        p,
+                        fresh,
+                        &all,
+                        started.elapsed(),
+                        random_at,
+                        locks_of,
+                        |m| m.step == DECIDER && m.attempt >= 3,
+                    );
             let fallback = started.elapsed() > random_at + Duration::from_secs(3);
             if at_point || fallback {
                 // A write lands a moment after its trigger.
@@ -91,6 +98,7 @@ pub(super) fn round(
     let mut stats = RoundStats::default();
     let mut failures_in_a_row = 0;
     let mut watchers = Vec::new();
+    let mut just_decided = false;
     loop {
         let mut cmd = Command::new(bin);
         cmd.arg("--root").arg(dir).arg("--quiet");
@@ -112,10 +120,17 @@ pub(super) fn round(
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| format!("cannot start orca: {e}"))?;
-        // The kill points take turns across the campaign.
-        let point = (stats.kills < budget.max(1))
-            .then(|| KillPoint::ALL[(done + stats.kills) % KillPoint::ALL.len()]);
-        let status = wait_or_kill(&mut child, point, files.markers)?;
+        // The kill points take turns across the campaign; a decision just answered is
+        // applied by this process: kill it there.
+        let point = (stats.kills < budget.max(1)).then(|| {
+            if just_decided {
+                KillPoint::Decision
+            } else {
+                KillPoint::ALL[(done + stats.kills) % KillPoint::ALL.len()]
+            }
+        });
+        let status = wait_or_kill(&mut child, point, files.markers, just_decided)?;
+        just_decided = false;
         if exec.is_none() {
             let now: Vec<String> = executions(bin, dir, plan)?
                 .into_iter()
@@ -145,6 +160,7 @@ pub(super) fn round(
                 let e = exec.clone().unwrap_or_default();
                 util::orca_ok(bin, dir, &["exec", "decide", &e, "retry", "--no-run"])?;
                 stats.decisions += 1;
+                just_decided = true;
             }
             Ok(s) => {
                 let mut err = String::new();
