@@ -7,8 +7,9 @@
 //! appends start/end markers with timestamps and its pid, runs a child `sleep`, and appends
 //! `step-id attempt` to an effects file (one `O_APPEND` write). Rounds: start `orca run` (or
 //! `orca exec resume` once the execution exists), SIGKILL it at the next kill point (during a
-//! step, during backoff, during a lock wait, during a decision, during a write, at random),
-//! resume, … until a process finishes on its own; then check the round.
+//! step, during backoff, during a lock wait, during a decision — right after the last failing
+//! attempt, or while the next process applies the answered decision —, during a write, at
+//! random), resume, … until a process finishes on its own; then check the round.
 //!
 //! Printed per campaign, and each must be 0 (else the command fails): completions lost (a task
 //! not completed, or a succeeded attempt without its effect), **double concurrent runs** (two

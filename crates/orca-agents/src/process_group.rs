@@ -151,13 +151,20 @@ pub(crate) fn before_exec_hook(
             }
             if let Some(read_fd) = pipe {
                 let pgid = libc::getpid();
+                // Closed (close-on-exec) when this leader execs or exits: tells the watchdog
+                // whether the step started at all.
+                let mut exec_pipe = [0i32; 2];
+                if libc::pipe2(exec_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 let pid = libc::fork();
                 if pid < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 if pid == 0 {
-                    watchdog(read_fd, pgid);
+                    watchdog(read_fd, exec_pipe[0], pgid);
                 }
+                libc::close(exec_pipe[0]);
             }
             // After the fork: fd 3 may have been the liveness pipe, which the leader no longer
             // needs. dup2 clears close-on-exec on the copy; a gate already at 3 is cleared by
@@ -188,7 +195,7 @@ pub(crate) fn before_exec_hook(
 
 /// The watchdog's whole life: never returns.
 #[expect(unsafe_code, reason = "raw libc calls in a forked child")]
-unsafe fn watchdog(read_fd: i32, pgid: i32) -> ! {
+unsafe fn watchdog(read_fd: i32, exec_fd: i32, pgid: i32) -> ! {
     // SAFETY: async-signal-safe calls only, in a single-threaded forked child.
     unsafe {
         // Named so that `ps` (and a test) can tell it apart: `orca-watchdog`.
@@ -202,8 +209,18 @@ unsafe fn watchdog(read_fd: i32, pgid: i32) -> ! {
         ] {
             libc::signal(sig, libc::SIG_IGN);
         }
-        close_all_but(read_fd);
+        close_all_but(read_fd, exec_fd);
         let mut byte = 0u8;
+        // First: did the leader exec? Its end of `exec_fd` closes when it execs or exits. If it
+        // is gone (the exec failed, e.g. "text file busy" and a retry), no step runs in this
+        // group: the watchdog is not needed.
+        while libc::read(exec_fd, (&raw mut byte).cast(), 1) < 0
+            && *libc::__errno_location() == libc::EINTR
+        {}
+        libc::close(exec_fd);
+        if libc::getppid() != pgid {
+            libc::_exit(0);
+        }
         loop {
             let n = libc::read(read_fd, (&raw mut byte).cast(), 1);
             if n == 0 {
@@ -218,21 +235,31 @@ unsafe fn watchdog(read_fd: i32, pgid: i32) -> ! {
     }
 }
 
-/// Closes every descriptor but `keep` (it holds no copy of orca's lease, locks, pipes).
+/// Closes every descriptor but `a` and `b` (it holds no copy of orca's lease, locks, pipes).
 #[expect(unsafe_code, reason = "raw libc calls in a forked child")]
-unsafe fn close_all_but(keep: i32) {
-    let keep = u32::try_from(keep).unwrap_or(0);
+unsafe fn close_all_but(a: i32, b: i32) {
+    let (lo, hi) = (a.min(b), a.max(b));
+    let (Ok(lo), Ok(hi)) = (u32::try_from(lo), u32::try_from(hi)) else {
+        return;
+    };
     // SAFETY: close_range/close only take integers.
     unsafe {
-        let low = if keep == 0 {
-            0
-        } else {
-            libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32)
-        };
-        let high = libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
-        if low != 0 || high != 0 {
+        let mut failed = false;
+        for (from, to) in [
+            (0, lo.checked_sub(1)),
+            (lo + 1, hi.checked_sub(1)),
+            (hi + 1, Some(u32::MAX)),
+        ] {
+            if let Some(to) = to
+                && from <= to
+                && libc::syscall(libc::SYS_close_range, from, to, 0u32) != 0
+            {
+                failed = true;
+            }
+        }
+        if failed {
             for fd in 0..65_536i32 {
-                if u32::try_from(fd).ok() != Some(keep) {
+                if fd != a && fd != b {
                     libc::close(fd);
                 }
             }
@@ -386,5 +413,51 @@ mod tests {
             reap_one(fake, Duration::from_millis(10)),
             ReapOutcome::PidReused
         );
+    }
+
+    /// Watchdogs whose leader is gone (their parent is not their group's leader).
+    fn stray_watchdogs() -> usize {
+        let mut n = 0;
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if head.ends_with("(orca-watchdog") && f.first() != Some(&"Z") && f.get(1) != f.get(2) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// A spawn whose exec fails (a missing program, or "text file busy" before a retry)
+    /// leaves no watchdog behind.
+    #[tokio::test]
+    async fn a_failed_exec_leaves_no_watchdog() {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..3 {
+            let out = crate::process::run_captured(crate::process::RunSpec {
+                program: "/nonexistent/orca-test-program",
+                args: vec![],
+                cwd: dir.path(),
+                env: vec![],
+                timeout: Some(Duration::from_secs(5)),
+                cap: 1024,
+                owner: None,
+            })
+            .await;
+            assert!(matches!(out.end, crate::process::RunEnd::SpawnFailed(_)));
+        }
+        let start = Instant::now();
+        while stray_watchdogs() > 0 && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(stray_watchdogs(), 0);
     }
 }
