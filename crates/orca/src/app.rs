@@ -179,6 +179,10 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Plan(PlanCommand::Validate { file }) => {
             return crate::plan_doc::validate(&file, &known_agents(global)?, global.json);
         }
+        Command::Plan(PlanCommand::Schema) => {
+            out_json(&PlanContent::json_schema());
+            return Ok(Exit::Ok);
+        }
         _ => {}
     }
     // Commands that create something may create the `--root` directory.
@@ -340,7 +344,7 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
                 out(&text);
             }
         }
-        PlanCommand::Validate { .. } => return unreachable_init(),
+        PlanCommand::Validate { .. } | PlanCommand::Schema => return unreachable_init(),
         PlanCommand::Approve { plan, note } => {
             let id = p.resolve(&plan).await?;
             let approved = p.approve(id, &user(), note).await?;

@@ -193,6 +193,11 @@ pub(crate) enum PlanCommand {
         /// The plan document (JSON).
         file: PathBuf,
     },
+    /// Print the JSON Schema of plan documents (for editors: completion and checks as you type).
+    #[command(
+        after_help = "Example:\n  orca plan schema > plan.schema.json\n  # then in VS Code settings: \"json.schemas\": [{\"fileMatch\": [\"plans/*.json\"], \"url\": \"./plan.schema.json\"}]"
+    )]
+    Schema,
     /// Approve a proposal.
     Approve {
         /// The plan.

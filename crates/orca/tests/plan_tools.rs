@@ -156,3 +156,21 @@ fn completions_and_the_manual_need_no_project() {
     );
     assert!(tree(dir.path()).is_empty(), "{:?}", tree(dir.path()));
 }
+
+/// The schema is generated from the types that read plan documents; its snapshot is the
+/// contract editors rely on.
+#[test]
+fn plan_schema_describes_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = orca(dir.path(), &["plan", "schema"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &schema["$defs"]["Step"];
+    assert_eq!(step["additionalProperties"], false);
+    assert_eq!(
+        schema["required"],
+        serde_json::json!(["goal", "steps", "assumptions", "risks", "verification"])
+    );
+    insta::assert_json_snapshot!("plan_schema", schema);
+    assert!(tree(dir.path()).is_empty());
+}
