@@ -8,8 +8,8 @@ use std::time::Duration;
 use orca_agents::config::Config;
 use orca_agents::{Agents, ConfigError, LoopSettings, WorkspaceTools};
 use orca_core::{
-    AgentPort, Budget, Decision, ExecutionId, ExecutionStage, Holder, PlanContent, PlanId,
-    PlanRefStage, PlanStage, PlannerResponse, Task,
+    AgentPort, Budget, Decision, ErrorCode, ExecutionId, ExecutionStage, Holder, PlanContent,
+    PlanId, PlanRefStage, PlanStage, PlannerResponse, Task,
 };
 use orca_services::hitl::render_plan;
 use orca_services::{
@@ -966,6 +966,11 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
             }
             Ok(Exit::Ok)
         }
+        // No model reachable, or its key refused: the configuration must change (exit 2);
+        // the message names the endpoint and the settings to look at.
+        PlannerResponse::Failure(failure) if failure.code == ErrorCode::BackendUnavailable => Err(
+            CliError::bad_input(format!("the planner cannot run: {failure}")),
+        ),
         PlannerResponse::Failure(failure) => {
             Err(CliError::internal(format!("the planner failed: {failure}")))
         }
