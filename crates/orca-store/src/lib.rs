@@ -32,6 +32,7 @@ mod common;
 mod error;
 mod file;
 mod memory;
+pub mod perms;
 mod port;
 
 pub use file::{FileStore, STORE_DIR};
