@@ -74,6 +74,13 @@ pub enum Problem {
         /// The field.
         field: String,
     },
+    /// An `env` entry that is not the name of an environment variable (or names one orca sets).
+    InvalidEnvName {
+        /// The step.
+        step: StepId,
+        /// The name as written.
+        name: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -114,6 +121,10 @@ impl fmt::Display for Problem {
             Self::ZeroLimit { step, field } => {
                 write!(f, "step `{step}`: `{field}` must be at least 1")
             }
+            Self::InvalidEnvName { step, name } => write!(
+                f,
+                "step `{step}`: `env` entry {name:?} must be the NAME of an environment variable (letters, digits, `_`; not ORCA_*), never a value"
+            ),
         }
     }
 }
@@ -360,6 +371,14 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
                 problems.push(Problem::InvalidLock {
                     step: step.id.clone(),
                     lock: lock.clone(),
+                });
+            }
+        }
+        for name in &step.env {
+            if !crate::plan::is_env_name(name) {
+                problems.push(Problem::InvalidEnvName {
+                    step: step.id.clone(),
+                    name: name.clone(),
                 });
             }
         }
