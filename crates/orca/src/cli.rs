@@ -90,6 +90,9 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Where each agent's key comes from (masked: never a secret character), what every
+    /// step's environment holds, and the store's permissions.
+    Doctor,
 }
 
 #[derive(Debug, Args)]
