@@ -246,6 +246,14 @@ pub fn redact_shapes(text: &str) -> String {
     out
 }
 
+/// Whether a word can start at `i`: at the start, after a non-alphanumeric byte, or after an
+/// escaped line break or tab (`\n`, `\r`, `\t`: the text is inside a JSON string).
+fn boundary(bytes: &[u8], i: usize) -> bool {
+    i == 0
+        || !bytes[i - 1].is_ascii_alphanumeric()
+        || (i >= 2 && bytes[i - 2] == b'\\' && matches!(bytes[i - 1], b'n' | b'r' | b't'))
+}
+
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }
@@ -257,7 +265,7 @@ fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
     let lower = text.to_ascii_lowercase();
     let lower = lower.as_bytes();
     let mut ranges = Vec::new();
-    let word_start = |i: usize| i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+    let word_start = |i: usize| boundary(bytes, i);
     let run = |from: usize, ok: &dyn Fn(u8) -> bool| {
         bytes[from..].iter().take_while(|b| ok(**b)).count()
     };
@@ -419,7 +427,7 @@ const LABELS: &[(&str, usize, bool)] = &[
 /// Returns the value's range.
 fn labelled(bytes: &[u8], lower: &[u8], i: usize) -> Option<(usize, usize)> {
     // The label may continue a name (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`) after `_`.
-    if i > 0 && bytes[i - 1].is_ascii_alphanumeric() {
+    if !boundary(bytes, i) {
         return None;
     }
     for (label, min, to_eol) in LABELS {
