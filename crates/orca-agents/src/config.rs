@@ -176,8 +176,13 @@ impl AgentSettings {
             })
         };
         let pick_path = |mine: &Option<PathBuf>, theirs: &Option<PathBuf>| {
-            mine.clone()
-                .or_else(|| if backend_changed { None } else { theirs.clone() })
+            mine.clone().or_else(|| {
+                if backend_changed {
+                    None
+                } else {
+                    theirs.clone()
+                }
+            })
         };
         Self {
             description: self
@@ -291,7 +296,9 @@ impl Config {
             if !orca_core::plan::is_env_name(name) {
                 return Err(invalid(
                     "env".to_owned(),
-                    format!("{name:?} must be the NAME of an environment variable (not ORCA_*), never a value"),
+                    format!(
+                        "{name:?} must be the NAME of an environment variable (not ORCA_*), never a value"
+                    ),
                 ));
             }
         }
@@ -418,7 +425,9 @@ impl Config {
         {
             return Err(invalid(
                 "env",
-                format!("{bad:?} must be the NAME of an environment variable (not ORCA_*), never a value"),
+                format!(
+                    "{bad:?} must be the NAME of an environment variable (not ORCA_*), never a value"
+                ),
             ));
         }
         if s.prompt.is_some() && s.prompt_file.is_some() {
@@ -626,10 +635,10 @@ impl Config {
         agent: &AgentId,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> crate::keys::KeySource {
-        let s = self.agents.get(agent).map_or_else(
-            || self.defaults.clone(),
-            |s| s.merged_over(&self.defaults),
-        );
+        let s = self
+            .agents
+            .get(agent)
+            .map_or_else(|| self.defaults.clone(), |s| s.merged_over(&self.defaults));
         key_source_of(&s, env)
     }
 

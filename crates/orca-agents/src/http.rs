@@ -60,12 +60,12 @@ pub(crate) async fn post_json(
 fn body_redactor(headers: &HeaderMap) -> orca_core::redact::Redactor {
     let mut secrets = Vec::new();
     for (name, value) in headers {
-        if orca_core::redact::is_secret_key(name.as_str()) || name.as_str() == "api-key" {
-            if let Ok(v) = value.to_str() {
-                secrets.push(v.to_owned());
-                if let Some((_, token)) = v.split_once(' ') {
-                    secrets.push(token.to_owned());
-                }
+        if (orca_core::redact::is_secret_key(name.as_str()) || name.as_str() == "api-key")
+            && let Ok(v) = value.to_str()
+        {
+            secrets.push(v.to_owned());
+            if let Some((_, token)) = v.split_once(' ') {
+                secrets.push(token.to_owned());
             }
         }
     }

@@ -70,8 +70,18 @@ impl std::fmt::Display for KeyStatus {
 #[must_use]
 pub fn mask(key: &str) -> String {
     const PREFIXES: &[&str] = &[
-        "sk-ant-", "sk-proj-", "sk-", "github_pat_", "ghp_", "gho_", "ghs_", "ghu_", "xoxb-",
-        "xoxp-", "AKIA", "ASIA",
+        "sk-ant-",
+        "sk-proj-",
+        "sk-",
+        "github_pat_",
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "ghu_",
+        "xoxb-",
+        "xoxp-",
+        "AKIA",
+        "ASIA",
     ];
     let len = key.chars().count();
     match PREFIXES.iter().find(|p| key.starts_with(**p)) {
@@ -88,7 +98,8 @@ pub fn mask(key: &str) -> String {
 /// The file cannot be inspected, or is readable (or writable) by group or others.
 pub fn check_private(path: &Path, what: &str) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt as _;
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(format!(
@@ -262,8 +273,12 @@ mod tests {
             run_key_command("printf 'sk-abc\\nrest'", &dir, KEY_COMMAND_TIMEOUT).unwrap(),
             "sk-abc"
         );
-        let e = run_key_command("sh -c 'printf sk-le; echo ak; exit 3'", &dir, KEY_COMMAND_TIMEOUT)
-            .unwrap_err();
+        let e = run_key_command(
+            "sh -c 'printf sk-le; echo ak; exit 3'",
+            &dir,
+            KEY_COMMAND_TIMEOUT,
+        )
+        .unwrap_err();
         assert!(!e.contains("sk-leak") && e.contains("failed"), "{e}");
         let e = run_key_command("sleep 30", &dir, Duration::from_millis(200)).unwrap_err();
         assert!(e.contains("timed out"), "{e}");

@@ -46,7 +46,7 @@ pub use process::OUTPUT_CAP;
 pub use profile::{BackendSpec, Profile, built_in_profiles};
 pub use registry::Agents;
 pub use scripted::ScriptedBackend;
-pub use step_env::EnvPolicy;
 pub use secret::ApiKey;
+pub use step_env::EnvPolicy;
 pub use tools::ToolSet;
 pub use workspace::WorkspaceTools;

@@ -290,7 +290,10 @@ impl AgentPort for Agents {
                 ErrorCode::Validation,
                 "the shell agent runs commands; it cannot answer questions",
             ))),
-            Runtime::Cli(cli) => cli.ask(&self.root, &entry.profile, &request, &self.env).await,
+            Runtime::Cli(cli) => {
+                cli.ask(&self.root, &entry.profile, &request, &self.env)
+                    .await
+            }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 agent_loop::ask(

@@ -46,15 +46,19 @@ pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPoli
         program: "sh",
         args: vec!["-c".to_owned(), command.to_owned()],
         cwd: root,
-        env: policy.build(&request.agent, &request.step.env, vec![
-            ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
-            (
-                "ORCA_EXECUTION_ID".to_owned(),
-                request.execution_id.to_string(),
-            ),
-            ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
-            ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
-        ]),
+        env: policy.build(
+            &request.agent,
+            &request.step.env,
+            vec![
+                ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
+                (
+                    "ORCA_EXECUTION_ID".to_owned(),
+                    request.execution_id.to_string(),
+                ),
+                ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
+                ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
+            ],
+        ),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
     };

@@ -154,7 +154,10 @@ impl EnvPolicy {
     pub fn named(&self, agent: &AgentId, step: &[String]) -> Vec<NamedVar> {
         let mut out: BTreeMap<String, NamedVar> = BTreeMap::new();
         let sources = [
-            (EnvSource::EnvFile, self.file.keys().cloned().collect::<Vec<_>>()),
+            (
+                EnvSource::EnvFile,
+                self.file.keys().cloned().collect::<Vec<_>>(),
+            ),
             (EnvSource::Config, self.config.clone()),
             (
                 EnvSource::Agent(agent.clone()),
@@ -168,7 +171,14 @@ impl EnvPolicy {
                     continue;
                 }
                 let set = self.file.contains_key(&name) || self.lookup(&name).is_some();
-                out.insert(name.clone(), NamedVar { name, from: from.clone(), set });
+                out.insert(
+                    name.clone(),
+                    NamedVar {
+                        name,
+                        from: from.clone(),
+                        set,
+                    },
+                );
             }
         }
         out.into_values().collect()
@@ -227,11 +237,7 @@ pub fn parse_env_file(text: &str) -> Result<BTreeMap<String, String>, String> {
         let value = value.trim();
         let value = ['"', '\'']
             .iter()
-            .find_map(|q| {
-                value
-                    .strip_prefix(*q)
-                    .and_then(|v| v.strip_suffix(*q))
-            })
+            .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
             .unwrap_or(value);
         out.insert(name.to_owned(), value.to_owned());
     }

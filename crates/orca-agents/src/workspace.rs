@@ -303,7 +303,9 @@ impl WorkspaceTools {
         });
         let env = match step_env::current_step() {
             Some((agent, names)) => self.env.build(&agent, &names, Vec::new()),
-            None => self.env.build(&orca_core::AgentId::shell(), &[], Vec::new()),
+            None => self
+                .env
+                .build(&orca_core::AgentId::shell(), &[], Vec::new()),
         };
         let run = process::run_captured(RunSpec {
             program: "sh",

@@ -35,7 +35,10 @@ fn policy() -> EnvPolicy {
     vars.push(("HOME".into(), "/nonexistent".into()));
     vars.push(("CONFIG_NAMED".into(), "config-value".into()));
     let mut p = EnvPolicy::from_vars(vars).with_config_names(["CONFIG_NAMED".to_owned()]);
-    p.set_agent_names(AgentId::parse("coder").unwrap(), vec!["ANTHROPIC_API_KEY".into()]);
+    p.set_agent_names(
+        AgentId::parse("coder").unwrap(),
+        vec!["ANTHROPIC_API_KEY".into()],
+    );
     p
 }
 
@@ -43,7 +46,9 @@ fn policy() -> EnvPolicy {
 fn seen(env_text: &str, allowed: &[&str]) -> Vec<String> {
     PLANTED
         .iter()
-        .filter(|(k, v)| !allowed.contains(k) && (env_text.contains(&format!("{k}=")) || env_text.contains(v)))
+        .filter(|(k, v)| {
+            !allowed.contains(k) && (env_text.contains(&format!("{k}=")) || env_text.contains(v))
+        })
         .map(|(k, _)| (*k).to_owned())
         .collect()
 }
@@ -86,14 +91,27 @@ async fn a_cli_agent_gets_its_profile_names_and_nothing_else() {
     let mut req = task("coder", Budget::UNLIMITED);
     req.step.env = vec!["GITHUB_TOKEN".into()];
     let reply = agents.run_task(req, &common::TestTools::new()).await;
-    assert!(matches!(reply.outcome, TaskResult::Success(_)), "{:?}", reply.outcome);
+    assert!(
+        matches!(reply.outcome, TaskResult::Success(_)),
+        "{:?}",
+        reply.outcome
+    );
     let env = std::fs::read_to_string(dir.path().join("cli-env.txt")).unwrap();
     let leaked = seen(&env, &["ANTHROPIC_API_KEY", "GITHUB_TOKEN"]);
-    println!("cli agent: planted variables it was not given: {}", leaked.len());
+    eprintln!(
+        "cli agent: planted variables it was not given: {}",
+        leaked.len()
+    );
     assert!(leaked.is_empty(), "{leaked:?}");
-    assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-planted-111111"), "{env}");
+    assert!(
+        env.contains("ANTHROPIC_API_KEY=sk-ant-planted-111111"),
+        "{env}"
+    );
     assert!(env.contains("GITHUB_TOKEN=ghp_planted"), "{env}");
-    assert!(env.contains("CONFIG_NAMED=config-value") && env.contains("ORCA_STEP_ID=work"), "{env}");
+    assert!(
+        env.contains("CONFIG_NAMED=config-value") && env.contains("ORCA_STEP_ID=work"),
+        "{env}"
+    );
 }
 
 #[tokio::test]
@@ -109,9 +127,15 @@ async fn the_shell_agent_gets_only_the_step_names() {
     };
     let out = s.output.unwrap();
     let leaked = seen(&out, &["AWS_SECRET_ACCESS_KEY"]);
-    println!("shell agent: planted variables it was not given: {}", leaked.len());
+    eprintln!(
+        "shell agent: planted variables it was not given: {}",
+        leaked.len()
+    );
     assert!(leaked.is_empty(), "{leaked:?}");
-    assert!(out.contains("AWS_SECRET_ACCESS_KEY=planted-aws-secret-3333"), "{out}");
+    assert!(
+        out.contains("AWS_SECRET_ACCESS_KEY=planted-aws-secret-3333"),
+        "{out}"
+    );
 }
 
 /// A model that calls `run_command env` once, then submits.
@@ -176,7 +200,10 @@ async fn run_command_gets_the_base_config_agent_and_step_names_only() {
         .unwrap()
         .to_string();
     let leaked = seen(&out, &[]);
-    println!("run_command outside a step: planted variables seen: {}", leaked.len());
+    eprintln!(
+        "run_command outside a step: planted variables seen: {}",
+        leaked.len()
+    );
     assert!(leaked.is_empty(), "{leaked:?}");
     assert!(out.contains("CONFIG_NAMED=config-value"), "{out}");
 
@@ -185,7 +212,10 @@ async fn run_command_gets_the_base_config_agent_and_step_names_only() {
     let output = Arc::clone(&backend.output);
     let agents = Agents::new(
         dir.path(),
-        [profile(BackendSpec::Custom(backend), vec!["run_command".into()])],
+        [profile(
+            BackendSpec::Custom(backend),
+            vec!["run_command".into()],
+        )],
         fast_settings(0),
     )
     .unwrap()
@@ -193,10 +223,20 @@ async fn run_command_gets_the_base_config_agent_and_step_names_only() {
     let mut req = task("coder", Budget::UNLIMITED);
     req.step.env = vec!["GITHUB_TOKEN".into()];
     let reply = agents.run_task(req, &tools).await;
-    assert!(matches!(reply.outcome, TaskResult::Success(_)), "{:?}", reply.outcome);
+    assert!(
+        matches!(reply.outcome, TaskResult::Success(_)),
+        "{:?}",
+        reply.outcome
+    );
     let out = output.lock().unwrap().clone();
     let leaked = seen(&out, &["ANTHROPIC_API_KEY", "GITHUB_TOKEN"]);
-    println!("run_command inside a step: planted variables it was not given: {}", leaked.len());
+    eprintln!(
+        "run_command inside a step: planted variables it was not given: {}",
+        leaked.len()
+    );
     assert!(leaked.is_empty(), "{leaked:?}");
-    assert!(out.contains("GITHUB_TOKEN=ghp_planted") && out.contains("ANTHROPIC_API_KEY="), "{out}");
+    assert!(
+        out.contains("GITHUB_TOKEN=ghp_planted") && out.contains("ANTHROPIC_API_KEY="),
+        "{out}"
+    );
 }

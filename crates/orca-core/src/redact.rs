@@ -258,6 +258,22 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }
 
+/// Prefixed tokens: (prefix, case-sensitive, minimum length of the rest).
+const PREFIXES: &[(&str, bool, usize)] = &[
+    ("sk-", false, 8),
+    ("ghp_", true, 16),
+    ("gho_", true, 16),
+    ("ghs_", true, 16),
+    ("ghu_", true, 16),
+    ("ghr_", true, 16),
+    ("github_pat_", true, 16),
+    ("xoxa-", true, 8),
+    ("xoxb-", true, 8),
+    ("xoxp-", true, 8),
+    ("xoxr-", true, 8),
+    ("xoxs-", true, 8),
+];
+
 /// Byte ranges to replace, sorted and merged. Every range starts and ends at a char boundary
 /// (the matchers only stop at ASCII bytes).
 fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
@@ -266,9 +282,8 @@ fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
     let lower = lower.as_bytes();
     let mut ranges = Vec::new();
     let word_start = |i: usize| boundary(bytes, i);
-    let run = |from: usize, ok: &dyn Fn(u8) -> bool| {
-        bytes[from..].iter().take_while(|b| ok(**b)).count()
-    };
+    let run =
+        |from: usize, ok: &dyn Fn(u8) -> bool| bytes[from..].iter().take_while(|b| ok(**b)).count();
     let mut i = 0;
     while i < bytes.len() {
         let rest = &lower[i..];
@@ -277,29 +292,15 @@ fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
             continue;
         }
         let mut matched: Option<usize> = None;
-        // Prefixed tokens: (prefix, case-sensitive, minimum length after it, allowed bytes).
-        let prefixed: &[(&[u8], bool, usize, fn(u8) -> bool)] = &[
-            (b"sk-", false, 8, is_token_byte),
-            (b"ghp_", true, 16, is_token_byte),
-            (b"gho_", true, 16, is_token_byte),
-            (b"ghs_", true, 16, is_token_byte),
-            (b"ghu_", true, 16, is_token_byte),
-            (b"ghr_", true, 16, is_token_byte),
-            (b"github_pat_", true, 16, is_token_byte),
-            (b"xoxa-", true, 8, is_token_byte),
-            (b"xoxb-", true, 8, is_token_byte),
-            (b"xoxp-", true, 8, is_token_byte),
-            (b"xoxr-", true, 8, is_token_byte),
-            (b"xoxs-", true, 8, is_token_byte),
-        ];
-        for (prefix, case_sensitive, min, ok) in prefixed {
+        for (prefix, case_sensitive, min) in PREFIXES {
+            let prefix = prefix.as_bytes();
             let hit = if *case_sensitive {
                 bytes[i..].starts_with(prefix)
             } else {
                 rest.starts_with(prefix)
             };
             if hit {
-                let n = run(i + prefix.len(), ok);
+                let n = run(i + prefix.len(), &is_token_byte);
                 if n >= *min {
                     matched = Some(i + prefix.len() + n);
                     break;
@@ -319,12 +320,12 @@ fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
             i = end;
             continue;
         }
-        if rest.starts_with(b"-----begin ") {
-            if let Some(range) = pem_block(text, i) {
-                i = range.1;
-                ranges.push(range);
-                continue;
-            }
+        if rest.starts_with(b"-----begin ")
+            && let Some(range) = pem_block(text, i)
+        {
+            i = range.1;
+            ranges.push(range);
+            continue;
         }
         if rest.starts_with(b"bearer") {
             // `Bearer` + whitespace (the token may be on the next line, or after an escaped
@@ -529,11 +530,23 @@ mod tests {
     fn shapes() {
         hides("key sk-proj-abcdefgh12345678 here", "abcdefgh12345678");
         hides("x-api-key: sk-ant-api03-abcdefghijkl", "api03-abcdefghijkl");
-        hides("ghp_abcdefghijklmnopqrstuvwxyz0123", "abcdefghijklmnopqrstuvwxyz0123");
-        hides("pat=github_pat_11AAAAAAA0abcdefghijkl_mnop", "11AAAAAAA0abcdefghijkl");
+        hides(
+            "ghp_abcdefghijklmnopqrstuvwxyz0123",
+            "abcdefghijklmnopqrstuvwxyz0123",
+        );
+        hides(
+            "pat=github_pat_11AAAAAAA0abcdefghijkl_mnop",
+            "11AAAAAAA0abcdefghijkl",
+        );
         hides("id AKIAIOSFODNN7EXAMPLE.", "IOSFODNN7EXAMPLE");
-        hides("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI");
-        hides("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI");
+        hides(
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI",
+        );
+        hides(
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG",
+            "wJalrXUtnFEMI",
+        );
         hides("xoxb-1234-5678-abcdefgh", "1234-5678-abcdefgh");
         hides("Authorization: Bearer abc.def-ghi", "abc.def-ghi");
         hides("authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz");
@@ -545,7 +558,10 @@ mod tests {
             "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\ndef==\n-----END RSA PRIVATE KEY-----\nafter",
             "MIIEabc",
         );
-        hides("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1r", "b3BlbnNzaC1r");
+        hides(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1r",
+            "b3BlbnNzaC1r",
+        );
         keeps("task-analysis-report and max_tokens: 100 and input_tokens=5");
         keeps("https://example.com/path?x=1 and user@host and a:b");
         keeps("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----");
@@ -554,7 +570,11 @@ mod tests {
 
     #[test]
     fn exact_values_and_escaped_forms() {
-        let r = Redactor::new().with_secrets(["my\"weird\\secret-value", "short", "line one x\nline two y"]);
+        let r = Redactor::new().with_secrets([
+            "my\"weird\\secret-value",
+            "short",
+            "line one x\nline two y",
+        ]);
         let out = r.redact("a my\"weird\\secret-value b");
         assert!(!out.contains("weird"), "{out}");
         let json = serde_json::to_string("a my\"weird\\secret-value b").unwrap();

@@ -38,7 +38,10 @@ fn shaped() -> BoxedStrategy<Planted> {
     };
     prop_oneof![
         // OpenAI / Anthropic keys.
-        (prop_oneof![Just("sk-"), Just("sk-proj-"), Just("sk-ant-api03-")], token(KEYISH, 20..=60))
+        (
+            prop_oneof![Just("sk-"), Just("sk-proj-"), Just("sk-ant-api03-")],
+            token(KEYISH, 20..=60)
+        )
             .prop_map(move |(p, t)| plain(format!("{p}{t}"))),
         // GitHub tokens.
         (
@@ -48,11 +51,20 @@ fn shaped() -> BoxedStrategy<Planted> {
             .prop_map(move |(p, t)| plain(format!("{p}{t}"))),
         token(ALNUM, 22..=60).prop_map(move |t| plain(format!("github_pat_{t}"))),
         // AWS access key ids.
-        (prop_oneof![Just("AKIA"), Just("ASIA")], token(UPPER_DIGIT, 16..=16))
+        (
+            prop_oneof![Just("AKIA"), Just("ASIA")],
+            token(UPPER_DIGIT, 16..=16)
+        )
             .prop_map(move |(p, t)| plain(format!("{p}{t}"))),
         // Slack tokens.
         (
-            prop_oneof![Just("xoxa-"), Just("xoxb-"), Just("xoxp-"), Just("xoxr-"), Just("xoxs-")],
+            prop_oneof![
+                Just("xoxa-"),
+                Just("xoxb-"),
+                Just("xoxp-"),
+                Just("xoxr-"),
+                Just("xoxs-")
+            ],
             token(KEYISH, 10..=40)
         )
             .prop_map(move |(p, t)| plain(format!("{p}{t}"))),
@@ -79,7 +91,10 @@ fn shaped() -> BoxedStrategy<Planted> {
                 Just("Bearer\n"),
                 Just("Bearer \r\n  "),
             ],
-            token("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/", 8..=60)
+            token(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/",
+                8..=60
+            )
         )
             .prop_map(|(label, v)| Planted {
                 text: format!("{label}{v}"),
@@ -88,7 +103,13 @@ fn shaped() -> BoxedStrategy<Planted> {
             }),
         // PEM private keys, across lines.
         (
-            prop_oneof![Just("RSA "), Just("EC "), Just(""), Just("OPENSSH "), Just("ENCRYPTED ")],
+            prop_oneof![
+                Just("RSA "),
+                Just("EC "),
+                Just(""),
+                Just("OPENSSH "),
+                Just("ENCRYPTED ")
+            ],
             proptest::collection::vec(token(B64, 16..=64), 1..=5)
         )
             .prop_map(|(kind, lines)| Planted {

@@ -261,10 +261,7 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
             if app.json {
                 let mut value = json!(plan);
                 if let Some(obj) = value.as_object_mut() {
-                    obj.insert(
-                        "step_env".to_owned(),
-                        secrets::step_env_json(&plan, policy),
-                    );
+                    obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
                 }
                 out_json(&value);
             } else {

@@ -28,7 +28,9 @@ pub(crate) fn redactor() -> Redactor {
 /// Adds the secrets found while loading the config (keys from files and commands, env file
 /// values) to the process's redactor.
 pub(crate) fn learn(more: &Redactor) {
-    let mut r = REDACTOR.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut r = REDACTOR
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     r.merge(more);
 }
 
@@ -288,7 +290,10 @@ pub(crate) fn doctor(
             vec![id.clone(), backend.clone(), s.to_string(), named]
         })
         .collect();
-    let mut text = crate::render::table(&["AGENT", "BACKEND", "KEY", "STEP ENV (beyond the base)"], &rows);
+    let mut text = crate::render::table(
+        &["AGENT", "BACKEND", "KEY", "STEP ENV (beyond the base)"],
+        &rows,
+    );
     text.push_str(&format!(
         "\nevery step gets {}; nothing else of orca's environment\n.orca: {}\n",
         step_env::BASE_DESCRIPTION,

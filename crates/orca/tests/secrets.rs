@@ -6,7 +6,11 @@
 //! modes under `.orca/` are checked (0700 / 0600, even with umask 000), group- or
 //! world-readable key files are refused, and `plan show` lists what each step receives.
 
-#![expect(clippy::unwrap_used, reason = "tests")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::print_stderr,
+    reason = "tests print the leaks they count"
+)]
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -168,7 +172,7 @@ impl Leaks {
                 }
             }
         }
-        println!(
+        eprintln!(
             "{what}: {} leaks in {} outputs ({} bytes) searched for {} secrets",
             leaks.len(),
             self.outputs.len(),
@@ -176,7 +180,7 @@ impl Leaks {
             SECRETS.len()
         );
         for l in &leaks {
-            println!("  LEAK: {l}");
+            eprintln!("  LEAK: {l}");
         }
         leaks.len()
     }
@@ -235,18 +239,21 @@ fn a_step_sees_only_what_it_is_given_and_no_output_holds_a_key() {
     for (name, _) in PLANTED {
         let var = format!("\n{name}=");
         if format!("\n{plain}").contains(&var) {
-            println!("plain step saw {name}");
+            eprintln!("plain step saw {name}");
             visible += 1;
         }
         if *name != "GITHUB_TOKEN" && format!("\n{named}").contains(&var) {
-            println!("named step saw {name}");
+            eprintln!("named step saw {name}");
             visible += 1;
         }
     }
-    println!("planted variables visible to steps that did not name them: {visible}");
+    eprintln!("planted variables visible to steps that did not name them: {visible}");
     assert_eq!(visible, 0);
     assert!(named.contains(&format!("GITHUB_TOKEN={GITHUB}")), "{named}");
-    assert!(plain.contains("ORCA_STEP_ID=plain") && plain.contains("PATH="), "{plain}");
+    assert!(
+        plain.contains("ORCA_STEP_ID=plain") && plain.contains("PATH="),
+        "{plain}"
+    );
 
     let exec = serde_json::from_str::<Value>(&text(&out.stdout)).unwrap()["execution_id"]
         .as_str()
@@ -267,14 +274,24 @@ fn a_step_sees_only_what_it_is_given_and_no_output_holds_a_key() {
     }
     // A plain-log run too.
     let file2 = p.write("plan2.json", &doc);
-    let out = p.run(&["-vv", "run", file2.to_str().unwrap(), "--yes", "--on-failure", "skip"]);
+    let out = p.run(&[
+        "-vv",
+        "run",
+        file2.to_str().unwrap(),
+        "--yes",
+        "--on-failure",
+        "skip",
+    ]);
     leaks.add_run("run -vv (plain logs)", &out);
     leaks.add_store(&p);
 
     // The outputs really did carry the step's output (so the search is meaningful).
     let all: String = leaks.outputs.iter().map(|(_, b)| b.as_str()).collect();
     assert!(all.contains("[redacted]"), "nothing was redacted at all");
-    assert!(all.contains("ORCA_STEP_ID"), "the step output was not recorded");
+    assert!(
+        all.contains("ORCA_STEP_ID"),
+        "the step output was not recorded"
+    );
     assert_eq!(leaks.count("shell steps"), 0);
 }
 
@@ -323,7 +340,10 @@ async fn a_provider_echoing_the_key_leaves_no_trace() {
     let root = p.root().to_path_buf();
     let run = |args: Vec<String>| {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"));
-        cmd.arg("--root").arg(&root).args(&args).env("NO_COLOR", "1");
+        cmd.arg("--root")
+            .arg(&root)
+            .args(&args)
+            .env("NO_COLOR", "1");
         for (k, v) in PLANTED {
             cmd.env(k, v);
         }
@@ -333,11 +353,32 @@ async fn a_provider_echoing_the_key_leaves_no_trace() {
     for (name, args) in [
         (
             "run json logs",
-            vec!["-vv", "--log-format", "json", "--json", "run", file.to_str().unwrap(), "--yes", "--on-failure", "skip", "--max-attempts", "1"],
+            vec![
+                "-vv",
+                "--log-format",
+                "json",
+                "--json",
+                "run",
+                file.to_str().unwrap(),
+                "--yes",
+                "--on-failure",
+                "skip",
+                "--max-attempts",
+                "1",
+            ],
         ),
         (
             "run plain logs",
-            vec!["-vv", "run", file.to_str().unwrap(), "--yes", "--on-failure", "skip", "--max-attempts", "1"],
+            vec![
+                "-vv",
+                "run",
+                file.to_str().unwrap(),
+                "--yes",
+                "--on-failure",
+                "skip",
+                "--max-attempts",
+                "1",
+            ],
         ),
     ] {
         let mut cmd = run(args.iter().map(|s| (*s).to_owned()).collect());
@@ -347,7 +388,11 @@ async fn a_provider_echoing_the_key_leaves_no_trace() {
         assert_eq!(out.status.code(), Some(3), "{name}: {}", text(&out.stderr));
         leaks.add_run(name, &out);
     }
-    for args in [vec!["doctor"], vec!["--json", "doctor"], vec!["-vv", "exec", "list"]] {
+    for args in [
+        vec!["doctor"],
+        vec!["--json", "doctor"],
+        vec!["-vv", "exec", "list"],
+    ] {
         let mut cmd = run(args.iter().map(|s| (*s).to_owned()).collect());
         let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
             .await
@@ -371,7 +416,10 @@ async fn a_provider_echoing_the_key_leaves_no_trace() {
         }
     }
     let all: String = leaks.outputs.iter().map(|(_, b)| b.as_str()).collect();
-    assert!(all.contains("authentication refused"), "the 401 was not reported");
+    assert!(
+        all.contains("authentication refused"),
+        "the 401 was not reported"
+    );
     assert_eq!(leaks.count("provider echoing the key"), 0);
     // doctor names the sources, masked.
     let doctor = &leaks
@@ -380,8 +428,14 @@ async fn a_provider_echoing_the_key_leaves_no_trace() {
         .find(|(n, _)| n == "doctor stdout")
         .unwrap()
         .1;
-    assert!(doctor.contains("env OPENAI_API_KEY (set, sk-proj-…("), "{doctor}");
-    assert!(doctor.contains("file .orca/openai.key (set, …(24 chars))"), "{doctor}");
+    assert!(
+        doctor.contains("env OPENAI_API_KEY (set, sk-proj-…("),
+        "{doctor}"
+    );
+    assert!(
+        doctor.contains("file .orca/openai.key (set, …(24 chars))"),
+        "{doctor}"
+    );
     assert!(
         doctor.contains("command `printf %s%s cmdkey-0d9e8f7a 6b5c4d3e` (set, …(23 chars))"),
         "{doctor}"
@@ -407,7 +461,10 @@ fn store_files_are_private_whatever_the_umask() {
             bad.push(format!("{} is {mode:04o}", path.display()));
         }
     });
-    println!("{checked} paths under .orca checked (umask 000); wrong modes: {}", bad.len());
+    eprintln!(
+        "{checked} paths under .orca checked (umask 000); wrong modes: {}",
+        bad.len()
+    );
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
@@ -434,7 +491,11 @@ fn readable_secret_files_are_refused_with_the_fix() {
     p.write(".orca/config.toml", "env_file = \".orca/step.env\"\n");
     let out = p.run(&["agents", "list"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("chmod 600"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("chmod 600"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // A config holding something secret-looking (a URL with a password) must be private.
     let config = p.write(
@@ -445,7 +506,10 @@ fn readable_secret_files_are_refused_with_the_fix() {
     let out = p.run(&["agents", "list"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("chmod 600") && err.contains("config.toml"), "{err}");
+    assert!(
+        err.contains("chmod 600") && err.contains("config.toml"),
+        "{err}"
+    );
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(p.run(&["agents", "list"]).status.code(), Some(0));
 }
@@ -479,6 +543,9 @@ fn plan_show_lists_what_each_step_receives() {
     let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
     insta::assert_json_snapshot!("plan_show_env_json", v["step_env"]);
     // The step's own names are part of the approved content (and digest).
-    assert_eq!(v["content"]["steps"][1]["env"], json!(["GITHUB_TOKEN", "NOT_SET_ANYWHERE"]));
+    assert_eq!(
+        v["content"]["steps"][1]["env"],
+        json!(["GITHUB_TOKEN", "NOT_SET_ANYWHERE"])
+    );
     assert!(!text(&out.stdout).contains(GITHUB) && !text(&out.stdout).contains("some-value-123"));
 }
