@@ -55,21 +55,34 @@ pub fn is_secret_key(key: &str) -> bool {
 #[must_use]
 pub fn is_secret_env_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    [
+    let auth = upper.contains("AUTH") && (!upper.contains("AUTHOR") || upper.contains("AUTHORIZ"));
+    auth || [
         "KEY",
         "TOKEN",
         "SECRET",
         "PASSWORD",
         "PASSWD",
         "CREDENTIAL",
-        "AUTH",
         "PRIVATE",
         "_PAT",
         "COOKIE",
-        "SESSION",
     ]
     .iter()
     .any(|part| upper.contains(part))
+}
+
+/// Whether the value of a variable *named* like a secret is worth redacting by value: at least
+/// 12 characters, not a path, with a letter and a digit or symbol (so `SSH_AUTH_SOCK`'s socket
+/// path or `KEYMAP=us` are left alone and do not garble ordinary output).
+#[must_use]
+pub fn plausible_secret_value(value: &str) -> bool {
+    let v = value.trim();
+    v.len() >= 12
+        && !v.starts_with('/')
+        && !v.starts_with("~/")
+        && v.chars().any(|c| c.is_alphabetic())
+        && v.chars()
+            .any(|c| c.is_ascii_digit() || c.is_ascii_punctuation())
 }
 
 /// The redaction rule, holding the exact secret values it knows. Cloning is cheap.
@@ -180,7 +193,7 @@ impl Redactor {
     /// `password`…). For audit entries and `--json` output.
     #[must_use]
     pub fn redact_json(&self, value: Value) -> Value {
-        self.walk(value, true)
+        self.walk(value, true, &[])
     }
 
     /// Redacts every string (and object key) of a JSON value, leaving the structure and keys
@@ -188,26 +201,49 @@ impl Redactor {
     /// lease's `token` is not a credential).
     #[must_use]
     pub fn redact_strings(&self, value: Value) -> Value {
-        self.walk(value, false)
+        self.walk(value, false, &[])
     }
 
-    fn walk(&self, value: Value, by_key: bool) -> Value {
+    /// [`Redactor::redact_strings`], keeping the strings (and lists of strings) under the
+    /// object keys in `keep` as they are: identifiers, tags and times, whose values are
+    /// validated and never free text, so a document always reads back.
+    #[must_use]
+    pub fn redact_document(&self, value: Value, keep: &[&str]) -> Value {
+        self.walk(value, false, keep)
+    }
+
+    fn walk(&self, value: Value, by_key: bool, keep: &[&str]) -> Value {
+        let plain = |v: &Value| match v {
+            Value::String(_) => true,
+            Value::Array(items) => items.iter().all(Value::is_string),
+            _ => false,
+        };
         match value {
             Value::Object(map) => Value::Object(
                 map.into_iter()
                     .map(|(k, v)| {
                         let v = if by_key && is_secret_key(&k) && !v.is_null() {
                             Value::String(REDACTED.to_owned())
+                        } else if keep.contains(&k.as_str()) && plain(&v) {
+                            v
                         } else {
-                            self.walk(v, by_key)
+                            self.walk(v, by_key, keep)
                         };
-                        (self.redact_cow(k), v)
+                        let k = if keep.contains(&k.as_str()) {
+                            k
+                        } else {
+                            self.redact_cow(k)
+                        };
+                        (k, v)
                     })
                     .collect(),
             ),
-            Value::Array(items) => {
-                Value::Array(items.into_iter().map(|v| self.walk(v, by_key)).collect())
-            }
+            Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|v| self.walk(v, by_key, keep))
+                    .collect(),
+            ),
             Value::String(s) => Value::String(self.redact_cow(s)),
             other => other,
         }

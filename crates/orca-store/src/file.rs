@@ -278,8 +278,48 @@ fn encode_redacted<T: Serialize>(
 ) -> Result<Vec<u8>, StoreError> {
     let doc = serde_json::to_value(value)
         .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
-    encode(&redactor.redact_strings(doc), revision, path)
+    encode(
+        &redactor.redact_document(doc, STRUCTURAL_KEYS),
+        revision,
+        path,
+    )
 }
+
+/// Fields of execution and task documents holding identifiers, tags and times (validated,
+/// never free text): redaction leaves them alone, so a document always reads back even if a
+/// secret's value happens to appear in an id.
+const STRUCTURAL_KEYS: &[&str] = &[
+    "format_version",
+    "id",
+    "plan_id",
+    "execution_id",
+    "step_id",
+    "agent",
+    "stage",
+    "status",
+    "outcome",
+    "code",
+    "kind",
+    "type",
+    "plan_digest",
+    "digest",
+    "at",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "requested_at",
+    "answered_at",
+    "stopped_at",
+    "host",
+    "token",
+    "session_id",
+    "replanned_as",
+    "depends_on",
+    "steps",
+    "key",
+    "locks",
+    "env",
+];
 
 /// Decodes a document written by [`encode`]: the store strips `"revision"`, the domain type
 /// reads the rest strictly (format version first).

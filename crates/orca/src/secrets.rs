@@ -10,7 +10,7 @@ use orca_agents::config::Config;
 use orca_agents::keys::{self, KeySource, KeyStatus};
 use orca_agents::step_env::{self, EnvPolicy, NamedVar};
 use orca_agents::{Agents, BackendSpec, ConfigError, LoopSettings};
-use orca_core::redact::{Redactor, is_secret_env_name};
+use orca_core::redact::{Redactor, is_secret_env_name, plausible_secret_value};
 use orca_core::{AgentPort as _, Plan};
 use serde_json::{Value, json};
 
@@ -44,7 +44,7 @@ pub(crate) fn redact(text: &str) -> String {
 fn from_environment() -> Redactor {
     Redactor::new().with_secrets(
         std::env::vars()
-            .filter(|(k, _)| is_secret_env_name(k))
+            .filter(|(k, v)| is_secret_env_name(k) && plausible_secret_value(v))
             .map(|(_, v)| v),
     )
 }
@@ -287,7 +287,8 @@ pub(crate) fn doctor(
                 .map(|a| named_text(&policy.named(&a, &[])))
                 .filter(|t| !t.is_empty())
                 .unwrap_or_else(|| "-".to_owned());
-            vec![id.clone(), backend.clone(), s.to_string(), named]
+            // Redacted per cell, so the table stays aligned.
+            vec![id.clone(), backend.clone(), redact(&s.to_string()), named]
         })
         .collect();
     let mut text = crate::render::table(
