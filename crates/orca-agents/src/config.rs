@@ -492,14 +492,34 @@ impl Config {
                     (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
                     _ => root.join(path),
                 };
-                return crate::keys::read_key_file(&path)
-                    .map(|k| Some(ApiKey::new(k)))
-                    .map_err(|m| secret("api_key_file", m));
+                // A key file others can read is refused outright (as ssh does); a missing or
+                // empty one only fails the agents that use it, when they are called.
+                if path.exists() {
+                    crate::keys::check_private(&path, "key file")
+                        .map_err(|m| secret("api_key_file", m))?;
+                }
+                return Ok(match crate::keys::read_key_file(&path) {
+                    Ok(k) => Some(ApiKey::new(k)),
+                    Err(m) => {
+                        tracing::warn!(
+                            "{}: {field}.api_key_file: {m}; the agents using it fail when called",
+                            self.file
+                        );
+                        None
+                    }
+                });
             }
             if let Some(cmd) = &s.api_key_cmd {
-                return crate::keys::run_key_command(cmd, root, crate::keys::KEY_COMMAND_TIMEOUT)
-                    .map(|k| Some(ApiKey::new(k)))
-                    .map_err(|m| secret("api_key_cmd", m));
+                return Ok(match crate::keys::run_key_command_once(cmd, root) {
+                    Ok(k) => Some(ApiKey::new(k)),
+                    Err(m) => {
+                        tracing::warn!(
+                            "{}: {field}.api_key_cmd: {m}; the agents using it fail when called",
+                            self.file
+                        );
+                        None
+                    }
+                });
             }
             match &s.api_key_env {
                 Some(name) => env(name)

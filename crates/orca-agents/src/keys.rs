@@ -190,6 +190,27 @@ pub fn split_command(cmd: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// [`run_key_command`] with [`KEY_COMMAND_TIMEOUT`], run at most once per process for the
+/// same command and directory (agents sharing `[defaults]` share one run: a password manager
+/// is asked once).
+///
+/// # Errors
+///
+/// As [`run_key_command`].
+pub fn run_key_command_once(cmd: &str, cwd: &Path) -> Result<String, String> {
+    type Cache = std::collections::HashMap<(String, PathBuf), Result<String, String>>;
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<Cache>> =
+        std::sync::LazyLock::new(std::sync::Mutex::default);
+    let key = (cmd.to_owned(), cwd.to_path_buf());
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache
+        .entry(key)
+        .or_insert_with(|| run_key_command(cmd, cwd, KEY_COMMAND_TIMEOUT))
+        .clone()
+}
+
 /// Runs a key command in `cwd` without a shell (with orca's environment: password managers
 /// need their agents) and returns its first line of output, trimmed. Output is bounded by
 /// [`MAX_KEY_BYTES`], time by `timeout`; stderr is discarded (it is never printed), and

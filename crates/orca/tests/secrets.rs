@@ -485,6 +485,25 @@ fn readable_secret_files_are_refused_with_the_fix() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(p.run(&["agents", "list"]).status.code(), Some(0));
 
+    // A missing key file or a failing key command only fails the agent that uses it.
+    p.write(
+        ".orca/config.toml",
+        "[agents.coder]\nbackend = \"openai\"\napi_key_file = \".orca/missing.key\"\n\n\
+         [agents.tester]\nbackend = \"openai\"\napi_key_cmd = \"false\"\n",
+    );
+    let out = p.run(&["doctor"]);
+    let (doctor, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("api_key_file") && err.contains("api_key_cmd"),
+        "{err}"
+    );
+    assert!(
+        doctor.contains("file .orca/missing.key (NOT SET)"),
+        "{doctor}"
+    );
+    assert!(doctor.contains("command `false` (NOT SET)"), "{doctor}");
+
     // An env file: the same.
     let env = p.write(".orca/step.env", "DEPLOY_TOKEN=abcdefgh12345678\n");
     std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o640)).unwrap();
