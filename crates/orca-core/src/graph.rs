@@ -74,6 +74,14 @@ pub enum Problem {
         /// The field.
         field: String,
     },
+    /// Plan text holds a credential (a key, a token, a private key, a URL password): an
+    /// approved plan is stored and shown as written, so it must name a variable instead.
+    CredentialInPlan {
+        /// The step, if the text is a step's.
+        step: Option<StepId>,
+        /// The field.
+        field: String,
+    },
     /// An `env` entry that is not the name of an environment variable (or names one orca sets).
     InvalidEnvName {
         /// The step.
@@ -120,6 +128,15 @@ impl fmt::Display for Problem {
             ),
             Self::ZeroLimit { step, field } => {
                 write!(f, "step `{step}`: `{field}` must be at least 1")
+            }
+            Self::CredentialInPlan { step, field } => {
+                if let Some(step) = step {
+                    write!(f, "step `{step}`: ")?;
+                }
+                write!(
+                    f,
+                    "`{field}` holds what looks like a credential; never write a secret into a plan: name its environment variable in the step's `env` (`\"env\": [\"GITHUB_TOKEN\"]`) and use `$GITHUB_TOKEN`"
+                )
             }
             Self::InvalidEnvName { step, name } => write!(
                 f,
@@ -331,7 +348,29 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
     }
     let mut seen = BTreeSet::new();
     let mut reported = BTreeSet::new();
+    for (field, text) in [
+        ("goal", Some(&content.goal)),
+        ("summary", content.summary.as_ref()),
+    ] {
+        if text.is_some_and(|t| crate::redact::holds_credential(t)) {
+            problems.push(Problem::CredentialInPlan {
+                step: None,
+                field: field.to_owned(),
+            });
+        }
+    }
     for step in &content.steps {
+        for (field, text) in [
+            ("command", step.command.as_deref()),
+            ("description", Some(step.description.as_str())),
+        ] {
+            if text.is_some_and(crate::redact::holds_credential) {
+                problems.push(Problem::CredentialInPlan {
+                    step: Some(step.id.clone()),
+                    field: field.to_owned(),
+                });
+            }
+        }
         if !seen.insert(&step.id) && reported.insert(&step.id) {
             problems.push(Problem::DuplicateStep {
                 step: step.id.clone(),

@@ -313,6 +313,18 @@ const PREFIXES: &[(&str, bool, usize)] = &[
 /// Byte ranges to replace, sorted and merged. Every range starts and ends at a char boundary
 /// (the matchers only stop at ASCII bytes).
 fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
+    shape_ranges_with(text, true)
+}
+
+/// Whether `text` holds an unmistakable credential: a prefixed key or token (`sk-…`, `ghp_…`,
+/// `AKIA…`, `xoxb-…`), a `Bearer` token, a PEM private key or a URL password — the shapes
+/// without labels (`password: …` in prose is not enough). Plans are checked with it.
+#[must_use]
+pub fn holds_credential(text: &str) -> bool {
+    !shape_ranges_with(text, false).is_empty()
+}
+
+fn shape_ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
     let bytes = text.as_bytes();
     let lower = text.to_ascii_lowercase();
     let lower = lower.as_bytes();
@@ -388,7 +400,7 @@ fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
                 continue;
             }
         }
-        if let Some((start, end)) = labelled(bytes, lower, i) {
+        if labels && let Some((start, end)) = labelled(bytes, lower, i) {
             ranges.push((start, end));
             i = end.max(i + 1);
             continue;
@@ -533,7 +545,8 @@ fn url_passwords(bytes: &[u8]) -> Vec<(usize, usize)> {
             while k < bytes.len() && !stop(bytes[k]) {
                 k += 1;
             }
-            if k < bytes.len() && bytes[k] == b'@' && k > pass {
+            // `user:$TOKEN@host` names a variable: not a secret.
+            if k < bytes.len() && bytes[k] == b'@' && k > pass && bytes[pass] != b'$' {
                 out.push((pass, k));
             }
         }

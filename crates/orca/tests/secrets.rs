@@ -31,10 +31,13 @@ const PASSWORD: &str = "correct-horse-battery-staple-42";
 const FILE_KEY: &str = "filekey-7f3a9c1e5b2d4f6a";
 /// From a key command (no shape).
 const CMD_KEY: &str = "cmdkey-0d9e8f7a6b5c4d3e";
+/// The body of a PEM private key a step prints (assembled by the shell, so the plan does not
+/// hold it).
+const PEM_BODY: &str = "MIIEfakePEMbody0123456789";
 
 /// Every planted secret.
 const SECRETS: &[&str] = &[
-    OPENAI, ANTHROPIC, GITHUB, AWS_ID, AWS_SECRET, SLACK, PASSWORD, FILE_KEY, CMD_KEY,
+    OPENAI, ANTHROPIC, GITHUB, AWS_ID, AWS_SECRET, SLACK, PASSWORD, FILE_KEY, CMD_KEY, PEM_BODY,
 ];
 
 /// The names of the planted environment variables.
@@ -201,7 +204,7 @@ fn plan(steps: &Value) -> String {
 const NOISY: &str = "env > seen-named.txt; env; echo \"token=$GITHUB_TOKEN\"; \
     echo \"Authorization: Bearer $GITHUB_TOKEN\"; printf 'Bearer\\n%s\\n' \"$GITHUB_TOKEN\"; \
     echo \"{\\\"api_key\\\": \\\"$GITHUB_TOKEN\\\"}\"; echo https://me:$GITHUB_TOKEN@example.com/x; \
-    printf -- '-----BEGIN RSA PRIVATE KEY-----\\nMIIEfake\\n-----END RSA PRIVATE KEY-----\\n'; \
+    printf -- '-----BEGIN RSA PRIV''ATE KEY-----\\nMIIEfakePEM''body0123456789\\n-----END RSA PRIV''ATE KEY-----\\n'; \
     echo \"planted: $OPENAI_API_KEY $MY_SERVICE_PASSWORD\"";
 
 #[test]
@@ -567,4 +570,30 @@ fn plan_show_lists_what_each_step_receives() {
         json!(["GITHUB_TOKEN", "NOT_SET_ANYWHERE"])
     );
     assert!(!text(&out.stdout).contains(GITHUB) && !text(&out.stdout).contains("some-value-123"));
+}
+
+#[test]
+fn a_plan_holding_a_credential_is_refused_and_nothing_is_stored() {
+    let p = Project::new();
+    let before = p.orca_files();
+    let doc = plan(&json!([
+        {"id": "push", "agent": "shell", "description": "push",
+         "command": format!("git push https://x:{GITHUB}@github.com/o/r")},
+        {"id": "call", "agent": "shell", "description": "call",
+         "command": format!("curl -H 'Authorization: Bearer {OPENAI}' https://api.example")},
+    ]));
+    let file = p.write("plan.json", &doc);
+    let out = p.run(&["plan", "create", "--file", file.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("step `push`: `command` holds what looks like a credential"),
+        "{err}"
+    );
+    assert!(err.contains("step `call`"), "{err}");
+    let mut leaks = Leaks::default();
+    leaks.add_run("plan create", &out);
+    leaks.add_store(&p);
+    assert_eq!(leaks.count("refused plan"), 0);
+    assert_eq!(p.orca_files(), before, "a refused plan changed .orca/");
 }
