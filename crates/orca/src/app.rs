@@ -378,6 +378,8 @@ async fn approve_and_run(
             ));
         }
         PlanStage::Proposal if interactive() && !app.json => {
+            // What each step will receive is part of what the human approves.
+            say(&secrets::step_env_text(&plan, app.agents.env_policy()));
             let hitl = TerminalHitl { style: app.style };
             match orca.relay.approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
@@ -866,7 +868,9 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
             }
             let plan = orca.planning.plan(plan_id).await?;
             if !app.json {
-                out(&render_plan(&plan));
+                let mut text = render_plan(&plan);
+                text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
+                out(&text);
             }
             approve_and_run(app, &orca, plan_id, options).await
         }
