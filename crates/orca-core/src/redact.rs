@@ -173,13 +173,24 @@ impl Redactor {
     /// `text` with every known secret and every credential shape replaced by [`REDACTED`].
     #[must_use]
     pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_owned();
+        self.redact_changed(text).unwrap_or_else(|| text.to_owned())
+    }
+
+    /// The redacted text, or `None` if nothing had to be replaced (one scan either way).
+    fn redact_changed(&self, text: &str) -> Option<String> {
+        let mut out: Option<String> = None;
         for needle in self.needles.iter() {
-            if out.contains(needle.as_str()) {
-                out = out.replace(needle.as_str(), REDACTED);
+            let current = out.as_deref().unwrap_or(text);
+            if current.contains(needle.as_str()) {
+                out = Some(current.replace(needle.as_str(), REDACTED));
             }
         }
-        redact_shapes(&out)
+        let current = out.as_deref().unwrap_or(text);
+        let ranges = shape_ranges(current);
+        if ranges.is_empty() {
+            return out;
+        }
+        Some(replace_ranges(current, &ranges))
     }
 
     /// Whether `text` holds a known secret or a credential shape.
@@ -250,11 +261,7 @@ impl Redactor {
     }
 
     fn redact_cow(&self, s: String) -> String {
-        if self.finds_secret(&s) {
-            self.redact(&s)
-        } else {
-            s
-        }
+        self.redact_changed(&s).unwrap_or(s)
     }
 }
 
@@ -271,9 +278,13 @@ pub fn redact_shapes(text: &str) -> String {
     if ranges.is_empty() {
         return text.to_owned();
     }
+    replace_ranges(text, &ranges)
+}
+
+fn replace_ranges(text: &str, ranges: &[(usize, usize)]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
-    for (start, end) in ranges {
+    for &(start, end) in ranges {
         out.push_str(&text[at..start]);
         out.push_str(REDACTED);
         at = end;
@@ -335,7 +346,13 @@ fn shape_ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
     let mut i = 0;
     while i < bytes.len() {
         let rest = &lower[i..];
-        if !word_start(i) {
+        // Every shape and label starts with one of these bytes (case-insensitive).
+        if !word_start(i)
+            || !matches!(
+                lower[i],
+                b'a' | b'b' | b'c' | b'g' | b'p' | b'r' | b's' | b't' | b'x' | b'-'
+            )
+        {
             i += 1;
             continue;
         }
