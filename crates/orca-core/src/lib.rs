@@ -97,6 +97,7 @@ pub mod plan;
 pub mod redact;
 pub mod results;
 pub mod schedule;
+pub mod writes;
 
 #[cfg(feature = "proptest")]
 pub mod strategy;

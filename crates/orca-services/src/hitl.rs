@@ -115,6 +115,9 @@ pub fn render_plan(plan: &Plan) -> String {
         if !step.env.is_empty() {
             let _ = write!(out, "  env: {}", step.env.join(", "));
         }
+        if !step.writes.is_empty() {
+            let _ = write!(out, "  writes: {}", step.writes.join(", "));
+        }
         out.push('\n');
     }
     for (title, items) in [
