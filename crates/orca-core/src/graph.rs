@@ -159,10 +159,18 @@ impl fmt::Display for Problem {
                     "`{field}` holds what looks like a credential; never write a secret into a plan: name its environment variable in the step's `env` (`\"env\": [\"GITHUB_TOKEN\"]`) and use `$GITHUB_TOKEN`"
                 )
             }
-            Self::InvalidEnvName { step, name } => write!(
-                f,
-                "step `{step}`: `env` entry {name:?} must be the NAME of an environment variable (letters, digits, `_`; not ORCA_*), never a value"
-            ),
+            Self::InvalidEnvName { step, name } => {
+                // A value pasted by mistake is not repeated.
+                let shown = if crate::redact::looks_like_secret(name) {
+                    "(what looks like a secret value)".to_owned()
+                } else {
+                    format!("{name:?}")
+                };
+                write!(
+                    f,
+                    "step `{step}`: `env` entry {shown} must be the NAME of an environment variable (letters, digits, `_`; not ORCA_*), never a value"
+                )
+            }
             Self::InvalidWrite {
                 step,
                 pattern,
