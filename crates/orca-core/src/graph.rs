@@ -465,7 +465,7 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
             }
         }
         for name in &step.env {
-            if !crate::plan::is_env_name(name) {
+            if !crate::plan::is_env_name(name) || crate::redact::looks_like_secret(name) {
                 problems.push(Problem::InvalidEnvName {
                     step: step.id.clone(),
                     name: name.clone(),
