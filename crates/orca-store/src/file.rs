@@ -38,6 +38,7 @@ use crate::port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Versioned,
 };
+use crate::redaction;
 
 /// The name of the store directory under the project root.
 pub const STORE_DIR: &str = ".orca";
@@ -279,47 +280,11 @@ fn encode_redacted<T: Serialize>(
     let doc = serde_json::to_value(value)
         .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
     encode(
-        &redactor.redact_document(doc, STRUCTURAL_KEYS),
+        &redactor.redact_document(doc, redaction::STRUCTURAL_KEYS),
         revision,
         path,
     )
 }
-
-/// Fields of execution and task documents holding identifiers, tags and times (validated,
-/// never free text): redaction leaves them alone, so a document always reads back even if a
-/// secret's value happens to appear in an id.
-const STRUCTURAL_KEYS: &[&str] = &[
-    "format_version",
-    "id",
-    "plan_id",
-    "execution_id",
-    "step_id",
-    "agent",
-    "stage",
-    "status",
-    "outcome",
-    "code",
-    "kind",
-    "type",
-    "plan_digest",
-    "digest",
-    "at",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "requested_at",
-    "answered_at",
-    "stopped_at",
-    "host",
-    "token",
-    "session_id",
-    "replanned_as",
-    "depends_on",
-    "steps",
-    "key",
-    "locks",
-    "env",
-];
 
 /// Decodes a document written by [`encode`]: the store strips `"revision"`, the domain type
 /// reads the rest strictly (format version first).

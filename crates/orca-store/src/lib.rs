@@ -34,6 +34,7 @@ mod file;
 mod memory;
 pub mod perms;
 mod port;
+mod redaction;
 
 pub use file::{FileStore, STORE_DIR};
 pub use memory::MemoryStore;
