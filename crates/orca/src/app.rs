@@ -87,6 +87,15 @@ pub(crate) struct App {
 impl App {
     fn open(global: &Global, create: bool) -> Result<Self, CliError> {
         let root = find_root(global.root.as_deref(), create)?;
+        // Only the commands that create something may make a project; a read-only command run
+        // in the wrong directory must not leave a `.orca/` there (it would capture root
+        // discovery for every later command).
+        if !create && !root.join(".orca").is_dir() {
+            return Err(CliError::bad_input(format!(
+                "no orca project in {} or above (no .orca/ directory); run `orca init` there first, or pass --root",
+                root.display()
+            )));
+        }
         // The config first: the store's redactor must know the keys it loads.
         let loaded = secrets::load_agents(&root)?;
         let store: Arc<dyn Store> =

@@ -174,3 +174,38 @@ fn plan_schema_describes_the_document() {
     insta::assert_json_snapshot!("plan_schema", schema);
     assert!(tree(dir.path()).is_empty());
 }
+
+/// Read-only commands run where there is no project fail with one line saying what to do, and
+/// create nothing (a stray `.orca/` would capture root discovery for every later command).
+#[test]
+fn read_only_commands_outside_a_project_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    for args in [
+        vec!["plan", "list"],
+        vec!["exec", "list"],
+        vec!["exec", "show", "exec_0"],
+        vec!["agents", "list"],
+        vec!["audit", "verify", "--all"],
+        vec!["--root", root, "plan", "list"],
+    ] {
+        let out = orca(dir.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("no orca project in")
+                && text(&out.stderr).contains("orca init"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            tree(dir.path()).is_empty(),
+            "{args:?} created {:?}",
+            tree(dir.path())
+        );
+    }
+}
