@@ -15,6 +15,20 @@ use serde_json::Value;
 use crate::agent_loop::task_message;
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
 use crate::profile::Profile;
+use crate::step_env::EnvPolicy;
+
+/// The `ORCA_*` identity variables of a step's process.
+fn identity(request: &TaskRequest) -> Vec<(String, String)> {
+    vec![
+        ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
+        (
+            "ORCA_EXECUTION_ID".to_owned(),
+            request.execution_id.to_string(),
+        ),
+        ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
+        ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
+    ]
+}
 
 /// Which command-line agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,13 +131,14 @@ impl CliAgent {
         root: &Path,
         prompt: String,
         timeout: Option<Duration>,
+        env: Vec<(String, String)>,
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
             cwd: root,
-            env: Vec::new(),
+            env,
             timeout,
             cap: OUTPUT_CAP,
         })
@@ -192,6 +207,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &TaskRequest,
+        policy: &EnvPolicy,
     ) -> Reply<TaskResult> {
         let prompt = format!(
             "{}\n\n{}\n\n{RESULT_INSTRUCTIONS}",
@@ -205,7 +221,8 @@ impl CliAgent {
                 .max_wall_secs
                 .map(Duration::from_secs)
         });
-        match self.run(root, prompt, timeout).await {
+        let env = policy.build(&profile.id, &request.step.env, identity(request));
+        match self.run(root, prompt, timeout, env).await {
             Err(f) => Reply::new(TaskResult::Failure(f)),
             Ok(parsed) => {
                 let text = parsed.text.unwrap_or_default();
@@ -225,6 +242,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &QuestionRequest,
+        policy: &EnvPolicy,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
         let prompt = format!(
             "{}\n\nA read-only question (do not change anything):\n\n{}",
@@ -235,7 +253,8 @@ impl CliAgent {
             .min(&profile.limits)
             .max_wall_secs
             .map(Duration::from_secs);
-        match self.run(root, prompt, timeout).await {
+        let env = policy.build(&profile.id, &[], Vec::new());
+        match self.run(root, prompt, timeout, env).await {
             Err(f) => Reply::new(Err(f)),
             Ok(parsed) => Reply {
                 outcome: Ok(AgentAnswer {

@@ -122,6 +122,7 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) program: &'a str,
     pub(crate) args: Vec<String>,
     pub(crate) cwd: &'a Path,
+    /// The complete environment of the child (it inherits nothing).
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cap: usize,
@@ -158,6 +159,9 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // `spec.env` is the complete environment (an allowlist, see `step_env`): nothing of
+    // orca's own environment leaks through.
+    cmd.env_clear();
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

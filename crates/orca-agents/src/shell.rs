@@ -5,6 +5,7 @@ use std::path::Path;
 use orca_core::{ErrorCode, TaskFailure, TaskRequest, TaskResult, TaskSuccess};
 
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use crate::step_env::EnvPolicy;
 
 /// Lines kept in a shell step's summary (the tail of its output).
 pub const SUMMARY_LINES: usize = 20;
@@ -17,7 +18,15 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// [`SUMMARY_LINES`] lines, at most [`SUMMARY_BYTES`] bytes) and whose `output` is the full
 /// output (the last [`OUTPUT_CAP`] bytes). A non-zero exit is a `task_failed` failure, a
 /// timeout a `timeout` failure. The group is killed on timeout and when the future is dropped.
+///
+/// The command's environment is the base allowlist plus the step's `env` names (see
+/// [`crate::step_env`]), read from this process's environment.
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
+    run_shell_with(root, request, &EnvPolicy::default()).await
+}
+
+/// [`run_shell`] with the environment allowed by `policy`.
+pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPolicy) -> TaskResult {
     let Some(command) = request
         .step
         .command
@@ -37,15 +46,19 @@ pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
         program: "sh",
         args: vec!["-c".to_owned(), command.to_owned()],
         cwd: root,
-        env: vec![
-            ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
-            (
-                "ORCA_EXECUTION_ID".to_owned(),
-                request.execution_id.to_string(),
-            ),
-            ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
-            ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
-        ],
+        env: policy.build(
+            &request.agent,
+            &request.step.env,
+            vec![
+                ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
+                (
+                    "ORCA_EXECUTION_ID".to_owned(),
+                    request.execution_id.to_string(),
+                ),
+                ("ORCA_STEP_ID".to_owned(), request.step.id.to_string()),
+                ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
+            ],
+        ),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
     };

@@ -94,6 +94,7 @@ pub mod graph;
 pub mod hitl;
 pub mod id;
 pub mod plan;
+pub mod redact;
 pub mod results;
 pub mod schedule;
 pub mod writes;

@@ -63,6 +63,22 @@ pub struct Step {
     /// Wall-clock limit of one attempt, in seconds (default: the runner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// Names of environment variables this step receives on top of the minimal environment
+    /// (`["GITHUB_TOKEN"]`): names, never values. Part of the approved content (and digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// Whether `name` can be named in a step's `env`: an environment variable name (ASCII letters,
+/// digits and `_`, not starting with a digit), not one of the `ORCA_*` variables orca sets.
+#[must_use]
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.to_ascii_uppercase().starts_with("ORCA_")
 }
 
 impl Step {
@@ -82,6 +98,7 @@ impl Step {
             verification: Vec::new(),
             max_attempts: None,
             timeout_secs: None,
+            env: Vec::new(),
         }
     }
 
@@ -393,6 +410,9 @@ pub struct StepPatch {
     /// New timeout (`Some(None)` restores the default).
     #[serde(default, with = "double_option")]
     pub timeout_secs: Option<Option<u64>>,
+    /// New environment variable names.
+    #[serde(default)]
+    pub env: Option<Vec<String>>,
 }
 
 mod double_option {
@@ -534,6 +554,7 @@ impl DraftPlan {
             verification,
             max_attempts,
             timeout_secs,
+            env,
         } = patch;
         if let Some(v) = agent {
             step.agent = v;
@@ -567,6 +588,9 @@ impl DraftPlan {
         }
         if let Some(v) = timeout_secs {
             step.timeout_secs = v;
+        }
+        if let Some(v) = env {
+            step.env = v;
         }
         Ok(())
     }

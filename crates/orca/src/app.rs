@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_agents::config::Config;
-use orca_agents::{Agents, ConfigError, LoopSettings, WorkspaceTools};
+use orca_agents::{Agents, WorkspaceTools};
 use orca_core::{
     AgentPort, Budget, Decision, ErrorCode, ExecutionId, ExecutionStage, Holder, PlanContent,
     PlanId, PlanRefStage, PlanStage, PlannerResponse, Task,
@@ -27,10 +27,12 @@ use crate::cli::{
 };
 use crate::exit::{CliError, Exit};
 use crate::render;
+use crate::secrets;
 use crate::term::{Progress, Style, TerminalHitl, interactive, say};
 
-/// Writes a result to stdout.
+/// Writes a result to stdout, redacted.
 pub(crate) fn out(text: &str) {
+    let text = &secrets::redact(text);
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     if !text.ends_with('\n') {
@@ -39,6 +41,7 @@ pub(crate) fn out(text: &str) {
 }
 
 fn out_json(value: &Value) {
+    let value = &secrets::redactor().redact_strings(value.clone());
     out(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
@@ -75,6 +78,7 @@ pub(crate) struct App {
     root: PathBuf,
     store: Arc<dyn Store>,
     agents: Arc<Agents>,
+    config: Option<Config>,
     style: Style,
     json: bool,
     quiet: bool,
@@ -92,12 +96,15 @@ impl App {
                 root.display()
             )));
         }
-        let store: Arc<dyn Store> = Arc::new(FileStore::open(&root)?);
-        let agents = Arc::new(load_agents(&root)?);
+        // The config first: the store's redactor must know the keys it loads.
+        let loaded = secrets::load_agents(&root)?;
+        let store: Arc<dyn Store> =
+            Arc::new(FileStore::open_with_redactor(&root, secrets::redactor())?);
         Ok(Self {
             root,
             store,
-            agents,
+            agents: Arc::new(loaded.agents),
+            config: loaded.config,
             style: Style::detect(global.no_color),
             json: global.json,
             quiet: global.quiet,
@@ -108,6 +115,7 @@ impl App {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
             .ok()
+            .map(|w| w.with_env_policy(self.agents.env_policy().clone()))
             .map(|w| Arc::new(w) as Arc<dyn orca_core::ToolHost>);
         Orca::new(
             self.store.clone(),
@@ -122,37 +130,6 @@ impl App {
         if !self.quiet {
             say(line);
         }
-    }
-}
-
-fn load_agents(root: &Path) -> Result<Agents, CliError> {
-    let env = |k: &str| std::env::var(k).ok();
-    let path = root.join(".orca").join("config.toml");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Agents::with_defaults(root, &env, LoopSettings::default()));
-        }
-        Err(e) => return Err(CliError::bad_input(format!("{}: {e}", path.display()))),
-    };
-    let config = Config::parse(&text, &path).map_err(|e| CliError::bad_input(e.to_string()))?;
-    match Agents::from_config(root, &config, &env, LoopSettings::default()) {
-        Ok(agents) => Ok(agents),
-        // A key that is not set only matters to the agents that use it: they fail when called
-        // (with an authentication error); everything else works.
-        Err(ConfigError::MissingKey { file, field, var }) => {
-            tracing::warn!(
-                "{file}: {field}: the environment variable {var} is not set; the agents using it fail when called"
-            );
-            let placeholder = |k: &str| {
-                std::env::var(k)
-                    .ok()
-                    .or_else(|| (k == var).then(|| "unset".to_owned()))
-            };
-            Agents::from_config(root, &config, &placeholder, LoopSettings::default())
-                .map_err(|e| CliError::bad_input(e.to_string()))
-        }
-        Err(e) => Err(CliError::bad_input(e.to_string())),
     }
 }
 
@@ -211,6 +188,14 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             audit_verify(&app, exec.as_deref(), all).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
+        Command::Doctor => {
+            let report = secrets::doctor(&app.agents, app.config.as_ref(), &app.root, app.json);
+            match report {
+                Value::String(text) => out(&text),
+                other => out_json(&other),
+            }
+            Ok(Exit::Ok)
+        }
         Command::Completions { .. } | Command::Man => unreachable_init(),
     }
 }
@@ -235,8 +220,8 @@ fn known_agents(
         }),
     };
     let agents = match root {
-        Some(root) if root.join(".orca").is_dir() => load_agents(&root)?,
-        _ => Agents::with_defaults(".", &|_: &str| None, LoopSettings::default()),
+        Some(root) if root.join(".orca").is_dir() => secrets::load_agents(&root)?.agents,
+        _ => Agents::with_defaults(".", &|_: &str| None, orca_agents::LoopSettings::default()),
     };
     Ok(agents.agents().into_iter().map(|a| a.id).collect())
 }
@@ -275,7 +260,8 @@ fn init(global: &Global) -> Result<Exit, CliError> {
         false
     } else {
         let tmp = dir.join(".config.toml.tmp");
-        std::fs::write(&tmp, CONFIG_TEMPLATE)
+        let _ = std::fs::remove_file(&tmp);
+        secrets::write_private(&tmp, CONFIG_TEMPLATE)
             .and_then(|()| std::fs::rename(&tmp, &config))
             .map_err(|e| CliError::internal(format!("cannot write {}: {e}", config.display())))?;
         true
@@ -337,15 +323,21 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
         } => {
             let id = p.resolve(&plan).await?;
             let plan = p.plan(id).await?;
+            let policy = app.agents.env_policy();
             if format != ShowFormat::Text {
                 out(&match format {
                     ShowFormat::Mermaid => crate::plan_doc::mermaid(plan.content()),
                     _ => crate::plan_doc::dot(plan.content()),
                 });
             } else if app.json {
-                out_json(&json!(plan));
+                let mut value = json!(plan);
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
+                }
+                out_json(&value);
             } else {
                 let mut text = render_plan(&plan);
+                text.push_str(&secrets::step_env_text(&plan, policy));
                 if graph {
                     text.push('\n');
                     text.push_str(&render::plan_graph(&plan));
@@ -457,6 +449,8 @@ async fn approve_and_run(
             ));
         }
         PlanStage::Proposal if interactive() && !app.json => {
+            // What each step will receive is part of what the human approves.
+            say(&secrets::step_env_text(&plan, app.agents.env_policy()));
             let hitl = TerminalHitl { style: app.style };
             match orca.relay.approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
@@ -945,7 +939,9 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
             }
             let plan = orca.planning.plan(plan_id).await?;
             if !app.json {
-                out(&render_plan(&plan));
+                let mut text = render_plan(&plan);
+                text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
+                out(&text);
             }
             approve_and_run(app, &orca, plan_id, options).await
         }

@@ -90,6 +90,9 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Where each agent's key comes from (masked: never a secret character), what every
+    /// step's environment holds, and the store's permissions.
+    Doctor,
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  orca completions bash > ~/.local/share/bash-completion/completions/orca\n  orca completions zsh > ~/.zfunc/_orca\n  orca completions fish > ~/.config/fish/completions/orca.fish"
