@@ -177,7 +177,15 @@ impl Run<'_> {
             };
             let response = call_with_retry(self.backend, &request, &self.settings.retry)
                 .await
-                .map_err(|e| failure(ErrorCode::AgentError, e.to_string()))?;
+                .map_err(|e| {
+                    let code = match e {
+                        BackendError::Unreachable { .. } | BackendError::Auth { .. } => {
+                            ErrorCode::BackendUnavailable
+                        }
+                        _ => ErrorCode::AgentError,
+                    };
+                    failure(code, e.to_string())
+                })?;
             let mut turn_usage = response.usage;
             turn_usage.turns = 1;
             usage.add(&turn_usage);

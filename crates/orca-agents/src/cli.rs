@@ -15,7 +15,9 @@ use serde_json::Value;
 use crate::agent_loop::task_message;
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
 use crate::profile::Profile;
+use crate::step_env::EnvPolicy;
 
+/// The `ORCA_*` identity variables of a step's process.
 /// Which command-line agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -117,10 +119,10 @@ impl CliAgent {
         root: &Path,
         prompt: String,
         timeout: Option<Duration>,
-        caller: (Vec<(String, String)>, &dyn ToolHost),
+        env: Vec<(String, String)>,
+        caller: &dyn ToolHost,
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
-        let (env, caller) = caller;
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
@@ -195,6 +197,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &TaskRequest,
+        policy: &EnvPolicy,
         tools: &dyn ToolHost,
     ) -> Reply<TaskResult> {
         let prompt = format!(
@@ -209,10 +212,8 @@ impl CliAgent {
                 .max_wall_secs
                 .map(Duration::from_secs)
         });
-        match self
-            .run(root, prompt, timeout, (request.identity().env(), tools))
-            .await
-        {
+        let env = policy.build(&profile.id, &request.step.env, request.identity().env());
+        match self.run(root, prompt, timeout, env, tools).await {
             Err(f) => Reply::new(TaskResult::Failure(f)),
             Ok(parsed) => {
                 let text = parsed.text.unwrap_or_default();
@@ -232,6 +233,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &QuestionRequest,
+        policy: &EnvPolicy,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
         let prompt = format!(
             "{}\n\nA read-only question (do not change anything):\n\n{}",
@@ -242,10 +244,8 @@ impl CliAgent {
             .min(&profile.limits)
             .max_wall_secs
             .map(Duration::from_secs);
-        match self
-            .run(root, prompt, timeout, (Vec::new(), &NoTools))
-            .await
-        {
+        let env = policy.build(&profile.id, &[], Vec::new());
+        match self.run(root, prompt, timeout, env, &NoTools).await {
             Err(f) => Reply::new(Err(f)),
             Ok(parsed) => Reply {
                 outcome: Ok(AgentAnswer {

@@ -42,7 +42,19 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # Studio), ollama, claude-code, codex, opencode (command-line agents), scripted (replays a JSON
 # file), shell.
 #
-# Keys are never written here: `api_key_env` names the environment variable that holds one.
+# Keys are never written here. A backend's key comes from ONE of:
+#   - api_key_env: the NAME of an environment variable ("OPENAI_API_KEY");
+#   - api_key_file: a file holding the key, mode 0600 (orca refuses a file others can read);
+#   - api_key_cmd: a command printing the key ("pass show openai"), run without a shell,
+#     its first line used, 15 s at most.
+# `orca doctor` shows which source each agent uses, masked.
+#
+# Steps (shell steps, run_command, command-line agents) do NOT inherit orca's environment: they
+# get PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR and the ORCA_* variables, plus what is named:
+# in a plan step (`"env": ["GITHUB_TOKEN"]`), in an agent below (its `env`), or here.
+# These two lines must come before any [table]:
+# env = ["GITHUB_TOKEN"]        # every step receives these variables
+# env_file = ".orca/step.env"   # NAME=value lines every step receives (mode 0600)
 
 # Settings every agent starts from.
 # [defaults]
@@ -73,16 +85,21 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # prompt_file = ".orca/prompts/db-expert.md"   # or: prompt = "You are ..."
 # tools = ["read_file", "list_files", "search_text"]
 
-# A command-line coding agent as a specialist.
+# A command-line coding agent as a specialist; it names the key it needs.
 # [agents.claude]
 # description = "Claude Code, for larger code changes"
 # backend = "claude-code"
 # command = "claude"
+# env = ["ANTHROPIC_API_KEY"]
 "#;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    env_file: Option<PathBuf>,
     #[serde(default)]
     defaults: Option<toml::Value>,
     #[serde(default)]
@@ -111,6 +128,16 @@ pub struct AgentSettings {
     /// The NAME of the environment variable holding the key.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// A file holding the key (mode 0600), relative to the project root or absolute.
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// A command printing the key (`pass show openai`), run without a shell.
+    #[serde(default)]
+    pub api_key_cmd: Option<String>,
+    /// Names of environment variables this agent's steps receive (a command-line agent names
+    /// its provider key here).
+    #[serde(default)]
+    pub env: Option<Vec<String>>,
     /// The prompt text.
     #[serde(default)]
     pub prompt: Option<String>,
@@ -132,10 +159,23 @@ pub struct AgentSettings {
 }
 
 impl AgentSettings {
+    const fn has_key_source(&self) -> bool {
+        self.api_key_env.is_some() || self.api_key_file.is_some() || self.api_key_cmd.is_some()
+    }
+
     fn merged_over(&self, base: &Self) -> Self {
         let backend_changed = self.backend.is_some() && self.backend != base.backend;
         // Endpoint settings of another backend do not carry over.
         let pick = |mine: &Option<String>, theirs: &Option<String>| {
+            mine.clone().or_else(|| {
+                if backend_changed {
+                    None
+                } else {
+                    theirs.clone()
+                }
+            })
+        };
+        let pick_path = |mine: &Option<PathBuf>, theirs: &Option<PathBuf>| {
             mine.clone().or_else(|| {
                 if backend_changed {
                     None
@@ -153,7 +193,23 @@ impl AgentSettings {
             backend: self.backend.clone().or_else(|| base.backend.clone()),
             model: pick(&self.model, &base.model),
             base_url: pick(&self.base_url, &base.base_url),
-            api_key_env: pick(&self.api_key_env, &base.api_key_env),
+            // One key source: the agent's own, or else the base's.
+            api_key_env: if self.has_key_source() {
+                self.api_key_env.clone()
+            } else {
+                pick(&self.api_key_env, &base.api_key_env)
+            },
+            api_key_file: if self.has_key_source() {
+                self.api_key_file.clone()
+            } else {
+                pick_path(&self.api_key_file, &base.api_key_file)
+            },
+            api_key_cmd: if self.has_key_source() {
+                self.api_key_cmd.clone()
+            } else {
+                pick(&self.api_key_cmd, &base.api_key_cmd)
+            },
+            env: self.env.clone().or_else(|| base.env.clone()),
             prompt: self.prompt.clone().or_else(|| base.prompt.clone()),
             prompt_file: self
                 .prompt_file
@@ -171,6 +227,10 @@ impl AgentSettings {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
     file: String,
+    /// Names of environment variables every step receives.
+    pub env: Vec<String>,
+    /// A file of `NAME=value` lines every step receives (mode 0600), relative to the root.
+    pub env_file: Option<PathBuf>,
     /// Settings every agent starts from.
     pub defaults: AgentSettings,
     /// Per-agent settings (built-in overrides and custom agents).
@@ -232,6 +292,16 @@ impl Config {
             Self::validate(&s, field, &file)?;
             Ok(s)
         };
+        for name in &raw.env {
+            if !orca_core::plan::is_env_name(name) {
+                return Err(invalid(
+                    "env".to_owned(),
+                    format!(
+                        "{name:?} must be the NAME of an environment variable (not ORCA_*), never a value"
+                    ),
+                ));
+            }
+        }
         let defaults = match raw.defaults {
             Some(v) => settings("defaults", v)?,
             None => AgentSettings::default(),
@@ -243,6 +313,7 @@ impl Config {
             ),
             ("defaults.role", defaults.role.is_some()),
             ("defaults.description", defaults.description.is_some()),
+            ("defaults.env", defaults.env.is_some()),
         ] {
             if bad {
                 return Err(invalid(
@@ -288,6 +359,8 @@ impl Config {
         }
         Ok(Self {
             file,
+            env: raw.env,
+            env_file: raw.env_file,
             defaults,
             agents,
         })
@@ -325,6 +398,36 @@ impl Config {
                 "api_key_env",
                 "must be the NAME of an environment variable (like ANTHROPIC_API_KEY), never the key itself"
                     .to_owned(),
+            ));
+        }
+        if [
+            s.api_key_env.is_some(),
+            s.api_key_file.is_some(),
+            s.api_key_cmd.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count()
+            > 1
+        {
+            return Err(invalid(
+                "api_key_env",
+                "set one of api_key_env, api_key_file, api_key_cmd".to_owned(),
+            ));
+        }
+        if let Some(cmd) = &s.api_key_cmd
+            && let Err(e) = crate::keys::split_command(cmd)
+        {
+            return Err(invalid("api_key_cmd", e));
+        }
+        if let Some(names) = &s.env
+            && let Some(bad) = names.iter().find(|n| !orca_core::plan::is_env_name(n))
+        {
+            return Err(invalid(
+                "env",
+                format!(
+                    "{bad:?} must be the NAME of an environment variable (not ORCA_*), never a value"
+                ),
             ));
         }
         if s.prompt.is_some() && s.prompt_file.is_some() {
@@ -378,7 +481,46 @@ impl Config {
             field: format!("{field}.{sub}"),
             message,
         };
+        let secret = |sub: &str, message: String| ConfigError::Secret {
+            file: self.file.clone(),
+            field: format!("{field}.{sub}"),
+            message,
+        };
         let key = |default_env: Option<&str>| -> Result<Option<ApiKey>, ConfigError> {
+            if let Some(path) = &s.api_key_file {
+                let path = match (path.strip_prefix("~"), env("HOME")) {
+                    (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+                    _ => root.join(path),
+                };
+                // A key file others can read is refused outright (as ssh does); a missing or
+                // empty one only fails the agents that use it, when they are called.
+                if path.exists() {
+                    crate::keys::check_private(&path, "key file")
+                        .map_err(|m| secret("api_key_file", m))?;
+                }
+                return Ok(match crate::keys::read_key_file(&path) {
+                    Ok(k) => Some(ApiKey::new(k)),
+                    Err(m) => {
+                        tracing::warn!(
+                            "{}: {field}.api_key_file: {m}; the agents using it fail when called",
+                            self.file
+                        );
+                        None
+                    }
+                });
+            }
+            if let Some(cmd) = &s.api_key_cmd {
+                return Ok(match crate::keys::run_key_command_once(cmd, root) {
+                    Ok(k) => Some(ApiKey::new(k)),
+                    Err(m) => {
+                        tracing::warn!(
+                            "{}: {field}.api_key_cmd: {m}; the agents using it fail when called",
+                            self.file
+                        );
+                        None
+                    }
+                });
+            }
             match &s.api_key_env {
                 Some(name) => env(name)
                     .filter(|v| !v.trim().is_empty())
@@ -405,7 +547,7 @@ impl Config {
                 } => BackendSpec::OpenAi {
                     base_url: s.base_url.clone().unwrap_or(base_url),
                     model: s.model.clone().unwrap_or(m),
-                    api_key: if s.api_key_env.is_some() {
+                    api_key: if s.has_key_source() {
                         key(None)?
                     } else {
                         api_key
@@ -418,7 +560,7 @@ impl Config {
                 } => BackendSpec::Anthropic {
                     base_url: s.base_url.clone().unwrap_or(base_url),
                     model: s.model.clone().unwrap_or(m),
-                    api_key: if s.api_key_env.is_some() {
+                    api_key: if s.has_key_source() {
                         key(None)?
                     } else {
                         api_key
@@ -470,6 +612,54 @@ impl Config {
             Some("shell") => BackendSpec::Shell,
             Some(other) => return Err(invalid("backend", format!("unknown backend \"{other}\""))),
         })
+    }
+
+    /// Which environment variables steps receive: the config's `env` names, the variables of
+    /// its `env_file` (which must be private, mode 0600), and each agent's `env` names; values
+    /// are looked up in `vars` (orca's environment).
+    ///
+    /// # Errors
+    ///
+    /// An env file that cannot be read, is readable by others, or does not parse.
+    pub fn env_policy(
+        &self,
+        root: &Path,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<crate::step_env::EnvPolicy, ConfigError> {
+        let mut policy =
+            crate::step_env::EnvPolicy::from_vars(vars).with_config_names(self.env.clone());
+        if let Some(file) = &self.env_file {
+            let path = root.join(file);
+            let secret = |message: String| ConfigError::Secret {
+                file: self.file.clone(),
+                field: "env_file".to_owned(),
+                message,
+            };
+            let text = crate::keys::read_private_file(&path, "env file").map_err(secret)?;
+            let vars = crate::step_env::parse_env_file(&text)
+                .map_err(|m| secret(format!("{}: {m}", path.display())))?;
+            policy = policy.with_file_vars(vars);
+        }
+        for (id, s) in &self.agents {
+            if let Some(names) = &s.env {
+                policy.set_agent_names(id.clone(), names.clone());
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Where `agent`'s key comes from (for `orca doctor`); `env` decides the default backend.
+    #[must_use]
+    pub fn key_source(
+        &self,
+        agent: &AgentId,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> crate::keys::KeySource {
+        let s = self
+            .agents
+            .get(agent)
+            .map_or_else(|| self.defaults.clone(), |s| s.merged_over(&self.defaults));
+        key_source_of(&s, env)
     }
 
     /// Every profile: the built-ins (with overrides) and the custom agents, on their backends.
@@ -555,6 +745,42 @@ impl Config {
             })?;
         }
         Ok(())
+    }
+}
+
+fn key_source_of(
+    s: &AgentSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> crate::keys::KeySource {
+    use crate::keys::KeySource;
+    if let Some(p) = &s.api_key_file {
+        return KeySource::File(p.clone());
+    }
+    if let Some(c) = &s.api_key_cmd {
+        return KeySource::Command(c.clone());
+    }
+    if let Some(e) = &s.api_key_env {
+        return KeySource::Env(e.clone());
+    }
+    match s.backend.as_deref() {
+        Some("anthropic") => KeySource::Env("ANTHROPIC_API_KEY".to_owned()),
+        Some("openai") => KeySource::Env("OPENAI_API_KEY".to_owned()),
+        None => default_key_source(env),
+        Some(_) => KeySource::None,
+    }
+}
+
+/// The key source of the default backend ([`BackendSpec::default_from_env`]).
+#[must_use]
+pub fn default_key_source(env: &dyn Fn(&str) -> Option<String>) -> crate::keys::KeySource {
+    use crate::keys::KeySource;
+    let set = |k: &str| env(k).is_some_and(|v| !v.trim().is_empty());
+    if set("ANTHROPIC_API_KEY") {
+        KeySource::Env("ANTHROPIC_API_KEY".to_owned())
+    } else if set("OPENAI_API_KEY") {
+        KeySource::Env("OPENAI_API_KEY".to_owned())
+    } else {
+        KeySource::None
     }
 }
 

@@ -153,6 +153,16 @@ pub enum ConfigError {
         /// The variable.
         var: String,
     },
+    /// A key file, key command or env file that cannot be used (never quoting a secret).
+    #[error("{file}: {field}: {message}")]
+    Secret {
+        /// The config file.
+        file: String,
+        /// The dotted field path (`agents.coder.api_key_file`).
+        field: String,
+        /// What is wrong, and how to fix it.
+        message: String,
+    },
     /// A prompt file could not be read.
     #[error("{file}: {field}: cannot read prompt file {path}: {message}")]
     PromptFile {

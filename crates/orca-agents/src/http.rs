@@ -31,6 +31,7 @@ pub(crate) async fn post_json(
     endpoint: &str,
 ) -> Result<Value, BackendError> {
     tracing::debug!(endpoint, "model request");
+    let headers_sent = headers.clone();
     let response = client
         .post(url)
         .headers(headers)
@@ -44,6 +45,8 @@ pub(crate) async fn post_json(
         .text()
         .await
         .map_err(|e| transport_error(&e, endpoint))?;
+    // A provider may echo the key it refused: no body text leaves here unredacted.
+    let text = body_redactor(&headers_sent).redact(&text);
     if !(200..300).contains(&status) {
         return Err(classify(status, retry_after, &text, endpoint));
     }
@@ -51,6 +54,22 @@ pub(crate) async fn post_json(
         endpoint: endpoint.to_owned(),
         message: format!("the body is not JSON ({e}): {}", shorten(&text, 200)),
     })
+}
+
+/// A redactor knowing the credentials sent in `headers` (`Authorization`, `x-api-key`…).
+fn body_redactor(headers: &HeaderMap) -> orca_core::redact::Redactor {
+    let mut secrets = Vec::new();
+    for (name, value) in headers {
+        if (orca_core::redact::is_secret_key(name.as_str()) || name.as_str() == "api-key")
+            && let Ok(v) = value.to_str()
+        {
+            secrets.push(v.to_owned());
+            if let Some((_, token)) = v.split_once(' ') {
+                secrets.push(token.to_owned());
+            }
+        }
+    }
+    orca_core::redact::Redactor::new().with_secrets(secrets)
 }
 
 fn transport_error(err: &reqwest::Error, endpoint: &str) -> BackendError {

@@ -131,6 +131,7 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) program: &'a str,
     pub(crate) args: Vec<String>,
     pub(crate) cwd: &'a Path,
+    /// The complete environment of the child (it inherits nothing).
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cap: usize,
@@ -195,6 +196,9 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         Some((_, gated)) => cmd.args(["-c", gated.as_str()]),
         None => cmd.args(&spec.args),
     };
+    // `spec.env` is the complete environment (an allowlist, see `step_env`): nothing of
+    // orca's own environment leaks through.
+    cmd.env_clear();
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

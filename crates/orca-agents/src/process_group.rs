@@ -212,13 +212,24 @@ unsafe fn watchdog(read_fd: i32, exec_fd: i32, pgid: i32) -> ! {
         close_all_but(read_fd, exec_fd);
         let mut byte = 0u8;
         // First: did the leader exec? Its end of `exec_fd` closes when it execs or exits. If it
-        // is gone (the exec failed, e.g. "text file busy" and a retry), no step runs in this
-        // group: the watchdog is not needed.
+        // is gone (the exec failed, e.g. "text file busy" and a retry), the watchdog ends the
+        // group — itself — rather than wait for orca to exit.
         while libc::read(exec_fd, (&raw mut byte).cast(), 1) < 0
             && *libc::__errno_location() == libc::EINTR
         {}
         libc::close(exec_fd);
+        // A leader that is exiting has closed its files before it is reparented: give that a
+        // moment before asking who the parent is.
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        libc::nanosleep(&raw const pause, std::ptr::null_mut());
         if libc::getppid() != pgid {
+            // The leader is gone: its exec failed (the group is this watchdog alone), it ended
+            // quickly (orca ends its leftovers anyway), or it died with orca (its parent-death
+            // signal): in every case what is left of the group goes now.
+            libc::kill(-pgid, libc::SIGKILL);
             libc::_exit(0);
         }
         loop {

@@ -17,6 +17,7 @@ use crate::cli::CliAgent;
 use crate::error::ConfigError;
 use crate::profile::{BackendSpec, Profile};
 use crate::shell;
+use crate::step_env::{self, EnvPolicy};
 
 /// How a profile runs.
 #[derive(Debug, Clone)]
@@ -40,6 +41,7 @@ pub struct Agents {
     root: PathBuf,
     entries: BTreeMap<AgentId, Entry>,
     settings: LoopSettings,
+    env: EnvPolicy,
 }
 
 impl Agents {
@@ -59,6 +61,7 @@ impl Agents {
             root: root.into(),
             entries,
             settings: LoopSettings::default(),
+            env: EnvPolicy::default(),
         }
     }
 
@@ -146,6 +149,35 @@ impl Agents {
         Ok(())
     }
 
+    /// Sets which environment variables steps receive (builder style; see
+    /// [`crate::step_env`]). Without it, steps get the base allowlist and their own `env`
+    /// names, read from this process's environment.
+    #[must_use]
+    pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
+        self.env = policy;
+        self
+    }
+
+    /// Which environment variables steps receive.
+    #[must_use]
+    pub const fn env_policy(&self) -> &EnvPolicy {
+        &self.env
+    }
+
+    /// The keys of every configured model backend (for the redactor).
+    #[must_use]
+    pub fn api_keys(&self) -> Vec<String> {
+        self.entries
+            .values()
+            .filter_map(|e| match &e.profile.backend {
+                BackendSpec::OpenAi { api_key, .. } | BackendSpec::Anthropic { api_key, .. } => {
+                    api_key.as_ref().map(|k| k.expose().to_owned())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The project root commands and tools run in.
     #[must_use]
     pub fn root(&self) -> &Path {
@@ -213,13 +245,18 @@ impl AgentPort for Agents {
             Err(f) => return Reply::new(TaskResult::Failure(f)),
         };
         match &entry.runtime {
-            Runtime::Shell => Reply::new(shell::run_shell_for(&self.root, &request, tools).await),
+            Runtime::Shell => {
+                Reply::new(shell::run_shell_for(&self.root, &request, &self.env, tools).await)
+            }
             Runtime::Cli(cli) => {
-                cli.run_task(&self.root, &entry.profile, &request, tools)
+                cli.run_task(&self.root, &entry.profile, &request, &self.env, tools)
                     .await
             }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
+                // `run_command` calls made by this step's agent get its names too.
+                let mut names = self.env.agent_names(&request.agent).to_vec();
+                names.extend(request.step.env.iter().cloned());
                 let budget = request.budget.min(&entry.profile.limits);
                 let run = agent_loop::run_task(
                     backend.as_ref(),
@@ -229,6 +266,7 @@ impl AgentPort for Agents {
                     tools,
                     &self.settings,
                 );
+                let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
                 match request.timeout {
                     Some(t) => match tokio::time::timeout(t, run).await {
                         Ok(reply) => reply,
@@ -261,7 +299,10 @@ impl AgentPort for Agents {
                 ErrorCode::Validation,
                 "the shell agent runs commands; it cannot answer questions",
             ))),
-            Runtime::Cli(cli) => cli.ask(&self.root, &entry.profile, &request).await,
+            Runtime::Cli(cli) => {
+                cli.ask(&self.root, &entry.profile, &request, &self.env)
+                    .await
+            }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 agent_loop::ask(

@@ -5,6 +5,7 @@ use std::path::Path;
 use orca_core::{ErrorCode, NoTools, TaskFailure, TaskRequest, TaskResult, TaskSuccess, ToolHost};
 
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use crate::step_env::EnvPolicy;
 
 /// Lines kept in a shell step's summary (the tail of its output).
 pub const SUMMARY_LINES: usize = 20;
@@ -17,16 +18,25 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// [`SUMMARY_LINES`] lines, at most [`SUMMARY_BYTES`] bytes) and whose `output` is the full
 /// output (the last [`OUTPUT_CAP`] bytes). A non-zero exit is a `task_failed` failure, a
 /// timeout a `timeout` failure. The group is ended on timeout and when the future is dropped.
+///
+/// The command's environment is the base allowlist plus the step's `env` names (see
+/// [`crate::step_env`]), read from this process's environment, plus the attempt's identity in
+/// `ORCA_*` variables ([`orca_core::StepIdentity::env`]).
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
-    run_shell_for(root, request, &NoTools).await
+    run_shell_with(root, request, &EnvPolicy::default()).await
 }
 
-/// [`run_shell`] for a caller that records the process group it starts
-/// ([`ToolHost::process_started`]). The command gets the attempt's identity in `ORCA_*`
-/// variables ([`orca_core::StepIdentity::env`]).
+/// [`run_shell`] with the environment allowed by `policy`.
+pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPolicy) -> TaskResult {
+    run_shell_for(root, request, policy, &NoTools).await
+}
+
+/// [`run_shell_with`] for a caller that records the process group it starts
+/// ([`ToolHost::process_started`]); the command does not start before that has returned.
 pub async fn run_shell_for(
     root: &Path,
     request: &TaskRequest,
+    policy: &EnvPolicy,
     caller: &dyn ToolHost,
 ) -> TaskResult {
     let Some(command) = request
@@ -48,7 +58,7 @@ pub async fn run_shell_for(
         program: "sh",
         args: vec!["-c".to_owned(), command.to_owned()],
         cwd: root,
-        env: request.identity().env(),
+        env: policy.build(&request.agent, &request.step.env, request.identity().env()),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
         owner: Some(caller),

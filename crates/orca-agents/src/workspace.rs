@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::process::{self, RunEnd, RunSpec};
 use crate::profile::ALL_TOOLS;
+use crate::step_env::{self, EnvPolicy};
 
 /// Largest file `read_file` returns.
 pub const MAX_READ_BYTES: u64 = 256 * 1024;
@@ -34,6 +35,7 @@ const SKIPPED_DIRS: &[&str] = &[".git", "target", "node_modules", ".orca"];
 pub struct WorkspaceTools {
     root: PathBuf,
     granted: Vec<String>,
+    env: EnvPolicy,
 }
 
 impl WorkspaceTools {
@@ -50,7 +52,17 @@ impl WorkspaceTools {
                 .filter(|g| ALL_TOOLS.contains(&g.as_str()))
                 .cloned()
                 .collect(),
+            env: EnvPolicy::default(),
         })
+    }
+
+    /// Sets which environment variables `run_command` passes on (builder style): the base
+    /// allowlist, the config's names and, while a step's agent runs, the names of its profile
+    /// and of the step.
+    #[must_use]
+    pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
+        self.env = policy;
+        self
     }
 
     /// The canonical root.
@@ -291,14 +303,19 @@ impl WorkspaceTools {
         let timeout = a.timeout_secs.map_or(DEFAULT_COMMAND_TIMEOUT, |s| {
             Duration::from_secs(s.clamp(1, MAX_COMMAND_TIMEOUT_SECS))
         });
+        let identity = caller
+            .step_identity()
+            .map(|id| id.env())
+            .unwrap_or_default();
+        let env = match step_env::current_step() {
+            Some((agent, names)) => self.env.build(&agent, &names, identity),
+            None => self.env.build(&orca_core::AgentId::shell(), &[], identity),
+        };
         let run = process::run_captured(RunSpec {
             program: "sh",
             args: vec!["-c".to_owned(), a.command.clone()],
             cwd: &self.root,
-            env: caller
-                .step_identity()
-                .map(|id| id.env())
-                .unwrap_or_default(),
+            env,
             timeout: Some(timeout),
             cap: MAX_COMMAND_OUTPUT,
             owner: Some(caller),

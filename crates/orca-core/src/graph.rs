@@ -74,6 +74,21 @@ pub enum Problem {
         /// The field.
         field: String,
     },
+    /// Plan text holds a credential (a key, a token, a private key, a URL password): an
+    /// approved plan is stored and shown as written, so it must name a variable instead.
+    CredentialInPlan {
+        /// The step, if the text is a step's.
+        step: Option<StepId>,
+        /// The field.
+        field: String,
+    },
+    /// An `env` entry that is not the name of an environment variable (or names one orca sets).
+    InvalidEnvName {
+        /// The step.
+        step: StepId,
+        /// The name as written.
+        name: String,
+    },
     /// A declared write pattern that is not a relative path pattern.
     InvalidWrite {
         /// The step.
@@ -134,6 +149,27 @@ impl fmt::Display for Problem {
             ),
             Self::ZeroLimit { step, field } => {
                 write!(f, "step `{step}`: `{field}` must be at least 1")
+            }
+            Self::CredentialInPlan { step, field } => {
+                if let Some(step) = step {
+                    write!(f, "step `{step}`: ")?;
+                }
+                write!(
+                    f,
+                    "`{field}` holds what looks like a credential; never write a secret into a plan: name its environment variable in the step's `env` (`\"env\": [\"GITHUB_TOKEN\"]`) and use `$GITHUB_TOKEN`"
+                )
+            }
+            Self::InvalidEnvName { step, name } => {
+                // A value pasted by mistake is not repeated.
+                let shown = if crate::redact::looks_like_secret(name) {
+                    "(what looks like a secret value)".to_owned()
+                } else {
+                    format!("{name:?}")
+                };
+                write!(
+                    f,
+                    "step `{step}`: `env` entry {shown} must be the NAME of an environment variable (letters, digits, `_`; not ORCA_*), never a value"
+                )
             }
             Self::InvalidWrite {
                 step,
@@ -363,7 +399,29 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
     }
     let mut seen = BTreeSet::new();
     let mut reported = BTreeSet::new();
+    for (field, text) in [
+        ("goal", Some(&content.goal)),
+        ("summary", content.summary.as_ref()),
+    ] {
+        if text.is_some_and(|t| crate::redact::holds_credential(t)) {
+            problems.push(Problem::CredentialInPlan {
+                step: None,
+                field: field.to_owned(),
+            });
+        }
+    }
     for step in &content.steps {
+        for (field, text) in [
+            ("command", step.command.as_deref()),
+            ("description", Some(step.description.as_str())),
+        ] {
+            if text.is_some_and(crate::redact::holds_credential) {
+                problems.push(Problem::CredentialInPlan {
+                    step: Some(step.id.clone()),
+                    field: field.to_owned(),
+                });
+            }
+        }
         if !seen.insert(&step.id) && reported.insert(&step.id) {
             problems.push(Problem::DuplicateStep {
                 step: step.id.clone(),
@@ -403,6 +461,14 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
                 problems.push(Problem::InvalidLock {
                     step: step.id.clone(),
                     lock: lock.clone(),
+                });
+            }
+        }
+        for name in &step.env {
+            if !crate::plan::is_env_name(name) || crate::redact::looks_like_secret(name) {
+                problems.push(Problem::InvalidEnvName {
+                    step: step.id.clone(),
+                    name: name.clone(),
                 });
             }
         }

@@ -95,6 +95,7 @@ pub mod hitl;
 pub mod id;
 pub mod ownership;
 pub mod plan;
+pub mod redact;
 pub mod results;
 pub mod schedule;
 pub mod writes;

@@ -24,7 +24,7 @@ use crate::graph::{self, Problem};
 use crate::id::{AgentId, PlanId, StepId};
 
 /// One step of a plan: which agent does what, and after which other steps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// Unique within the plan.
@@ -63,6 +63,22 @@ pub struct Step {
     /// Wall-clock limit of one attempt, in seconds (default: the runner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// Names of environment variables this step receives on top of the minimal environment
+    /// (`["GITHUB_TOKEN"]`): names, never values. Part of the approved content (and digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// Whether `name` can be named in a step's `env`: an environment variable name (ASCII letters,
+/// digits and `_`, not starting with a digit), not one of the `ORCA_*` variables orca sets.
+#[must_use]
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.to_ascii_uppercase().starts_with("ORCA_")
 }
 
 impl Step {
@@ -82,6 +98,7 @@ impl Step {
             verification: Vec::new(),
             max_attempts: None,
             timeout_secs: None,
+            env: Vec::new(),
         }
     }
 
@@ -117,7 +134,7 @@ impl Step {
 /// What a plan says: the goal, the steps and what the human approves along with them.
 ///
 /// This is also the plan document format accepted by `orca plan create --file`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanContent {
     /// What the plan achieves, in one sentence.
@@ -136,6 +153,13 @@ pub struct PlanContent {
 }
 
 impl PlanContent {
+    /// The JSON Schema of a plan document (for editors and other tools), generated from the
+    /// same types that read it, so the two cannot drift.
+    #[must_use]
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(PlanContent)).unwrap_or_default()
+    }
+
     /// Reads a plan document (JSON; the format of [`PlanContent`]) strictly: unknown fields and
     /// malformed ids are errors naming the field.
     ///
@@ -386,6 +410,9 @@ pub struct StepPatch {
     /// New timeout (`Some(None)` restores the default).
     #[serde(default, with = "double_option")]
     pub timeout_secs: Option<Option<u64>>,
+    /// New environment variable names.
+    #[serde(default)]
+    pub env: Option<Vec<String>>,
 }
 
 mod double_option {
@@ -527,6 +554,7 @@ impl DraftPlan {
             verification,
             max_attempts,
             timeout_secs,
+            env,
         } = patch;
         if let Some(v) = agent {
             step.agent = v;
@@ -560,6 +588,9 @@ impl DraftPlan {
         }
         if let Some(v) = timeout_secs {
             step.timeout_secs = v;
+        }
+        if let Some(v) = env {
+            step.env = v;
         }
         Ok(())
     }

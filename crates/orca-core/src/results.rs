@@ -31,6 +31,9 @@ pub enum ErrorCode {
     ToolRefused,
     /// The command or work itself failed (non-zero exit, failed checks…).
     TaskFailed,
+    /// The agent's model could not be used at all: nothing answered at its endpoint, or the
+    /// endpoint refused its credentials. A configuration problem, not a failed attempt.
+    BackendUnavailable,
 }
 
 impl ErrorCode {
@@ -49,6 +52,7 @@ impl ErrorCode {
             Self::Cancelled => "cancelled",
             Self::ToolRefused => "tool_refused",
             Self::TaskFailed => "task_failed",
+            Self::BackendUnavailable => "backend_unavailable",
         }
     }
 }

@@ -254,7 +254,7 @@ fn json_level_errors_name_the_field() {
     );
     check_json(
         &steps(&[r#"{ "id": "a", "agent": "coder", "description": "a", "retries": 3 }"#]),
-        "unknown field `retries`, expected one of `id`, `agent`, `description`, `command`, `depends_on`, `locks`, `writes`, `assumptions`, `risks`, `verification`, `max_attempts`, `timeout_secs` at line 1 column 80",
+        "unknown field `retries`, expected one of `id`, `agent`, `description`, `command`, `depends_on`, `locks`, `writes`, `assumptions`, `risks`, `verification`, `max_attempts`, `timeout_secs`, `env` at line 1 column 80",
     );
     check_json(
         &steps(&[r#"{ "id": "../x", "agent": "coder", "description": "a" }"#]),

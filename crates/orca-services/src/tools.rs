@@ -90,7 +90,9 @@ fn step_schema() -> Value {
             "risks": { "type": "array", "items": { "type": "string" } },
             "verification": { "type": "array", "items": { "type": "string" } },
             "max_attempts": { "type": "integer", "minimum": 1 },
-            "timeout_secs": { "type": "integer", "minimum": 1 }
+            "timeout_secs": { "type": "integer", "minimum": 1 },
+            "env": { "type": "array", "items": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },
+                "description": "NAMES of environment variables the step needs (e.g. GITHUB_TOKEN), never values; the human approves them with the plan" }
         }
     })
 }

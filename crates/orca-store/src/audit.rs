@@ -103,78 +103,25 @@ impl VerifyReport {
 }
 
 /// The text that replaces a redacted secret.
-pub const REDACTED: &str = "[redacted]";
+pub const REDACTED: &str = orca_core::redact::REDACTED;
 
-/// Keys whose values are always redacted (compared case-insensitively, `-` and `_` alike).
-const SECRET_KEYS: &[&str] = &[
-    "api_key",
-    "apikey",
-    "authorization",
-    "token",
-    "access_token",
-    "refresh_token",
-    "password",
-    "secret",
-    "client_secret",
-    "x_api_key",
-];
-
-fn is_secret_key(key: &str) -> bool {
-    let norm = key.to_ascii_lowercase().replace('-', "_");
-    SECRET_KEYS.contains(&norm.as_str())
-}
-
-/// Whether a string contains something that looks like a credential: an `sk-…` / `sk-ant-…`
-/// key (at a word start, at least 8 more characters) or a `Bearer …` token.
+/// Whether a string contains something that looks like a credential (the shapes of
+/// [`orca_core::redact`]: `sk-…`, `ghp_…`, `AKIA…`, `Bearer …`, PEM private keys, URL
+/// passwords…).
 #[must_use]
 pub fn looks_like_secret(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let word_start = |i: usize| i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-    let key_chars = |s: &[u8]| {
-        s.iter()
-            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'-' || **b == b'_')
-            .count()
-    };
-    let lower = text.to_ascii_lowercase();
-    let lower = lower.as_bytes();
-    let mut i = 0;
-    while i < lower.len() {
-        if word_start(i) {
-            if lower[i..].starts_with(b"sk-") && key_chars(&bytes[i + 3..]) >= 8 {
-                return true;
-            }
-            if lower[i..].starts_with(b"bearer ") && key_chars(&bytes[i + 7..]) >= 1 {
-                return true;
-            }
-        }
-        i += 1;
-    }
-    false
+    orca_core::redact::looks_like_secret(text)
 }
 
 /// Applies the redaction rule to entry data: the value of any key named like a secret
 /// (`api_key`, `apikey`, `authorization`, `token`, `access_token`, `password`, `secret`,
-/// `x-api-key`…, case-insensitive) and any string that [`looks_like_secret`] become
-/// [`REDACTED`]. Applied before the entry is hashed, so the secret is never in the log.
+/// `x-api-key`…, case-insensitive) becomes [`REDACTED`], and so does every credential shape in
+/// any string (see [`orca_core::redact`]). Applied before the entry is hashed, so the secret is
+/// never in the log. The store first applies its own [`orca_core::redact::Redactor`], which also
+/// knows the exact values of the configured secrets.
 #[must_use]
 pub fn redact(value: serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| {
-                    if is_secret_key(&k) && !v.is_null() {
-                        (k, Value::String(REDACTED.to_owned()))
-                    } else {
-                        (k, redact(v))
-                    }
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(redact).collect()),
-        Value::String(s) if looks_like_secret(&s) => Value::String(REDACTED.to_owned()),
-        other => other,
-    }
+    orca_core::redact::Redactor::new().redact_json(value)
 }
 
 /// The all-zero digest: the `prev` of a log's first entry.
@@ -482,8 +429,9 @@ mod tests {
         assert_eq!(r["x-api-key"], REDACTED);
         assert_eq!(r["nested"][0]["password"], REDACTED);
         assert_eq!(r["nested"][0]["token"], REDACTED);
-        assert_eq!(r["text"], REDACTED);
-        assert_eq!(r["bearer"], REDACTED);
+        // Only the credential is replaced; the text around it stays.
+        assert_eq!(r["text"], "use [redacted] now");
+        assert_eq!(r["bearer"], "Bearer [redacted]");
         assert_eq!(r["fine"], "task-12345678 ok");
         assert_eq!(r["secret"], serde_json::Value::Null);
         assert_eq!(r["apikey"], REDACTED);

@@ -17,7 +17,7 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use orca_core::redact::Redactor;
 use orca_core::{DocumentError, Execution, ExecutionId, Holder, Plan, PlanId, Task};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -32,10 +33,12 @@ use time::OffsetDateTime;
 use crate::audit::{self, AuditEntry, NewAuditEntry, Seal, VerifyReport};
 use crate::common;
 use crate::error::StoreError;
+use crate::perms;
 use crate::port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Versioned,
 };
+use crate::redaction;
 
 /// The name of the store directory under the project root.
 pub const STORE_DIR: &str = ".orca";
@@ -50,6 +53,8 @@ pub struct FileStore {
 struct Inner {
     /// `<project>/.orca`.
     root: PathBuf,
+    /// Applied to every execution header, task and audit entry before it is written.
+    redactor: Redactor,
     tmp_counter: AtomicU64,
     /// Execution → plan, learned from the index or a scan. Checked on every use.
     plan_of: Mutex<HashMap<ExecutionId, PlanId>>,
@@ -103,13 +108,28 @@ impl FileStore {
     ///
     /// The directory cannot be created.
     pub fn open(project_root: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with_redactor(project_root, Redactor::new())
+    }
+
+    /// Opens the store of a project; `redactor` (which knows the exact values of the
+    /// configured secrets) is applied to every execution header, task and audit entry before
+    /// it is written. Plans are written as approved (their digest covers their content).
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be created.
+    pub fn open_with_redactor(
+        project_root: impl AsRef<Path>,
+        redactor: Redactor,
+    ) -> Result<Self, StoreError> {
         let root = project_root.as_ref().join(STORE_DIR);
         for dir in [root.clone(), root.join("plans"), root.join("executions")] {
-            fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+            perms::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
+                redactor,
                 tmp_counter: AtomicU64::new(0),
                 plan_of: Mutex::new(HashMap::new()),
                 header_facts: Mutex::new(HashMap::new()),
@@ -257,6 +277,22 @@ fn encode<T: Serialize>(value: &T, revision: Revision, path: &Path) -> Result<Ve
     Ok(bytes)
 }
 
+/// [`encode`] after redacting every string of the document (see [`Redactor::redact_strings`]).
+fn encode_redacted<T: Serialize>(
+    value: &T,
+    revision: Revision,
+    path: &Path,
+    redactor: &Redactor,
+) -> Result<Vec<u8>, StoreError> {
+    let doc = serde_json::to_value(value)
+        .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
+    encode(
+        &redactor.redact_document(doc, redaction::STRUCTURAL_KEYS),
+        revision,
+        path,
+    )
+}
+
 /// Decodes a document written by [`encode`]: the store strips `"revision"`, the domain type
 /// reads the rest strictly (format version first).
 fn decode<T>(
@@ -317,7 +353,7 @@ fn ensure_dir(dir: &Path) -> Result<(), StoreError> {
     if let Some(parent) = dir.parent() {
         ensure_dir(parent)?;
     }
-    match fs::create_dir(dir) {
+    match perms::create_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
         Err(e) => {
@@ -350,12 +386,11 @@ fn with_lock_mode<T>(
     mode: LockMode,
     f: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(lock)
-        .map_err(io_err(format!("opening {}", lock.display())))?;
+    let file = perms::open(
+        perms::options().create(true).truncate(false).write(true),
+        lock,
+    )
+    .map_err(io_err(format!("opening {}", lock.display())))?;
     match mode {
         LockMode::Exclusive => file.lock(),
         LockMode::Shared => file.lock_shared(),
@@ -428,7 +463,7 @@ impl Inner {
     fn write_tmp(&self, path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf, StoreError> {
         let tmp = self.tmp_path(path);
         let result = (|| {
-            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            let mut f = perms::open(perms::options().write(true).create_new(true), &tmp)?;
             f.write_all(bytes)?;
             if sync {
                 f.sync_data()?;
@@ -802,7 +837,7 @@ impl Inner {
     fn write_cache(&self, path: &Path, cache: &PlanListCache) {
         let result = (|| {
             if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir).map_err(io_err("creating the cache directory"))?;
+                perms::create_dir_all(dir).map_err(io_err("creating the cache directory"))?;
             }
             let bytes = serde_json::to_vec(cache)
                 .map_err(|e| StoreError::backend("encoding the plan list cache", e))?;
@@ -850,13 +885,15 @@ impl Inner {
     fn acquire_lease(&self, id: ExecutionId, holder: &Holder) -> Result<Lease, StoreError> {
         let (plan, _) = self.read_header(id)?;
         let path = self.lease_file(plan, id);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err(format!("opening {}", path.display())))?;
+        let mut file = perms::open(
+            perms::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &path,
+        )
+        .map_err(io_err(format!("opening {}", path.display())))?;
         // A `lease()` query holds a shared lock for an instant, and a releasing holder empties
         // the file just before closing it: retry briefly before reporting the lease as held.
         let mut attempt = 0;
@@ -946,12 +983,11 @@ impl Inner {
         let mut held = Vec::with_capacity(unique.len());
         for name in &unique {
             let path = dir.join(lock_file_name(name));
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(io_err(format!("opening {}", path.display())))?;
+            let file = perms::open(
+                perms::options().create(true).truncate(false).write(true),
+                &path,
+            )
+            .map_err(io_err(format!("opening {}", path.display())))?;
             match file.try_lock() {
                 Ok(()) => held.push(file),
                 Err(TryLockError::WouldBlock) => return Ok(None),
@@ -1166,11 +1202,7 @@ fn open_log(path: &Path) -> Result<File, StoreError> {
         ensure_dir(dir)?;
     }
     let existed = path.exists();
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
+    let file = perms::open(perms::options().read(true).append(true).create(true), path)
         .map_err(io_err(format!("opening {}", path.display())))?;
     if !existed && let Some(dir) = path.parent() {
         sync_dir(dir)?;
@@ -1429,7 +1461,8 @@ impl ExecutionStore for FileStore {
             let mut pending = Vec::with_capacity(tasks.len());
             for task in &tasks {
                 let path = inner.task_file(plan, id, task.step_id());
-                let tmp = inner.write_tmp(&path, &encode(task, Revision::FIRST, &path)?, true)?;
+                let bytes = encode_redacted(task, Revision::FIRST, &path, &inner.redactor)?;
+                let tmp = inner.write_tmp(&path, &bytes, true)?;
                 pending.push((tmp, path));
             }
             for (tmp, path) in pending {
@@ -1437,7 +1470,8 @@ impl ExecutionStore for FileStore {
                     .map_err(io_err(format!("renaming into {}", path.display())))?;
             }
             sync_dir(&tasks_dir)?;
-            let bytes = encode(&execution, Revision::FIRST, &header_path)?;
+            let bytes =
+                encode_redacted(&execution, Revision::FIRST, &header_path, &inner.redactor)?;
             inner.create_atomic(&header_path, &bytes, || common::exec_what(id))?;
             inner.write_atomic(&inner.index_file(id), plan.to_string().as_bytes())?;
             inner.remember(id, plan);
@@ -1503,7 +1537,8 @@ impl ExecutionStore for FileStore {
                 common::check_execution_update(&stored.value, &execution)?;
                 let next = stored.revision.next();
                 let path = inner.exec_file(plan, id);
-                inner.write_atomic(&path, &encode(&execution, next, &path)?)?;
+                let bytes = encode_redacted(&execution, next, &path, &inner.redactor)?;
+                inner.write_atomic(&path, &bytes)?;
                 Ok(next)
             })
         })
@@ -1537,7 +1572,8 @@ impl ExecutionStore for FileStore {
                         ));
                     }
                     let next = stored.revision.next();
-                    inner.write_atomic(&path, &encode(&task, next, &path)?)?;
+                    let bytes = encode_redacted(&task, next, &path, &inner.redactor)?;
+                    inner.write_atomic(&path, &bytes)?;
                     Ok(next)
                 })
             })
@@ -1625,7 +1661,14 @@ impl AuditStore for FileStore {
         log: AuditLogId,
         entry: NewAuditEntry,
     ) -> Result<AuditEntry, StoreError> {
-        self.run(move |inner| inner.append(log, entry)).await
+        self.run(move |inner| {
+            let entry = NewAuditEntry {
+                data: inner.redactor.redact_json(entry.data),
+                ..entry
+            };
+            inner.append(log, entry)
+        })
+        .await
     }
 
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {

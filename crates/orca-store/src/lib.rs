@@ -32,7 +32,9 @@ mod common;
 mod error;
 mod file;
 mod memory;
+pub mod perms;
 mod port;
+mod redaction;
 
 pub use file::{FileStore, STORE_DIR};
 pub use memory::MemoryStore;

@@ -428,7 +428,10 @@ mod checks {
             (e1.prev.clone(), e2.prev.clone()),
             (e0.hash.clone(), e1.hash.clone())
         );
-        assert_eq!(e1.data, json!({"api_key": REDACTED, "prompt": REDACTED}));
+        assert_eq!(
+            e1.data,
+            json!({"api_key": REDACTED, "prompt": format!("Bearer {REDACTED}")})
+        );
         assert_eq!(store.entries(log).await.unwrap(), vec![e0, e1, e2]);
         assert_eq!(
             store.verify(log).await.unwrap(),

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_agents::config::Config;
-use orca_agents::{Agents, ConfigError, LoopSettings, WorkspaceTools};
+use orca_agents::{Agents, WorkspaceTools};
 use orca_core::{
-    AgentPort, Budget, Decision, ExecutionId, ExecutionStage, Holder, PlanContent, PlanId,
-    PlanRefStage, PlanStage, PlannerResponse, Task,
+    AgentPort, Budget, Decision, ErrorCode, ExecutionId, ExecutionStage, Holder, PlanContent,
+    PlanId, PlanRefStage, PlanStage, PlannerResponse, Task,
 };
 use orca_services::hitl::render_plan;
 use orca_services::{
@@ -27,10 +27,12 @@ use crate::cli::{
 };
 use crate::exit::{CliError, Exit};
 use crate::render;
+use crate::secrets;
 use crate::term::{Progress, Style, TerminalHitl, interactive, say};
 
-/// Writes a result to stdout.
+/// Writes a result to stdout, redacted.
 pub(crate) fn out(text: &str) {
+    let text = &secrets::redact(text);
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     if !text.ends_with('\n') {
@@ -39,6 +41,7 @@ pub(crate) fn out(text: &str) {
 }
 
 pub(crate) fn out_json(value: &Value) {
+    let value = &secrets::redactor().redact_strings(value.clone());
     out(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
@@ -75,6 +78,7 @@ pub(crate) struct App {
     root: PathBuf,
     store: Arc<dyn Store>,
     agents: Arc<Agents>,
+    config: Option<Config>,
     style: Style,
     json: bool,
     quiet: bool,
@@ -83,12 +87,24 @@ pub(crate) struct App {
 impl App {
     fn open(global: &Global, create: bool) -> Result<Self, CliError> {
         let root = find_root(global.root.as_deref(), create)?;
-        let store: Arc<dyn Store> = Arc::new(FileStore::open(&root)?);
-        let agents = Arc::new(load_agents(&root)?);
+        // Only the commands that create something may make a project; a read-only command run
+        // in the wrong directory must not leave a `.orca/` there (it would capture root
+        // discovery for every later command).
+        if !create && !root.join(".orca").is_dir() {
+            return Err(CliError::bad_input(format!(
+                "no orca project in {} or above (no .orca/ directory); run `orca init` there first, or pass --root",
+                root.display()
+            )));
+        }
+        // The config first: the store's redactor must know the keys it loads.
+        let loaded = secrets::load_agents(&root)?;
+        let store: Arc<dyn Store> =
+            Arc::new(FileStore::open_with_redactor(&root, secrets::redactor())?);
         Ok(Self {
             root,
             store,
-            agents,
+            agents: Arc::new(loaded.agents),
+            config: loaded.config,
             style: Style::detect(global.no_color),
             json: global.json,
             quiet: global.quiet,
@@ -99,6 +115,7 @@ impl App {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
             .ok()
+            .map(|w| w.with_env_policy(self.agents.env_policy().clone()))
             .map(|w| Arc::new(w) as Arc<dyn orca_core::ToolHost>);
         Orca::new(
             self.store.clone(),
@@ -121,37 +138,6 @@ impl App {
 
     pub(crate) const fn json(&self) -> bool {
         self.json
-    }
-}
-
-fn load_agents(root: &Path) -> Result<Agents, CliError> {
-    let env = |k: &str| std::env::var(k).ok();
-    let path = root.join(".orca").join("config.toml");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Agents::with_defaults(root, &env, LoopSettings::default()));
-        }
-        Err(e) => return Err(CliError::bad_input(format!("{}: {e}", path.display()))),
-    };
-    let config = Config::parse(&text, &path).map_err(|e| CliError::bad_input(e.to_string()))?;
-    match Agents::from_config(root, &config, &env, LoopSettings::default()) {
-        Ok(agents) => Ok(agents),
-        // A key that is not set only matters to the agents that use it: they fail when called
-        // (with an authentication error); everything else works.
-        Err(ConfigError::MissingKey { file, field, var }) => {
-            tracing::warn!(
-                "{file}: {field}: the environment variable {var} is not set; the agents using it fail when called"
-            );
-            let placeholder = |k: &str| {
-                std::env::var(k)
-                    .ok()
-                    .or_else(|| (k == var).then(|| "unset".to_owned()))
-            };
-            Agents::from_config(root, &config, &placeholder, LoopSettings::default())
-                .map_err(|e| CliError::bad_input(e.to_string()))
-        }
-        Err(e) => Err(CliError::bad_input(e.to_string())),
     }
 }
 
@@ -191,6 +177,10 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Plan(PlanCommand::Validate { file }) => {
             return crate::plan_doc::validate(&file, &known_agents(global)?, global.json);
         }
+        Command::Plan(PlanCommand::Schema) => {
+            out_json(&PlanContent::json_schema());
+            return Ok(Exit::Ok);
+        }
         _ => {}
     }
     // Commands that create something may create the `--root` directory.
@@ -210,6 +200,14 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             audit_verify(&app, exec.as_deref(), all).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
+        Command::Doctor => {
+            let report = secrets::doctor(&app.agents, app.config.as_ref(), &app.root, app.json);
+            match report {
+                Value::String(text) => out(&text),
+                other => out_json(&other),
+            }
+            Ok(Exit::Ok)
+        }
         Command::Completions { .. } | Command::Man => unreachable_init(),
     }
 }
@@ -234,8 +232,8 @@ fn known_agents(
         }),
     };
     let agents = match root {
-        Some(root) if root.join(".orca").is_dir() => load_agents(&root)?,
-        _ => Agents::with_defaults(".", &|_: &str| None, LoopSettings::default()),
+        Some(root) if root.join(".orca").is_dir() => secrets::load_agents(&root)?.agents,
+        _ => Agents::with_defaults(".", &|_: &str| None, orca_agents::LoopSettings::default()),
     };
     Ok(agents.agents().into_iter().map(|a| a.id).collect())
 }
@@ -274,7 +272,8 @@ fn init(global: &Global) -> Result<Exit, CliError> {
         false
     } else {
         let tmp = dir.join(".config.toml.tmp");
-        std::fs::write(&tmp, CONFIG_TEMPLATE)
+        let _ = std::fs::remove_file(&tmp);
+        secrets::write_private(&tmp, CONFIG_TEMPLATE)
             .and_then(|()| std::fs::rename(&tmp, &config))
             .map_err(|e| CliError::internal(format!("cannot write {}: {e}", config.display())))?;
         true
@@ -336,15 +335,21 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
         } => {
             let id = p.resolve(&plan).await?;
             let plan = p.plan(id).await?;
+            let policy = app.agents.env_policy();
             if format != ShowFormat::Text {
                 out(&match format {
                     ShowFormat::Mermaid => crate::plan_doc::mermaid(plan.content()),
                     _ => crate::plan_doc::dot(plan.content()),
                 });
             } else if app.json {
-                out_json(&json!(plan));
+                let mut value = json!(plan);
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
+                }
+                out_json(&value);
             } else {
                 let mut text = render_plan(&plan);
+                text.push_str(&secrets::step_env_text(&plan, policy));
                 if graph {
                     text.push('\n');
                     text.push_str(&render::plan_graph(&plan));
@@ -352,7 +357,7 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
                 out(&text);
             }
         }
-        PlanCommand::Validate { .. } => return unreachable_init(),
+        PlanCommand::Validate { .. } | PlanCommand::Schema => return unreachable_init(),
         PlanCommand::Approve { plan, note } => {
             let id = p.resolve(&plan).await?;
             let approved = p.approve(id, &user(), note).await?;
@@ -456,6 +461,8 @@ async fn approve_and_run(
             ));
         }
         PlanStage::Proposal if interactive() && !app.json => {
+            // What each step will receive is part of what the human approves.
+            say(&secrets::step_env_text(&plan, app.agents.env_policy()));
             let hitl = TerminalHitl { style: app.style };
             match orca.relay.approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
@@ -866,7 +873,9 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
             }
             let plan = orca.planning.plan(plan_id).await?;
             if !app.json {
-                out(&render_plan(&plan));
+                let mut text = render_plan(&plan);
+                text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
+                out(&text);
             }
             approve_and_run(app, &orca, plan_id, options).await
         }
@@ -887,6 +896,11 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
             }
             Ok(Exit::Ok)
         }
+        // No model reachable, or its key refused: the configuration must change (exit 2);
+        // the message names the endpoint and the settings to look at.
+        PlannerResponse::Failure(failure) if failure.code == ErrorCode::BackendUnavailable => Err(
+            CliError::bad_input(format!("the planner cannot run: {failure}")),
+        ),
         PlannerResponse::Failure(failure) => {
             Err(CliError::internal(format!("the planner failed: {failure}")))
         }

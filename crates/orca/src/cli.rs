@@ -91,6 +91,9 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Where each agent's key comes from (masked: never a secret character), what every
+    /// step's environment holds, and the store's permissions.
+    Doctor,
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  orca completions bash > ~/.local/share/bash-completion/completions/orca\n  orca completions zsh > ~/.zfunc/_orca\n  orca completions fish > ~/.config/fish/completions/orca.fish"
@@ -202,6 +205,11 @@ pub(crate) enum PlanCommand {
         /// The plan document (JSON).
         file: PathBuf,
     },
+    /// Print the JSON Schema of plan documents (for editors: completion and checks as you type).
+    #[command(
+        after_help = "Example:\n  orca plan schema > plan.schema.json\n  # then in VS Code settings: \"json.schemas\": [{\"fileMatch\": [\"plans/*.json\"], \"url\": \"./plan.schema.json\"}]"
+    )]
+    Schema,
     /// Approve a proposal.
     Approve {
         /// The plan.

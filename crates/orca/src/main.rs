@@ -8,6 +8,7 @@ mod driver_signals;
 mod exit;
 mod plan_doc;
 mod render;
+mod secrets;
 mod term;
 
 use std::process::ExitCode;
@@ -26,9 +27,10 @@ fn init_logs(global: &cli::Global) {
         (false, _) => "debug",
     };
     let filter = EnvFilter::try_from_env("ORCA_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    // Every log line is redacted before it reaches stderr, in every format.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(secrets::RedactingStderr);
     let _ = match global.log_format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Human => builder

@@ -50,6 +50,7 @@ impl Style {
 
 /// Writes a line to stderr (progress and prompts never go to stdout, which is for results).
 pub(crate) fn say(line: &str) {
+    let line = crate::secrets::redact(line);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }
@@ -75,6 +76,7 @@ fn read_line() -> Option<String> {
 }
 
 fn prompt(text: &str) -> Option<String> {
+    let text = crate::secrets::redact(text);
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "{text}");
     let _ = err.flush();

@@ -1104,7 +1104,8 @@ fn ask_with_no_reachable_model_says_what_to_do() {
     );
     let out = p.run(&["ask", "hello"]);
     let err = stderr(&out);
-    assert_ne!(code(&out), 0, "{err}");
+    // A configuration problem: exit 2, as documented (it was 1, an "internal error").
+    assert_eq!(code(&out), 2, "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.contains(&format!("no model reachable at {url}")),

@@ -156,3 +156,56 @@ fn completions_and_the_manual_need_no_project() {
     );
     assert!(tree(dir.path()).is_empty(), "{:?}", tree(dir.path()));
 }
+
+/// The schema is generated from the types that read plan documents; its snapshot is the
+/// contract editors rely on.
+#[test]
+fn plan_schema_describes_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = orca(dir.path(), &["plan", "schema"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &schema["$defs"]["Step"];
+    assert_eq!(step["additionalProperties"], false);
+    assert_eq!(
+        schema["required"],
+        serde_json::json!(["goal", "steps", "assumptions", "risks", "verification"])
+    );
+    insta::assert_json_snapshot!("plan_schema", schema);
+    assert!(tree(dir.path()).is_empty());
+}
+
+/// Read-only commands run where there is no project fail with one line saying what to do, and
+/// create nothing (a stray `.orca/` would capture root discovery for every later command).
+#[test]
+fn read_only_commands_outside_a_project_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    for args in [
+        vec!["plan", "list"],
+        vec!["exec", "list"],
+        vec!["exec", "show", "exec_0"],
+        vec!["agents", "list"],
+        vec!["audit", "verify", "--all"],
+        vec!["--root", root, "plan", "list"],
+    ] {
+        let out = orca(dir.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("no orca project in")
+                && text(&out.stderr).contains("orca init"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            tree(dir.path()).is_empty(),
+            "{args:?} created {:?}",
+            tree(dir.path())
+        );
+    }
+}

@@ -1,0 +1,37 @@
+//! What the file store leaves alone when it redacts a document (ADR 0011).
+
+/// Fields of execution and task documents holding identifiers, tags and times (validated,
+/// never free text): redaction leaves them alone, so a document always reads back even if a
+/// secret's value happens to appear in an id.
+pub(crate) const STRUCTURAL_KEYS: &[&str] = &[
+    "format_version",
+    "id",
+    "plan_id",
+    "execution_id",
+    "step_id",
+    "agent",
+    "stage",
+    "status",
+    "outcome",
+    "code",
+    "kind",
+    "type",
+    "plan_digest",
+    "digest",
+    "at",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "requested_at",
+    "answered_at",
+    "stopped_at",
+    "host",
+    "token",
+    "session_id",
+    "replanned_as",
+    "depends_on",
+    "steps",
+    "key",
+    "locks",
+    "env",
+];
