@@ -63,6 +63,15 @@ pub enum StoreError {
     /// task of another execution…). Nothing was written.
     #[error("{0}")]
     Invalid(String),
+    /// A record was changed behind orca's back (a log cut or rewritten under a running
+    /// execution, a state file that disagrees with its log). Nothing was written.
+    #[error("{}: {message}", path.display())]
+    Tampered {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// An I/O or backend failure.
     #[error("{context}")]
     Backend {
@@ -91,6 +100,7 @@ impl StoreError {
                 | Self::Corrupt { .. }
                 | Self::Immutable(_)
                 | Self::Invalid(_)
+                | Self::Tampered { .. }
         )
     }
 

@@ -28,17 +28,22 @@
 //! ```
 
 pub mod audit;
+pub mod bounded;
 mod common;
 mod error;
 mod file;
+pub mod keys;
 mod memory;
 mod port;
+pub mod signing;
+pub mod verify;
 
 pub use file::{FileStore, STORE_DIR};
 pub use memory::MemoryStore;
 
 pub use audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 pub use error::{BoxError, StoreError};
+pub use signing::{Authority, PublicKey, SignatureProblem, SignatureRecord, SigningKey};
 pub use port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Store, Versioned,
