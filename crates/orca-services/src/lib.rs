@@ -10,7 +10,9 @@
 //! ([`orca_core::AgentPort`]) as trait objects: no concrete store or backend is named, and
 //! nothing here speaks HTTP. [`Orca`] wires the services together for a binary.
 
+pub mod approval;
 pub mod dispatch;
+pub mod integrity;
 pub mod error;
 pub mod execution;
 pub mod hitl;

@@ -295,45 +295,66 @@ struct Recording {
 }
 
 impl Recording {
-    /// Writes the task's new state, then the attempt's audit entry.
+    /// Writes the attempt's audit entry, then the task's new state: a state file never holds
+    /// a result the log does not (ADR 0013; the completed entry carries the result's digest).
+    /// If the state cannot be written after the entry was, that is logged too.
     async fn write(
         &self,
         executions: &ExecutionService,
         execution: ExecutionId,
         log: orca_store::AuditLogId,
     ) -> Result<Versioned<Task>> {
-        let task = self.task.clone();
-        let (done, kind, data) = match &self.outcome {
+        let (kind, data) = match &self.outcome {
             TaskResult::Success(success) => (
-                executions
-                    .complete_task(execution, task, success.clone())
-                    .await?,
                 "task.attempt.completed",
-                json!({ "step_id": self.step, "usage": self.usage, "summary": success.summary }),
+                json!({ "step_id": self.step, "usage": self.usage, "summary": success.summary,
+                        crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(success) }),
             ),
             TaskResult::Failure(failure) => (
-                executions
-                    .fail_task(execution, task, failure.clone())
-                    .await?,
                 "task.attempt.failed",
                 json!({ "step_id": self.step, "failure": failure, "usage": self.usage }),
             ),
             TaskResult::Interruption(interruption) => (
-                executions
-                    .interrupt_task(execution, task, interruption.clone())
-                    .await?,
                 "task.attempt.interrupted",
                 json!({ "step_id": self.step, "interruption": interruption }),
             ),
         };
-        executions
-            .store()
+        let store = executions.store();
+        store
             .append(
                 log,
                 NewAuditEntry::new(kind, data).with_parent(Some(self.parent)),
             )
             .await?;
-        Ok(done)
+        let task = self.task.clone();
+        let done = match &self.outcome {
+            TaskResult::Success(success) => {
+                executions
+                    .complete_task(execution, task, success.clone())
+                    .await
+            }
+            TaskResult::Failure(failure) => {
+                executions.fail_task(execution, task, failure.clone()).await
+            }
+            TaskResult::Interruption(interruption) => {
+                executions
+                    .interrupt_task(execution, task, interruption.clone())
+                    .await
+            }
+        };
+        if let Err(e) = &done {
+            let _ = store
+                .append(
+                    log,
+                    NewAuditEntry::new(
+                        "task.attempt.unrecorded",
+                        json!({ "step_id": self.step, "error": e.to_string() }),
+                    )
+                    .with_parent(Some(self.parent)),
+                )
+                .await;
+        }
+        done
     }
 }
 
@@ -435,6 +456,19 @@ impl Runner {
             });
         }
         let plan_id = snap.execution.value.info().plan_id;
+        // The record first (ADR 0013): the log must verify and the state files agree with it.
+        let log = ExecutionService::log(plan_id, id);
+        if let orca_store::VerifyReport::Tampered { seq, problem } = store.verify(log).await? {
+            return Err(ServiceError::Tampered(format!(
+                "refused to run execution {id}: its audit log was tampered with: entry {seq}: {problem}"
+            )));
+        }
+        let entries = store.entries(log).await?;
+        if let Some(f) = crate::integrity::against_log(&snap, &entries).into_iter().next() {
+            return Err(ServiceError::Tampered(format!(
+                "refused to run execution {id}: {f}"
+            )));
+        }
         let plan = self.executions.planning().approved(plan_id).await?;
         if plan.digest() != &snap.execution.value.info().plan_digest {
             return Err(ServiceError::PlanTampered(plan_id));

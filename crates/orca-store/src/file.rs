@@ -125,6 +125,9 @@ impl FileStore {
     ) -> Result<Self, StoreError> {
         let root = project_root.as_ref().join(STORE_DIR);
         for dir in [root.clone(), root.join("plans"), root.join("executions")] {
+            if dir.exists() && !dir.is_dir() {
+                return Err(corrupt(&dir, "not a directory: the store's layout is damaged"));
+            }
             fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
         }
         crate::bounded::clean_stale_temps(&root);

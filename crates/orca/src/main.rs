@@ -2,10 +2,12 @@
 //! to the person. Logic lives in the library crates.
 
 mod app;
+mod audit_cmd;
 mod cli;
 mod exit;
 mod render;
 mod term;
+mod trust;
 
 use std::process::ExitCode;
 
