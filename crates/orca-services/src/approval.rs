@@ -59,7 +59,11 @@ pub struct ApprovalProblem {
 impl std::fmt::Display for ApprovalProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.entry {
-            Some(e) => write!(f, "plan {}: entry {e} of its plan log: {}", self.plan, self.problem),
+            Some(e) => write!(
+                f,
+                "plan {}: entry {e} of its plan log: {}",
+                self.plan, self.problem
+            ),
             None => write!(f, "plan {}: {}", self.plan, self.problem),
         }
     }
@@ -83,8 +87,28 @@ pub async fn check(
         }))
     };
     let log = AuditLogId::Plan { plan_id: id };
-    if let VerifyReport::Tampered { seq, problem } = store.verify(log).await? {
-        return bad(Some(seq), format!("its plan log was tampered with: {problem}"));
+    // The chain must hold; a bad seal is the seal's problem (reported with the log), and the
+    // approval is still judged on its own signature below.
+    match store.verify(log).await? {
+        VerifyReport::Tampered { seq, problem } if !problem.starts_with("seal:") => {
+            return bad(
+                Some(seq),
+                format!("its plan log was tampered with: {problem}"),
+            );
+        }
+        // Approving seals the plan log; where signatures are required, a missing seal means
+        // it was deleted (entries could have been added after the approval).
+        VerifyReport::Intact {
+            entries,
+            sealed: false,
+        } if store.authority().requires_signatures() => {
+            return bad(
+                Some(entries),
+                "its plan log is not sealed, though approving seals it (the seal was deleted)"
+                    .to_owned(),
+            );
+        }
+        _ => {}
     }
     let entries = store.entries(log).await?;
     let Some(entry) = entries.iter().rev().find(|e| e.kind == APPROVED) else {

@@ -7,7 +7,9 @@
 //! result is not the one the log recorded, a log that does not begin with this execution's
 //! creation) is reported, located, and refused by `resume`.
 
-use orca_core::{Digest, Execution, ExecutionId, ExecutionStage, StepId, Task, TaskStatus, TaskSuccess};
+use orca_core::{
+    Digest, Execution, ExecutionId, ExecutionStage, StepId, Task, TaskStatus, TaskSuccess,
+};
 use orca_store::audit::AuditEntry;
 use orca_store::{ExecutionSnapshot, Store};
 use serde_json::Value;
@@ -76,9 +78,7 @@ pub fn impossible_state(execution: &Execution, tasks: &[Task]) -> Option<Finding
     let bad = match stage {
         ExecutionStage::Pending => first(|s| s == TaskStatus::Pending),
         ExecutionStage::Completed => first(|s| s == TaskStatus::Completed),
-        ExecutionStage::Failed | ExecutionStage::Stopped => {
-            first(|s| s != TaskStatus::Running)
-        }
+        ExecutionStage::Failed | ExecutionStage::Stopped => first(|s| s != TaskStatus::Running),
         _ => None,
     }?;
     Some(finding(
@@ -122,7 +122,9 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
         ));
     }
     for task in &tasks {
-        let Task::Completed(done) = task else { continue };
+        let Task::Completed(done) = task else {
+            continue;
+        };
         let step = done.step_id.to_string();
         let logged = entries.iter().rev().find(|e| {
             e.kind == "task.attempt.completed"

@@ -12,10 +12,10 @@
 
 pub mod approval;
 pub mod dispatch;
-pub mod integrity;
 pub mod error;
 pub mod execution;
 pub mod hitl;
+pub mod integrity;
 pub mod planning;
 pub mod relay;
 pub mod runner;

@@ -464,7 +464,10 @@ impl Runner {
             )));
         }
         let entries = store.entries(log).await?;
-        if let Some(f) = crate::integrity::against_log(&snap, &entries).into_iter().next() {
+        if let Some(f) = crate::integrity::against_log(&snap, &entries)
+            .into_iter()
+            .next()
+        {
             return Err(ServiceError::Tampered(format!(
                 "refused to run execution {id}: {f}"
             )));

@@ -30,13 +30,13 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::audit::{self, AuditEntry, NewAuditEntry, Seal, VerifyReport};
-use crate::signing::Authority;
 use crate::common;
 use crate::error::StoreError;
 use crate::port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Versioned,
 };
+use crate::signing::Authority;
 
 /// The name of the store directory under the project root.
 pub const STORE_DIR: &str = ".orca";
@@ -126,7 +126,10 @@ impl FileStore {
         let root = project_root.as_ref().join(STORE_DIR);
         for dir in [root.clone(), root.join("plans"), root.join("executions")] {
             if dir.exists() && !dir.is_dir() {
-                return Err(corrupt(&dir, "not a directory: the store's layout is damaged"));
+                return Err(corrupt(
+                    &dir,
+                    "not a directory: the store's layout is damaged",
+                ));
             }
             fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
         }

@@ -57,7 +57,10 @@ fn read_small(path: &Path) -> Result<String, KeyError> {
         return Err(key_err(path, "not a regular file"));
     }
     if meta.len() > MAX_KEY_FILE {
-        return Err(key_err(path, format!("larger than {MAX_KEY_FILE} bytes: not a key file")));
+        return Err(key_err(
+            path,
+            format!("larger than {MAX_KEY_FILE} bytes: not a key file"),
+        ));
     }
     let mut text = String::new();
     std::fs::File::open(path)
@@ -152,9 +155,12 @@ pub fn load_public(path: &Path) -> Result<PublicKey, KeyError> {
     if let Ok(key) = line.parse::<PublicKey>() {
         return Ok(key);
     }
-    parse_private(path, &text)
-        .map(|k| k.public())
-        .map_err(|_| key_err(path, "holds no public key (expected `ed25519:` and 64 hex digits)"))
+    parse_private(path, &text).map(|k| k.public()).map_err(|_| {
+        key_err(
+            path,
+            "holds no public key (expected `ed25519:` and 64 hex digits)",
+        )
+    })
 }
 
 #[cfg(test)]

@@ -43,8 +43,8 @@ pub use memory::MemoryStore;
 
 pub use audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 pub use error::{BoxError, StoreError};
-pub use signing::{Authority, PublicKey, SignatureProblem, SignatureRecord, SigningKey};
 pub use port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Store, Versioned,
 };
+pub use signing::{Authority, PublicKey, SignatureProblem, SignatureRecord, SigningKey};

@@ -297,7 +297,8 @@ impl ExecutionStore for MemoryStore {
         }
         common::check_execution_update(&header.value, execution)?;
         header.value = execution.clone();
-        header.revision = common::next_revision(&common::exec_what(execution.id()), header.revision)?;
+        header.revision =
+            common::next_revision(&common::exec_what(execution.id()), header.revision)?;
         Ok(header.revision)
     }
 

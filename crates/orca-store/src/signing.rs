@@ -74,7 +74,9 @@ impl std::str::FromStr for PublicKey {
         let hex = text
             .trim()
             .strip_prefix(KEY_PREFIX)
-            .ok_or(SignatureProblem::Malformed("a public key starts with `ed25519:`"))?;
+            .ok_or(SignatureProblem::Malformed(
+                "a public key starts with `ed25519:`",
+            ))?;
         let bytes = from_hex::<32>(hex)
             .ok_or(SignatureProblem::Malformed("a public key is 64 hex digits"))?;
         Ok(Self(bytes))
@@ -169,7 +171,9 @@ pub enum SignatureProblem {
     #[error("its signature does not verify (the record was changed or forged)")]
     Invalid,
     /// A valid signature by a key the verifier does not trust.
-    #[error("it is signed by {0}, a key that is not trusted (only keys from outside the project are: the user's own key or --trusted-key)")]
+    #[error(
+        "it is signed by {0}, a key that is not trusted (only keys from outside the project are: the user's own key or --trusted-key)"
+    )]
     Untrusted(PublicKey),
 }
 
@@ -340,7 +344,10 @@ mod tests {
         let s = b"statement";
         let sig = auth.sign(s).unwrap();
         assert_eq!(auth.check(s, Some(&sig)), Ok(()));
-        assert_eq!(auth.check(b"other", Some(&sig)), Err(SignatureProblem::Invalid));
+        assert_eq!(
+            auth.check(b"other", Some(&sig)),
+            Err(SignatureProblem::Invalid)
+        );
         assert_eq!(auth.check(s, None), Err(SignatureProblem::Missing));
         let forged = theirs.sign(s);
         assert_eq!(

@@ -20,8 +20,12 @@ pub fn signed_seal(
 ) -> Seal {
     let mut seal = audit::seal_of(entries, at);
     seal.log = Some(log);
-    seal.signature =
-        authority.sign(&seal_statement(log, seal.entries, &seal.merkle_root, seal.at));
+    seal.signature = authority.sign(&seal_statement(
+        log,
+        seal.entries,
+        &seal.merkle_root,
+        seal.at,
+    ));
     seal
 }
 

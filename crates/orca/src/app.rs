@@ -27,8 +27,8 @@ use crate::cli::{
 };
 use crate::exit::{CliError, Exit};
 use crate::render;
-use crate::trust::KeyUse;
 use crate::term::{Progress, Style, TerminalHitl, interactive, say};
+use crate::trust::KeyUse;
 
 /// Writes a result to stdout.
 pub(crate) fn out(text: &str) {
@@ -87,7 +87,10 @@ impl App {
         let root = find_root(global.root.as_deref(), create)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
         if let Some(path) = created {
-            say(&format!("created your signing key {} (it signs your approvals; keep it private)", path.display()));
+            say(&format!(
+                "created your signing key {} (it signs your approvals; keep it private)",
+                path.display()
+            ));
         }
         let files = FileStore::open_with(&root, authority)?;
         let store: Arc<dyn Store> = Arc::new(files.clone());

@@ -19,6 +19,8 @@ struct Problem {
     file: PathBuf,
     entry: Option<u64>,
     problem: String,
+    /// Found by verifying a log (already printed with the log's line).
+    printed: bool,
 }
 
 struct Report<'a> {
@@ -41,6 +43,7 @@ impl Report<'_> {
             file,
             entry,
             problem: problem.into(),
+            printed: false,
         });
     }
 
@@ -65,7 +68,11 @@ impl Report<'_> {
                 Ok(Some(sealed))
             }
             VerifyReport::Tampered { seq, problem } => {
-                let file = if problem.starts_with("seal:") { seal_path } else { path };
+                let file = if problem.starts_with("seal:") {
+                    seal_path
+                } else {
+                    path
+                };
                 let text = crate::app::tamper_text(seq, &problem);
                 if !self.app.json() {
                     out(&format!(
@@ -78,6 +85,7 @@ impl Report<'_> {
                     file,
                     entry: Some(seq),
                     problem,
+                    printed: true,
                 });
                 Ok(None)
             }
@@ -100,7 +108,11 @@ impl Report<'_> {
         let sealed = if self.files.audit_path(plan_log).exists() {
             self.log(plan_log).await?
         } else {
-            self.problem(self.files.audit_path(plan_log), None, "the plan's audit log is missing");
+            self.problem(
+                self.files.audit_path(plan_log),
+                None,
+                "the plan's audit log is missing",
+            );
             None
         };
         if let Some(plan) = &plan {
@@ -109,11 +121,14 @@ impl Report<'_> {
                 self.problem(
                     self.files.seal_path(plan_log),
                     None,
-                    format!("the plan is {} but its log is not sealed (the seal was deleted)", plan.stage()),
+                    format!(
+                        "the plan is {} but its log is not sealed (the seal was deleted)",
+                        plan.stage()
+                    ),
                 );
             }
             if let Plan::Approved(approved) = plan
-                && sealed.is_some()
+                && self.files.audit_path(plan_log).exists()
                 && let Err(p) = approval::check(store.as_ref(), approved).await?
             {
                 let file = if p.problem.contains("content") {
@@ -121,7 +136,11 @@ impl Report<'_> {
                 } else {
                     self.files.audit_path(plan_log)
                 };
-                self.problem(file, p.entry, format!("its approval does not hold: {}", p.problem));
+                self.problem(
+                    file,
+                    p.entry,
+                    format!("its approval does not hold: {}", p.problem),
+                );
             }
         }
         let runs = AuditLogId::Runs { plan_id: id };
@@ -156,7 +175,9 @@ impl Report<'_> {
         let runs_path = self.files.audit_path(AuditLogId::Runs { plan_id: plan });
         if !header_path.exists() {
             let msg = match registered {
-                Some(seq) => format!("the plan's run register records execution {id} at entry {seq}, but its state is gone (the execution was deleted)"),
+                Some(seq) => format!(
+                    "the plan's run register records execution {id} at entry {seq}, but its state is gone (the execution was deleted)"
+                ),
                 None => format!("execution {id} has a log but no state"),
             };
             self.problem(header_path, registered, msg);
@@ -166,18 +187,30 @@ impl Report<'_> {
             return Ok(());
         }
         if registered.is_none() {
-            self.problem(runs_path, None, format!("execution {id} is not in its plan's run register"));
+            self.problem(
+                runs_path,
+                None,
+                format!("execution {id} is not in its plan's run register"),
+            );
         }
         let sealed = if self.files.audit_path(log).exists() {
             self.log(log).await?
         } else {
-            self.problem(self.files.audit_path(log), None, format!("the audit log of execution {id} is missing"));
+            self.problem(
+                self.files.audit_path(log),
+                None,
+                format!("the audit log of execution {id} is missing"),
+            );
             None
         };
         let snapshot = match store.execution(id).await {
             Ok(s) => s,
             Err(e) => {
-                self.problem(header_path, None, format!("cannot be read: {}", crate::exit::chain(&e)));
+                self.problem(
+                    header_path,
+                    None,
+                    format!("cannot be read: {}", crate::exit::chain(&e)),
+                );
                 return Ok(());
             }
         };
@@ -222,7 +255,9 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
             let header = store.execution_header(id).await?;
             let plan = header.value.info().plan_id;
             let registered = report.plan(plan).await?;
-            report.execution(plan, id, registered.get(&id).copied()).await?;
+            report
+                .execution(plan, id, registered.get(&id).copied())
+                .await?;
         }
         None => {
             let listing = store.list_plans().await?;
@@ -261,7 +296,9 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
                     .map(|(_, x)| *x)
                     .collect();
                 for x in mine {
-                    report.execution(plan, x, registered.get(&x).copied()).await?;
+                    report
+                        .execution(plan, x, registered.get(&x).copied())
+                        .await?;
                 }
             }
         }
@@ -277,11 +314,7 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
         out_json(&Value::Array(items));
     } else {
         for p in &problems {
-            // Log problems were printed with their log.
-            if report.logs.iter().any(|l| {
-                l["file"] == report.rel(&p.file) && l["report"]["result"] == "tampered"
-            }) || p.problem.starts_with("seal:")
-            {
+            if p.printed {
                 continue;
             }
             let entry = p.entry.map(|e| format!("entry {e}: ")).unwrap_or_default();

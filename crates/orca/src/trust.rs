@@ -26,7 +26,10 @@ fn inside_store(root: &Path, path: &Path) -> bool {
     let path = path
         .parent()
         .and_then(|d| d.canonicalize().ok())
-        .map_or_else(|| path.to_path_buf(), |d| d.join(path.file_name().unwrap_or_default()));
+        .map_or_else(
+            || path.to_path_buf(),
+            |d| d.join(path.file_name().unwrap_or_default()),
+        );
     path.starts_with(&store)
 }
 
