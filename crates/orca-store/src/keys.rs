@@ -165,7 +165,6 @@ pub fn load_public(path: &Path) -> Result<PublicKey, KeyError> {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
 

@@ -1,8 +1,6 @@
 //! An append finds the chain head it expects: a log cut or rewritten behind the store's back
 //! is never silently restarted (ADR 0013). Also: signed seals name their log.
 
-#![expect(clippy::unwrap_used, reason = "tests")]
-
 use orca_core::{ExecutionId, PlanId};
 use orca_store::audit::NewAuditEntry;
 use orca_store::{

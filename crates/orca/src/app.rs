@@ -698,7 +698,7 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
                 )
                 .await?;
             // No live process drives it: nobody else will seal its log (ADR 0013).
-            if !app.store.lease(id).await?.is_some_and(|l| !l.stale) {
+            if app.store.lease(id).await?.is_none_or(|l| l.stale) {
                 orca.executions.seal_if_ended(id).await?;
             }
             if app.json {

@@ -287,7 +287,7 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
             execs.extend(listed.items.iter().map(|s| (s.plan_id, s.execution_id)));
             for plan in plans {
                 let registered = report.plan(plan).await?;
-                for (x, _) in &registered {
+                for x in registered.keys() {
                     execs.insert((plan, *x));
                 }
                 let mine: Vec<ExecutionId> = execs
