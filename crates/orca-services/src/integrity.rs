@@ -109,7 +109,12 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
             && e.data.get("plan_digest").and_then(Value::as_str)
                 == Some(&info.plan_digest.to_string())
     });
-    if created.is_none() {
+    // A crash between creating the execution and its first entry leaves a pending execution
+    // with an empty log: nothing has happened yet, and the runner writes the entry first.
+    let untouched = first.is_none()
+        && execution.stage() == ExecutionStage::Pending
+        && tasks.iter().all(|t| t.status() == TaskStatus::Pending);
+    if created.is_none() && !untouched {
         out.push(finding(
             Place::Log,
             Some(0),

@@ -476,6 +476,18 @@ impl Runner {
         if plan.digest() != &snap.execution.value.info().plan_digest {
             return Err(ServiceError::PlanTampered(plan_id));
         }
+        if entries.is_empty() {
+            // The process that created it died before its first entry (see `against_log`).
+            self.executions
+                .audit(
+                    &snap.execution.value,
+                    "execution.created",
+                    None,
+                    json!({ "plan_id": plan_id, "plan_digest": plan.digest(),
+                            "steps": snap.tasks.len(), "recovered": true }),
+                )
+                .await?;
+        }
         let was_pending = snap.execution.value.stage() == ExecutionStage::Pending;
         let started = self.executions.start(id).await?;
         if was_pending {
