@@ -172,8 +172,14 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
 pub async fn check_execution(store: &dyn Store, id: ExecutionId) -> Result<Vec<Finding>> {
     let snapshot = store.execution(id).await?;
     let info = snapshot.execution.value.info();
-    let entries = store
-        .entries(ExecutionService::log(info.plan_id, info.id))
-        .await?;
+    let log = ExecutionService::log(info.plan_id, info.id);
+    // A log whose entries do not verify (an unparseable line included) is the first finding.
+    // Who signed its seal is `audit verify`'s question (a reader may not hold the key).
+    if let orca_store::VerifyReport::Tampered { seq, problem } = store.verify(log).await?
+        && !problem.starts_with("seal:")
+    {
+        return Ok(vec![finding(Place::Log, Some(seq), problem)]);
+    }
+    let entries = store.entries(log).await?;
     Ok(against_log(&snapshot, &entries))
 }

@@ -306,7 +306,7 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
     let problems = std::mem::take(&mut report.problems);
     if app.json() {
         let mut items = report.logs.clone();
-        for p in &problems {
+        for p in problems.iter().filter(|p| !p.printed) {
             items.push(json!({
                 "file": report.rel(&p.file), "entry": p.entry, "problem": p.problem,
             }));
