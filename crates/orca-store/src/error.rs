@@ -104,11 +104,22 @@ impl StoreError {
         )
     }
 
-    /// Wraps a backend error with what was being done.
+    /// Wraps a backend error with what was being done. A file where a directory should be (or
+    /// the reverse) is a damaged layout, the user's to fix: [`StoreError::Corrupt`].
     pub fn backend(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::Backend {
-            context: context.into(),
-            source: source.into(),
+        let context = context.into();
+        let source = source.into();
+        if let Some(io) = source.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::NotADirectory | std::io::ErrorKind::IsADirectory
+            )
+        {
+            return Self::Corrupt {
+                path: PathBuf::from(context),
+                message: format!("the store's layout is damaged: {io}"),
+            };
         }
+        Self::Backend { context, source }
     }
 }

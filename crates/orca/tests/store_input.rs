@@ -179,5 +179,30 @@ fn layout_faults_exit_2_naming_the_path() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(id), "{}", stderr(&out));
     faults += 1;
-    println!("layout faults exiting 2: {faults}/2");
+    // A plan's directory (its logs, its locks) is a file.
+    let project = tempfile::tempdir().unwrap();
+    assert_eq!(
+        orca(project.path(), config.path(), &["init"]).status.code(),
+        Some(0)
+    );
+    std::fs::write(project.path().join("p.json"), plan_doc()).unwrap();
+    let out = orca(
+        project.path(),
+        config.path(),
+        &["--json", "plan", "create", "--file", "p.json"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["plan_id"].as_str().unwrap().to_owned();
+    let dir = project.path().join(format!(".orca/plans/{id}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "not a directory").unwrap();
+    let out = orca(project.path(), config.path(), &["plan", "approve", &id]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("layout is damaged"),
+        "{}",
+        stderr(&out)
+    );
+    faults += 1;
+    println!("layout faults exiting 2: {faults}/3");
 }
