@@ -47,6 +47,11 @@ pub(crate) fn authority(
 ) -> Result<(Authority, Option<PathBuf>), CliError> {
     let mut created = None;
     let key: Option<SigningKey> = match key_path() {
+        None if key_use == KeyUse::Sign => {
+            return Err(CliError::bad_input(
+                "there is no place for your signing key: set ORCA_SIGNING_KEY to a file outside the project, or XDG_CONFIG_HOME or HOME",
+            ));
+        }
         None => None,
         Some(path) => {
             if inside_store(root, &path) {
