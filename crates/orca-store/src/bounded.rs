@@ -59,10 +59,10 @@ pub fn read_text(path: &Path, max: u64) -> io::Result<String> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
-/// Removes temp files (`.NAME.PID.N.tmp`) under `dir` left by a process that is gone (a crash
-/// or a full disk between writing a temp file and renaming it). A live writer's temp files are
-/// left alone. Returns how many were removed.
-pub(crate) fn clean_stale_temps(dir: &Path) -> usize {
+/// Removes temp files (`.NAME.PID.N.tmp`) in `dir` (and beneath it, if `recursive`) left by a
+/// process that is gone (a crash or a full disk between writing a temp file and renaming it).
+/// A live writer's temp files are left alone. Returns how many were removed.
+pub(crate) fn clean_stale_temps(dir: &Path, recursive: bool) -> usize {
     let mut removed = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -75,7 +75,9 @@ pub(crate) fn clean_stale_temps(dir: &Path) -> usize {
             };
             let path = entry.path();
             if kind.is_dir() {
-                stack.push(path);
+                if recursive {
+                    stack.push(path);
+                }
                 continue;
             }
             let name = entry.file_name();

@@ -133,7 +133,11 @@ impl FileStore {
             }
             fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
         }
-        crate::bounded::clean_stale_temps(&root);
+        // Temp files of plan documents and the index live in these; the cost is one directory
+        // read each (an execution's own directories are cleaned when it is driven).
+        for dir in [root.clone(), root.join("plans"), root.join("executions")] {
+            crate::bounded::clean_stale_temps(&dir, false);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
@@ -145,6 +149,13 @@ impl FileStore {
                 authority,
             }),
         })
+    }
+
+    /// Removes every temp file left by a dead writer anywhere under `.orca/` (a full walk:
+    /// `orca init` does it; opening the store and driving an execution clean only their own
+    /// directories). Returns how many were removed.
+    pub fn clean_all_stale_temps(&self) -> usize {
+        crate::bounded::clean_stale_temps(&self.inner.root, true)
     }
 
     /// The `.orca` directory.
@@ -875,6 +886,16 @@ impl Inner {
 
     fn acquire_lease(&self, id: ExecutionId, holder: &Holder) -> Result<Lease, StoreError> {
         let (plan, _) = self.read_header(id)?;
+        // Whoever drives an execution first clears temp files a dead writer left in its
+        // directories (a crash or a full disk between writing a temp file and renaming it).
+        for dir in [
+            self.plan_dir(plan),
+            self.exec_dir(plan),
+            self.exec_sub(plan, id),
+            self.tasks_dir(plan, id),
+        ] {
+            crate::bounded::clean_stale_temps(&dir, false);
+        }
         let path = self.lease_file(plan, id);
         let mut file = OpenOptions::new()
             .read(true)

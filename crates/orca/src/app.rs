@@ -266,7 +266,12 @@ fn init(global: &Global) -> Result<Exit, CliError> {
             path.display()
         ));
     }
-    FileStore::open(&root)?;
+    let removed = FileStore::open(&root)?.clean_all_stale_temps();
+    if removed > 0 {
+        say(&format!(
+            "removed {removed} temp file(s) left by a process that is gone"
+        ));
+    }
     if global.json {
         out_json(&json!({ "root": root, "config": config, "created_config": created }));
     } else {

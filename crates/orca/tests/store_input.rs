@@ -125,7 +125,39 @@ fn temp_files_left_by_a_dead_process_are_removed_on_open() {
     std::fs::write(&live, "being written").unwrap();
     let out = orca(root, cfg, &["plan", "list"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(!dead.exists(), "a dead writer's temp file is cleaned");
+    assert!(
+        !dead.exists(),
+        "a dead writer's temp file is cleaned on open"
+    );
+    assert!(live.exists(), "a live writer's temp file is left alone");
+    // In an execution's directories: cleaned by whoever drives it next.
+    let failing = plan_doc().replace("echo a", "exit 1");
+    std::fs::write(root.join("f.json"), failing).unwrap();
+    let out = orca(root, cfg, &["--json", "run", "f.json", "--yes"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let tasks = std::fs::read_dir(&plans)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("executions").join(&exec).is_dir())
+        .unwrap()
+        .join("executions")
+        .join(&exec)
+        .join("tasks");
+    let dead_task = tasks.join(".a.json.4999999.3.tmp");
+    std::fs::write(&dead_task, "half a task").unwrap();
+    let out = orca(root, cfg, &["exec", "resume", &exec]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        !dead_task.exists(),
+        "cleaned when the execution is driven again"
+    );
+    // Anywhere: `orca init` walks the whole store.
+    let deep = tasks.join(".a.json.4999999.4.tmp");
+    std::fs::write(&deep, "half a task").unwrap();
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    assert!(!deep.exists(), "init removes every stale temp file");
     assert!(live.exists(), "a live writer's temp file is left alone");
 }
 
