@@ -1,7 +1,6 @@
 //! Signed approvals at the service layer (ADR 0013): an approval signed with one key runs only
 //! for whoever trusts that key; a refusal is typed, names the plan-log entry, and is recorded in
 //! the plan's run register.
-#![expect(clippy::unwrap_used, reason = "tests")]
 
 mod support;
 
