@@ -458,18 +458,35 @@ impl Runner {
         let plan_id = snap.execution.value.info().plan_id;
         // The record first (ADR 0013): the log must verify and the state files agree with it.
         let log = ExecutionService::log(plan_id, id);
-        if let orca_store::VerifyReport::Tampered { seq, problem } = store.verify(log).await? {
+        let problem = match store.verify(log).await? {
+            orca_store::VerifyReport::Tampered { seq, problem } => Some(format!(
+                "its audit log was tampered with: entry {seq}: {problem}"
+            )),
+            orca_store::VerifyReport::Intact { .. } => None,
+        };
+        let entries = match problem {
+            Some(_) => Vec::new(),
+            None => store.entries(log).await?,
+        };
+        let problem = problem.or_else(|| {
+            crate::integrity::against_log(&snap, &entries)
+                .into_iter()
+                .next()
+                .map(|f| f.to_string())
+        });
+        if let Some(problem) = problem {
+            // Recorded where the execution's own log cannot be trusted: the plan's run register.
+            let _ = store
+                .append(
+                    orca_store::AuditLogId::Runs { plan_id },
+                    NewAuditEntry::new(
+                        "run.refused",
+                        json!({ "execution_id": id, "problem": problem }),
+                    ),
+                )
+                .await;
             return Err(ServiceError::Tampered(format!(
-                "refused to run execution {id}: its audit log was tampered with: entry {seq}: {problem}"
-            )));
-        }
-        let entries = store.entries(log).await?;
-        if let Some(f) = crate::integrity::against_log(&snap, &entries)
-            .into_iter()
-            .next()
-        {
-            return Err(ServiceError::Tampered(format!(
-                "refused to run execution {id}: {f}"
+                "refused to run execution {id}: {problem}"
             )));
         }
         let plan = self.executions.planning().approved(plan_id).await?;

@@ -457,6 +457,15 @@ fn check(fixture: &Fixture, case: &Case) -> bool {
         let g = p.run(&args);
         gate_line = format!(" | `{}` exit {}", args.join(" "), code(&g));
         ok &= code(&g) == 5;
+        // Every refusal to run is itself recorded, in the plan's run register.
+        if args[0] == "run" || args[1] == "resume" {
+            let registers: String = std::fs::read_dir(p.plans())
+                .unwrap()
+                .map(|e| e.unwrap().path().join("runs.audit.jsonl"))
+                .map(|r| std::fs::read_to_string(r).unwrap_or_default())
+                .collect();
+            ok &= registers.contains("run.refused");
+        }
         assert!(
             !p.root().join("pwned.txt").exists(),
             "{}: a tampered plan ran",
