@@ -214,6 +214,23 @@ impl Report<'_> {
                 return Ok(());
             }
         };
+        // The execution ran the plan as approved.
+        if let Ok(orca_store::Versioned {
+            value: Plan::Approved(approved),
+            ..
+        }) = store.plan(plan).await
+            && approved.digest() != &snapshot.execution.value.info().plan_digest
+        {
+            self.problem(
+                header_path.clone(),
+                None,
+                format!(
+                    "execution {id} names plan digest {}, but the approved plan's is {}",
+                    snapshot.execution.value.info().plan_digest,
+                    approved.digest()
+                ),
+            );
+        }
         if snapshot.execution.value.stage().is_terminal() && sealed == Some(false) {
             self.problem(
                 self.files.seal_path(log),

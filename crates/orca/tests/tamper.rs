@@ -408,6 +408,20 @@ fn catalogue() -> Vec<Case> {
         // State files against the log.
         gated(
             case(
+                "change a running execution's plan digest",
+                |p| {
+                    let path = p.exec_file(&p.ids.w, &p.ids.w1);
+                    let mut header = read_json(&path);
+                    header["info"]["plan_digest"] = json!(format!("sha256:{}", "ab".repeat(32)));
+                    write_json(&path, &header);
+                },
+                |p| p.exec_file(&p.ids.w, &p.ids.w1),
+                None,
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
                 "change a task's recorded result",
                 |p| {
                     let path = p.task(&p.ids.a, &p.ids.a1, "a");
