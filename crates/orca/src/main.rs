@@ -5,6 +5,7 @@ mod app;
 mod audit_cmd;
 mod cli;
 mod exit;
+mod plan_doc;
 mod render;
 mod term;
 mod trust;
