@@ -1165,6 +1165,8 @@ fn root_discovery_bare_prefixes_and_json_logs() {
         let mut cmd = Command::cargo_bin("orca").unwrap();
         cmd.current_dir(&nested)
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", p.config.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
@@ -1365,6 +1367,8 @@ fn terminal_approval_and_decision() {
             .args(["run", file.to_str().unwrap()])
             .current_dir(p.root())
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", p.config.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
