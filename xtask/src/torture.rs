@@ -190,7 +190,7 @@ fn round(bin: &Path, dir: &Path, plan: &str, budget: usize) -> Result<(String, u
     let known: BTreeSet<String> = executions(bin, dir, plan)?.into_iter().collect();
     let mut kills = 0usize;
     loop {
-        let mut cmd = Command::new(bin);
+        let mut cmd = util::command(bin);
         cmd.arg("--root").arg(dir).arg("--quiet");
         match &exec {
             None => cmd.args(["run", plan, "--yes"]),
@@ -435,7 +435,7 @@ fn concurrent_resume(bin: &Path, dir: &Path, effects: &Path) -> Result<(), Strin
         .ok_or("plan create: no plan_id")?
         .to_owned();
     // Start a run and kill it once the execution exists.
-    let mut first = Command::new(bin)
+    let mut first = util::command(bin)
         .arg("--root")
         .arg(dir)
         .args(["--quiet", "run", &plan, "--yes"])
@@ -458,7 +458,7 @@ fn concurrent_resume(bin: &Path, dir: &Path, effects: &Path) -> Result<(), Strin
     let _ = first.kill();
     let _ = first.wait();
     let spawn = || {
-        Command::new(bin)
+        util::command(bin)
             .arg("--root")
             .arg(dir)
             .args(["--quiet", "exec", "resume", &exec])

@@ -2,12 +2,14 @@
 //! to the person. Logic lives in the library crates.
 
 mod app;
+mod audit_cmd;
 mod cli;
 mod exit;
 mod plan_doc;
 mod render;
 mod secrets;
 mod term;
+mod trust;
 
 use std::process::ExitCode;
 
