@@ -12,7 +12,6 @@
 //! it fails only if a benchmark cannot run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -147,7 +146,7 @@ fn add(rows: &mut Vec<Row>, name: &str, unit: &str, value: f64, target: Option<f
 /// (`{"figures": [{"name", "value", "unit", "target", "description"}]}`).
 fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Result<(), String> {
     let _ = std::fs::remove_file(json_path);
-    let mut cmd = Command::new(bin);
+    let mut cmd = util::command(bin);
     if quick {
         cmd.arg("--quick");
     }
@@ -284,7 +283,7 @@ fn make_plans(bin: &Path, dir: &Path, n: usize) -> Result<(), String> {
 fn cli(root: &Path, opts: &Options, rows: &mut Vec<Row>) -> Result<(), String> {
     let bin = util::built(root, opts.profile, "orca");
     let list = |dir: &PathBuf| {
-        let mut cmd = Command::new(&bin);
+        let mut cmd = util::command(&bin);
         cmd.arg("--root").arg(dir).args(["--json", "plan", "list"]);
         util::run_measured(&mut cmd)
     };

@@ -2,7 +2,8 @@
 //! toolchain; this project pins stable 1.95, so the targets are proptest properties).
 //!
 //! The targets live in `crates/orca-services/tests/fuzz.rs` (plan documents, stored plan /
-//! execution / task files, audit lines through the file store's `verify`) and
+//! execution / task files, audit lines through the file store's `verify`, and signed, sealed
+//! logs whose lines and seal are both mutated (ADR 0013)) and
 //! `crates/orca-agents/tests/fuzz.rs` (config files, LLM replies); they also run, with few
 //! cases, in the normal test suite. Seeds come from `fuzz/corpus/<target>/`.
 

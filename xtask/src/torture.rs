@@ -420,7 +420,7 @@ fn concurrent_resume(bin: &Path, dir: &Path, effects: &Path) -> Result<(), Strin
         .ok_or("plan create: no plan_id")?
         .to_owned();
     // Start a run and kill it once the execution exists.
-    let mut first = Command::new(bin)
+    let mut first = util::command(bin)
         .arg("--root")
         .arg(dir)
         .args(["--quiet", "run", &plan, "--yes"])
@@ -443,7 +443,7 @@ fn concurrent_resume(bin: &Path, dir: &Path, effects: &Path) -> Result<(), Strin
     let _ = first.kill();
     let _ = first.wait();
     let spawn = || {
-        Command::new(bin)
+        util::command(bin)
             .arg("--root")
             .arg(dir)
             .args(["--quiet", "exec", "resume", &exec])

@@ -132,13 +132,25 @@ pub(crate) fn scratch(root: &Path, name: &str) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// A command for a built binary whose user config directory (where orca keeps the signing
+/// key, ADR 0013) is a scratch directory: xtask never touches the real home.
+pub(crate) fn command(bin: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env(
+        "XDG_CONFIG_HOME",
+        std::env::temp_dir().join("orca-xtask-config"),
+    )
+    .env_remove("ORCA_SIGNING_KEY");
+    cmd
+}
+
 /// Runs the orca binary, returning (success, stdout, stderr).
 pub(crate) fn orca(
     bin: &Path,
     root: &Path,
     args: &[&str],
 ) -> Result<(bool, String, String), String> {
-    let out = Command::new(bin)
+    let out = command(bin)
         .arg("--root")
         .arg(root)
         .args(args)

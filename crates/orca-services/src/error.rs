@@ -46,12 +46,32 @@ pub enum ServiceError {
     /// Processes of a dead runner's step are still alive: nothing is re-run over them.
     #[error("{0}")]
     ProcessesAlive(String),
+    /// A plan's approval does not cover the plan as stored (missing, unsigned, untrusted, or
+    /// the content changed): it must not run.
+    #[error("refused to run {0}")]
+    ApprovalRefused(crate::approval::ApprovalProblem),
+    /// A record disagrees with the audit log (a state file, a log cut under a running
+    /// execution).
+    #[error("{0}")]
+    Tampered(String),
     /// Storage failed (or reported bad data).
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
 impl ServiceError {
+    /// Whether the error says a record was tampered with (exit 5 in the binary).
+    #[must_use]
+    pub const fn is_tampering(&self) -> bool {
+        matches!(
+            self,
+            Self::PlanTampered(_)
+                | Self::ApprovalRefused(_)
+                | Self::Tampered(_)
+                | Self::Store(StoreError::Tampered { .. })
+        )
+    }
+
     /// Whether the error is the caller's (bad input, unknown id, wrong stage, corrupt data)
     /// rather than an internal failure.
     #[must_use]

@@ -114,6 +114,16 @@ impl ExecutionService {
             json!({ "plan_id": plan_id, "plan_digest": plan.digest(), "steps": tasks.len() }),
         )
         .await?;
+        // The plan's run register names every execution, so a deleted one is found.
+        self.store
+            .append(
+                AuditLogId::Runs { plan_id },
+                NewAuditEntry::new(
+                    "execution.created",
+                    json!({ "execution_id": execution.id(), "plan_digest": plan.digest() }),
+                ),
+            )
+            .await?;
         Ok((plan, execution.id()))
     }
 
@@ -527,6 +537,18 @@ impl ExecutionService {
             })
             .await?;
         Ok(result)
+    }
+
+    /// Seals the execution's log if the execution has ended (idempotent). For a stop made
+    /// while no process drives the execution: nobody else will seal it.
+    pub async fn seal_if_ended(&self, id: ExecutionId) -> Result<bool> {
+        let header = self.header(id).await?.value;
+        if !header.stage().is_terminal() {
+            return Ok(false);
+        }
+        let info = header.info();
+        self.store.seal(Self::log(info.plan_id, info.id)).await?;
+        Ok(true)
     }
 
     /// Records that the run waits for a human decision (durably).

@@ -10,10 +10,12 @@
 //! ([`orca_core::AgentPort`]) as trait objects: no concrete store or backend is named, and
 //! nothing here speaks HTTP. [`Orca`] wires the services together for a binary.
 
+pub mod approval;
 pub mod dispatch;
 pub mod error;
 pub mod execution;
 pub mod hitl;
+pub mod integrity;
 pub mod planning;
 pub mod relay;
 pub mod runner;

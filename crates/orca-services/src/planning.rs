@@ -127,6 +127,9 @@ impl PlanningService {
             draft = draft.superseding(previous);
         }
         self.store.create_plan(&Plan::Draft(draft.clone())).await?;
+        if let Some(previous) = supersedes {
+            self.superseded(previous, draft.id()).await?;
+        }
         self.audit(
             draft.id(),
             "plan.created",
@@ -251,6 +254,9 @@ impl PlanningService {
         self.store
             .create_plan(&Plan::Proposal(proposal.clone()))
             .await?;
+        if let Some(previous) = supersedes {
+            self.superseded(previous, proposal.id()).await?;
+        }
         self.audit(
             proposal.id(),
             "plan.created",
@@ -282,12 +288,10 @@ impl PlanningService {
         self.store
             .update_plan(&Plan::Approved(approved.clone()), revision)
             .await?;
-        self.audit(
-            id,
-            "plan.approved",
-            json!({ "by": by, "digest": approved.digest(), "note": approved.approval().note }),
-        )
-        .await?;
+        let entry = crate::approval::approval_entry(self.store.as_ref(), &approved);
+        self.audit(id, crate::approval::APPROVED, entry).await?;
+        // The plan's lifecycle is over: its log is sealed (executions go to its run register).
+        self.store.seal(AuditLogId::Plan { plan_id: id }).await?;
         Ok(approved)
     }
 
@@ -299,6 +303,7 @@ impl PlanningService {
         self.store.update_plan(&rejected, revision).await?;
         self.audit(id, "plan.rejected", json!({ "by": by, "reason": reason }))
             .await?;
+        self.store.seal(AuditLogId::Plan { plan_id: id }).await?;
         Ok(rejected)
     }
 
@@ -329,17 +334,46 @@ impl PlanningService {
         Ok(self.store.plan(id).await?.value)
     }
 
-    /// An approved plan whose content still matches its approval digest.
+    /// Records in `previous`'s run register that `next` supersedes it (the old plan's own log is
+    /// sealed).
+    async fn superseded(&self, previous: PlanId, next: PlanId) -> Result<()> {
+        self.store
+            .append(
+                AuditLogId::Runs { plan_id: previous },
+                NewAuditEntry::new("plan.superseded", json!({ "by_plan": next })),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// An approved plan whose content still matches its approval digest, and whose approval
+    /// is in its plan log, signed by a trusted key ([`crate::approval::check`]). A refusal is
+    /// recorded in the plan's run register.
     ///
     /// # Errors
     ///
-    /// Not approved, or changed after approval.
+    /// Not approved, changed after approval, or the approval does not hold
+    /// ([`ServiceError::ApprovalRefused`]).
     pub async fn approved(&self, id: PlanId) -> Result<ApprovedPlan> {
-        match self.plan(id).await? {
-            Plan::Approved(p) if p.is_intact() => Ok(p),
-            Plan::Approved(_) => Err(ServiceError::PlanTampered(id)),
-            other => Err(wrong_stage(&other, "approved")),
+        let plan = match self.plan(id).await? {
+            Plan::Approved(p) => p,
+            other => return Err(wrong_stage(&other, "approved")),
+        };
+        if let Err(problem) = crate::approval::check(self.store.as_ref(), &plan).await? {
+            // Best effort: the refusal itself must not be hidden by a failing register.
+            let _ = self
+                .store
+                .append(
+                    AuditLogId::Runs { plan_id: id },
+                    NewAuditEntry::new(
+                        "run.refused",
+                        json!({ "entry": problem.entry, "problem": problem.problem }),
+                    ),
+                )
+                .await;
+            return Err(ServiceError::ApprovalRefused(problem));
         }
+        Ok(plan)
     }
 
     /// Every plan, newest first, with the files that could not be read.

@@ -306,45 +306,66 @@ struct Recording {
 }
 
 impl Recording {
-    /// Writes the task's new state, then the attempt's audit entry.
+    /// Writes the attempt's audit entry, then the task's new state: a state file never holds
+    /// a result the log does not (ADR 0013; the completed entry carries the result's digest).
+    /// If the state cannot be written after the entry was, that is logged too.
     async fn write(
         &self,
         executions: &ExecutionService,
         execution: ExecutionId,
         log: orca_store::AuditLogId,
     ) -> Result<Versioned<Task>> {
-        let task = self.task.clone();
-        let (done, kind, data) = match &self.outcome {
+        let (kind, data) = match &self.outcome {
             TaskResult::Success(success) => (
-                executions
-                    .complete_task(execution, task, success.clone())
-                    .await?,
                 "task.attempt.completed",
-                json!({ "step_id": self.step, "usage": self.usage, "summary": success.summary }),
+                json!({ "step_id": self.step, "usage": self.usage, "summary": success.summary,
+                        crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(success) }),
             ),
             TaskResult::Failure(failure) => (
-                executions
-                    .fail_task(execution, task, failure.clone())
-                    .await?,
                 "task.attempt.failed",
                 json!({ "step_id": self.step, "failure": failure, "usage": self.usage }),
             ),
             TaskResult::Interruption(interruption) => (
-                executions
-                    .interrupt_task(execution, task, interruption.clone())
-                    .await?,
                 "task.attempt.interrupted",
                 json!({ "step_id": self.step, "interruption": interruption }),
             ),
         };
-        executions
-            .store()
+        let store = executions.store();
+        store
             .append(
                 log,
                 NewAuditEntry::new(kind, data).with_parent(Some(self.parent)),
             )
             .await?;
-        Ok(done)
+        let task = self.task.clone();
+        let done = match &self.outcome {
+            TaskResult::Success(success) => {
+                executions
+                    .complete_task(execution, task, success.clone())
+                    .await
+            }
+            TaskResult::Failure(failure) => {
+                executions.fail_task(execution, task, failure.clone()).await
+            }
+            TaskResult::Interruption(interruption) => {
+                executions
+                    .interrupt_task(execution, task, interruption.clone())
+                    .await
+            }
+        };
+        if let Err(e) = &done {
+            let _ = store
+                .append(
+                    log,
+                    NewAuditEntry::new(
+                        "task.attempt.unrecorded",
+                        json!({ "step_id": self.step, "error": e.to_string() }),
+                    )
+                    .with_parent(Some(self.parent)),
+                )
+                .await;
+        }
+        done
     }
 }
 
@@ -452,9 +473,54 @@ impl Runner {
             });
         }
         let plan_id = snap.execution.value.info().plan_id;
+        // The record first (ADR 0013): the log must verify and the state files agree with it.
+        let log = ExecutionService::log(plan_id, id);
+        let problem = match store.verify(log).await? {
+            orca_store::VerifyReport::Tampered { seq, problem } => Some(format!(
+                "its audit log was tampered with: entry {seq}: {problem}"
+            )),
+            orca_store::VerifyReport::Intact { .. } => None,
+        };
+        let entries = match problem {
+            Some(_) => Vec::new(),
+            None => store.entries(log).await?,
+        };
+        let problem = problem.or_else(|| {
+            crate::integrity::against_log(&snap, &entries)
+                .into_iter()
+                .next()
+                .map(|f| f.to_string())
+        });
+        if let Some(problem) = problem {
+            // Recorded where the execution's own log cannot be trusted: the plan's run register.
+            let _ = store
+                .append(
+                    orca_store::AuditLogId::Runs { plan_id },
+                    NewAuditEntry::new(
+                        "run.refused",
+                        json!({ "execution_id": id, "problem": problem }),
+                    ),
+                )
+                .await;
+            return Err(ServiceError::Tampered(format!(
+                "refused to run execution {id}: {problem}"
+            )));
+        }
         let plan = self.executions.planning().approved(plan_id).await?;
         if plan.digest() != &snap.execution.value.info().plan_digest {
             return Err(ServiceError::PlanTampered(plan_id));
+        }
+        if entries.is_empty() {
+            // The process that created it died before its first entry (see `against_log`).
+            self.executions
+                .audit(
+                    &snap.execution.value,
+                    "execution.created",
+                    None,
+                    json!({ "plan_id": plan_id, "plan_digest": plan.digest(),
+                            "steps": snap.tasks.len(), "recovered": true }),
+                )
+                .await?;
         }
         // Whatever the dead runner's steps started dies before anything runs again.
         crate::takeover::end_dead_runner_processes(

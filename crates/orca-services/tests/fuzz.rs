@@ -194,6 +194,58 @@ mod audit {
         }
     }
 
+    proptest! {
+        #![proptest_config(config())]
+
+        /// A signed, sealed log (ADR 0013): any change to its entries — truncation included —
+        /// or to what its seal says is detected; the seal's signature covers its log id,
+        /// count, root and time.
+        #[test]
+        fn signed_audit_lines(
+            edits in proptest::collection::vec(edit(), 0..4),
+            seal_edits in proptest::collection::vec(mutation(), 0..3),
+        ) {
+            let (plan_id, lines) = plan_log_seed();
+            let log = AuditLogId::Plan { plan_id };
+            let dir = tempfile::tempdir().unwrap();
+            let key = orca_store::SigningKey::from_seed([11; 32]);
+            let store = FileStore::open_with(dir.path(), orca_store::Authority::new(Some(key), [])).unwrap();
+            let log_dir = dir.path().join(".orca/plans").join(plan_id.to_string());
+            std::fs::create_dir_all(&log_dir).unwrap();
+            std::fs::write(log_dir.join("plan.audit.jsonl"), lines.join("\n") + "\n").unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            rt.block_on(store.seal(log)).unwrap();
+            let seal_path = store.seal_path(log);
+            let seal = std::fs::read(&seal_path).unwrap();
+            let seal_now = apply(seal.clone(), &seal_edits);
+            let seal_changed = serde_json::from_slice::<Value>(&seal_now).ok()
+                != serde_json::from_slice::<Value>(&seal).ok();
+
+            let mutated = apply_edits(&lines, &edits);
+            let original = parsed(lines.iter().map(String::as_str)).unwrap();
+            let mut text = Vec::new();
+            for l in &mutated {
+                text.extend_from_slice(l);
+                text.push(b'\n');
+            }
+            let now = std::str::from_utf8(&text).ok().and_then(|t| parsed(t.lines()));
+            let changed = now.as_ref().is_none_or(|v| *v != original);
+            std::fs::write(log_dir.join("plan.audit.jsonl"), &text).unwrap();
+            std::fs::write(&seal_path, &seal_now).unwrap();
+
+            match rt.block_on(store.verify(log)) {
+                Ok(report) => {
+                    if changed || seal_changed {
+                        prop_assert!(!report.is_intact(), "tampering not detected: {edits:?} {seal_edits:?}");
+                    } else {
+                        prop_assert!(report.is_intact(), "unchanged log reported as tampered: {report:?}");
+                    }
+                }
+                Err(e) => clear(&e.to_string()),
+            }
+        }
+    }
+
     #[test]
     fn the_seed_log_verifies() {
         let (plan_id, lines) = plan_log_seed();

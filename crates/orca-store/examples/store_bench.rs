@@ -4,7 +4,9 @@
 //!     (temp + fsync + rename + directory fsync) — target ≤ 4;
 //! (b) total store cost of a 1,000-task execution ÷ a 100-task one — target ≤ 15 (the two run
 //!     interleaved, so both see the same disk);
-//! (c) listing 10,000 plans with a fresh `FileStore` on an existing directory — target < 250 ms.
+//! (c) listing 10,000 plans with a fresh `FileStore` on an existing directory — target < 250 ms;
+//! (d) the cost of signing (ADR 0013): an approval's ed25519 signature and its check, and a
+//!     signed seal ÷ an unsigned one (each sealing a 100-entry log, fsync on), interleaved.
 //!
 //! `cargo run -p orca-store --release --example store_bench [-- --quick] [-- --json PATH]`
 
@@ -24,7 +26,11 @@ use orca_core::{
     AgentId, ApprovedPlan, ContextLimits, DraftPlan, Execution, ExecutionId, Holder,
     PendingExecution, PlanId, Step, StepId, Task, TaskSuccess, build_context,
 };
-use orca_store::{ExecutionStore, FileStore, PlanStore, Revision};
+use orca_store::audit::NewAuditEntry;
+use orca_store::signing::approval_statement;
+use orca_store::{
+    AuditLogId, AuditStore, Authority, ExecutionStore, FileStore, PlanStore, Revision, SigningKey,
+};
 use time::OffsetDateTime;
 
 struct Sizes {
@@ -206,6 +212,63 @@ fn seed_plans(store: &FileStore, template: PlanId, n: usize) {
     }
 }
 
+/// (d): (sign an approval µs, check it µs, unsigned seal ms, signed seal ms), medians.
+async fn signing_costs(base: &Path, reps: usize) -> (f64, f64, f64, f64) {
+    let key = SigningKey::from_seed([3; 32]);
+    let authority = Authority::new(Some(key), []);
+    let plan = approved(5);
+    let approval = plan.approval();
+    let statement = approval_statement(
+        plan.id(),
+        &approval.digest,
+        &approval.by,
+        approval.at,
+        approval.note.as_deref(),
+    );
+    let mut sign = Vec::new();
+    let mut check = Vec::new();
+    for _ in 0..reps * 20 {
+        let t = Instant::now();
+        let sig = authority.sign(&statement);
+        sign.push(t.elapsed());
+        let t = Instant::now();
+        authority.check(&statement, sig.as_ref()).unwrap();
+        check.push(t.elapsed());
+    }
+    let plain = FileStore::open(base.join("seal-plain")).unwrap();
+    let signed = FileStore::open_with(base.join("seal-signed"), authority).unwrap();
+    let mut unsigned_seal = Vec::new();
+    let mut signed_seal = Vec::new();
+    for _ in 0..reps * 4 {
+        for (store, out) in [(&plain, &mut unsigned_seal), (&signed, &mut signed_seal)] {
+            let log = AuditLogId::Execution {
+                plan_id: PlanId::new(),
+                execution_id: ExecutionId::new(),
+            };
+            for i in 0..100 {
+                store
+                    .append(
+                        log,
+                        NewAuditEntry::new("bench", serde_json::json!({ "i": i })),
+                    )
+                    .await
+                    .unwrap();
+            }
+            let t = Instant::now();
+            store.seal(log).await.unwrap();
+            out.push(t.elapsed());
+        }
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (
+        us(median(sign)),
+        us(median(check)),
+        ms(median(unsigned_seal)),
+        ms(median(signed_seal)),
+    )
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -301,6 +364,11 @@ async fn main() {
     }
     let list_med = median(cold);
 
+    // (d) Signing.
+    let (sign_us, check_us, plain_seal_ms, signed_seal_ms) =
+        signing_costs(base.path(), sizes.rounds).await;
+    let ratio_d = signed_seal_ms / plain_seal_ms;
+
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "orca-store benchmark{}",
@@ -345,8 +413,26 @@ async fn main() {
         sizes.list_reps
     );
 
+    println!("  sign an approval (ed25519):                     {sign_us:.1} µs");
+    println!("  check an approval's signature:                  {check_us:.1} µs");
+    println!("  seal a 100-entry log, unsigned:                 {plain_seal_ms:.3} ms");
+    println!("  seal a 100-entry log, signed:                   {signed_seal_ms:.3} ms");
+    println!("(d) signed ÷ unsigned seal:                       {ratio_d:.2}");
+
     if let Some(path) = json_path {
         let figures = serde_json::json!({
+            "figures": [
+                { "name": "sign_approval_us", "value": sign_us, "unit": "µs",
+                  "description": "ed25519 signature of an approval statement" },
+                { "name": "check_approval_us", "value": check_us, "unit": "µs",
+                  "description": "verifying an approval's signature with the trusted keys" },
+                { "name": "seal_unsigned_ms", "value": plain_seal_ms, "unit": "ms",
+                  "description": "FileStore::seal of a 100-entry log, unsigned" },
+                { "name": "seal_signed_ms", "value": signed_seal_ms, "unit": "ms",
+                  "description": "FileStore::seal of a 100-entry log, signed" },
+                { "name": "seal_signed_vs_unsigned", "value": ratio_d, "unit": "x",
+                  "description": "signed seal / unsigned seal, interleaved" },
+            ],
             "quick": quick,
             "raw_atomic_write_ms": ms(raw_med),
             "task_claim_complete_ms": ms(task_med),

@@ -72,6 +72,13 @@ pub struct Seal {
     /// When.
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+    /// The log this seal belongs to (signed with the rest, so a seal cannot be moved to
+    /// another log). Absent in seals written before ADR 0013.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<crate::port::AuditLogId>,
+    /// The signature over [`crate::signing::seal_statement`], if the store signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::signing::SignatureRecord>,
 }
 
 /// The result of verifying a log.
@@ -206,6 +213,8 @@ pub fn seal_of(entries: &[AuditEntry], at: OffsetDateTime) -> Seal {
         entries: entries.len() as u64,
         merkle_root: merkle_root(&hashes),
         at,
+        log: None,
+        signature: None,
     }
 }
 

@@ -17,6 +17,16 @@ pub(crate) fn task_what(execution: ExecutionId, task: &Task) -> String {
     format!("task {} of {execution}", task.step_id())
 }
 
+/// The revision after `current`, refusing to wrap: a document at the last revision cannot
+/// change again (nothing is written).
+pub(crate) fn next_revision(what: &str, current: Revision) -> Result<Revision, StoreError> {
+    current.checked_next().ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "{what} is at revision {current}, the largest there is: it cannot change again"
+        ))
+    })
+}
+
 pub(crate) fn plan_summary(plan: &Plan, executions: usize) -> PlanSummary {
     PlanSummary {
         plan_id: plan.id(),

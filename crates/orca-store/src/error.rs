@@ -63,6 +63,15 @@ pub enum StoreError {
     /// task of another execution…). Nothing was written.
     #[error("{0}")]
     Invalid(String),
+    /// A record was changed behind orca's back (a log cut or rewritten under a running
+    /// execution, a state file that disagrees with its log). Nothing was written.
+    #[error("{}: {message}", path.display())]
+    Tampered {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// An I/O or backend failure.
     #[error("{context}")]
     Backend {
@@ -91,14 +100,26 @@ impl StoreError {
                 | Self::Corrupt { .. }
                 | Self::Immutable(_)
                 | Self::Invalid(_)
+                | Self::Tampered { .. }
         )
     }
 
-    /// Wraps a backend error with what was being done.
+    /// Wraps a backend error with what was being done. A file where a directory should be (or
+    /// the reverse) is a damaged layout, the user's to fix: [`StoreError::Corrupt`].
     pub fn backend(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::Backend {
-            context: context.into(),
-            source: source.into(),
+        let context = context.into();
+        let source = source.into();
+        if let Some(io) = source.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::NotADirectory | std::io::ErrorKind::IsADirectory
+            )
+        {
+            return Self::Corrupt {
+                path: PathBuf::from(context),
+                message: format!("the store's layout is damaged: {io}"),
+            };
         }
+        Self::Backend { context, source }
     }
 }

@@ -39,6 +39,7 @@ use crate::port::{
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Versioned,
 };
 use crate::redaction;
+use crate::signing::Authority;
 
 /// The name of the store directory under the project root.
 pub const STORE_DIR: &str = ".orca";
@@ -64,6 +65,11 @@ struct Inner {
     header_facts: Mutex<HashMap<ExecutionId, (Stamp, HeaderFacts)>>,
     /// Audit appends waiting for their log, per log (group commit, see [`Inner::append`]).
     log_queues: Mutex<HashMap<AuditLogId, Arc<LogQueue>>>,
+    /// The last entry this process appended to each log (sequence, hash): an append that
+    /// finds the log shorter or different stops (ADR 0013).
+    heads: Mutex<HashMap<AuditLogId, (u64, orca_core::Digest)>>,
+    /// Who signs seals and whose signatures count.
+    authority: Authority,
 }
 
 /// The appends waiting for one audit log. Concurrent appenders queue here; the first one that
@@ -108,23 +114,50 @@ impl FileStore {
     ///
     /// The directory cannot be created.
     pub fn open(project_root: impl AsRef<Path>) -> Result<Self, StoreError> {
-        Self::open_with_redactor(project_root, Redactor::new())
+        Self::open_with(project_root, Authority::permissive())
     }
 
-    /// Opens the store of a project; `redactor` (which knows the exact values of the
-    /// configured secrets) is applied to every execution header, task and audit entry before
-    /// it is written. Plans are written as approved (their digest covers their content).
+    /// Opens the store with an [`Authority`]: seals are signed with its key, and seals and
+    /// approvals are checked against the keys it trusts (ADR 0013). Plans are written as
+    /// approved (their digest covers their content). Temp files left by a process that is gone
+    /// (a crash, a full disk) are removed.
     ///
     /// # Errors
     ///
     /// The directory cannot be created.
+    pub fn open_with(
+        project_root: impl AsRef<Path>,
+        authority: Authority,
+    ) -> Result<Self, StoreError> {
+        Self::open_with_redactor(project_root, authority, Redactor::new())
+    }
+
+    /// [`FileStore::open_with`], redacting with `redactor`: it knows the exact values of the
+    /// configured secrets, and is applied to every execution header, task and audit entry
+    /// before it is written.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be created, or a file stands where a directory should.
     pub fn open_with_redactor(
         project_root: impl AsRef<Path>,
+        authority: Authority,
         redactor: Redactor,
     ) -> Result<Self, StoreError> {
         let root = project_root.as_ref().join(STORE_DIR);
         for dir in [root.clone(), root.join("plans"), root.join("executions")] {
+            if dir.exists() && !dir.is_dir() {
+                return Err(corrupt(
+                    &dir,
+                    "not a directory: the store's layout is damaged",
+                ));
+            }
             perms::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        }
+        // Temp files of plan documents and the index live in these; the cost is one directory
+        // read each (an execution's own directories are cleaned when it is driven).
+        for dir in [root.clone(), root.join("plans"), root.join("executions")] {
+            crate::bounded::clean_stale_temps(&dir, false);
         }
         Ok(Self {
             inner: Arc::new(Inner {
@@ -134,8 +167,17 @@ impl FileStore {
                 plan_of: Mutex::new(HashMap::new()),
                 header_facts: Mutex::new(HashMap::new()),
                 log_queues: Mutex::new(HashMap::new()),
+                heads: Mutex::new(HashMap::new()),
+                authority,
             }),
         })
+    }
+
+    /// Removes every temp file left by a dead writer anywhere under `.orca/` (a full walk:
+    /// `orca init` does it; opening the store and driving an execution clean only their own
+    /// directories). Returns how many were removed.
+    pub fn clean_all_stale_temps(&self) -> usize {
+        crate::bounded::clean_stale_temps(&self.inner.root, true)
     }
 
     /// The `.orca` directory.
@@ -329,9 +371,13 @@ fn decode<T>(
 }
 
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+    read_bounded(path, crate::bounded::MAX_DOCUMENT)
+}
+
+fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    match crate::bounded::read_regular(path, max) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Err(corrupt(path, e.to_string())),
         Err(e) => Err(StoreError::backend(
             format!("reading {}", path.display()),
             e,
@@ -441,6 +487,7 @@ impl Inner {
     fn audit_file(&self, log: AuditLogId) -> PathBuf {
         match log {
             AuditLogId::Plan { plan_id } => self.plan_dir(plan_id).join("plan.audit.jsonl"),
+            AuditLogId::Runs { plan_id } => self.plan_dir(plan_id).join("runs.audit.jsonl"),
             AuditLogId::Execution {
                 plan_id,
                 execution_id,
@@ -884,6 +931,16 @@ impl Inner {
 
     fn acquire_lease(&self, id: ExecutionId, holder: &Holder) -> Result<Lease, StoreError> {
         let (plan, _) = self.read_header(id)?;
+        // Whoever drives an execution first clears temp files a dead writer left in its
+        // directories (a crash or a full disk between writing a temp file and renaming it).
+        for dir in [
+            self.plan_dir(plan),
+            self.exec_dir(plan),
+            self.exec_sub(plan, id),
+            self.tasks_dir(plan, id),
+        ] {
+            crate::bounded::clean_stale_temps(&dir, false);
+        }
         let path = self.lease_file(plan, id);
         let mut file = perms::open(
             perms::options()
@@ -1071,7 +1128,7 @@ fn problem(path: &Path, e: &StoreError) -> ListingProblem {
 /// died mid-write, before the append was acknowledged): it is left out, and truncated away by
 /// the next append.
 fn read_log_lines(path: &Path) -> Result<Vec<String>, StoreError> {
-    let Some(bytes) = read_opt(path)? else {
+    let Some(bytes) = read_bounded(path, crate::bounded::MAX_LOG)? else {
         return Ok(Vec::new());
     };
     let complete = match bytes.iter().rposition(|b| *b == b'\n') {
@@ -1095,6 +1152,10 @@ struct SealFile {
     merkle_root: orca_core::Digest,
     #[serde(with = "time::serde::rfc3339")]
     at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log: Option<AuditLogId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<crate::signing::SignatureRecord>,
 }
 
 fn read_seal(path: &Path) -> Result<Option<Seal>, StoreError> {
@@ -1108,6 +1169,8 @@ fn read_seal(path: &Path) -> Result<Option<Seal>, StoreError> {
         entries: file.entries,
         merkle_root: file.merkle_root,
         at: file.at,
+        log: file.log,
+        signature: file.signature,
     }))
 }
 
@@ -1180,6 +1243,10 @@ fn replicate(e: &StoreError) -> StoreError {
     match e {
         StoreError::Immutable(m) => StoreError::Immutable(m.clone()),
         StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
+        StoreError::Tampered { path, message } => StoreError::Tampered {
+            path: path.clone(),
+            message: message.clone(),
+        },
         StoreError::Corrupt { path, message } => StoreError::Corrupt {
             path: path.clone(),
             message: message.clone(),
@@ -1294,6 +1361,7 @@ impl Inner {
             return Err(StoreError::Immutable(format!("the {log} is sealed")));
         }
         let stored_last = last_entry(&mut file, &path)?;
+        self.check_head(log, &path, stored_last.as_ref())?;
         let at = OffsetDateTime::now_utc();
         let mut entries: Vec<AuditEntry> = Vec::with_capacity(batch.len());
         let mut bytes = Vec::new();
@@ -1316,7 +1384,39 @@ impl Inner {
                 e,
             ));
         }
+        if let Some(last) = entries.last() {
+            self.heads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(log, (last.seq, last.hash.clone()));
+        }
         Ok(entries)
+    }
+
+    /// An append must find the chain head this process left (or a later one, written by
+    /// another process): a log that is shorter, or holds a different entry at that position,
+    /// was truncated or rewritten behind orca's back, and is not silently restarted.
+    fn check_head(
+        &self,
+        log: AuditLogId,
+        path: &Path,
+        stored_last: Option<&AuditEntry>,
+    ) -> Result<(), StoreError> {
+        let heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((seq, hash)) = heads.get(&log) else {
+            return Ok(());
+        };
+        let ok = stored_last.is_some_and(|l| l.seq > *seq || (l.seq == *seq && &l.hash == hash));
+        if ok {
+            return Ok(());
+        }
+        Err(StoreError::Tampered {
+            path: path.to_path_buf(),
+            message: format!(
+                "entry {seq} was the last entry written, but the log now ends {}: it was truncated or rewritten; nothing was appended",
+                stored_last.map_or_else(|| "empty".to_owned(), |l| format!("at entry {}", l.seq))
+            ),
+        })
     }
 
     fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
@@ -1327,12 +1427,15 @@ impl Inner {
             return Ok(seal);
         }
         let entries = parse_entries(&path, &read_log_lines(&path)?)?;
-        let seal = audit::seal_of(&entries, OffsetDateTime::now_utc());
+        let seal =
+            crate::verify::signed_seal(log, &entries, OffsetDateTime::now_utc(), &self.authority);
         let file = SealFile {
             format_version: orca_core::FormatVersion,
             entries: seal.entries,
             merkle_root: seal.merkle_root.clone(),
             at: seal.at,
+            log: seal.log,
+            signature: seal.signature.clone(),
         };
         let mut bytes = serde_json::to_vec_pretty(&file)
             .map_err(|e| StoreError::backend("encoding a seal", e))?;
@@ -1356,6 +1459,9 @@ impl Inner {
             };
             if self.audit_file(AuditLogId::Plan { plan_id }).is_file() {
                 out.push(AuditLogId::Plan { plan_id });
+            }
+            if self.audit_file(AuditLogId::Runs { plan_id }).is_file() {
+                out.push(AuditLogId::Runs { plan_id });
             }
             let Ok(execs) = fs::read_dir(self.exec_dir(plan_id)) else {
                 continue;
@@ -1416,7 +1522,7 @@ impl PlanStore for FileStore {
                     ));
                 }
                 common::check_plan_update(&stored.value, &plan)?;
-                let next = stored.revision.next();
+                let next = common::next_revision(&common::plan_what(&plan), stored.revision)?;
                 let path = inner.plan_file(id);
                 inner.write_atomic(&path, &encode(&plan, next, &path)?)?;
                 Ok(next)
@@ -1535,7 +1641,7 @@ impl ExecutionStore for FileStore {
                     ));
                 }
                 common::check_execution_update(&stored.value, &execution)?;
-                let next = stored.revision.next();
+                let next = common::next_revision(&common::exec_what(id), stored.revision)?;
                 let path = inner.exec_file(plan, id);
                 let bytes = encode_redacted(&execution, next, &path, &inner.redactor)?;
                 inner.write_atomic(&path, &bytes)?;
@@ -1571,7 +1677,10 @@ impl ExecutionStore for FileStore {
                             stored.revision,
                         ));
                     }
-                    let next = stored.revision.next();
+                    let next = common::next_revision(
+                        &common::task_what(execution, &task),
+                        stored.revision,
+                    )?;
                     let bytes = encode_redacted(&task, next, &path, &inner.redactor)?;
                     inner.write_atomic(&path, &bytes)?;
                     Ok(next)
@@ -1688,12 +1797,21 @@ impl AuditStore for FileStore {
             let path = inner.audit_file(log);
             let lines = read_log_lines(&path)?;
             let seal = read_seal(&seal_file(&path))?;
-            Ok(audit::verify_lines(&lines, seal.as_ref()))
+            Ok(crate::verify::verify_log(
+                log,
+                &lines,
+                seal.as_ref(),
+                &inner.authority,
+            ))
         })
         .await
     }
 
     async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError> {
         self.run(Inner::audit_logs).await
+    }
+
+    fn authority(&self) -> Authority {
+        self.inner.authority.clone()
     }
 }

@@ -28,13 +28,17 @@
 //! ```
 
 pub mod audit;
+pub mod bounded;
 mod common;
 mod error;
 mod file;
+pub mod keys;
 mod memory;
 pub mod perms;
 mod port;
 mod redaction;
+pub mod signing;
+pub mod verify;
 
 pub use file::{FileStore, STORE_DIR};
 pub use memory::MemoryStore;
@@ -45,3 +49,4 @@ pub use port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
     Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Store, Versioned,
 };
+pub use signing::{Authority, PublicKey, SignatureProblem, SignatureRecord, SigningKey};

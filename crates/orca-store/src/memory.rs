@@ -20,6 +20,7 @@ use crate::port::{
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     inner: Arc<Mutex<Inner>>,
+    authority: crate::signing::Authority,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +96,13 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// The same store, signing seals with (and checking signatures against) `authority`.
+    #[must_use]
+    pub fn with_authority(mut self, authority: crate::signing::Authority) -> Self {
+        self.authority = authority;
+        self
+    }
+
     /// Marks a holder's process as dead (for tests): its leases become stale and can be taken
     /// over, as the file store does when a process dies.
     pub fn mark_dead(&self, holder: &Holder) {
@@ -167,8 +175,8 @@ impl PlanStore for MemoryStore {
             ));
         }
         common::check_plan_update(&stored.value, plan)?;
+        stored.revision = common::next_revision(&common::plan_what(plan), stored.revision)?;
         stored.value = plan.clone();
-        stored.revision = stored.revision.next();
         Ok(stored.revision)
     }
 
@@ -290,7 +298,8 @@ impl ExecutionStore for MemoryStore {
         }
         common::check_execution_update(&header.value, execution)?;
         header.value = execution.clone();
-        header.revision = header.revision.next();
+        header.revision =
+            common::next_revision(&common::exec_what(execution.id()), header.revision)?;
         Ok(header.revision)
     }
 
@@ -321,7 +330,7 @@ impl ExecutionStore for MemoryStore {
             ));
         }
         slot.value = task.clone();
-        slot.revision = slot.revision.next();
+        slot.revision = common::next_revision(&common::task_what(execution, task), slot.revision)?;
         Ok(slot.revision)
     }
 
@@ -440,7 +449,12 @@ impl AuditStore for MemoryStore {
         if let Some(seal) = &stored.seal {
             return Ok(seal.clone());
         }
-        let seal = audit::seal_of(&stored.entries, OffsetDateTime::now_utc());
+        let seal = crate::verify::signed_seal(
+            log,
+            &stored.entries,
+            OffsetDateTime::now_utc(),
+            &self.authority,
+        );
         stored.seal = Some(seal.clone());
         Ok(seal)
     }
@@ -469,10 +483,19 @@ impl AuditStore for MemoryStore {
                     .map_err(|e| StoreError::backend(format!("encoding the {log}"), e))?,
             );
         }
-        Ok(audit::verify_lines(&lines, stored.seal.as_ref()))
+        Ok(crate::verify::verify_log(
+            log,
+            &lines,
+            stored.seal.as_ref(),
+            &self.authority,
+        ))
     }
 
     async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError> {
         Ok(self.lock().logs.keys().copied().collect())
+    }
+
+    fn authority(&self) -> crate::signing::Authority {
+        self.authority.clone()
     }
 }

@@ -25,7 +25,17 @@ impl Revision {
     /// The next revision.
     #[must_use]
     pub const fn next(self) -> Self {
-        Self(self.0 + 1)
+        Self(self.0.saturating_add(1))
+    }
+
+    /// The next revision, or `None` at the last one (a document cannot change again: its
+    /// revision never wraps).
+    #[must_use]
+    pub const fn checked_next(self) -> Option<Self> {
+        match self.0.checked_add(1) {
+            Some(n) => Some(Self(n)),
+            None => None,
+        }
     }
 }
 
@@ -371,6 +381,13 @@ pub enum AuditLogId {
         /// The plan.
         plan_id: PlanId,
     },
+    /// The register of a plan's runs: each execution created from it and each refused run.
+    /// Never sealed (a plan runs again); lets `audit verify` find an execution whose files were
+    /// deleted.
+    Runs {
+        /// The plan.
+        plan_id: PlanId,
+    },
     /// An execution's causal chain.
     Execution {
         /// The plan it runs.
@@ -384,6 +401,7 @@ impl fmt::Display for AuditLogId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Plan { plan_id } => write!(f, "audit log of {plan_id}"),
+            Self::Runs { plan_id } => write!(f, "run register of {plan_id}"),
             Self::Execution { execution_id, .. } => write!(f, "audit log of {execution_id}"),
         }
     }
@@ -408,6 +426,12 @@ pub trait AuditStore: Send + Sync {
 
     /// Every audit log in the store.
     async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError>;
+
+    /// Who signs this store's seals and approvals, and whose signatures it trusts (ADR 0013).
+    /// The default signs nothing and requires no signature.
+    fn authority(&self) -> crate::signing::Authority {
+        crate::signing::Authority::permissive()
+    }
 }
 
 /// Everything orca stores.

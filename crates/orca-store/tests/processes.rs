@@ -94,6 +94,7 @@ async fn child(mode: &str) {
 fn log_key(log: AuditLogId) -> String {
     match log {
         AuditLogId::Plan { plan_id } => format!("p:{plan_id}"),
+        AuditLogId::Runs { plan_id } => format!("r:{plan_id}"),
         AuditLogId::Execution {
             plan_id,
             execution_id,
@@ -105,6 +106,9 @@ fn parse_log_key(key: &str) -> AuditLogId {
     let parts: Vec<&str> = key.split(':').collect();
     match parts.as_slice() {
         ["p", plan] => AuditLogId::Plan {
+            plan_id: plan.parse().unwrap(),
+        },
+        ["r", plan] => AuditLogId::Runs {
             plan_id: plan.parse().unwrap(),
         },
         ["e", plan, exec] => AuditLogId::Execution {

@@ -20,8 +20,12 @@ const SECRET: &str = "deploy-production-2";
 #[tokio::test]
 async fn known_secrets_never_reach_the_files_and_documents_read_back() {
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        FileStore::open_with_redactor(dir.path(), Redactor::new().with_secrets([SECRET])).unwrap();
+    let store = FileStore::open_with_redactor(
+        dir.path(),
+        orca_store::signing::Authority::permissive(),
+        Redactor::new().with_secrets([SECRET]),
+    )
+    .unwrap();
     // A step whose id equals the secret: identifiers are kept, so everything reads back.
     let mut d = DraftPlan::new(PlanId::new(), now());
     d.set_goal("ship");

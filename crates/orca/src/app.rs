@@ -29,6 +29,7 @@ use crate::exit::{CliError, Exit};
 use crate::render;
 use crate::secrets;
 use crate::term::{Progress, Style, TerminalHitl, interactive, say};
+use crate::trust::KeyUse;
 
 /// Writes a result to stdout, redacted.
 pub(crate) fn out(text: &str) {
@@ -77,6 +78,7 @@ const CONFIG_TEMPLATE: &str = orca_agents::config::CONFIG_TEMPLATE;
 pub(crate) struct App {
     root: PathBuf,
     store: Arc<dyn Store>,
+    files: FileStore,
     agents: Arc<Agents>,
     config: Option<Config>,
     style: Style,
@@ -85,7 +87,7 @@ pub(crate) struct App {
 }
 
 impl App {
-    fn open(global: &Global, create: bool) -> Result<Self, CliError> {
+    fn open(global: &Global, create: bool, key_use: KeyUse) -> Result<Self, CliError> {
         let root = find_root(global.root.as_deref(), create)?;
         // Only the commands that create something may make a project; a read-only command run
         // in the wrong directory must not leave a `.orca/` there (it would capture root
@@ -98,11 +100,19 @@ impl App {
         }
         // The config first: the store's redactor must know the keys it loads.
         let loaded = secrets::load_agents(&root)?;
-        let store: Arc<dyn Store> =
-            Arc::new(FileStore::open_with_redactor(&root, secrets::redactor())?);
+        let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
+        if let Some(path) = created {
+            say(&format!(
+                "created your signing key {} (it signs your approvals; keep it private)",
+                path.display()
+            ));
+        }
+        let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
+        let store: Arc<dyn Store> = Arc::new(files.clone());
         Ok(Self {
             root,
             store,
+            files,
             agents: Arc::new(loaded.agents),
             config: loaded.config,
             style: Style::detect(global.no_color),
@@ -126,18 +136,30 @@ impl App {
         )
     }
 
-    fn info(&self, line: &str) {
-        if !self.quiet {
-            say(line);
-        }
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
     }
 
-    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+    pub(crate) const fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    pub(crate) const fn files(&self) -> &FileStore {
+        &self.files
     }
 
     pub(crate) const fn json(&self) -> bool {
         self.json
+    }
+
+    pub(crate) const fn style(&self) -> Style {
+        self.style
+    }
+
+    pub(crate) fn info(&self, line: &str) {
+        if !self.quiet {
+            say(line);
+        }
     }
 }
 
@@ -188,7 +210,17 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_) | Command::Run(_) | Command::Plan(PlanCommand::Create { .. })
     );
-    let app = App::open(global, creates)?;
+    let signs = matches!(
+        command,
+        Command::Ask(_)
+            | Command::Run(_)
+            | Command::Plan(PlanCommand::Approve { .. } | PlanCommand::Reject { .. })
+            | Command::Exec(
+                ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Stop { .. }
+            )
+    );
+    let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
+    let app = App::open(global, creates, key_use)?;
     match command {
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
@@ -196,8 +228,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Run(args) => run_plan(&app, &args.plan, &args.run).await,
         Command::Exec(cmd) => exec(&app, cmd).await,
         Command::Watch { exec } => crate::driver::watch(&app, &exec).await,
-        Command::Audit(AuditCommand::Verify { exec, all }) => {
-            audit_verify(&app, exec.as_deref(), all).await
+        Command::Audit(AuditCommand::Verify { exec, all: _ }) => {
+            crate::audit_cmd::verify(&app, exec.as_deref()).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
         Command::Doctor => {
@@ -278,7 +310,19 @@ fn init(global: &Global) -> Result<Exit, CliError> {
             .map_err(|e| CliError::internal(format!("cannot write {}: {e}", config.display())))?;
         true
     };
-    FileStore::open(&root)?;
+    let (_, key) = crate::trust::authority(&root, &global.trusted_key, KeyUse::Sign)?;
+    if let Some(path) = &key {
+        say(&format!(
+            "created your signing key {} (it signs your approvals; keep it private)",
+            path.display()
+        ));
+    }
+    let removed = FileStore::open(&root)?.clean_all_stale_temps();
+    if removed > 0 {
+        say(&format!(
+            "removed {removed} temp file(s) left by a process that is gone"
+        ));
+    }
     if global.json {
         out_json(&json!({ "root": root, "config": config, "created_config": created }));
     } else {
@@ -691,6 +735,16 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
         ExecCommand::Show { exec } => {
             let orca = app.orca(Arc::new(NoHuman));
             let id = orca.executions.resolve(&exec).await?;
+            if let Some(f) = orca_services::integrity::check_execution(app.store.as_ref(), id)
+                .await?
+                .into_iter()
+                .next()
+            {
+                return Err(CliError::with(
+                    Exit::Tampered,
+                    format!("execution {id}: {f} (run `orca audit verify {id}`)"),
+                ));
+            }
             let snap = orca.executions.get(id).await?;
             let lease = app.store.lease(id).await?;
             let stage = snap.execution.value.stage();
@@ -762,62 +816,18 @@ fn snapshot_json(snap: &orca_store::ExecutionSnapshot) -> Value {
     value
 }
 
+/// Resolves an execution id or prefix.
+pub(crate) async fn resolve_exec(app: &App, text: &str) -> Result<ExecutionId, CliError> {
+    Ok(app.orca(Arc::new(NoHuman)).executions.resolve(text).await?)
+}
+
 /// The problem of a tampered log, naming its entry once.
-fn tamper_text(seq: u64, problem: &str) -> String {
+pub(crate) fn tamper_text(seq: u64, problem: &str) -> String {
     if problem.contains(&format!("entry {seq}")) {
         problem.to_owned()
     } else {
         format!("entry {seq}: {problem}")
     }
-}
-
-async fn audit_verify(app: &App, exec: Option<&str>, _all: bool) -> Result<Exit, CliError> {
-    let orca = app.orca(Arc::new(NoHuman));
-    let logs = match exec {
-        Some(e) => {
-            let id = orca.executions.resolve(e).await?;
-            let snap = orca.executions.get(id).await?;
-            vec![ExecutionService::log(
-                snap.execution.value.info().plan_id,
-                id,
-            )]
-        }
-        None => app.store.audit_logs().await?,
-    };
-    let mut tampered = 0usize;
-    let mut results = Vec::new();
-    for log in logs {
-        let report = app.store.verify(log).await?;
-        if !report.is_intact() {
-            tampered += 1;
-        }
-        if !app.json {
-            let line = match &report {
-                VerifyReport::Intact { entries, sealed } => format!(
-                    "{}  {log}: {entries} entries{}",
-                    app.style.green("ok      "),
-                    if *sealed { ", sealed" } else { "" }
-                ),
-                VerifyReport::Tampered { seq, problem } => format!(
-                    "{}  {log}: {}",
-                    app.style.red("TAMPERED"),
-                    tamper_text(*seq, problem)
-                ),
-            };
-            out(&line);
-        }
-        results.push(json!({ "log": log, "report": report }));
-    }
-    if app.json {
-        out_json(&Value::Array(results));
-    } else if tampered == 0 {
-        app.info("every audit log verifies");
-    }
-    Ok(if tampered > 0 {
-        Exit::Tampered
-    } else {
-        Exit::Ok
-    })
 }
 
 fn agents_list(app: &App) -> Result<Exit, CliError> {

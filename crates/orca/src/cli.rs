@@ -49,6 +49,10 @@ pub(crate) struct Global {
     /// No colours (also: the NO_COLOR environment variable).
     #[arg(long, global = true)]
     pub(crate) no_color: bool,
+    /// Also trust approvals and seals signed by this public key (`ed25519:…`), besides your
+    /// own signing key; repeatable. A key under the project's `.orca/` is never trusted.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) trusted_key: Vec<PathBuf>,
     /// The format of logs on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     pub(crate) log_format: LogFormat,

@@ -202,6 +202,10 @@ pub(crate) async fn cancel(
             json!({ "by": user(), "reason": reason, "final": true }),
         )
         .await?;
+    // No live process drives it: nobody else will seal its log (ADR 0013).
+    if !is_live(app.store().lease(id).await?.as_ref()) {
+        orca.executions.seal_if_ended(id).await?;
+    }
     if app.json() {
         out_json(&json!({ "execution_id": id, "stage": stopped.value.stage() }));
     } else {

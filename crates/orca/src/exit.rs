@@ -71,7 +71,9 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 
 impl From<ServiceError> for CliError {
     fn from(e: ServiceError) -> Self {
-        let exit = if e.is_user_error() {
+        let exit = if e.is_tampering() {
+            Exit::Tampered
+        } else if e.is_user_error() {
             Exit::BadInput
         } else {
             Exit::Internal
@@ -85,7 +87,9 @@ impl From<ServiceError> for CliError {
 
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {
-        let exit = if e.is_user_error() || matches!(e, StoreError::LeaseHeld { .. }) {
+        let exit = if matches!(e, StoreError::Tampered { .. }) {
+            Exit::Tampered
+        } else if e.is_user_error() || matches!(e, StoreError::LeaseHeld { .. }) {
             Exit::BadInput
         } else {
             Exit::Internal

@@ -2,6 +2,7 @@
 //! to the person. Logic lives in the library crates.
 
 mod app;
+mod audit_cmd;
 mod cli;
 mod driver;
 mod driver_signals;
@@ -10,6 +11,7 @@ mod plan_doc;
 mod render;
 mod secrets;
 mod term;
+mod trust;
 
 use std::process::ExitCode;
 

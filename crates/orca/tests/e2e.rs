@@ -17,12 +17,16 @@ use tempfile::TempDir;
 /// A temporary project with `.orca/` initialised.
 struct Project {
     dir: TempDir,
+    /// The user's config directory (the signing key), outside the project: tests never touch
+    /// the real home.
+    config: TempDir,
 }
 
 impl Project {
     fn new() -> Self {
         let project = Self {
             dir: tempfile::tempdir().unwrap(),
+            config: tempfile::tempdir().unwrap(),
         };
         let out = project.run(&["init"]);
         assert_eq!(code(&out), 0, "init: {}", stderr(&out));
@@ -44,6 +48,8 @@ impl Project {
             .arg(self.root())
             .current_dir(self.root())
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
@@ -59,6 +65,8 @@ impl Project {
             .args(args)
             .current_dir(self.root())
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
@@ -1160,6 +1168,8 @@ fn root_discovery_bare_prefixes_and_json_logs() {
         let mut cmd = Command::cargo_bin("orca").unwrap();
         cmd.current_dir(&nested)
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", p.config.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
@@ -1360,6 +1370,8 @@ fn terminal_approval_and_decision() {
             .args(["run", file.to_str().unwrap()])
             .current_dir(p.root())
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", p.config.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")

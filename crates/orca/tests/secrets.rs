@@ -53,12 +53,15 @@ const PLANTED: &[(&str, &str)] = &[
 
 struct Project {
     dir: TempDir,
+    /// The user's config directory (where the signing key lives): never the real home.
+    config_home: TempDir,
 }
 
 impl Project {
     fn new() -> Self {
         let p = Self {
             dir: tempfile::tempdir().unwrap(),
+            config_home: tempfile::tempdir().unwrap(),
         };
         let out = p.run(&["init"]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -98,6 +101,8 @@ impl Project {
             .args(args)
             .current_dir(self.root())
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", self.config_home.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ORCA_LOG")
             .stdin(std::process::Stdio::null());
         for (k, v) in PLANTED {
@@ -341,11 +346,14 @@ async fn a_provider_echoing_the_key_leaves_no_trace() {
     let file = p.write("plan.json", &doc);
     let mut leaks = Leaks::default();
     let root = p.root().to_path_buf();
+    let config_home = p.config_home.path().to_path_buf();
     let run = |args: Vec<String>| {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"));
         cmd.arg("--root")
             .arg(&root)
             .args(&args)
+            .env("XDG_CONFIG_HOME", &config_home)
+            .env_remove("ORCA_SIGNING_KEY")
             .env("NO_COLOR", "1");
         for (k, v) in PLANTED {
             cmd.env(k, v);

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::counts::{self, KillPoint};
@@ -100,7 +100,7 @@ pub(super) fn round(
     let mut watchers = Vec::new();
     let mut just_decided = false;
     loop {
-        let mut cmd = Command::new(bin);
+        let mut cmd = util::command(bin);
         cmd.arg("--root").arg(dir).arg("--quiet");
         match &exec {
             None => cmd.args(["run", plan, "--yes"]),

@@ -1,0 +1,185 @@
+//! An execution's state files checked against each other and against its audit log
+//! (ADR 0013).
+//!
+//! The state files (the header and one file per task) are the runner's working copy; the
+//! hash-chained, sealed log is the record. A state that cannot happen (the header `completed`
+//! while a task still runs) or that says something the log does not (a completed task whose
+//! result is not the one the log recorded, a log that does not begin with this execution's
+//! creation) is reported, located, and refused by `resume`.
+
+use orca_core::{
+    Digest, Execution, ExecutionId, ExecutionStage, StepId, Task, TaskStatus, TaskSuccess,
+};
+use orca_store::audit::AuditEntry;
+use orca_store::{ExecutionSnapshot, Store};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::execution::ExecutionService;
+
+/// The key of the result digest in a `task.attempt.completed` entry.
+pub const RESULT_DIGEST: &str = "result_digest";
+
+/// The digest of a task's result, as the log records it.
+#[must_use]
+pub fn result_digest(result: &TaskSuccess) -> Digest {
+    Digest::of_canonical(result).unwrap_or_else(|_| Digest::of_bytes(b""))
+}
+
+/// Which record a finding is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// The execution header (its state file).
+    Header,
+    /// A task's state file.
+    Task(StepId),
+    /// The execution's audit log.
+    Log,
+}
+
+/// One disagreement, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The record at fault.
+    pub place: Place,
+    /// The log entry involved, if any.
+    pub entry: Option<u64>,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.place {
+            Place::Header => f.write_str("the execution header: ")?,
+            Place::Task(step) => write!(f, "the state of task `{step}`: ")?,
+            Place::Log => f.write_str("the audit log: ")?,
+        }
+        if let Some(e) = self.entry {
+            write!(f, "entry {e}: ")?;
+        }
+        f.write_str(&self.problem)
+    }
+}
+
+fn finding(place: Place, entry: Option<u64>, problem: impl Into<String>) -> Finding {
+    Finding {
+        place,
+        entry,
+        problem: problem.into(),
+    }
+}
+
+/// A header and tasks that describe a state the state machine cannot reach.
+#[must_use]
+pub fn impossible_state(execution: &Execution, tasks: &[Task]) -> Option<Finding> {
+    let stage = execution.stage();
+    let first = |ok: fn(TaskStatus) -> bool| tasks.iter().find(|t| !ok(t.status()));
+    let bad = match stage {
+        ExecutionStage::Pending => first(|s| s == TaskStatus::Pending),
+        ExecutionStage::Completed => first(|s| s == TaskStatus::Completed),
+        ExecutionStage::Failed | ExecutionStage::Stopped => first(|s| s != TaskStatus::Running),
+        _ => None,
+    }?;
+    Some(finding(
+        Place::Header,
+        None,
+        format!(
+            "the header says {stage} while task `{}` is {}: no run reaches this state",
+            bad.step_id(),
+            bad.status()
+        ),
+    ))
+}
+
+/// The state files checked against the log's entries.
+#[must_use]
+pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<Finding> {
+    let execution = &snapshot.execution.value;
+    let info = execution.info();
+    let mut out = Vec::new();
+    let tasks = snapshot.task_values();
+    if let Some(f) = impossible_state(execution, &tasks) {
+        out.push(f);
+    }
+    let first = entries.first();
+    let created = first.filter(|e| {
+        e.kind == "execution.created"
+            && e.data.get("plan_id").and_then(Value::as_str) == Some(&info.plan_id.to_string())
+            && e.data.get("plan_digest").and_then(Value::as_str)
+                == Some(&info.plan_digest.to_string())
+    });
+    // A crash between creating the execution and its first entry leaves a pending execution
+    // with an empty log: nothing has happened yet, and the runner writes the entry first.
+    let untouched = first.is_none()
+        && execution.stage() == ExecutionStage::Pending
+        && tasks.iter().all(|t| t.status() == TaskStatus::Pending);
+    if created.is_none() && !untouched {
+        out.push(finding(
+            Place::Log,
+            Some(0),
+            if first.is_none() {
+                "the log is empty, but the execution exists (it was truncated or deleted)"
+                    .to_owned()
+            } else {
+                "the log does not begin with this execution's creation (it was truncated and restarted, or belongs to another execution)".to_owned()
+            },
+        ));
+    }
+    for task in &tasks {
+        let Task::Completed(done) = task else {
+            continue;
+        };
+        let step = done.step_id.to_string();
+        let logged = entries.iter().rev().find(|e| {
+            e.kind == "task.attempt.completed"
+                && e.data.get("step_id").and_then(Value::as_str) == Some(step.as_str())
+        });
+        let Some(logged) = logged else {
+            out.push(finding(
+                Place::Task(done.step_id.clone()),
+                None,
+                "completed in its state file, but the log records no completed attempt",
+            ));
+            continue;
+        };
+        let recorded = logged
+            .data
+            .get(RESULT_DIGEST)
+            .and_then(Value::as_str)
+            .and_then(|d| d.parse::<Digest>().ok());
+        if let Some(recorded) = recorded
+            && recorded != result_digest(&done.result)
+        {
+            out.push(finding(
+                Place::Task(done.step_id.clone()),
+                Some(logged.seq),
+                format!(
+                    "its result is not the one the log recorded at entry {} (the state file was changed)",
+                    logged.seq
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Reads an execution and its log and checks them against each other.
+///
+/// # Errors
+///
+/// Store failures (an unreadable file is an error naming it).
+pub async fn check_execution(store: &dyn Store, id: ExecutionId) -> Result<Vec<Finding>> {
+    let snapshot = store.execution(id).await?;
+    let info = snapshot.execution.value.info();
+    let log = ExecutionService::log(info.plan_id, info.id);
+    // A log whose entries do not verify (an unparseable line included) is the first finding.
+    // Who signed its seal is `audit verify`'s question (a reader may not hold the key).
+    if let orca_store::VerifyReport::Tampered { seq, problem } = store.verify(log).await?
+        && !problem.starts_with("seal:")
+    {
+        return Ok(vec![finding(Place::Log, Some(seq), problem)]);
+    }
+    let entries = store.entries(log).await?;
+    Ok(against_log(&snapshot, &entries))
+}
