@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::agent_loop::task_message;
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
 use crate::profile::Profile;
+use crate::sandbox::SandboxPolicy;
 
 /// Which command-line agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,22 @@ impl CliKind {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
             Self::Opencode => "opencode",
+        }
+    }
+
+    /// Where the agent keeps its own state, relative to the home directory: writable in the
+    /// kernel sandbox besides the project.
+    #[must_use]
+    pub const fn state_dirs(self) -> &'static [&'static str] {
+        match self {
+            Self::ClaudeCode => &[".claude", ".cache/claude", ".config/claude"],
+            Self::Codex => &[".codex"],
+            Self::Opencode => &[
+                ".local/share/opencode",
+                ".local/state/opencode",
+                ".config/opencode",
+                ".cache/opencode",
+            ],
         }
     }
 
@@ -117,8 +134,10 @@ impl CliAgent {
         root: &Path,
         prompt: String,
         timeout: Option<Duration>,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
+        let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
@@ -126,6 +145,7 @@ impl CliAgent {
             env: Vec::new(),
             timeout,
             cap: OUTPUT_CAP,
+            sandbox: sandbox.as_ref(),
         })
         .await;
         let status = match run.end {
@@ -192,6 +212,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &TaskRequest,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Reply<TaskResult> {
         let prompt = format!(
             "{}\n\n{}\n\n{RESULT_INSTRUCTIONS}",
@@ -205,7 +226,7 @@ impl CliAgent {
                 .max_wall_secs
                 .map(Duration::from_secs)
         });
-        match self.run(root, prompt, timeout).await {
+        match self.run(root, prompt, timeout, sandbox).await {
             Err(f) => Reply::new(TaskResult::Failure(f)),
             Ok(parsed) => {
                 let text = parsed.text.unwrap_or_default();
@@ -225,6 +246,7 @@ impl CliAgent {
         root: &Path,
         profile: &Profile,
         request: &QuestionRequest,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
         let prompt = format!(
             "{}\n\nA read-only question (do not change anything):\n\n{}",
@@ -235,7 +257,7 @@ impl CliAgent {
             .min(&profile.limits)
             .max_wall_secs
             .map(Duration::from_secs);
-        match self.run(root, prompt, timeout).await {
+        match self.run(root, prompt, timeout, sandbox).await {
             Err(f) => Reply::new(Err(f)),
             Ok(parsed) => Reply {
                 outcome: Ok(AgentAnswer {

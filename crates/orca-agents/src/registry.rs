@@ -15,6 +15,7 @@ use crate::agent_loop::{self, LoopSettings};
 use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
+use crate::sandbox::SandboxPolicy;
 use crate::profile::{BackendSpec, Profile};
 use crate::shell;
 
@@ -40,6 +41,7 @@ pub struct Agents {
     root: PathBuf,
     entries: BTreeMap<AgentId, Entry>,
     settings: LoopSettings,
+    sandbox: Option<Arc<SandboxPolicy>>,
 }
 
 impl Agents {
@@ -59,7 +61,15 @@ impl Agents {
             root: root.into(),
             entries,
             settings: LoopSettings::default(),
+            sandbox: None,
         }
+    }
+
+    /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
+    #[must_use]
+    pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
+        self.sandbox = Some(policy);
+        self
     }
 
     /// The given profiles (plus `shell`), with backends built from their specs.
@@ -204,8 +214,13 @@ impl AgentPort for Agents {
             Err(f) => return Reply::new(TaskResult::Failure(f)),
         };
         match &entry.runtime {
-            Runtime::Shell => Reply::new(shell::run_shell(&self.root, &request).await),
-            Runtime::Cli(cli) => cli.run_task(&self.root, &entry.profile, &request).await,
+            Runtime::Shell => Reply::new(
+                shell::run_shell_in(&self.root, &request, self.sandbox.as_deref()).await,
+            ),
+            Runtime::Cli(cli) => {
+                cli.run_task(&self.root, &entry.profile, &request, self.sandbox.as_deref())
+                    .await
+            }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
                 let budget = request.budget.min(&entry.profile.limits);
@@ -249,7 +264,10 @@ impl AgentPort for Agents {
                 ErrorCode::Validation,
                 "the shell agent runs commands; it cannot answer questions",
             ))),
-            Runtime::Cli(cli) => cli.ask(&self.root, &entry.profile, &request).await,
+            Runtime::Cli(cli) => {
+                cli.ask(&self.root, &entry.profile, &request, self.sandbox.as_deref())
+                    .await
+            }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 agent_loop::ask(

@@ -5,6 +5,7 @@ use std::path::Path;
 use orca_core::{ErrorCode, TaskFailure, TaskRequest, TaskResult, TaskSuccess};
 
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use crate::sandbox::SandboxPolicy;
 
 /// Lines kept in a shell step's summary (the tail of its output).
 pub const SUMMARY_LINES: usize = 20;
@@ -18,6 +19,15 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// output (the last [`OUTPUT_CAP`] bytes). A non-zero exit is a `task_failed` failure, a
 /// timeout a `timeout` failure. The group is killed on timeout and when the future is dropped.
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
+    run_shell_in(root, request, None).await
+}
+
+/// [`run_shell`] under a sandbox policy (see [`crate::sandbox`]).
+pub async fn run_shell_in(
+    root: &Path,
+    request: &TaskRequest,
+    sandbox: Option<&SandboxPolicy>,
+) -> TaskResult {
     let Some(command) = request
         .step
         .command
@@ -32,6 +42,15 @@ pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
             ),
         ));
     };
+    if command.contains('\0') {
+        return TaskResult::Failure(TaskFailure::new(
+            ErrorCode::Validation,
+            format!(
+                "step `{}`: the command holds a NUL byte, which no shell can run",
+                request.step.id
+            ),
+        ));
+    }
     tracing::info!(step = %request.step.id, attempt = request.attempt, "running shell step");
     let spec = RunSpec {
         program: "sh",
@@ -48,6 +67,7 @@ pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
         ],
         timeout: request.timeout,
         cap: OUTPUT_CAP,
+        sandbox,
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

@@ -27,6 +27,7 @@ use crate::cli::{
 };
 use crate::exit::{CliError, Exit};
 use crate::render;
+use crate::sandbox::Sandbox;
 use crate::term::{Progress, Style, TerminalHitl, interactive, say};
 
 /// Writes a result to stdout.
@@ -78,17 +79,22 @@ pub(crate) struct App {
     style: Style,
     json: bool,
     quiet: bool,
+    sandbox: Sandbox,
 }
 
 impl App {
-    fn open(global: &Global, create: bool) -> Result<Self, CliError> {
+    fn open(global: &Global, create: bool, runs_agents: bool) -> Result<Self, CliError> {
         let root = find_root(global.root.as_deref(), create)?;
         let store: Arc<dyn Store> = Arc::new(FileStore::open(&root)?);
-        let agents = Arc::new(load_agents(&root)?);
+        let config = load_config(&root)?;
+        let sandbox = Sandbox::open(&root, config.as_ref(), runs_agents)?;
+        let agents =
+            Arc::new(load_agents(&root, config.as_ref())?.with_sandbox(sandbox.policy.clone()));
         Ok(Self {
             root,
             store,
             agents,
+            sandbox,
             style: Style::detect(global.no_color),
             json: global.json,
             quiet: global.quiet,
@@ -99,7 +105,7 @@ impl App {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
             .ok()
-            .map(|w| Arc::new(w) as Arc<dyn orca_core::ToolHost>);
+            .map(|w| Arc::new(w.with_policy(self.sandbox.policy.clone())) as Arc<dyn orca_core::ToolHost>);
         Orca::new(
             self.store.clone(),
             agents,
@@ -116,18 +122,24 @@ impl App {
     }
 }
 
-fn load_agents(root: &Path) -> Result<Agents, CliError> {
-    let env = |k: &str| std::env::var(k).ok();
+fn load_config(root: &Path) -> Result<Option<Config>, CliError> {
     let path = root.join(".orca").join("config.toml");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Agents::with_defaults(root, &env, LoopSettings::default()));
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(CliError::bad_input(format!("{}: {e}", path.display()))),
     };
-    let config = Config::parse(&text, &path).map_err(|e| CliError::bad_input(e.to_string()))?;
-    match Agents::from_config(root, &config, &env, LoopSettings::default()) {
+    Config::parse(&text, &path)
+        .map(Some)
+        .map_err(|e| CliError::bad_input(e.to_string()))
+}
+
+fn load_agents(root: &Path, config: Option<&Config>) -> Result<Agents, CliError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(config) = config else {
+        return Ok(Agents::with_defaults(root, &env, LoopSettings::default()));
+    };
+    match Agents::from_config(root, config, &env, LoopSettings::default()) {
         Ok(agents) => Ok(agents),
         // A key that is not set only matters to the agents that use it: they fail when called
         // (with an authentication error); everything else works.
@@ -140,7 +152,7 @@ fn load_agents(root: &Path) -> Result<Agents, CliError> {
                     .ok()
                     .or_else(|| (k == var).then(|| "unset".to_owned()))
             };
-            Agents::from_config(root, &config, &placeholder, LoopSettings::default())
+            Agents::from_config(root, config, &placeholder, LoopSettings::default())
                 .map_err(|e| CliError::bad_input(e.to_string()))
         }
         Err(e) => Err(CliError::bad_input(e.to_string())),
@@ -179,7 +191,13 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_) | Command::Run(_) | Command::Plan(PlanCommand::Create { .. })
     );
-    let app = App::open(global, creates)?;
+    let runs_agents = matches!(
+        command,
+        Command::Ask(_)
+            | Command::Run(_)
+            | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
+    );
+    let app = App::open(global, creates, runs_agents)?;
     match command {
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
@@ -454,6 +472,16 @@ async fn drive(
     let mut exec = first;
     loop {
         let snap = orca.executions.get(exec).await?;
+        if !snap.execution.value.stage().is_terminal() {
+            orca.executions
+                .audit(
+                    &snap.execution.value,
+                    "sandbox",
+                    None,
+                    app.sandbox.audit_data(),
+                )
+                .await?;
+        }
         let total = snap.tasks.len();
         let done = snap
             .tasks

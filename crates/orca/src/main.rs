@@ -5,6 +5,7 @@ mod app;
 mod cli;
 mod exit;
 mod render;
+mod sandbox;
 mod term;
 
 use std::process::ExitCode;
