@@ -146,7 +146,7 @@ impl WorkspaceTools {
         if let Ok(meta) = std::fs::symlink_metadata(&joined) {
             let canonical = joined
                 .canonicalize()
-                .map_err(|e| ToolError::new(format!("path `{rel}` is refused: {e}")))?;
+                .map_err(|e| ToolError::refused(format!("path `{rel}` is refused: {e}")))?;
             self.check_inside(rel, &canonical)?;
             if meta.is_dir() {
                 return Err(ToolError::new(format!("`{rel}` is a directory")));
@@ -158,7 +158,7 @@ impl WorkspaceTools {
             if std::fs::symlink_metadata(a).is_ok() {
                 let canonical = a
                     .canonicalize()
-                    .map_err(|e| ToolError::new(format!("path `{rel}` is refused: {e}")))?;
+                    .map_err(|e| ToolError::refused(format!("path `{rel}` is refused: {e}")))?;
                 self.check_inside(rel, &canonical)?;
                 let rest = joined
                     .strip_prefix(a)
@@ -167,7 +167,7 @@ impl WorkspaceTools {
             }
             ancestor = a.parent();
         }
-        Err(ToolError::new(format!("path `{rel}` is refused")))
+        Err(ToolError::refused(format!("path `{rel}` is refused")))
     }
 
     fn display(&self, path: &Path) -> String {
