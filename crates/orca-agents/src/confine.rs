@@ -93,13 +93,12 @@ impl PathGuard {
 
     /// Checks an open file: where its descriptor really is, and its hard links.
     fn check_open(&self, rel: &str, file: &File) -> Result<std::fs::Metadata, ToolError> {
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(
-            |e| {
+        let real =
+            std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|e| {
                 ToolError::refused(format!(
                     "path `{rel}` is refused: cannot check where it leads (is /proc mounted?): {e}"
                 ))
-            },
-        )?;
+            })?;
         self.check(rel, &real)?;
         let meta = file
             .metadata()

@@ -15,8 +15,8 @@ use crate::agent_loop::{self, LoopSettings};
 use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
-use crate::sandbox::SandboxPolicy;
 use crate::profile::{BackendSpec, Profile};
+use crate::sandbox::SandboxPolicy;
 use crate::shell;
 
 /// How a profile runs.
@@ -214,12 +214,17 @@ impl AgentPort for Agents {
             Err(f) => return Reply::new(TaskResult::Failure(f)),
         };
         match &entry.runtime {
-            Runtime::Shell => Reply::new(
-                shell::run_shell_in(&self.root, &request, self.sandbox.as_deref()).await,
-            ),
+            Runtime::Shell => {
+                Reply::new(shell::run_shell_in(&self.root, &request, self.sandbox.as_deref()).await)
+            }
             Runtime::Cli(cli) => {
-                cli.run_task(&self.root, &entry.profile, &request, self.sandbox.as_deref())
-                    .await
+                cli.run_task(
+                    &self.root,
+                    &entry.profile,
+                    &request,
+                    self.sandbox.as_deref(),
+                )
+                .await
             }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
@@ -265,8 +270,13 @@ impl AgentPort for Agents {
                 "the shell agent runs commands; it cannot answer questions",
             ))),
             Runtime::Cli(cli) => {
-                cli.ask(&self.root, &entry.profile, &request, self.sandbox.as_deref())
-                    .await
+                cli.ask(
+                    &self.root,
+                    &entry.profile,
+                    &request,
+                    self.sandbox.as_deref(),
+                )
+                .await
             }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);

@@ -223,7 +223,10 @@ pub enum KernelSupport {
 #[must_use]
 pub fn landlock_abi() -> i64 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    #[expect(unsafe_code, reason = "landlock_create_ruleset has no wrapper in std or libc")]
+    #[expect(
+        unsafe_code,
+        reason = "landlock_create_ruleset has no wrapper in std or libc"
+    )]
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call only returns
     // a number; no memory is read or written.
     let v = unsafe {
@@ -316,7 +319,10 @@ pub fn confine(
         cmd.env("TMPDIR", t);
     }
     let hook = Arc::new(hook);
-    #[expect(unsafe_code, reason = "pre_exec is unsafe: the hook runs between fork and exec")]
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is unsafe: the hook runs between fork and exec"
+    )]
     // SAFETY: the hook makes only raw system calls (unshare, open/write/close, mount,
     // mount_setattr, prctl, landlock_restrict_self) on data prepared before the fork; it does
     // not allocate, lock or touch state shared with other threads.
@@ -328,7 +334,10 @@ pub fn confine(
 
 fn install_std(cmd: &mut std::process::Command, hook: Hook) {
     use std::os::unix::process::CommandExt as _;
-    #[expect(unsafe_code, reason = "pre_exec is unsafe: the hook runs between fork and exec")]
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is unsafe: the hook runs between fork and exec"
+    )]
     // SAFETY: as in `confine`: raw system calls on data prepared before the fork only.
     unsafe {
         cmd.pre_exec(move || hook.apply());
@@ -575,7 +584,10 @@ fn read_only(path: &CString) -> std::io::Result<()> {
 }
 
 /// Writes `data` to a file of `/proc/self` with raw calls.
-#[expect(unsafe_code, reason = "open/write/close without allocation, between fork and exec")]
+#[expect(
+    unsafe_code,
+    reason = "open/write/close without allocation, between fork and exec"
+)]
 fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
     // SAFETY: `path` is NUL-terminated, `data` is a live buffer of the length passed, and the
     // descriptor is closed before returning.

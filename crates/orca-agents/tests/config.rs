@@ -243,7 +243,10 @@ fn sandbox_settings_and_prompt_files_outside_the_project() {
     .unwrap();
     assert_eq!(config.sandbox, Some(orca_agents::SandboxMode::Tools));
     assert_eq!(config.sandbox_writable.len(), 2);
-    check_err_contains("sandbox = \"none\"\n", "sandbox: unknown sandbox mode \"none\"");
+    check_err_contains(
+        "sandbox = \"none\"\n",
+        "sandbox: unknown sandbox mode \"none\"",
+    );
     check_err_contains(
         "sandbox_writable = [\"relative\"]\n",
         "sandbox_writable: \"relative\" must be an absolute path",

@@ -2,7 +2,7 @@
 //! the signing key through `..`, absolute paths, symlinks (made by a previous step), hard links
 //! and case variants. Each attempt must be refused (a `refused` tool error) and `.orca/` must be
 //! unchanged; the bypasses are counted.
-#![expect(clippy::unwrap_used, clippy::print_stderr, reason = "tests")]
+#![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,7 +96,11 @@ async fn every_tool_is_refused_inside_orca_records_and_config() {
     let f = fixture(SandboxMode::Tools);
     let before = (tree(&f.root.join(".orca")), tree(&f.home));
     let abs = f.root.join(".orca/plans/abs.json").display().to_string();
-    let key = f.home.join(".config/orca/signing.key").display().to_string();
+    let key = f
+        .home
+        .join(".config/orca/signing.key")
+        .display()
+        .to_string();
     let forged = json!({"stage": "approved", "digest": "recomputed"}).to_string();
     let mut attempts: Vec<(&str, Value)> = Vec::new();
     for path in [
@@ -169,9 +173,13 @@ async fn every_tool_is_refused_inside_orca_records_and_config() {
 #[tokio::test]
 async fn ordinary_tool_work_still_works() {
     let f = fixture(SandboxMode::Tools);
-    call(&f, "write_file", json!({"path": "site/a.txt", "content": "a"}))
-        .await
-        .unwrap();
+    call(
+        &f,
+        "write_file",
+        json!({"path": "site/a.txt", "content": "a"}),
+    )
+    .await
+    .unwrap();
     call(
         &f,
         "edit_file",

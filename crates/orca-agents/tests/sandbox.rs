@@ -1,7 +1,7 @@
 //! The kernel sandbox of shell steps: hostile commands against `.orca/`, the user's orca config,
 //! the signing key and paths outside the project, each tried and counted; ordinary work (new
 //! top-level entries, TMPDIR, /dev/null) still works.
-#![expect(clippy::unwrap_used, clippy::print_stderr, reason = "tests")]
+#![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,7 +106,10 @@ fn fixture() -> Fixture {
 async fn run(f: &Fixture, command: &str) -> (bool, String) {
     match run_shell_in(&f.root, &request(command), Some(&f.policy)).await {
         TaskResult::Success(s) => (true, s.output.unwrap_or_default()),
-        TaskResult::Failure(e) => (false, format!("{e}: {}", e.output.clone().unwrap_or_default())),
+        TaskResult::Failure(e) => (
+            false,
+            format!("{e}: {}", e.output.clone().unwrap_or_default()),
+        ),
         other => (false, format!("{other:?}")),
     }
 }

@@ -105,7 +105,9 @@ impl App {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
             .ok()
-            .map(|w| Arc::new(w.with_policy(self.sandbox.policy.clone())) as Arc<dyn orca_core::ToolHost>);
+            .map(|w| {
+                Arc::new(w.with_policy(self.sandbox.policy.clone())) as Arc<dyn orca_core::ToolHost>
+            });
         Orca::new(
             self.store.clone(),
             agents,

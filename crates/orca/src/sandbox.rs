@@ -56,9 +56,14 @@ impl Sandbox {
     ) -> Result<Self, CliError> {
         let requested = requested(config)?;
         let env = |k: &str| std::env::var(k).ok();
-        let writable = config
-            .map(|c| c.sandbox_writable.iter().filter_map(|p| expand(p)).collect())
-            .unwrap_or_else(Vec::new);
+        let writable: Vec<PathBuf> = config
+            .map(|c| {
+                c.sandbox_writable
+                    .iter()
+                    .filter_map(|p| expand(p))
+                    .collect()
+            })
+            .unwrap_or_default();
         let policy = SandboxPolicy::new(requested, root, &env)
             .map_err(|e| CliError::bad_input(format!("{}: {e}", root.display())))?
             .with_writable(writable);
@@ -82,7 +87,8 @@ impl Sandbox {
                     say(&format!(
                         "warning: the kernel sandbox is unavailable ({reason}); agents run with the tool checks only"
                     ));
-                    this.policy = Arc::new(this.policy.as_ref().clone().with_mode(SandboxMode::Tools));
+                    this.policy =
+                        Arc::new(this.policy.as_ref().clone().with_mode(SandboxMode::Tools));
                     this.fallback = Some(reason);
                 }
             },

@@ -8,7 +8,7 @@
 //! A shell step before it tries the same under the kernel sandbox. Every attempt must be refused
 //! or blocked, each tool refusal audited as `tool.refused`, and `.orca/` must hold nothing the
 //! agent wrote. Bypasses are counted and printed; the test fails if there is one.
-#![expect(clippy::unwrap_used, clippy::print_stderr, reason = "tests")]
+#![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,10 @@ impl Env {
     }
 
     fn orca(&self, root: &Path, args: &[&str]) -> Output {
+        self.orca_with(root, args, &[])
+    }
+
+    fn orca_with(&self, root: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
         std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"))
             .arg("--root")
             .arg(root)
@@ -60,6 +64,7 @@ impl Env {
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
+            .envs(vars.iter().copied())
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap()
@@ -130,7 +135,10 @@ fn forged_approval(env: &Env) -> (String, String) {
     );
     let file = scratch.join("forged.json");
     std::fs::write(&file, doc).unwrap();
-    let (c, v) = env.json(&scratch, &["plan", "create", "--file", file.to_str().unwrap()]);
+    let (c, v) = env.json(
+        &scratch,
+        &["plan", "create", "--file", file.to_str().unwrap()],
+    );
     assert_eq!(c, 0, "{v}");
     let id = v["plan_id"].as_str().unwrap().to_owned();
     let (c, v) = env.json(&scratch, &["plan", "approve", &id]);
@@ -196,7 +204,10 @@ fn attacks(root: &Path, plan_id: &str, forged_id: &str, forged: &str) -> Vec<Vec
             r("read_file", json!({"path": "key-link"})),
             r("list_files", json!({"path": ".orca"})),
             r("list_files", json!({"path": "records/plans"})),
-            r("search_text", json!({"pattern": "hostile", "path": ".orca"})),
+            r(
+                "search_text",
+                json!({"pattern": "hostile", "path": ".orca"}),
+            ),
         ],
         // A symlink the agent makes itself (allowed: it is only a link), then uses.
         vec![Attack {
@@ -338,7 +349,11 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
         root.join("hard-plan.json"),
     )
     .unwrap();
-    std::fs::hard_link(root.join(".orca/config.toml"), root.join("hard-config.toml")).unwrap();
+    std::fs::hard_link(
+        root.join(".orca/config.toml"),
+        root.join("hard-config.toml"),
+    )
+    .unwrap();
     std::fs::create_dir_all(root.join("src")).unwrap();
 
     let batches = attacks(&root, &plan_id, &forged_id, &forged);
@@ -349,7 +364,11 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
                 .respond_with(Hostile {
                     batches: batches
                         .iter()
-                        .map(|b| b.iter().map(|a| (a.tool.to_owned(), a.args.clone())).collect())
+                        .map(|b| {
+                            b.iter()
+                                .map(|a| (a.tool.to_owned(), a.args.clone()))
+                                .collect()
+                        })
                         .collect(),
                 }),
         )
@@ -467,7 +486,9 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
         .parse()
         .unwrap_or(0);
     if kernel && shell_bypasses != 0 {
-        bypasses.push(format!("the shell step got {shell_bypasses} writes through"));
+        bypasses.push(format!(
+            "the shell step got {shell_bypasses} writes through"
+        ));
     }
 
     // 4. `.orca/`: every file there before is unchanged (audit logs may only grow), no plan
@@ -477,8 +498,7 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
         match after.get(path) {
             None => bypasses.push(format!(".orca/{} was removed", path.display())),
             Some(now) if now == bytes => {}
-            Some(now)
-                if path.to_string_lossy().ends_with(".jsonl") && now.starts_with(bytes) => {}
+            Some(now) if path.to_string_lossy().ends_with(".jsonl") && now.starts_with(bytes) => {}
             Some(_) => bypasses.push(format!(".orca/{} was changed", path.display())),
         }
     }
@@ -523,4 +543,105 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
         bypasses.len()
     );
     assert!(bypasses.is_empty(), "bypasses: {bypasses:#?}");
+}
+
+/// The sandbox entry of the only execution's audit log.
+fn sandbox_entry(root: &Path) -> Value {
+    tree(&root.join(".orca"))
+        .iter()
+        .filter(|(k, _)| k.to_string_lossy().ends_with(".audit.jsonl"))
+        .flat_map(|(_, v)| {
+            String::from_utf8_lossy(v)
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|e| e["kind"] == "sandbox")
+        .map(|e| e["data"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// `sandbox = "off"` is loud (a warning line and the audit entry), a bad `ORCA_SANDBOX` exits
+/// 2, the default run records the kernel sandbox; a NUL command and a prompt file outside the
+/// project are clear errors that change nothing.
+#[test]
+fn sandbox_modes_are_recorded_and_bad_input_is_refused() {
+    let env = Env::new();
+    let root = env.root.clone();
+    assert!(env.orca(&root, &["init"]).status.success());
+    let doc = plan_doc(
+        "one step",
+        &json!([{"id": "a", "agent": "shell", "description": "a",
+            "command": "echo a > a.txt", "depends_on": []}]),
+    );
+    std::fs::write(root.join("p.json"), &doc).unwrap();
+
+    let out = env.orca_with(
+        &root,
+        &["run", "p.json", "--yes"],
+        &[("ORCA_SANDBOX", "none")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ORCA_SANDBOX: unknown sandbox mode \"none\""),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let out = env.orca_with(
+        &root,
+        &["run", "p.json", "--yes"],
+        &[("ORCA_SANDBOX", "off")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("warning: sandbox = \"off\""), "{err}");
+    let entry = sandbox_entry(&root);
+    assert_eq!(entry["requested"], "off", "{entry}");
+    assert_eq!(entry["effective"], "off", "{entry}");
+
+    let other = Env::new();
+    assert!(other.orca(&other.root, &["init"]).status.success());
+    std::fs::write(other.root.join("p.json"), &doc).unwrap();
+    let out = other.orca(&other.root, &["run", "p.json", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+    let entry = sandbox_entry(&other.root);
+    assert_eq!(entry["requested"], "kernel", "{entry}");
+    if std::env::var_os("ORCA_ALLOW_NO_SANDBOX").is_none() {
+        assert_eq!(entry["effective"], "kernel", "{entry}");
+        assert!(entry["landlock_abi"].as_i64().unwrap_or(0) >= 1, "{entry}");
+    }
+
+    // A NUL byte in a shell command: the plan is refused, naming the step.
+    let before = tree(&root.join(".orca"));
+    let nul = plan_doc(
+        "nul",
+        &json!([{"id": "nul", "agent": "shell", "description": "a",
+            "command": "echo a\u{0}b", "depends_on": []}]),
+    );
+    std::fs::write(root.join("nul.json"), nul).unwrap();
+    let out = env.orca(&root, &["plan", "create", "--file", "nul.json"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("step `nul`: `command` holds a NUL byte"),
+        "{err}"
+    );
+    assert_eq!(before, tree(&root.join(".orca")));
+
+    // A prompt file outside the project is never read.
+    std::fs::write(
+        root.join(".orca/config.toml"),
+        "[agents.spy]\nbackend = \"shell\"\nprompt_file = \"/etc/passwd\"\n",
+    )
+    .unwrap();
+    let out = env.orca(&root, &["agents", "list"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("agents.spy.prompt_file") && err.contains("outside the project"),
+        "{err}"
+    );
+    assert!(!err.contains("root:"), "{err}");
 }
