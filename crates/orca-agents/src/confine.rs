@@ -158,7 +158,7 @@ impl PathGuard {
     ///
     /// A refusal, or the error of the open.
     pub fn create_write(&self, rel: &str, dir: &Path, name: &str) -> Result<File, ToolError> {
-        let dir_file = self.open_dir(rel, dir)?;
+        let dir_file = self.make_dirs(rel, dir)?;
         let path = format!("/proc/self/fd/{}/{name}", dir_file.as_raw_fd());
         let file = OpenOptions::new()
             .write(true)
@@ -173,6 +173,42 @@ impl PathGuard {
             )));
         }
         Ok(file)
+    }
+
+    /// Opens the directory `dir`, creating the missing ones on the way one at a time: each is
+    /// made inside its parent's checked descriptor and opened without following a link, so a
+    /// directory swapped for a symlink meanwhile cannot lead the creation elsewhere.
+    fn make_dirs(&self, rel: &str, dir: &Path) -> Result<File, ToolError> {
+        let mut missing = Vec::new();
+        let mut existing = dir;
+        while std::fs::symlink_metadata(existing).is_err() {
+            let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+                return Err(ToolError::refused(format!("path `{rel}` is refused")));
+            };
+            missing.push(name.to_owned());
+            existing = parent;
+        }
+        let mut current = self.open_dir(rel, existing)?;
+        for name in missing.iter().rev() {
+            let path = PathBuf::from(format!("/proc/self/fd/{}", current.as_raw_fd())).join(name);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(ToolError::new(format!(
+                        "cannot create the directory of `{rel}`: {e}"
+                    )));
+                }
+            }
+            let next = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(|e| open_error(rel, &e))?;
+            self.check_open(rel, &next)?;
+            current = next;
+        }
+        Ok(current)
     }
 
     /// Opens a directory and checks where it really is. Read its entries through

@@ -304,9 +304,6 @@ impl WorkspaceTools {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(ToolError::new(format!("`{}` is not a file path", a.path)));
         };
-        std::fs::create_dir_all(parent).map_err(|e| {
-            ToolError::new(format!("cannot create the directory of `{}`: {e}", a.path))
-        })?;
         let mut file = self
             .guard
             .create_write(&a.path, parent, &name.to_string_lossy())?;

@@ -153,6 +153,13 @@ async fn kernel_sandbox_blocks_every_write_into_records_and_every_key_read() {
         "grep SECRET \"$ORCA_KEY_PATH\" || cat ../other.key | grep SECRET".to_owned(),
         format!("echo x > {home}/.config/orca/signing.key"),
         "cd .orca && echo '{}' > plans/w.json".to_owned(),
+        // Through another process's view of the filesystem (its root, its cwd).
+        "echo '{}' > /proc/$PPID/root$PWD/.orca/plans/pp.json".to_owned(),
+        "echo '{}' > /proc/$PPID/cwd/.orca/plans/pc.json".to_owned(),
+        "echo '{}' > /proc/1/root$PWD/.orca/plans/p1.json".to_owned(),
+        "for p in /proc/[0-9]*; do echo '{}' > $p/root$PWD/.orca/plans/pa.json 2>/dev/null && exit 0; done; exit 1".to_owned(),
+        "unshare -Urm sh -c 'umount .orca || mount --bind . .orca; echo x > .orca/plans/u.json'".to_owned(),
+        "kill -0 $PPID".to_owned(),
         "python3 -c \"open('.orca/plans/py.json','w').write('{}')\" 2>/dev/null || exit 1"
             .to_owned(),
     ];
