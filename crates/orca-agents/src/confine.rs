@@ -257,14 +257,20 @@ pub fn protected_paths(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec
     if let Some(home) = nonempty("HOME").filter(|p| p.is_absolute()) {
         out.push(home.join(".config").join("orca"));
     }
-    if let Some(key) = nonempty("ORCA_SIGNING_KEY") {
-        out.push(if key.is_absolute() {
-            key
-        } else {
-            root.join(key)
-        });
-    }
+    out.extend(signing_key_path(root, env));
     out
+}
+
+/// The file `ORCA_SIGNING_KEY` names, if set (relative to the project root if relative).
+#[must_use]
+pub fn signing_key_path(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let key = env("ORCA_SIGNING_KEY").filter(|v| !v.trim().is_empty())?;
+    let key = PathBuf::from(key);
+    Some(if key.is_absolute() {
+        key
+    } else {
+        root.join(key)
+    })
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use landlock::{
     Scope, path_beneath_rules,
 };
 
-use crate::confine::{PathGuard, protected_paths};
+use crate::confine::{PathGuard, protected_paths, signing_key_path};
 
 /// How agent processes are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,6 +113,7 @@ pub struct SandboxPolicy {
     writable: Vec<PathBuf>,
     temp_base: PathBuf,
     home: Option<PathBuf>,
+    key: Option<PathBuf>,
 }
 
 impl SandboxPolicy {
@@ -136,6 +137,7 @@ impl SandboxPolicy {
         Ok(Self {
             mode,
             protected: protected_paths(&root, env),
+            key: signing_key_path(&root, env),
             root,
             writable: Vec::new(),
             temp_base,
@@ -430,6 +432,30 @@ fn prepare(policy: &SandboxPolicy) -> Result<Option<(Hook, Confined)>, SandboxEr
     let ruleset = ruleset.ok_or(SandboxError::NoLandlock)?;
 
     // Outer paths first, so a mount inside another lands on top of it.
+    // A protected directory that does not exist cannot be covered by a mount, and a step that
+    // may write where it would be could create it (a project root holding the home directory,
+    // a writable `~`): orca's own directories are made first (empty, 0700), then covered.
+    let writable_areas: Vec<&Path> = std::iter::once(policy.root.as_path())
+        .chain(policy.writable.iter().map(PathBuf::as_path))
+        .collect();
+    for p in &policy.protected {
+        let is_orca_dir = policy.key.as_ref() != Some(p)
+            && p.file_name().is_some_and(|n| n == "orca" || n == ".orca");
+        if is_orca_dir
+            && std::fs::symlink_metadata(p).is_err()
+            && writable_areas.iter().any(|w| p.starts_with(w))
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(p)
+                .map_err(|e| SandboxError::Path {
+                    path: p.display().to_string(),
+                    message: format!("cannot create it to cover it: {e}"),
+                })?;
+        }
+    }
     let mut protected: Vec<PathBuf> = policy
         .protected
         .iter()

@@ -228,3 +228,32 @@ async fn tools_and_off_modes_start_no_kernel_sandbox() {
         std::fs::remove_file(f.root.join(".orca/plans/tools-mode.json")).unwrap();
     }
 }
+
+/// A project root that holds the home directory, before orca's config directory exists: a step
+/// must not be able to create `~/.config/orca` (and plant a key there).
+#[tokio::test]
+async fn a_missing_config_dir_inside_the_project_cannot_be_planted() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(home.join(".orca")).unwrap();
+    let env = {
+        let home = home.clone();
+        move |k: &str| (k == "HOME").then(|| home.display().to_string())
+    };
+    let policy = SandboxPolicy::new(SandboxMode::Kernel, &home, &env).unwrap();
+    if !matches!(probe(&policy), KernelSupport::Available { .. }) {
+        assert!(std::env::var_os("ORCA_ALLOW_NO_SANDBOX").is_some());
+        return;
+    }
+    let r = run_shell_in(
+        &home,
+        &request("mkdir -p .config/orca && echo planted > .config/orca/signing.key"),
+        Some(&policy),
+    )
+    .await;
+    assert!(matches!(r, TaskResult::Failure(_)), "{r:?}");
+    assert!(!home.join(".config/orca/signing.key").exists());
+    // Ordinary files in the same home still work.
+    let r = run_shell_in(&home, &request("echo ok > notes.txt"), Some(&policy)).await;
+    assert!(matches!(r, TaskResult::Success(_)), "{r:?}");
+}
