@@ -1,6 +1,7 @@
 //! Project automation. `cargo xtask ci` means: if this passes, CI is green.
 
 mod bench;
+mod ci;
 mod fuzz;
 mod tidy;
 mod torture;
@@ -11,7 +12,9 @@ use std::process::{Command, ExitCode};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  ci      fmt check, clippy (warnings denied), tidy, the test suite
+  ci      [--full] fmt check, clippy (warnings denied), tidy, cargo deny (bans, licenses,
+          sources), the README's test command; --full (what .ci/run runs) adds the quick
+          bench, a short torture campaign and a short fuzz run. Prints each stage's time.
   tidy    the project's own conventions (layering, lints, docs)
   bench   [--quick] [--dev|--release] [--reps N]
           every benchmark, one table; writes target/bench/report.json
@@ -26,7 +29,7 @@ commands:
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("ci") => ci(),
+        Some("ci") => ci::run(&workspace_root(), &args[1..]),
         Some("tidy") => tidy::run(&workspace_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench::run(&workspace_root(), &args[1..]),
         Some("torture") => torture::run(&workspace_root(), &args[1..]),
@@ -71,19 +74,4 @@ fn cargo_env(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     } else {
         Err(format!("`cargo {}` failed ({status})", args.join(" ")))
     }
-}
-
-fn ci() -> Result<(), String> {
-    cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--locked",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
-    tidy::run(&workspace_root()).map_err(|problems| problems.join("\n"))?;
-    cargo(&["test", "--workspace", "--locked"])
 }

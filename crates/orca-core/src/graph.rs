@@ -79,6 +79,27 @@ pub enum Problem {
         /// The field.
         field: String,
     },
+    /// A declared write pattern that is not a relative path pattern.
+    InvalidWrite {
+        /// The step.
+        step: StepId,
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong with it.
+        reason: crate::writes::PatternError,
+    },
+    /// Two steps that can run at the same time (no dependency path between them) declare
+    /// overlapping writes and share no lock.
+    WriteConflict {
+        /// The earlier step in plan order.
+        first: StepId,
+        /// Its pattern.
+        first_pattern: String,
+        /// The later step.
+        second: StepId,
+        /// Its pattern.
+        second_pattern: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -122,6 +143,28 @@ impl fmt::Display for Problem {
             ),
             Self::ZeroLimit { step, field } => {
                 write!(f, "step `{step}`: `{field}` must be at least 1")
+            }
+            Self::InvalidWrite {
+                step,
+                pattern,
+                reason,
+            } => write!(f, "step `{step}`: `writes` pattern {pattern:?}: {reason}"),
+            Self::WriteConflict {
+                first,
+                first_pattern,
+                second,
+                second_pattern,
+            } => {
+                let what = if first_pattern == second_pattern {
+                    format!("`{first_pattern}`")
+                } else {
+                    format!("`{first_pattern}` and `{second_pattern}`")
+                };
+                write!(
+                    f,
+                    "steps `{first}` and `{second}` can run at the same time and both write \
+                     {what}: make one depend on the other, or give both the same lock"
+                )
             }
         }
     }
@@ -390,6 +433,7 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
         }
     }
     let indices = dependency_indices(&content.steps);
+    problems.extend(crate::writes::conflicts(&content.steps, &indices));
     for cycle in cycles(&indices) {
         problems.push(Problem::Cycle {
             steps: cycle

@@ -96,6 +96,7 @@ pub mod id;
 pub mod plan;
 pub mod results;
 pub mod schedule;
+pub mod writes;
 
 #[cfg(feature = "proptest")]
 pub mod strategy;

@@ -43,6 +43,11 @@ pub struct Step {
     /// Named resources; steps sharing a lock never run at once, in any execution.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locks: Vec<String>,
+    /// What the step writes, relative to the project (`src/api/**`, `Cargo.toml`; see
+    /// [`crate::writes`]). Two steps that can run at once may not overlap unless they share a
+    /// lock. Omitted when empty, so plans written before it keep their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
     /// Assumptions specific to this step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assumptions: Vec<String>,
@@ -71,6 +76,7 @@ impl Step {
             command: None,
             depends_on: None,
             locks: Vec::new(),
+            writes: Vec::new(),
             assumptions: Vec::new(),
             risks: Vec::new(),
             verification: Vec::new(),
@@ -97,6 +103,13 @@ impl Step {
     #[must_use]
     pub fn with_locks(mut self, locks: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.locks = locks.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the declared writes (builder style).
+    #[must_use]
+    pub fn with_writes(mut self, writes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.writes = writes.into_iter().map(Into::into).collect();
         self
     }
 }
@@ -355,6 +368,9 @@ pub struct StepPatch {
     /// New locks.
     #[serde(default)]
     pub locks: Option<Vec<String>>,
+    /// New declared writes.
+    #[serde(default)]
+    pub writes: Option<Vec<String>>,
     /// New per-step assumptions.
     #[serde(default)]
     pub assumptions: Option<Vec<String>>,
@@ -505,6 +521,7 @@ impl DraftPlan {
             command,
             depends_on,
             locks,
+            writes,
             assumptions,
             risks,
             verification,
@@ -525,6 +542,9 @@ impl DraftPlan {
         }
         if let Some(v) = locks {
             step.locks = v;
+        }
+        if let Some(v) = writes {
+            step.writes = v;
         }
         if let Some(v) = assumptions {
             step.assumptions = v;

@@ -156,6 +156,19 @@ fn step_level_problems() {
             r#"step `a`: lock " db" must be non-empty without surrounding whitespace"#,
         ],
     );
+    // Declared writes: two roots writing one path, a root writing `..`.
+    check(
+        &steps(&[
+            r#"{ "id": "a", "agent": "coder", "description": "a", "depends_on": [], "writes": ["src/api/**"] }"#,
+            r#"{ "id": "b", "agent": "coder", "description": "b", "depends_on": [], "writes": ["src/api/mod.rs", "../x"] }"#,
+            r#"{ "id": "c", "agent": "coder", "description": "c", "depends_on": ["a", "b"], "writes": ["src/**"] }"#,
+        ]),
+        &[
+            r#"step `b`: `writes` pattern "../x": it has an empty, `.` or `..` segment"#,
+            "steps `a` and `b` can run at the same time and both write `src/api/**` and \
+             `src/api/mod.rs`: make one depend on the other, or give both the same lock",
+        ],
+    );
     check(
         &steps(&[
             r#"{ "id": "a", "agent": "coder", "description": "a", "max_attempts": 0, "timeout_secs": 0 }"#,
@@ -247,7 +260,7 @@ fn json_level_errors_name_the_field() {
     );
     check_json(
         &steps(&[r#"{ "id": "a", "agent": "coder", "description": "a", "retries": 3 }"#]),
-        "unknown field `retries`, expected one of `id`, `agent`, `description`, `command`, `depends_on`, `locks`, `assumptions`, `risks`, `verification`, `max_attempts`, `timeout_secs` at line 1 column 80",
+        "unknown field `retries`, expected one of `id`, `agent`, `description`, `command`, `depends_on`, `locks`, `writes`, `assumptions`, `risks`, `verification`, `max_attempts`, `timeout_secs` at line 1 column 80",
     );
     check_json(
         &steps(&[r#"{ "id": "../x", "agent": "coder", "description": "a" }"#]),

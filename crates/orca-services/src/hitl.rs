@@ -112,6 +112,9 @@ pub fn render_plan(plan: &Plan) -> String {
         if !step.locks.is_empty() {
             let _ = write!(out, "  locks: {}", step.locks.join(", "));
         }
+        if !step.writes.is_empty() {
+            let _ = write!(out, "  writes: {}", step.writes.join(", "));
+        }
         out.push('\n');
     }
     for (title, items) in [
