@@ -66,6 +66,8 @@ impl Agents {
     }
 
     /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
+    /// In `kernel` mode, check [`crate::sandbox::probe`] first: where the kernel cannot
+    /// confine, every child fails to start rather than run unconfined.
     #[must_use]
     pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
         self.sandbox = Some(policy);

@@ -67,33 +67,51 @@ impl Sandbox {
         let policy = SandboxPolicy::new(requested, root, &env)
             .map_err(|e| CliError::bad_input(format!("{}: {e}", root.display())))?
             .with_writable(writable);
+        if !runs_agents {
+            return Ok(Self {
+                policy: Arc::new(policy),
+                requested,
+                landlock_abi: None,
+                fallback: None,
+            });
+        }
+        let support = (requested == SandboxMode::Kernel).then(|| probe(&policy));
+        let (this, warning) = Self::decide(policy, support);
+        if let Some(w) = warning {
+            say(&w);
+        }
+        Ok(this)
+    }
+
+    /// The sandbox a run gets from the requested policy and, in `kernel` mode, the probe's
+    /// verdict; with the warning line to print, if any.
+    fn decide(policy: SandboxPolicy, support: Option<KernelSupport>) -> (Self, Option<String>) {
+        let requested = policy.mode();
         let mut this = Self {
             policy: Arc::new(policy),
             requested,
             landlock_abi: None,
             fallback: None,
         };
-        if !runs_agents {
-            return Ok(this);
-        }
-        match requested {
-            SandboxMode::Off => say(
-                "warning: sandbox = \"off\": agents' commands and tools are not confined and can rewrite orca's records (.orca/); set sandbox = \"kernel\" in .orca/config.toml",
+        let warning = match (requested, support) {
+            (SandboxMode::Off, _) => Some(
+                "warning: sandbox = \"off\": agents' commands and tools are not confined and can rewrite orca's records (.orca/); set sandbox = \"kernel\" in .orca/config.toml".to_owned(),
             ),
-            SandboxMode::Tools => {}
-            SandboxMode::Kernel => match probe(&this.policy) {
-                KernelSupport::Available { landlock_abi } => this.landlock_abi = Some(landlock_abi),
-                KernelSupport::Unavailable { reason } => {
-                    say(&format!(
-                        "warning: the kernel sandbox is unavailable ({reason}); agents run with the tool checks only"
-                    ));
-                    this.policy =
-                        Arc::new(this.policy.as_ref().clone().with_mode(SandboxMode::Tools));
-                    this.fallback = Some(reason);
-                }
-            },
-        }
-        Ok(this)
+            (SandboxMode::Kernel, Some(KernelSupport::Available { landlock_abi })) => {
+                this.landlock_abi = Some(landlock_abi);
+                None
+            }
+            (SandboxMode::Kernel, Some(KernelSupport::Unavailable { reason })) => {
+                this.policy = Arc::new(this.policy.as_ref().clone().with_mode(SandboxMode::Tools));
+                let line = format!(
+                    "warning: the kernel sandbox is unavailable ({reason}); agents run with the tool checks only"
+                );
+                this.fallback = Some(reason);
+                Some(line)
+            }
+            _ => None,
+        };
+        (this, warning)
     }
 
     /// The data of the `sandbox` audit entry of an execution.
@@ -106,5 +124,48 @@ impl Sandbox {
             "protected": self.policy.protected(),
             "writable": self.policy.writable(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(mode: SandboxMode) -> SandboxPolicy {
+        SandboxPolicy::new(mode, Path::new("/"), &|_| None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Where the kernel cannot confine, the run says so, falls back to the tool checks and the
+    /// audit entry records why; `off` is warned about; a working kernel is silent.
+    #[test]
+    fn fallback_and_off_are_said_and_recorded() {
+        let (s, warning) = Sandbox::decide(
+            policy(SandboxMode::Kernel),
+            Some(KernelSupport::Unavailable {
+                reason: "no landlock".to_owned(),
+            }),
+        );
+        assert_eq!(s.policy.mode(), SandboxMode::Tools);
+        let data = s.audit_data();
+        assert_eq!(data["requested"], "kernel");
+        assert_eq!(data["effective"], "tools");
+        assert_eq!(data["fallback_reason"], "no landlock");
+        assert!(warning.is_some_and(|w| w.contains("kernel sandbox is unavailable (no landlock)")));
+
+        let (s, warning) = Sandbox::decide(
+            policy(SandboxMode::Kernel),
+            Some(KernelSupport::Available { landlock_abi: 7 }),
+        );
+        assert_eq!(s.audit_data()["effective"], "kernel");
+        assert_eq!(s.audit_data()["landlock_abi"], 7);
+        assert!(warning.is_none());
+
+        let (s, warning) = Sandbox::decide(policy(SandboxMode::Off), None);
+        assert_eq!(s.audit_data()["effective"], "off");
+        assert!(warning.is_some_and(|w| w.contains("sandbox = \"off\"")));
+
+        let (s, warning) = Sandbox::decide(policy(SandboxMode::Tools), None);
+        assert_eq!(s.audit_data()["effective"], "tools");
+        assert!(warning.is_none());
     }
 }
