@@ -165,8 +165,11 @@ fn deny(root: &Path) -> Result<String, String> {
     let mut note = String::new();
     if !present {
         let t = Instant::now();
+        // A debug build: half the CPU time of a release build (measured: 1 min 33 s against
+        // 2 min 59 s), and the check itself still takes seconds.
         crate::cargo(&[
             "install",
+            "--debug",
             "--locked",
             "--quiet",
             "cargo-deny",

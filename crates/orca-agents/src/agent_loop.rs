@@ -12,7 +12,9 @@ use orca_core::{
 };
 use serde_json::Value;
 
-use crate::backend::{ChatBackend, ChatRequest, ChatResponse, Message, ToolChoice, ToolResult};
+use crate::backend::{
+    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
+};
 use crate::error::BackendError;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
@@ -71,7 +73,7 @@ impl RetryPolicy {
 }
 
 /// Settings of the agent loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoopSettings {
     /// Retries of transient backend errors.
     pub retry: RetryPolicy,
@@ -81,6 +83,8 @@ pub struct LoopSettings {
     pub max_repairs: u32,
     /// The output token cap of each turn.
     pub max_output_tokens: Option<u32>,
+    /// Sampling settings sent with every turn.
+    pub sampling: crate::backend::Sampling,
 }
 
 impl Default for LoopSettings {
@@ -90,6 +94,7 @@ impl Default for LoopSettings {
             default_max_turns: 40,
             max_repairs: 2,
             max_output_tokens: Some(8192),
+            sampling: crate::backend::Sampling::default(),
         }
     }
 }
@@ -168,6 +173,7 @@ impl Run<'_> {
                 tools: tools.clone(),
                 tool_choice: ToolChoice::Required,
                 max_output_tokens: self.settings.max_output_tokens,
+                sampling: self.settings.sampling,
             };
             let response = call_with_retry(self.backend, &request, &self.settings.retry)
                 .await
@@ -179,6 +185,20 @@ impl Run<'_> {
             limits.max_turns = None;
             if let Some(msg) = limits.exceeded(usage, started.elapsed().as_secs()) {
                 return Err(failure(ErrorCode::BudgetExceeded, msg));
+            }
+            if response.stop_reason == StopReason::MaxTokens {
+                // A cut answer is not a forgotten `submit_result`: repairing it only grows the
+                // conversation, and a cut tool call's arguments are incomplete JSON.
+                let cap = self
+                    .settings
+                    .max_output_tokens
+                    .map_or_else(|| turn_usage.output_tokens.to_string(), |c| c.to_string());
+                return Err(failure(
+                    ErrorCode::AgentError,
+                    format!(
+                        "the answer was cut at {cap} output tokens; raise `max_output_tokens` for this agent"
+                    ),
+                ));
             }
             let ChatResponse {
                 text, tool_calls, ..

@@ -13,6 +13,7 @@ use crate::backend::{
 };
 use crate::error::BackendError;
 use crate::http;
+use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
 
 /// The `anthropic-version` header sent.
@@ -27,6 +28,7 @@ pub struct AnthropicBackend {
     model: String,
     api_key: Option<ApiKey>,
     client: reqwest::Client,
+    prices: PriceTable,
 }
 
 impl AnthropicBackend {
@@ -49,7 +51,15 @@ impl AnthropicBackend {
             model: model.to_owned(),
             api_key,
             client: http::client(timeout),
+            prices: PriceTable::shipped(),
         }
+    }
+
+    /// Prices the usage of each turn with `prices` (default: the shipped table).
+    #[must_use]
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// The JSON body sent for a request.
@@ -111,7 +121,42 @@ impl AnthropicBackend {
                 ToolChoice::Auto => json!({"type": "auto"}),
             };
         }
+        if let Some(t) = request.sampling.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(p) = request.sampling.top_p {
+            body["top_p"] = json!(p);
+        }
+        mark_cache_breakpoints(&mut body);
         body
+    }
+}
+
+/// Prompt caching: two `cache_control` breakpoints. One on the system prompt caches the stable
+/// prefix (tools, then system: Anthropic orders them so); one on the last block of the last
+/// message caches the conversation so far, which the next turn of the agent loop reads back at a
+/// tenth of the input price instead of paying for it again. Prefixes shorter than the model's
+/// minimum are simply not cached.
+fn mark_cache_breakpoints(body: &mut Value) {
+    let ephemeral = json!({"type": "ephemeral"});
+    if let Some(system) = body
+        .get("system")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        && !system.is_empty()
+    {
+        body["system"] = json!([{"type": "text", "text": system, "cache_control": ephemeral}]);
+    }
+    if let Some(block) = body
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .and_then(|m| m.last_mut())
+        .and_then(|m| m.get_mut("content"))
+        .and_then(Value::as_array_mut)
+        .and_then(|c| c.last_mut())
+        && let Some(obj) = block.as_object_mut()
+    {
+        obj.insert("cache_control".to_owned(), ephemeral);
     }
 }
 
@@ -218,7 +263,9 @@ impl ChatBackend for AnthropicBackend {
         }
         let body = self.request_body(request);
         let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
-        parse_response(response, &self.base_url)
+        let mut response = parse_response(response, &self.base_url)?;
+        response.usage = self.prices.priced(&self.model, response.usage);
+        Ok(response)
     }
 }
 

@@ -62,7 +62,7 @@ pub enum ToolChoice {
 }
 
 /// One model call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// The system prompt.
     pub system: String,
@@ -74,6 +74,53 @@ pub struct ChatRequest {
     pub tool_choice: ToolChoice,
     /// A cap on the output tokens of this turn.
     pub max_output_tokens: Option<u32>,
+    /// Sampling settings; unset ones are not sent (the server's defaults apply).
+    #[serde(default)]
+    pub sampling: Sampling,
+}
+
+/// Generation settings of an agent, sent with every turn when set.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// A seed, for servers that make sampling repeatable with one (OpenAI-compatible ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// How hard a reasoning model thinks (`low`, `medium`, `high`; OpenAI's `reasoning_effort`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+}
+
+/// OpenAI's `reasoning_effort` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    /// `minimal`.
+    Minimal,
+    /// `low`.
+    Low,
+    /// `medium`.
+    Medium,
+    /// `high`.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The wire value.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
 }
 
 /// Why a model turn ended. Unknown provider values are kept.

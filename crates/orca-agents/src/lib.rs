@@ -22,6 +22,7 @@ pub mod confine;
 pub mod error;
 mod http;
 pub mod openai;
+pub mod pricing;
 mod process;
 pub mod profile;
 pub mod registry;
@@ -36,12 +37,14 @@ pub mod workspace;
 pub use agent_loop::{LoopSettings, RetryPolicy};
 pub use anthropic::AnthropicBackend;
 pub use backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
+    ChatBackend, ChatRequest, ChatResponse, Message, ReasoningEffort, Sampling, StopReason,
+    ToolChoice, ToolResult,
 };
 pub use cli::{CliKind, CliSpec};
 pub use error::{BackendError, ConfigError, ScriptError};
 pub use http::DEFAULT_REQUEST_TIMEOUT;
-pub use openai::OpenAiBackend;
+pub use openai::{OpenAiBackend, TokenParam};
+pub use pricing::{ModelPrice, PriceTable};
 pub use process::OUTPUT_CAP;
 pub use profile::{BackendSpec, Profile, built_in_profiles};
 pub use registry::Agents;

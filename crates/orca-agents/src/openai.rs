@@ -14,6 +14,7 @@ use crate::backend::{
 };
 use crate::error::BackendError;
 use crate::http;
+use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
 
 /// An OpenAI-compatible Chat Completions endpoint.
@@ -23,6 +24,46 @@ pub struct OpenAiBackend {
     model: String,
     api_key: Option<ApiKey>,
     client: reqwest::Client,
+    token_param: TokenParam,
+    prices: PriceTable,
+}
+
+/// The name of the output-token cap in a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TokenParam {
+    /// By model family: `max_completion_tokens` for OpenAI's reasoning models (o-series,
+    /// gpt-5), which refuse `max_tokens`; `max_tokens` for every other model and server.
+    #[default]
+    Auto,
+    /// Always `max_tokens` (older OpenAI models, most local servers).
+    MaxTokens,
+    /// Always `max_completion_tokens`.
+    MaxCompletionTokens,
+}
+
+impl TokenParam {
+    /// The field to send for `model`.
+    #[must_use]
+    pub fn field(self, model: &str) -> &'static str {
+        match self {
+            Self::MaxTokens => "max_tokens",
+            Self::MaxCompletionTokens => "max_completion_tokens",
+            Self::Auto if is_reasoning_model(model) => "max_completion_tokens",
+            Self::Auto => "max_tokens",
+        }
+    }
+}
+
+/// OpenAI's reasoning families: `o1`, `o3`, `o4-mini`… and `gpt-5…` (a `provider/` prefix is
+/// ignored).
+fn is_reasoning_model(model: &str) -> bool {
+    let id = model.rsplit('/').next().unwrap_or(model);
+    let o_series = id.strip_prefix('o').is_some_and(|rest| {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        let tail = &rest[digits..];
+        digits > 0 && (tail.is_empty() || tail.starts_with('-'))
+    });
+    o_series || id.starts_with("gpt-5")
 }
 
 impl OpenAiBackend {
@@ -45,7 +86,23 @@ impl OpenAiBackend {
             model: model.to_owned(),
             api_key,
             client: http::client(timeout),
+            token_param: TokenParam::Auto,
+            prices: PriceTable::shipped(),
         }
+    }
+
+    /// Chooses the output-token field (default [`TokenParam::Auto`]).
+    #[must_use]
+    pub fn with_token_param(mut self, token_param: TokenParam) -> Self {
+        self.token_param = token_param;
+        self
+    }
+
+    /// Prices the usage of each turn with `prices` (default: the shipped table).
+    #[must_use]
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// The JSON body sent for a request.
@@ -94,8 +151,25 @@ impl OpenAiBackend {
                 ToolChoice::Auto => "auto",
             });
         }
+        let token_field = self.token_param.field(&self.model);
         if let Some(max) = request.max_output_tokens {
-            body["max_tokens"] = json!(max);
+            body[token_field] = json!(max);
+        }
+        let sampling = &request.sampling;
+        if let Some(t) = sampling.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(p) = sampling.top_p {
+            body["top_p"] = json!(p);
+        }
+        if let Some(seed) = sampling.seed {
+            body["seed"] = json!(seed);
+        }
+        // Only reasoning models take it; other models refuse an unknown parameter.
+        if let Some(effort) = sampling.reasoning_effort
+            && token_field == "max_completion_tokens"
+        {
+            body["reasoning_effort"] = json!(effort.as_str());
         }
         body
     }
@@ -279,13 +353,33 @@ impl ChatBackend for OpenAiBackend {
         }
         let body = self.request_body(request);
         let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
-        parse_response(response, &self.base_url)
+        let mut response = parse_response(response, &self.base_url)?;
+        response.usage = self.prices.priced(&self.model, response.usage);
+        Ok(response)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_families() {
+        for (model, reasoning) in [
+            ("o1", true),
+            ("o3-mini", true),
+            ("o4-mini-2025-04-16", true),
+            ("gpt-5", true),
+            ("azure/gpt-5-nano", true),
+            ("gpt-4o", false),
+            ("o3x", false),
+            ("omni", false),
+            ("ollama", false),
+            ("qwen2.5-coder:1.5b", false),
+        ] {
+            assert_eq!(is_reasoning_model(model), reasoning, "{model}");
+        }
+    }
 
     #[test]
     fn tolerant_parsing() {

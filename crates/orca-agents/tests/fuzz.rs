@@ -76,6 +76,7 @@ fn request() -> ChatRequest {
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
         max_output_tokens: Some(100),
+        sampling: orca_agents::Sampling::default(),
     }
 }
 

@@ -512,6 +512,7 @@ fn fixed_request() -> ChatRequest {
         }],
         tool_choice: ToolChoice::Required,
         max_output_tokens: Some(1024),
+        sampling: orca_agents::Sampling::default(),
     }
 }
 
@@ -548,4 +549,131 @@ async fn exact_request_bodies_and_headers() {
             }
         }
     }
+}
+
+/// `finish_reason: length` is its own outcome: the run fails at once with what to change,
+/// instead of "repairing" a cut answer until the conversation no longer fits.
+#[tokio::test]
+async fn a_truncated_answer_fails_at_once_naming_the_setting() {
+    for fmt in BOTH {
+        let finish = match fmt {
+            Fmt::OpenAi => "length",
+            Fmt::Anthropic => "max_tokens",
+        };
+        let s = server(
+            fmt,
+            vec![fmt.turn(Some("Here is my long ans"), &[], finish, true)],
+        )
+        .await;
+        let reply = run(fmt, &s, &TestTools::new(), 0).await;
+        let f = failure(&reply.outcome);
+        assert!(
+            f.message.contains("the answer was cut at") && f.message.contains("max_output_tokens"),
+            "{fmt:?}: {}",
+            f.message
+        );
+        assert_eq!(
+            bodies(&s).await.len(),
+            1,
+            "{fmt:?}: no repair turn was sent"
+        );
+    }
+}
+
+/// Usage is priced by the model's family (cached tokens at their own price), and a cost budget
+/// fires on it.
+#[tokio::test]
+async fn usage_is_priced_and_cost_budgets_fire() {
+    for (fmt, model, expected) in [
+        // 6 input · $2.50 + 4 cached · $1.25 + 5 output · $10 per million tokens.
+        (Fmt::OpenAi, "gpt-4o-2024-08-06", 70),
+        // 6 input · $3 + 4 cache reads · $0.30 + 5 output · $15 = 94.2 µUSD.
+        (Fmt::Anthropic, "claude-sonnet-4-20250514", 94),
+        // A local model is not priced.
+        (Fmt::OpenAi, "qwen2.5-coder:1.5b", 0),
+    ] {
+        let s = server(fmt, vec![fmt.submit("done")]).await;
+        let spec = match fmt {
+            Fmt::OpenAi => BackendSpec::OpenAi {
+                base_url: format!("{}/v1", s.uri()),
+                model: model.into(),
+                api_key: None,
+            },
+            Fmt::Anthropic => BackendSpec::Anthropic {
+                base_url: s.uri(),
+                model: model.into(),
+                api_key: None,
+            },
+        };
+        let tools = TestTools::new();
+        let reply = agents(spec.clone(), 0)
+            .run_task(task("coder", Budget::UNLIMITED), &tools)
+            .await;
+        assert_eq!(reply.usage.cost_micro_usd, expected, "{model}");
+        if expected > 0 {
+            let budget = Budget {
+                max_cost_micro_usd: Some(expected - 1),
+                ..Budget::UNLIMITED
+            };
+            let reply = agents(spec, 0)
+                .run_task(task("coder", budget), &tools)
+                .await;
+            let f = failure(&reply.outcome);
+            assert_eq!(f.code, ErrorCode::BudgetExceeded, "{model}: {}", f.message);
+        }
+    }
+}
+
+/// The output-token field and the generation settings per model family: reasoning models get
+/// `max_completion_tokens` (they refuse `max_tokens`) and `reasoning_effort`.
+#[test]
+fn openai_request_bodies_per_model_family() {
+    let mut request = fixed_request();
+    request.sampling = orca_agents::Sampling {
+        temperature: Some(0.2),
+        top_p: None,
+        seed: Some(7),
+        reasoning_effort: Some(orca_agents::ReasoningEffort::Low),
+    };
+    let fields = |backend: OpenAiBackend| {
+        let body = backend.request_body(&request);
+        let keys: Vec<&str> = [
+            "max_tokens",
+            "max_completion_tokens",
+            "temperature",
+            "seed",
+            "reasoning_effort",
+        ]
+        .into_iter()
+        .filter(|k| body.get(*k).is_some())
+        .collect();
+        keys.join(", ")
+    };
+    let table: Vec<String> = [
+        "gpt-4o",
+        "gpt-4.1-mini",
+        "o1",
+        "o3-mini",
+        "o4-mini-2025-04-16",
+        "gpt-5",
+        "openai/gpt-5-mini",
+        "llama3.1:8b",
+        "o3x",
+    ]
+    .iter()
+    .map(|m| {
+        format!(
+            "{m}: {}",
+            fields(OpenAiBackend::new("http://127.0.0.1:9/v1", m, None))
+        )
+    })
+    .chain(std::iter::once(format!(
+        "gpt-4o with token_param = max_completion_tokens: {}",
+        fields(
+            OpenAiBackend::new("http://127.0.0.1:9/v1", "gpt-4o", None)
+                .with_token_param(orca_agents::TokenParam::MaxCompletionTokens)
+        )
+    )))
+    .collect();
+    insta::assert_snapshot!("openai_fields_per_model_family", table.join("\n"));
 }

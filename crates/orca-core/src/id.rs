@@ -198,6 +198,20 @@ macro_rules! slug_id {
                 Self::parse(&text).map_err(serde::de::Error::custom)
             }
         }
+
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "description": concat!("a ", $kind, ": lower-case letters, digits, `_` and `-`, starting with a letter or digit, at most 64 characters"),
+                    "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"
+                })
+            }
+        }
     };
 }
 

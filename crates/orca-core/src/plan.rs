@@ -24,7 +24,7 @@ use crate::graph::{self, Problem};
 use crate::id::{AgentId, PlanId, StepId};
 
 /// One step of a plan: which agent does what, and after which other steps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// Unique within the plan.
@@ -117,7 +117,7 @@ impl Step {
 /// What a plan says: the goal, the steps and what the human approves along with them.
 ///
 /// This is also the plan document format accepted by `orca plan create --file`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanContent {
     /// What the plan achieves, in one sentence.
@@ -136,6 +136,13 @@ pub struct PlanContent {
 }
 
 impl PlanContent {
+    /// The JSON Schema of a plan document (for editors and other tools), generated from the
+    /// same types that read it, so the two cannot drift.
+    #[must_use]
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(PlanContent)).unwrap_or_default()
+    }
+
     /// Reads a plan document (JSON; the format of [`PlanContent`]) strictly: unknown fields and
     /// malformed ids are errors naming the field.
     ///

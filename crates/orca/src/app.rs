@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{
     AgentsCommand, AuditCommand, Command, DecisionArg, ExecCommand, Global, OnFailure, PlanCommand,
-    RunOptions,
+    RunOptions, ShowFormat,
 };
 use crate::exit::{CliError, Exit};
 use crate::render;
@@ -185,8 +185,19 @@ fn holder() -> Holder {
 
 /// Runs a command.
 pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliError> {
-    if let Command::Init = command {
-        return init(global);
+    // Commands that need no project and must never create one.
+    match command {
+        Command::Init => return init(global),
+        Command::Completions { shell } => return Ok(print_completions(shell)),
+        Command::Man => return print_man(),
+        Command::Plan(PlanCommand::Validate { file }) => {
+            return crate::plan_doc::validate(&file, &known_agents(global)?, global.json);
+        }
+        Command::Plan(PlanCommand::Schema) => {
+            out_json(&PlanContent::json_schema());
+            return Ok(Exit::Ok);
+        }
+        _ => {}
     }
     // Commands that create something may create the `--root` directory.
     let creates = matches!(
@@ -211,13 +222,55 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             audit_verify(&app, exec.as_deref(), all).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
+        Command::Completions { .. } | Command::Man => unreachable_init(),
     }
 }
 
 fn unreachable_init() -> Result<Exit, CliError> {
     Err(CliError::internal(
-        "init is handled before the store is opened",
+        "this command is handled before the store is opened",
     ))
+}
+
+/// The agents a plan may name: the project's (built-ins and its config), or the built-ins
+/// when there is no project here or above. Reads only; creates nothing.
+fn known_agents(
+    global: &Global,
+) -> Result<std::collections::BTreeSet<orca_core::AgentId>, CliError> {
+    let root = match &global.root {
+        Some(root) => Some(root.clone()),
+        None => std::env::current_dir().ok().and_then(|cwd| {
+            cwd.ancestors()
+                .find(|d| d.join(".orca").is_dir())
+                .map(Path::to_path_buf)
+        }),
+    };
+    let agents = match root {
+        Some(root) if root.join(".orca").is_dir() => load_agents(&root)?,
+        _ => Agents::with_defaults(".", &|_: &str| None, LoopSettings::default()),
+    };
+    Ok(agents.agents().into_iter().map(|a| a.id).collect())
+}
+
+/// Generated into memory first: a closed stdout (`| head`) is then not an error, as for every
+/// other output.
+fn print_completions(shell: clap_complete::Shell) -> Exit {
+    use clap::CommandFactory as _;
+    let mut cmd = crate::cli::Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "orca", &mut script);
+    out(&String::from_utf8_lossy(&script));
+    Exit::Ok
+}
+
+fn print_man() -> Result<Exit, CliError> {
+    use clap::CommandFactory as _;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(crate::cli::Cli::command())
+        .render(&mut page)
+        .map_err(|e| CliError::internal(format!("cannot render the manual page: {e}")))?;
+    out(&String::from_utf8_lossy(&page));
+    Ok(Exit::Ok)
 }
 
 fn init(global: &Global) -> Result<Exit, CliError> {
@@ -288,10 +341,19 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
                 out(&render::plan_list(&listing.items));
             }
         }
-        PlanCommand::Show { plan, graph } => {
+        PlanCommand::Show {
+            plan,
+            graph,
+            format,
+        } => {
             let id = p.resolve(&plan).await?;
             let plan = p.plan(id).await?;
-            if app.json {
+            if format != ShowFormat::Text {
+                out(&match format {
+                    ShowFormat::Mermaid => crate::plan_doc::mermaid(plan.content()),
+                    _ => crate::plan_doc::dot(plan.content()),
+                });
+            } else if app.json {
                 out_json(&json!(plan));
             } else {
                 let mut text = render_plan(&plan);
@@ -302,6 +364,7 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
                 out(&text);
             }
         }
+        PlanCommand::Validate { .. } | PlanCommand::Schema => return unreachable_init(),
         PlanCommand::Approve { plan, note } => {
             let id = p.resolve(&plan).await?;
             let approved = p.approve(id, &user(), note).await?;
@@ -350,8 +413,7 @@ fn user() -> String {
 }
 
 async fn create_from_file(orca: &Orca, file: &Path) -> Result<orca_core::ProposalPlan, CliError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
+    let text = crate::plan_doc::read_plan_file(file)?;
     let content = PlanContent::from_json(&text)
         .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
     orca.planning

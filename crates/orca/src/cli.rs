@@ -90,6 +90,29 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  orca completions bash > ~/.local/share/bash-completion/completions/orca\n  orca completions zsh > ~/.zfunc/_orca\n  orca completions fish > ~/.config/fish/completions/orca.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff).
+    #[command(after_help = "Example:\n  orca man > orca.1 && man ./orca.1")]
+    Man,
+}
+
+/// What `plan show` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ShowFormat {
+    /// The plan for people.
+    Text,
+    /// The step graph as a Mermaid flowchart.
+    Mermaid,
+    /// The step graph in Graphviz DOT.
+    Dot,
 }
 
 #[derive(Debug, Args)]
@@ -149,13 +172,32 @@ pub(crate) enum PlanCommand {
     /// Plans, newest first.
     List,
     /// One plan.
+    #[command(
+        after_help = "Examples:\n  orca plan show 01a1fb49 --graph\n  orca plan show 01a1fb49 --format mermaid > plan.mmd\n  orca plan show 01a1fb49 --format dot | dot -Tsvg > plan.svg"
+    )]
     Show {
         /// The plan (an id or a unique prefix).
         plan: String,
         /// Draw the step graph.
         #[arg(long)]
         graph: bool,
+        /// The output: text for people, or the step graph for Mermaid or Graphviz.
+        #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+        format: ShowFormat,
     },
+    /// Check a plan document: every problem at once, nothing written, no project needed.
+    #[command(
+        after_help = "Examples:\n  orca plan validate examples/parallel-dag.json\n  orca plan validate plan.json --json\n\nExit codes: 0 valid, 2 unreadable or invalid (each problem on its own line)."
+    )]
+    Validate {
+        /// The plan document (JSON).
+        file: PathBuf,
+    },
+    /// Print the JSON Schema of plan documents (for editors: completion and checks as you type).
+    #[command(
+        after_help = "Example:\n  orca plan schema > plan.schema.json\n  # then in VS Code settings: \"json.schemas\": [{\"fileMatch\": [\"plans/*.json\"], \"url\": \"./plan.schema.json\"}]"
+    )]
+    Schema,
     /// Approve a proposal.
     Approve {
         /// The plan.

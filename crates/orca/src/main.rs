@@ -4,6 +4,7 @@
 mod app;
 mod cli;
 mod exit;
+mod plan_doc;
 mod render;
 mod sandbox;
 mod term;
