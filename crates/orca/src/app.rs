@@ -246,7 +246,9 @@ fn known_agents(
         }),
     };
     let agents = match root {
-        Some(root) if root.join(".orca").is_dir() => load_agents(&root)?,
+        Some(root) if root.join(".orca").is_dir() => {
+            load_agents(&root, load_config(&root)?.as_ref())?
+        }
         _ => Agents::with_defaults(".", &|_: &str| None, LoopSettings::default()),
     };
     Ok(agents.agents().into_iter().map(|a| a.id).collect())
