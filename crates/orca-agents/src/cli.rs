@@ -29,6 +29,7 @@ fn identity(request: &TaskRequest) -> Vec<(String, String)> {
         ("ORCA_ATTEMPT".to_owned(), request.attempt.to_string()),
     ]
 }
+use crate::sandbox::SandboxPolicy;
 
 /// Which command-line agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,22 @@ impl CliKind {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
             Self::Opencode => "opencode",
+        }
+    }
+
+    /// Where the agent keeps its own state, relative to the home directory: writable in the
+    /// kernel sandbox besides the project.
+    #[must_use]
+    pub const fn state_dirs(self) -> &'static [&'static str] {
+        match self {
+            Self::ClaudeCode => &[".claude", ".cache/claude", ".config/claude"],
+            Self::Codex => &[".codex"],
+            Self::Opencode => &[
+                ".local/share/opencode",
+                ".local/state/opencode",
+                ".config/opencode",
+                ".cache/opencode",
+            ],
         }
     }
 
@@ -132,8 +149,10 @@ impl CliAgent {
         prompt: String,
         timeout: Option<Duration>,
         env: Vec<(String, String)>,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
+        let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
@@ -141,6 +160,7 @@ impl CliAgent {
             env,
             timeout,
             cap: OUTPUT_CAP,
+            sandbox: sandbox.as_ref(),
         })
         .await;
         let status = match run.end {
@@ -208,6 +228,7 @@ impl CliAgent {
         profile: &Profile,
         request: &TaskRequest,
         policy: &EnvPolicy,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Reply<TaskResult> {
         let prompt = format!(
             "{}\n\n{}\n\n{RESULT_INSTRUCTIONS}",
@@ -222,7 +243,7 @@ impl CliAgent {
                 .map(Duration::from_secs)
         });
         let env = policy.build(&profile.id, &request.step.env, identity(request));
-        match self.run(root, prompt, timeout, env).await {
+        match self.run(root, prompt, timeout, env, sandbox).await {
             Err(f) => Reply::new(TaskResult::Failure(f)),
             Ok(parsed) => {
                 let text = parsed.text.unwrap_or_default();
@@ -243,6 +264,7 @@ impl CliAgent {
         profile: &Profile,
         request: &QuestionRequest,
         policy: &EnvPolicy,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
         let prompt = format!(
             "{}\n\nA read-only question (do not change anything):\n\n{}",
@@ -254,7 +276,7 @@ impl CliAgent {
             .max_wall_secs
             .map(Duration::from_secs);
         let env = policy.build(&profile.id, &[], Vec::new());
-        match self.run(root, prompt, timeout, env).await {
+        match self.run(root, prompt, timeout, env, sandbox).await {
             Err(f) => Reply::new(Err(f)),
             Ok(parsed) => Reply {
                 outcome: Ok(AgentAnswer {

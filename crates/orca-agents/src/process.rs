@@ -126,6 +126,8 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cap: usize,
+    /// The sandbox to run it in (see [`crate::sandbox`]); `None`: unconfined.
+    pub(crate) sandbox: Option<&'a crate::sandbox::SandboxPolicy>,
 }
 
 /// Spawns `cmd`, retrying a few times when exec fails with "text file busy" (ETXTBSY).
@@ -165,6 +167,17 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    // Kept until the child has ended: its per-step temporary directory.
+    let _confined = match crate::sandbox::confine(&mut cmd, spec.sandbox) {
+        Ok(confined) => confined,
+        Err(err) => {
+            return RunOutput {
+                end: RunEnd::SpawnFailed(std::io::Error::other(err)),
+                output: String::new(),
+                stdout: String::new(),
+            };
+        }
+    };
     let mut child = match spawn_retrying_busy(&mut cmd).await {
         Ok(child) => child,
         Err(err) => {
@@ -339,6 +352,7 @@ mod tests {
             env: vec![],
             timeout: Some(Duration::from_secs(10)),
             cap: 1024,
+            sandbox: None,
         })
         .await;
         closer.join().unwrap();

@@ -5,6 +5,7 @@ use std::path::Path;
 use orca_core::{ErrorCode, TaskFailure, TaskRequest, TaskResult, TaskSuccess};
 
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use crate::sandbox::SandboxPolicy;
 use crate::step_env::EnvPolicy;
 
 /// Lines kept in a shell step's summary (the tail of its output).
@@ -22,11 +23,26 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// The command's environment is the base allowlist plus the step's `env` names (see
 /// [`crate::step_env`]), read from this process's environment.
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
-    run_shell_with(root, request, &EnvPolicy::default()).await
+    run_shell_with(root, request, &EnvPolicy::default(), None).await
 }
 
-/// [`run_shell`] with the environment allowed by `policy`.
-pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPolicy) -> TaskResult {
+/// [`run_shell`] under a sandbox policy (see [`crate::sandbox`]), with the default environment.
+pub async fn run_shell_in(
+    root: &Path,
+    request: &TaskRequest,
+    sandbox: Option<&SandboxPolicy>,
+) -> TaskResult {
+    run_shell_with(root, request, &EnvPolicy::default(), sandbox).await
+}
+
+/// [`run_shell`] with the environment allowed by `policy`, under a sandbox policy (see
+/// [`crate::sandbox`]).
+pub async fn run_shell_with(
+    root: &Path,
+    request: &TaskRequest,
+    policy: &EnvPolicy,
+    sandbox: Option<&SandboxPolicy>,
+) -> TaskResult {
     let Some(command) = request
         .step
         .command
@@ -41,6 +57,15 @@ pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPoli
             ),
         ));
     };
+    if command.contains('\0') {
+        return TaskResult::Failure(TaskFailure::new(
+            ErrorCode::Validation,
+            format!(
+                "step `{}`: the command holds a NUL byte, which no shell can run",
+                request.step.id
+            ),
+        ));
+    }
     tracing::info!(step = %request.step.id, attempt = request.attempt, "running shell step");
     let spec = RunSpec {
         program: "sh",
@@ -61,6 +86,7 @@ pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPoli
         ),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
+        sandbox,
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

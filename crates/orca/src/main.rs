@@ -7,6 +7,7 @@ mod cli;
 mod exit;
 mod plan_doc;
 mod render;
+mod sandbox;
 mod secrets;
 mod term;
 mod trust;
