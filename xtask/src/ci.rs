@@ -2,7 +2,7 @@
 //! (an empty cargo home, the system packages) and calls this, so the two cannot drift.
 //!
 //! Stages, in order: fmt, clippy, tidy, supply chain (`cargo deny`), the README's test command,
-//! and with `--full` (what `.ci/run` passes) the quick bench, a short kill -9 campaign and a
+//! the README's main job (as a new user: a fresh demo directory and config home), and with `--full` (what `.ci/run` passes) the quick bench, a short kill -9 campaign and a
 //! short fuzzing run. The time of each stage is printed at the end, also when one fails.
 
 use std::path::Path;
@@ -12,6 +12,20 @@ use std::time::{Duration, Instant};
 /// The README's test command, word for word. `readme_test_command_is_what_ci_runs` checks the
 /// README still says it.
 pub(crate) const README_TEST_COMMAND: &[&str] = &["test", "--workspace", "--locked"];
+
+/// The README's first command, word for word after `cargo`: orca's main job on a fresh machine
+/// (no API key, no network). `readme_commands_are_what_ci_runs` checks the README still says it.
+pub(crate) const README_MAIN_COMMAND: &[&str] = &[
+    "run",
+    "-p",
+    "orca",
+    "--",
+    "--root",
+    "target/orca-demo",
+    "run",
+    "examples/parallel-dag.json",
+    "--yes",
+];
 
 /// The cargo-deny release CI installs when the machine has none (a fresh cargo home never
 /// has one). Pinned so a new release cannot break CI by surprise.
@@ -69,6 +83,11 @@ const STAGES: &[Stage] = &[
     Stage {
         name: "test (README)",
         run: |_| cargo(README_TEST_COMMAND),
+        scope: Scope::Checks,
+    },
+    Stage {
+        name: "main job (README)",
+        run: main_job,
         scope: Scope::Checks,
     },
     Stage {
@@ -152,6 +171,32 @@ fn cargo(args: &[&str]) -> Result<String, String> {
     crate::cargo(args).map(|()| String::new())
 }
 
+/// The README's first command as a new user runs it: a fresh demo directory and a user config
+/// directory of its own (the signing key is created there on the first approval).
+fn main_job(root: &Path) -> Result<String, String> {
+    let demo = root.join("target/orca-demo");
+    if demo.exists() {
+        std::fs::remove_dir_all(&demo)
+            .map_err(|e| format!("cannot remove {}: {e}", demo.display()))?;
+    }
+    let config_home = root.join("target/ci-user-config");
+    if config_home.exists() {
+        std::fs::remove_dir_all(&config_home)
+            .map_err(|e| format!("cannot remove {}: {e}", config_home.display()))?;
+    }
+    let config_home = config_home.display().to_string();
+    crate::cargo_env(
+        README_MAIN_COMMAND,
+        &[
+            ("XDG_CONFIG_HOME", config_home.as_str()),
+            ("ORCA_SIGNING_KEY", ""),
+            ("ANTHROPIC_API_KEY", ""),
+            ("OPENAI_API_KEY", ""),
+        ],
+    )
+    .map(|()| String::new())
+}
+
 /// `cargo deny check bans licenses sources`, installing cargo-deny first when it is missing.
 ///
 /// Advisories are not checked: the advisory database is a git repository these machines
@@ -208,14 +253,16 @@ mod tests {
     /// The README's second command is the test stage of `cargo xtask ci`, so the README and CI
     /// cannot disagree about how the tests are run.
     #[test]
-    fn readme_test_command_is_what_ci_runs() {
+    fn readme_commands_are_what_ci_runs() {
         let root = crate::workspace_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-        let command = format!("cargo {}", super::README_TEST_COMMAND.join(" "));
-        assert!(
-            readme.lines().any(|l| l.trim() == command),
-            "README.md has no line `{command}`"
-        );
+        for words in [super::README_MAIN_COMMAND, super::README_TEST_COMMAND] {
+            let command = format!("cargo {}", words.join(" "));
+            assert!(
+                readme.lines().any(|l| l.trim() == command),
+                "README.md has no line `{command}`"
+            );
+        }
         let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
         assert!(
             ci.lines()

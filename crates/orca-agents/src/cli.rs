@@ -18,6 +18,8 @@ use crate::profile::Profile;
 use crate::step_env::EnvPolicy;
 
 /// The `ORCA_*` identity variables of a step's process.
+use crate::sandbox::SandboxPolicy;
+
 /// Which command-line agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -38,6 +40,22 @@ impl CliKind {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
             Self::Opencode => "opencode",
+        }
+    }
+
+    /// Where the agent keeps its own state, relative to the home directory: writable in the
+    /// kernel sandbox besides the project.
+    #[must_use]
+    pub const fn state_dirs(self) -> &'static [&'static str] {
+        match self {
+            Self::ClaudeCode => &[".claude", ".cache/claude", ".config/claude"],
+            Self::Codex => &[".codex"],
+            Self::Opencode => &[
+                ".local/share/opencode",
+                ".local/state/opencode",
+                ".config/opencode",
+                ".cache/opencode",
+            ],
         }
     }
 
@@ -120,9 +138,11 @@ impl CliAgent {
         prompt: String,
         timeout: Option<Duration>,
         env: Vec<(String, String)>,
+        sandbox: Option<&SandboxPolicy>,
         caller: &dyn ToolHost,
     ) -> Result<Parsed, TaskFailure> {
         let program = self.spec.program.clone();
+        let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
         let run = process::run_captured(RunSpec {
             program: &program,
             args: self.spec.args(prompt),
@@ -131,6 +151,7 @@ impl CliAgent {
             timeout,
             cap: OUTPUT_CAP,
             owner: Some(caller),
+            sandbox: sandbox.as_ref(),
         })
         .await;
         let status = match run.end {
@@ -198,6 +219,7 @@ impl CliAgent {
         profile: &Profile,
         request: &TaskRequest,
         policy: &EnvPolicy,
+        sandbox: Option<&SandboxPolicy>,
         tools: &dyn ToolHost,
     ) -> Reply<TaskResult> {
         let prompt = format!(
@@ -213,7 +235,7 @@ impl CliAgent {
                 .map(Duration::from_secs)
         });
         let env = policy.build(&profile.id, &request.step.env, request.identity().env());
-        match self.run(root, prompt, timeout, env, tools).await {
+        match self.run(root, prompt, timeout, env, sandbox, tools).await {
             Err(f) => Reply::new(TaskResult::Failure(f)),
             Ok(parsed) => {
                 let text = parsed.text.unwrap_or_default();
@@ -234,6 +256,7 @@ impl CliAgent {
         profile: &Profile,
         request: &QuestionRequest,
         policy: &EnvPolicy,
+        sandbox: Option<&SandboxPolicy>,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
         let prompt = format!(
             "{}\n\nA read-only question (do not change anything):\n\n{}",
@@ -245,7 +268,10 @@ impl CliAgent {
             .max_wall_secs
             .map(Duration::from_secs);
         let env = policy.build(&profile.id, &[], Vec::new());
-        match self.run(root, prompt, timeout, env, &NoTools).await {
+        match self
+            .run(root, prompt, timeout, env, sandbox, &NoTools)
+            .await
+        {
             Err(f) => Reply::new(Err(f)),
             Ok(parsed) => Reply {
                 outcome: Ok(AgentAnswer {

@@ -17,7 +17,11 @@ use crate::profile::{
     DEFAULT_OLLAMA_MODEL, DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL, Profile,
     built_in_profiles,
 };
+use crate::sandbox::SandboxMode;
 use crate::secret::ApiKey;
+
+/// Largest prompt file read.
+const MAX_PROMPT_BYTES: u64 = 256 * 1024;
 
 /// Backend names accepted in the config.
 pub const BACKENDS: &[&str] = &[
@@ -55,6 +59,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # These two lines must come before any [table]:
 # env = ["GITHUB_TOKEN"]        # every step receives these variables
 # env_file = ".orca/step.env"   # NAME=value lines every step receives (mode 0600)
+
+# How shell steps, run_command and command-line agents are confined (ADR 0012). "kernel" (the
+# default): Landlock and a mount namespace, so they write only the project (never .orca/) and a
+# per-step TMPDIR, and cannot read the signing key; where the kernel cannot, orca says so and
+# falls back to "tools": the agents' file tools refuse .orca/ and the orca config. "off": no
+# confinement, warned at every run. The ORCA_SANDBOX environment variable overrides this.
+# sandbox = "kernel"
+# Extra places steps may write in "kernel" mode (absolute, or ~/...), e.g. build caches:
+# sandbox_writable = ["~/.cargo/registry", "~/.npm"]
 
 # Settings every agent starts from.
 # [defaults]
@@ -100,6 +113,10 @@ struct RawConfig {
     env: Vec<String>,
     #[serde(default)]
     env_file: Option<PathBuf>,
+    #[serde(default)]
+    sandbox: Option<String>,
+    #[serde(default)]
+    sandbox_writable: Option<Vec<PathBuf>>,
     #[serde(default)]
     defaults: Option<toml::Value>,
     #[serde(default)]
@@ -231,6 +248,12 @@ pub struct Config {
     pub env: Vec<String>,
     /// A file of `NAME=value` lines every step receives (mode 0600), relative to the root.
     pub env_file: Option<PathBuf>,
+    /// How agent processes are confined (`sandbox = "kernel" | "tools" | "off"`); `None`: not
+    /// set (the caller picks, `kernel` by default).
+    pub sandbox: Option<SandboxMode>,
+    /// Extra paths shell steps, `run_command` and command-line agents may write in `kernel`
+    /// mode (absolute, or `~/…`), besides the project and a per-step temporary directory.
+    pub sandbox_writable: Vec<PathBuf>,
     /// Settings every agent starts from.
     pub defaults: AgentSettings,
     /// Per-agent settings (built-in overrides and custom agents).
@@ -357,10 +380,35 @@ impl Config {
             }
             agents.insert(id, s);
         }
+        let sandbox = raw
+            .sandbox
+            .map(|m| m.parse::<SandboxMode>())
+            .transpose()
+            .map_err(|e| invalid("sandbox".to_owned(), e))?;
+        let sandbox_writable = raw.sandbox_writable.unwrap_or_default();
+        for p in &sandbox_writable {
+            let text = p.display().to_string();
+            if !(p.is_absolute() || text == "~" || text.starts_with("~/")) {
+                return Err(invalid(
+                    "sandbox_writable".to_owned(),
+                    format!("\"{text}\" must be an absolute path or start with ~/"),
+                ));
+            }
+            if p.components().any(|c| {
+                c.as_os_str().eq_ignore_ascii_case(".orca") || c == std::path::Component::ParentDir
+            }) {
+                return Err(invalid(
+                    "sandbox_writable".to_owned(),
+                    format!("\"{text}\" may not name .orca or use .."),
+                ));
+            }
+        }
         Ok(Self {
             file,
             env: raw.env,
             env_file: raw.env_file,
+            sandbox,
+            sandbox_writable,
             defaults,
             agents,
         })
@@ -736,12 +784,11 @@ impl Config {
             p.prompt.clone_from(prompt);
         }
         if let Some(file) = &s.prompt_file {
-            let path = root.join(file);
-            p.prompt = std::fs::read_to_string(&path).map_err(|e| ConfigError::PromptFile {
+            p.prompt = read_prompt_file(root, file).map_err(|message| ConfigError::PromptFile {
                 file: self.file.clone(),
                 field: format!("{field}.prompt_file"),
-                path: path.display().to_string(),
-                message: e.to_string(),
+                path: root.join(file).display().to_string(),
+                message,
             })?;
         }
         Ok(())
@@ -782,6 +829,35 @@ pub fn default_key_source(env: &dyn Fn(&str) -> Option<String>) -> crate::keys::
     } else {
         KeySource::None
     }
+}
+
+/// Reads a prompt file, which must be a regular file inside the project (after resolving `..`
+/// and symlinks) of at most [`MAX_PROMPT_BYTES`].
+fn read_prompt_file(root: &Path, file: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let root = root.canonicalize().map_err(|e| e.to_string())?;
+    let path = root.join(file).canonicalize().map_err(|e| e.to_string())?;
+    if !path.starts_with(&root) {
+        return Err(format!(
+            "it leads outside the project ({}); a prompt file must be inside the project",
+            path.display()
+        ));
+    }
+    let meta = std::fs::metadata(&path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_owned());
+    }
+    if meta.len() > MAX_PROMPT_BYTES {
+        return Err(format!(
+            "{} bytes, more than the {MAX_PROMPT_BYTES} bytes a prompt may have",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_PROMPT_BYTES).read_to_string(&mut text))
+        .map_err(|e| e.to_string())?;
+    Ok(text)
 }
 
 fn generic_prompt(id: &AgentId, description: &str) -> String {

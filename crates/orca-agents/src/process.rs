@@ -139,6 +139,8 @@ pub(crate) struct RunSpec<'a> {
     /// ([`ToolHost::process_started`]), so it can record them durably. A shell command
     /// (`sh -c`) waits at a gate until that has returned.
     pub(crate) owner: Option<&'a dyn ToolHost>,
+    /// The sandbox to run it in (see [`crate::sandbox`]); `None`: unconfined.
+    pub(crate) sandbox: Option<&'a crate::sandbox::SandboxPolicy>,
 }
 
 impl std::fmt::Debug for RunSpec<'_> {
@@ -149,6 +151,7 @@ impl std::fmt::Debug for RunSpec<'_> {
             .field("cwd", &self.cwd)
             .field("timeout", &self.timeout)
             .field("cap", &self.cap)
+            .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }
@@ -202,6 +205,8 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    // Process ownership first (the watchdog is forked before the sandbox applies: it stays
+    // outside it, where a confined step cannot signal it), then the sandbox.
     let held = spec.owner.map(ToolHost::held_fds).unwrap_or_default();
     let hook = process_group::before_exec_hook(gate.as_ref().map(|(g, _)| g.read_fd()), held);
     #[expect(
@@ -212,6 +217,17 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     unsafe {
         cmd.pre_exec(hook);
     }
+    // Kept until the child has ended: its per-step temporary directory.
+    let _confined = match crate::sandbox::confine(&mut cmd, spec.sandbox) {
+        Ok(confined) => confined,
+        Err(err) => {
+            return RunOutput {
+                end: RunEnd::SpawnFailed(std::io::Error::other(err)),
+                output: String::new(),
+                stdout: String::new(),
+            };
+        }
+    };
     let mut child = match spawn_retrying_busy(&mut cmd).await {
         Ok(child) => child,
         Err(err) => {
@@ -396,6 +412,7 @@ mod tests {
             timeout: Some(Duration::from_secs(10)),
             cap: 1024,
             owner: None,
+            sandbox: None,
         })
         .await;
         closer.join().unwrap();
@@ -417,6 +434,7 @@ mod tests {
             timeout,
             cap: 4096,
             owner: None,
+            sandbox: None,
         }
     }
 

@@ -461,6 +461,7 @@ mod tests {
                 timeout: Some(Duration::from_secs(5)),
                 cap: 1024,
                 owner: None,
+                sandbox: None,
             })
             .await;
             assert!(matches!(out.end, crate::process::RunEnd::SpawnFailed(_)));

@@ -16,6 +16,7 @@ use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
 use crate::profile::{BackendSpec, Profile};
+use crate::sandbox::SandboxPolicy;
 use crate::shell;
 use crate::step_env::{self, EnvPolicy};
 
@@ -42,6 +43,7 @@ pub struct Agents {
     entries: BTreeMap<AgentId, Entry>,
     settings: LoopSettings,
     env: EnvPolicy,
+    sandbox: Option<Arc<SandboxPolicy>>,
 }
 
 impl Agents {
@@ -62,7 +64,17 @@ impl Agents {
             entries,
             settings: LoopSettings::default(),
             env: EnvPolicy::default(),
+            sandbox: None,
         }
+    }
+
+    /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
+    /// In `kernel` mode, check [`crate::sandbox::probe`] first: where the kernel cannot
+    /// confine, every child fails to start rather than run unconfined.
+    #[must_use]
+    pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
+        self.sandbox = Some(policy);
+        self
     }
 
     /// The given profiles (plus `shell`), with backends built from their specs.
@@ -245,12 +257,26 @@ impl AgentPort for Agents {
             Err(f) => return Reply::new(TaskResult::Failure(f)),
         };
         match &entry.runtime {
-            Runtime::Shell => {
-                Reply::new(shell::run_shell_for(&self.root, &request, &self.env, tools).await)
-            }
+            Runtime::Shell => Reply::new(
+                shell::run_shell_for(
+                    &self.root,
+                    &request,
+                    &self.env,
+                    self.sandbox.as_deref(),
+                    tools,
+                )
+                .await,
+            ),
             Runtime::Cli(cli) => {
-                cli.run_task(&self.root, &entry.profile, &request, &self.env, tools)
-                    .await
+                cli.run_task(
+                    &self.root,
+                    &entry.profile,
+                    &request,
+                    &self.env,
+                    self.sandbox.as_deref(),
+                    tools,
+                )
+                .await
             }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
@@ -300,8 +326,14 @@ impl AgentPort for Agents {
                 "the shell agent runs commands; it cannot answer questions",
             ))),
             Runtime::Cli(cli) => {
-                cli.ask(&self.root, &entry.profile, &request, &self.env)
-                    .await
+                cli.ask(
+                    &self.root,
+                    &entry.profile,
+                    &request,
+                    &self.env,
+                    self.sandbox.as_deref(),
+                )
+                .await
             }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);

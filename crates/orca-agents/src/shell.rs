@@ -5,6 +5,7 @@ use std::path::Path;
 use orca_core::{ErrorCode, NoTools, TaskFailure, TaskRequest, TaskResult, TaskSuccess, ToolHost};
 
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use crate::sandbox::SandboxPolicy;
 use crate::step_env::EnvPolicy;
 
 /// Lines kept in a shell step's summary (the tail of its output).
@@ -23,12 +24,27 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// [`crate::step_env`]), read from this process's environment, plus the attempt's identity in
 /// `ORCA_*` variables ([`orca_core::StepIdentity::env`]).
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
-    run_shell_with(root, request, &EnvPolicy::default()).await
+    run_shell_with(root, request, &EnvPolicy::default(), None).await
 }
 
-/// [`run_shell`] with the environment allowed by `policy`.
-pub async fn run_shell_with(root: &Path, request: &TaskRequest, policy: &EnvPolicy) -> TaskResult {
-    run_shell_for(root, request, policy, &NoTools).await
+/// [`run_shell`] under a sandbox policy (see [`crate::sandbox`]), with the default environment.
+pub async fn run_shell_in(
+    root: &Path,
+    request: &TaskRequest,
+    sandbox: Option<&SandboxPolicy>,
+) -> TaskResult {
+    run_shell_with(root, request, &EnvPolicy::default(), sandbox).await
+}
+
+/// [`run_shell`] with the environment allowed by `policy`, under a sandbox policy (see
+/// [`crate::sandbox`]).
+pub async fn run_shell_with(
+    root: &Path,
+    request: &TaskRequest,
+    policy: &EnvPolicy,
+    sandbox: Option<&SandboxPolicy>,
+) -> TaskResult {
+    run_shell_for(root, request, policy, sandbox, &NoTools).await
 }
 
 /// [`run_shell_with`] for a caller that records the process group it starts
@@ -37,6 +53,7 @@ pub async fn run_shell_for(
     root: &Path,
     request: &TaskRequest,
     policy: &EnvPolicy,
+    sandbox: Option<&SandboxPolicy>,
     caller: &dyn ToolHost,
 ) -> TaskResult {
     let Some(command) = request
@@ -53,6 +70,15 @@ pub async fn run_shell_for(
             ),
         ));
     };
+    if command.contains('\0') {
+        return TaskResult::Failure(TaskFailure::new(
+            ErrorCode::Validation,
+            format!(
+                "step `{}`: the command holds a NUL byte, which no shell can run",
+                request.step.id
+            ),
+        ));
+    }
     tracing::info!(step = %request.step.id, attempt = request.attempt, "running shell step");
     let spec = RunSpec {
         program: "sh",
@@ -62,6 +88,7 @@ pub async fn run_shell_for(
         timeout: request.timeout,
         cap: OUTPUT_CAP,
         owner: Some(caller),
+        sandbox,
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

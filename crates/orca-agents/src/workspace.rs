@@ -3,9 +3,14 @@
 //!
 //! Every path is confined to the project root: absolute paths and `..` are refused, and paths
 //! are canonicalized (for writes, the nearest existing ancestor) and checked to stay under the
-//! canonical root, so symlinks that lead out are refused too.
+//! canonical root, so symlinks that lead out are refused too. Orca's records (`.orca/`) and the
+//! user's orca config and signing key are refused as well, whatever the case or the link that
+//! leads there, and files are checked again once open ([`crate::confine`]). `run_command` runs
+//! under the [`SandboxPolicy`] given with [`WorkspaceTools::with_policy`].
 
+use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,8 +18,10 @@ use orca_core::{NoTools, ToolCall, ToolError, ToolHost, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::confine::PathGuard;
 use crate::process::{self, RunEnd, RunSpec};
 use crate::profile::ALL_TOOLS;
+use crate::sandbox::{SandboxMode, SandboxPolicy};
 use crate::step_env::{self, EnvPolicy};
 
 /// Largest file `read_file` returns.
@@ -28,6 +35,8 @@ pub const MAX_COMMAND_OUTPUT: usize = 64 * 1024;
 /// Default and largest `run_command` timeout.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_COMMAND_TIMEOUT_SECS: u64 = 1800;
+/// Largest file `edit_file` rewrites.
+const MAX_EDIT_BYTES: u64 = 4 * MAX_READ_BYTES;
 const SKIPPED_DIRS: &[&str] = &[".git", "target", "node_modules", ".orca"];
 
 /// Workspace tools rooted at a project directory, offering only the granted ones.
@@ -36,23 +45,29 @@ pub struct WorkspaceTools {
     root: PathBuf,
     granted: Vec<String>,
     env: EnvPolicy,
+    guard: PathGuard,
+    policy: Option<Arc<SandboxPolicy>>,
 }
 
 impl WorkspaceTools {
-    /// Tools confined to `root`; only names in `granted` that are workspace tools are offered.
+    /// Tools confined to `root` (and kept out of `root/.orca`); only names in `granted` that
+    /// are workspace tools are offered.
     ///
     /// # Errors
     ///
     /// `root` cannot be canonicalized (it does not exist).
     pub fn new(root: &Path, granted: &[String]) -> std::io::Result<Self> {
+        let root = root.canonicalize()?;
         Ok(Self {
-            root: root.canonicalize()?,
+            guard: PathGuard::new(&root, &[root.join(".orca")]),
+            root,
             granted: granted
                 .iter()
                 .filter(|g| ALL_TOOLS.contains(&g.as_str()))
                 .cloned()
                 .collect(),
             env: EnvPolicy::default(),
+            policy: None,
         })
     }
 
@@ -62,6 +77,15 @@ impl WorkspaceTools {
     #[must_use]
     pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
         self.env = policy;
+        self
+    }
+
+    /// The same tools under `policy`: its protected paths are refused (none in `off` mode) and
+    /// `run_command` runs confined by it.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Arc<SandboxPolicy>) -> Self {
+        self.guard = policy.guard();
+        self.policy = Some(policy);
         self
     }
 
@@ -76,42 +100,52 @@ impl WorkspaceTools {
         if rel.is_empty() {
             return Ok(self.root.clone());
         }
+        if rel.contains('\0') {
+            return Err(ToolError::refused(format!(
+                "path {rel:?} is refused: it holds a NUL byte"
+            )));
+        }
         for c in p.components() {
             match c {
                 Component::Normal(_) | Component::CurDir => {}
                 Component::ParentDir => {
-                    return Err(ToolError::new(format!(
+                    return Err(ToolError::refused(format!(
                         "path `{rel}` is refused: `..` is not allowed"
                     )));
                 }
                 Component::RootDir | Component::Prefix(_) => {
-                    return Err(ToolError::new(format!(
+                    return Err(ToolError::refused(format!(
                         "path `{rel}` is refused: absolute paths are not allowed; use a path relative to the project root"
                     )));
                 }
             }
         }
-        Ok(self.root.join(p))
+        let joined = self.root.join(p);
+        self.check_inside(rel, &joined)?;
+        Ok(joined)
     }
 
     fn check_inside(&self, rel: &str, canonical: &Path) -> Result<(), ToolError> {
-        if canonical.starts_with(&self.root) {
-            Ok(())
-        } else {
-            Err(ToolError::new(format!(
-                "path `{rel}` is refused: it leads outside the project root"
-            )))
-        }
+        self.guard.check(rel, canonical)
     }
 
-    /// An existing path, canonicalized and confined.
+    /// An existing path, canonicalized and confined. A path that does not exist is checked
+    /// through its nearest existing ancestor first, so a refused place is refused, not
+    /// reported as missing.
     fn existing(&self, rel: &str) -> Result<PathBuf, ToolError> {
         let joined = self.lexical(rel)?;
-        let canonical = joined
-            .canonicalize()
-            .map_err(|e| ToolError::new(format!("cannot open `{rel}`: {e}")))?;
-        self.check_inside(rel, &canonical)?;
-        Ok(canonical)
+        match joined.canonicalize() {
+            Ok(canonical) => {
+                self.check_inside(rel, &canonical)?;
+                Ok(canonical)
+            }
+            Err(e) => {
+                if !rel.is_empty() {
+                    self.writable(rel)?;
+                }
+                Err(ToolError::new(format!("cannot open `{rel}`: {e}")))
+            }
+        }
     }
 
     /// A path to write: its nearest existing ancestor (and the file itself, if it exists) are
@@ -124,7 +158,7 @@ impl WorkspaceTools {
         if let Ok(meta) = std::fs::symlink_metadata(&joined) {
             let canonical = joined
                 .canonicalize()
-                .map_err(|e| ToolError::new(format!("path `{rel}` is refused: {e}")))?;
+                .map_err(|e| ToolError::refused(format!("path `{rel}` is refused: {e}")))?;
             self.check_inside(rel, &canonical)?;
             if meta.is_dir() {
                 return Err(ToolError::new(format!("`{rel}` is a directory")));
@@ -136,7 +170,7 @@ impl WorkspaceTools {
             if std::fs::symlink_metadata(a).is_ok() {
                 let canonical = a
                     .canonicalize()
-                    .map_err(|e| ToolError::new(format!("path `{rel}` is refused: {e}")))?;
+                    .map_err(|e| ToolError::refused(format!("path `{rel}` is refused: {e}")))?;
                 self.check_inside(rel, &canonical)?;
                 let rest = joined
                     .strip_prefix(a)
@@ -145,7 +179,7 @@ impl WorkspaceTools {
             }
             ancestor = a.parent();
         }
-        Err(ToolError::new(format!("path `{rel}` is refused")))
+        Err(ToolError::refused(format!("path `{rel}` is refused")))
     }
 
     fn display(&self, path: &Path) -> String {
@@ -158,40 +192,50 @@ impl WorkspaceTools {
     fn read_file(&self, args: &Value) -> Result<Value, ToolError> {
         let a: PathArgs = parse(args)?;
         let path = self.existing(&a.path)?;
-        let meta = std::fs::metadata(&path)
-            .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", a.path)))?;
-        if meta.is_dir() {
+        if path.is_dir() {
             return Err(ToolError::new(format!(
                 "`{}` is a directory; use list_files",
                 a.path
             )));
         }
-        if meta.len() > MAX_READ_BYTES {
+        let (file, len) = self.guard.open_read(&a.path, &path)?;
+        if len > MAX_READ_BYTES {
             return Err(ToolError::new(format!(
-                "`{}` is {} bytes, more than the {MAX_READ_BYTES} bytes read_file returns; use search_text",
+                "`{}` is {len} bytes, more than the {MAX_READ_BYTES} bytes read_file returns; use search_text",
                 a.path,
-                meta.len()
             )));
         }
-        let bytes = std::fs::read(&path)
-            .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", a.path)))?;
+        let bytes = read_bounded(file, MAX_READ_BYTES, &a.path)?;
         Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     }
 
+    /// Visits the entries under `start` (sorted, depth first). Each directory is opened and
+    /// checked before its entries are read; symlinks are listed but never followed; orca's
+    /// records and the skipped directories are not entered.
     fn walk(&self, start: &Path, mut visit: impl FnMut(&Path, bool) -> bool) {
         let mut stack = vec![start.to_path_buf()];
         while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(handle) = self.guard.open_dir(&self.display(&dir), &dir) else {
+                continue;
+            };
+            let Ok(entries) = std::fs::read_dir(PathGuard::dir_path(&handle)) else {
                 continue;
             };
             let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
             entries.sort_by_key(std::fs::DirEntry::file_name);
             for e in entries.into_iter().rev() {
                 let Ok(ft) = e.file_type() else { continue };
-                // Symlinks are listed but never followed.
-                let path = e.path();
+                let name = e.file_name();
+                let path = dir.join(&name);
                 let is_dir = ft.is_dir();
-                if is_dir && SKIPPED_DIRS.contains(&e.file_name().to_string_lossy().as_ref()) {
+                if self.guard.is_protected(&path) {
+                    continue;
+                }
+                if is_dir
+                    && SKIPPED_DIRS
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(&name.to_string_lossy()))
+                {
                     continue;
                 }
                 if !visit(&path, is_dir) {
@@ -234,13 +278,17 @@ impl WorkspaceTools {
         let mut matches = Vec::new();
         let mut truncated = false;
         let mut search_file = |p: &Path| {
-            let Ok(meta) = std::fs::symlink_metadata(p) else {
+            // Checked once open; hard-linked, oversized and non-text files are skipped.
+            let Ok((file, len)) = self.guard.open_read(&self.display(p), p) else {
                 return true;
             };
-            if !meta.is_file() || meta.len() > 4 * MAX_READ_BYTES {
+            if len > 4 * MAX_READ_BYTES {
                 return true;
             }
-            let Ok(text) = std::fs::read_to_string(p) else {
+            let Ok(bytes) = read_bounded(file, 4 * MAX_READ_BYTES, "") else {
+                return true;
+            };
+            let Ok(text) = String::from_utf8(bytes) else {
                 return true;
             };
             for (i, line) in text.lines().enumerate() {
@@ -265,12 +313,14 @@ impl WorkspaceTools {
     fn write_file(&self, args: &Value) -> Result<Value, ToolError> {
         let a: WriteArgs = parse(args)?;
         let path = self.writable(&a.path)?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                ToolError::new(format!("cannot create the directory of `{}`: {e}", a.path))
-            })?;
-        }
-        std::fs::write(&path, a.content.as_bytes())
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(ToolError::new(format!("`{}` is not a file path", a.path)));
+        };
+        let mut file = self
+            .guard
+            .create_write(&a.path, parent, &name.to_string_lossy())?;
+        file.set_len(0)
+            .and_then(|()| file.write_all(a.content.as_bytes()))
             .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", a.path)))?;
         Ok(json!({"written": a.path, "bytes": a.content.len()}))
     }
@@ -281,7 +331,17 @@ impl WorkspaceTools {
             return Err(ToolError::new("`old` must not be empty"));
         }
         let path = self.existing(&a.path)?;
-        let text = std::fs::read_to_string(&path)
+        let (mut file, len) = self.guard.open_rw(&a.path, &path)?;
+        if len > MAX_EDIT_BYTES {
+            return Err(ToolError::new(format!(
+                "`{}` is {len} bytes, more than the {MAX_EDIT_BYTES} bytes edit_file rewrites",
+                a.path
+            )));
+        }
+        let mut text = String::new();
+        (&mut file)
+            .take(MAX_EDIT_BYTES)
+            .read_to_string(&mut text)
             .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", a.path)))?;
         let count = text.matches(&a.old).count();
         if count != 1 {
@@ -291,7 +351,9 @@ impl WorkspaceTools {
             )));
         }
         let new_text = text.replacen(&a.old, &a.new, 1);
-        std::fs::write(&path, new_text)
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(new_text.as_bytes()))
             .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", a.path)))?;
         Ok(json!({"edited": a.path}))
     }
@@ -300,6 +362,19 @@ impl WorkspaceTools {
     /// group is reported to it.
     async fn run_command(&self, args: &Value, caller: &dyn ToolHost) -> Result<Value, ToolError> {
         let a: CommandArgs = parse(args)?;
+        if a.command.contains('\0') {
+            return Err(ToolError::refused(
+                "the command is refused: it holds a NUL byte, which no shell can run",
+            ));
+        }
+        if let Some(policy) = self.policy.as_deref()
+            && policy.mode() == SandboxMode::Tools
+            && let Some(p) = self.mentioned_protected(&a.command)
+        {
+            return Err(ToolError::refused(format!(
+                "the command is refused: it names {p}, which agents may not touch (the kernel sandbox is off, so commands naming orca's records are refused outright)"
+            )));
+        }
         let timeout = a.timeout_secs.map_or(DEFAULT_COMMAND_TIMEOUT, |s| {
             Duration::from_secs(s.clamp(1, MAX_COMMAND_TIMEOUT_SECS))
         });
@@ -319,6 +394,7 @@ impl WorkspaceTools {
             timeout: Some(timeout),
             cap: MAX_COMMAND_OUTPUT,
             owner: Some(caller),
+            sandbox: self.policy.as_deref(),
         })
         .await;
         match run.end {
@@ -337,6 +413,32 @@ impl WorkspaceTools {
             }
         }
     }
+}
+
+impl WorkspaceTools {
+    /// In `tools` mode (no kernel sandbox), a best-effort screen of a command's text: the
+    /// first protected path it names (`.orca`, the config dir), case-insensitively.
+    fn mentioned_protected(&self, command: &str) -> Option<String> {
+        let lower = command.to_ascii_lowercase();
+        if lower.contains(".orca") {
+            return Some("`.orca`".to_owned());
+        }
+        self.guard
+            .protected()
+            .iter()
+            .map(|p| p.display().to_string())
+            .find(|p| lower.contains(&p.to_ascii_lowercase()))
+            .map(|p| format!("`{p}`"))
+    }
+}
+
+/// Reads at most `max` bytes of an open file.
+fn read_bounded(file: std::fs::File, max: u64, rel: &str) -> Result<Vec<u8>, ToolError> {
+    let mut bytes = Vec::new();
+    file.take(max)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::new(format!("cannot read `{rel}`: {e}")))?;
+    Ok(bytes)
 }
 
 #[derive(Deserialize)]

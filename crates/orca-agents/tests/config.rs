@@ -232,3 +232,60 @@ fn defaults_without_config() {
             .any(|t| t == "write_file" || t == "edit_file")
     );
 }
+
+#[test]
+fn sandbox_settings_and_prompt_files_outside_the_project() {
+    let path = Path::new(".orca/config.toml");
+    let config = Config::parse(
+        "sandbox = \"tools\"\nsandbox_writable = [\"~/.cache/x\", \"/opt/cache\"]\n",
+        path,
+    )
+    .unwrap();
+    assert_eq!(config.sandbox, Some(orca_agents::SandboxMode::Tools));
+    assert_eq!(config.sandbox_writable.len(), 2);
+    check_err_contains(
+        "sandbox = \"none\"\n",
+        "sandbox: unknown sandbox mode \"none\"",
+    );
+    check_err_contains(
+        "sandbox_writable = [\"relative\"]\n",
+        "sandbox_writable: \"relative\" must be an absolute path",
+    );
+    check_err_contains(
+        "sandbox_writable = [\"/p/.orca\"]\n",
+        "sandbox_writable: \"/p/.orca\" may not name .orca",
+    );
+
+    // A prompt file must stay inside the project: not /etc/passwd, not through `..` or a
+    // symlink; a clear error names the field and the file.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir_all(root.join("prompts")).unwrap();
+    std::fs::write(root.join("prompts/ok.md"), "You are fine.").unwrap();
+    std::fs::write(dir.path().join("outside.md"), "SECRET").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside.md"), root.join("prompts/link.md"))
+        .unwrap();
+    for (file, needle) in [
+        ("/etc/passwd", "leads outside the project"),
+        ("../outside.md", "leads outside the project"),
+        ("prompts/link.md", "leads outside the project"),
+        ("prompts/missing.md", "No such file"),
+        ("prompts", "not a regular file"),
+    ] {
+        let text = format!("[agents.x]\nbackend = \"shell\"\nprompt_file = \"{file}\"\n");
+        let config = Config::parse(&text, path).unwrap();
+        let err = config.profiles(&root, &no_env).unwrap_err().to_string();
+        assert!(
+            err.contains("agents.x.prompt_file") && err.contains(needle),
+            "{file}: {err}"
+        );
+        assert!(!err.contains("SECRET"));
+    }
+    let config = Config::parse(
+        "[agents.x]\nbackend = \"shell\"\nprompt_file = \"prompts/ok.md\"\n",
+        path,
+    )
+    .unwrap();
+    let profiles = config.profiles(&root, &no_env).unwrap();
+    assert!(profiles.iter().any(|p| p.prompt == "You are fine."));
+}

@@ -81,6 +81,10 @@ pub struct ToolCall {
 pub struct ToolError {
     /// What went wrong, for the model.
     pub message: String,
+    /// The call was refused by a confinement rule (a path into orca's records, a hard link…),
+    /// not merely failed: the gate audits it as `tool.refused`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
 }
 
 impl ToolError {
@@ -89,6 +93,16 @@ impl ToolError {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            refused: false,
+        }
+    }
+
+    /// A refusal by a confinement rule, with the reason the model reads.
+    #[must_use]
+    pub fn refused(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            refused: true,
         }
     }
 }

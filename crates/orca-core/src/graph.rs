@@ -60,6 +60,11 @@ pub enum Problem {
         /// The step.
         step: StepId,
     },
+    /// A step's `command` holds a NUL byte (no shell can run it).
+    NulInCommand {
+        /// The step.
+        step: StepId,
+    },
     /// A lock name that is empty or has surrounding whitespace.
     InvalidLock {
         /// The step.
@@ -143,6 +148,10 @@ impl fmt::Display for Problem {
             Self::MissingCommand { step } => {
                 write!(f, "step `{step}`: the `shell` agent needs a `command`")
             }
+            Self::NulInCommand { step } => write!(
+                f,
+                "step `{step}`: `command` holds a NUL byte, which no shell can run"
+            ),
             Self::InvalidLock { step, lock } => write!(
                 f,
                 "step `{step}`: lock {lock:?} must be non-empty without surrounding whitespace"
@@ -445,6 +454,11 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
             && step.command.as_deref().is_none_or(|c| c.trim().is_empty())
         {
             problems.push(Problem::MissingCommand {
+                step: step.id.clone(),
+            });
+        }
+        if step.command.as_deref().is_some_and(|c| c.contains('\0')) {
+            problems.push(Problem::NulInCommand {
                 step: step.id.clone(),
             });
         }

@@ -143,6 +143,12 @@ fn step_level_problems() {
     );
     check(
         &steps(&[
+            r#"{ "id": "a", "agent": "shell", "description": "a", "command": "echo a\u0000b" }"#,
+        ]),
+        &["step `a`: `command` holds a NUL byte, which no shell can run"],
+    );
+    check(
+        &steps(&[
             r#"{ "id": "a", "agent": "coder", "description": "a", "locks": ["", " db", "ok"] }"#,
         ]),
         &[

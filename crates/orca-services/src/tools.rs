@@ -684,6 +684,19 @@ impl ToolHost for Gate {
         }
         debug!(agent = %self.agent, tool = %call.name, "tool call");
         let result = self.dispatch(call).await;
+        if let Err(e) = &result
+            && e.refused
+        {
+            // A confinement rule refused it (a path into orca's records, a hard link…).
+            warn!(agent = %self.agent, tool = %call.name, reason = %e.message, "refused a tool call");
+            self.audit(
+                "tool.refused",
+                json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
+                    "reason": e.message }),
+            )
+            .await;
+            return result;
+        }
         self.audit(
             "tool.call",
             json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,

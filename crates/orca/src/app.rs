@@ -27,6 +27,7 @@ use crate::cli::{
 };
 use crate::exit::{CliError, Exit};
 use crate::render;
+use crate::sandbox::Sandbox;
 use crate::secrets;
 use crate::term::{Progress, Style, TerminalHitl, interactive, say};
 use crate::trust::KeyUse;
@@ -84,10 +85,16 @@ pub(crate) struct App {
     style: Style,
     json: bool,
     quiet: bool,
+    sandbox: Sandbox,
 }
 
 impl App {
-    fn open(global: &Global, create: bool, key_use: KeyUse) -> Result<Self, CliError> {
+    fn open(
+        global: &Global,
+        create: bool,
+        key_use: KeyUse,
+        runs_agents: bool,
+    ) -> Result<Self, CliError> {
         let root = find_root(global.root.as_deref(), create)?;
         // Only the commands that create something may make a project; a read-only command run
         // in the wrong directory must not leave a `.orca/` there (it would capture root
@@ -100,6 +107,7 @@ impl App {
         }
         // The config first: the store's redactor must know the keys it loads.
         let loaded = secrets::load_agents(&root)?;
+        let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
         if let Some(path) = created {
             say(&format!(
@@ -113,8 +121,9 @@ impl App {
             root,
             store,
             files,
-            agents: Arc::new(loaded.agents),
+            agents: Arc::new(loaded.agents.with_sandbox(sandbox.policy.clone())),
             config: loaded.config,
+            sandbox,
             style: Style::detect(global.no_color),
             json: global.json,
             quiet: global.quiet,
@@ -125,8 +134,12 @@ impl App {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
             .ok()
-            .map(|w| w.with_env_policy(self.agents.env_policy().clone()))
-            .map(|w| Arc::new(w) as Arc<dyn orca_core::ToolHost>);
+            .map(|w| {
+                Arc::new(
+                    w.with_env_policy(self.agents.env_policy().clone())
+                        .with_policy(self.sandbox.policy.clone()),
+                ) as Arc<dyn orca_core::ToolHost>
+            });
         Orca::new(
             self.store.clone(),
             agents,
@@ -220,7 +233,13 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             )
     );
     let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
-    let app = App::open(global, creates, key_use)?;
+    let runs_agents = matches!(
+        command,
+        Command::Ask(_)
+            | Command::Run(_)
+            | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
+    );
+    let app = App::open(global, creates, key_use, runs_agents)?;
     match command {
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
@@ -577,6 +596,16 @@ async fn drive(
     let mut exec = first;
     loop {
         let snap = orca.executions.get(exec).await?;
+        if !snap.execution.value.stage().is_terminal() {
+            orca.executions
+                .audit(
+                    &snap.execution.value,
+                    "sandbox",
+                    None,
+                    app.sandbox.audit_data(),
+                )
+                .await?;
+        }
         let total = snap.tasks.len();
         let done = snap
             .tasks

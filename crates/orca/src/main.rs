@@ -9,6 +9,7 @@ mod driver_signals;
 mod exit;
 mod plan_doc;
 mod render;
+mod sandbox;
 mod secrets;
 mod term;
 mod trust;

@@ -377,13 +377,14 @@ fn tampered_audit_log_exits_5_naming_the_entry() {
         .expect("the execution's audit log");
     let path = p.root().join(&log);
     let text = std::fs::read_to_string(&path).unwrap();
-    // Change one byte of entry 2 (the first attempt's start): `"shell"` → `"Shell"`.
+    // Change one byte of the first attempt's start (entry 3, after the creation, the sandbox
+    // and the start of the run): `"shell"` → `"Shell"`.
     let target = text
         .lines()
-        .position(|l| l.starts_with("{\"seq\":2,"))
-        .expect("entry 2");
+        .position(|l| l.starts_with("{\"seq\":3,"))
+        .expect("entry 3");
     let line = text.lines().nth(target).unwrap();
-    let at = line.find("\"shell\"").expect("the agent of entry 2") + 1;
+    let at = line.find("\"shell\"").expect("the agent of entry 3") + 1;
     let offset = text
         .lines()
         .take(target)

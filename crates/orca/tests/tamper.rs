@@ -178,7 +178,7 @@ fn catalogue() -> Vec<Case> {
                 forge_seal(&p.a1_seal(), exec_log_id(&p.ids.a, &p.ids.a1), &e, None);
             },
             Proj::a1_seal,
-            Some(7),
+            Some(8),
         ),
         case(
             "rewrite a log and forge a seal signed by another key",
@@ -188,7 +188,7 @@ fn catalogue() -> Vec<Case> {
                 forge_seal(&p.a1_seal(), exec_log_id(&p.ids.a, &p.ids.a1), &e, Some(&k));
             },
             Proj::a1_seal,
-            Some(7),
+            Some(8),
         ),
         case(
             "delete a finished run's seal",
@@ -213,7 +213,7 @@ fn catalogue() -> Vec<Case> {
                 swap(&p.a1_seal(), &p.exec_seal(&p.ids.a, &p.ids.a2));
             },
             Proj::a1_seal,
-            Some(7),
+            Some(8),
         ),
         case(
             "swap logs (not seals) between two executions",
@@ -227,7 +227,7 @@ fn catalogue() -> Vec<Case> {
                 std::fs::copy(p.exec_seal(&p.ids.b, &p.ids.b1), p.a1_seal()).unwrap();
             },
             Proj::a1_seal,
-            Some(7),
+            Some(8),
         ),
         case(
             "swap plan logs and seals between two plans",
@@ -430,7 +430,7 @@ fn catalogue() -> Vec<Case> {
                     write_json(&path, &task);
                 },
                 |p| p.task(&p.ids.a, &p.ids.a1, "a"),
-                Some(3),
+                Some(4),
             ),
             show_a1,
         ),
