@@ -17,12 +17,15 @@ use tempfile::TempDir;
 
 struct Project {
     dir: TempDir,
+    /// The user's config directory (where the signing key lives): never the real home.
+    config_home: TempDir,
 }
 
 impl Project {
     fn new() -> Self {
         let p = Self {
             dir: tempfile::tempdir().unwrap(),
+            config_home: tempfile::tempdir().unwrap(),
         };
         let out = p.run(&["init"]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -40,6 +43,8 @@ impl Project {
             .args(args)
             .current_dir(self.dir.path())
             .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", self.config_home.path())
+            .env_remove("ORCA_SIGNING_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ORCA_LOG")
