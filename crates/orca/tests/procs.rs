@@ -8,6 +8,8 @@
 #![expect(clippy::unwrap_used, reason = "tests")]
 #![expect(clippy::print_stdout, reason = "tests print what they measured")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -37,17 +39,8 @@ impl Project {
     }
 
     fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"));
-        cmd.arg("--root")
-            .arg(self.dir.path())
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .env("XDG_CONFIG_HOME", self.config_home.path())
-            .env_remove("ORCA_SIGNING_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ORCA_LOG")
+        let mut cmd = common::isolated(self.dir.path(), self.config_home.path());
+        cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

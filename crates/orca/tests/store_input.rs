@@ -3,30 +3,14 @@
 
 #![expect(clippy::unwrap_used, reason = "tests")]
 
+mod common;
+
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
+use common::orca;
 use serde_json::json;
-
-fn orca(root: &Path, config: &Path, args: &[&str]) -> Output {
-    Command::cargo_bin("orca")
-        .unwrap()
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .current_dir(root)
-        .env("NO_COLOR", "1")
-        .env("XDG_CONFIG_HOME", config)
-        .env_remove("ORCA_SIGNING_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .write_stdin(Vec::<u8>::new())
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap()
-}
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

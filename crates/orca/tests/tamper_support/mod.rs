@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
 use orca_store::AuditLogId;
 use orca_store::audit::{AuditEntry, NewAuditEntry, entry_hash, next_entry, seal_of};
 use orca_store::signing::{SigningKey, seal_statement};
@@ -51,23 +50,7 @@ pub(crate) fn text(out: &Output) -> String {
     )
 }
 
-pub(crate) fn orca(root: &Path, config: &Path, args: &[&str]) -> Output {
-    Command::cargo_bin("orca")
-        .unwrap()
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .current_dir(root)
-        .env("NO_COLOR", "1")
-        .env("XDG_CONFIG_HOME", config)
-        .env_remove("ORCA_SIGNING_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ORCA_LOG")
-        .write_stdin(Vec::<u8>::new())
-        .output()
-        .unwrap()
-}
+pub(crate) use crate::common::orca;
 
 pub(crate) fn plan_doc(goal: &str, second: &str) -> String {
     json!({
