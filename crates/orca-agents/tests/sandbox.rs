@@ -3,6 +3,8 @@
 //! top-level entries, TMPDIR, /dev/null) still works.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,33 +12,10 @@ use std::sync::Arc;
 use orca_agents::sandbox::{KernelSupport, probe};
 use orca_agents::shell::run_shell_in;
 use orca_agents::{SandboxMode, SandboxPolicy};
-use orca_core::{
-    AgentId, Budget, ExecutionId, PlanId, Step, StepId, TaskContext, TaskRequest, TaskResult,
-};
+use orca_core::{TaskRequest, TaskResult};
 
 fn request(command: &str) -> TaskRequest {
-    let plan_id = PlanId::new();
-    let step_id = StepId::parse("hostile").unwrap();
-    TaskRequest {
-        agent: AgentId::shell(),
-        execution_id: ExecutionId::new(),
-        plan_id,
-        step: Step::new(step_id.clone(), AgentId::shell(), "try it").with_command(command),
-        attempt: 1,
-        context: TaskContext {
-            plan_id,
-            plan_goal: "goal".into(),
-            step_id,
-            step_index: 0,
-            total_steps: 1,
-            dependencies: vec![],
-            relevant_files: vec![],
-            previous_attempts: vec![],
-            omitted: 0,
-        },
-        budget: Budget::UNLIMITED,
-        timeout: Some(std::time::Duration::from_secs(60)),
-    }
+    common::shell_task(command, Some(std::time::Duration::from_secs(60)))
 }
 
 /// Every file under `dir` with its bytes.

@@ -1,39 +1,18 @@
 //! The `shell` agent through the registry: success, failure, timeout and drop kill the group,
 //! environment variables.
-#![expect(clippy::unwrap_used, reason = "tests")]
+
+mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
 use orca_agents::Agents;
-use orca_core::{
-    AgentId, AgentPort, Budget, ErrorCode, ExecutionId, NoTools, PlanId, Step, StepId, TaskContext,
-    TaskRequest, TaskResult,
-};
+use orca_core::{AgentId, AgentPort, ErrorCode, NoTools, TaskRequest, TaskResult};
 
 fn request(command: &str, timeout: Option<Duration>) -> TaskRequest {
-    let plan_id = PlanId::new();
-    let step_id = StepId::parse("build").unwrap();
-    TaskRequest {
-        agent: AgentId::shell(),
-        execution_id: ExecutionId::new(),
-        plan_id,
-        step: Step::new(step_id.clone(), AgentId::shell(), "build it").with_command(command),
-        attempt: 2,
-        context: TaskContext {
-            plan_id,
-            plan_goal: "goal".into(),
-            step_id,
-            step_index: 0,
-            total_steps: 1,
-            dependencies: vec![],
-            relevant_files: vec![],
-            previous_attempts: vec![],
-            omitted: 0,
-        },
-        budget: Budget::UNLIMITED,
-        timeout,
-    }
+    let mut request = common::shell_task(command, timeout);
+    request.attempt = 2;
+    request
 }
 
 /// Whether a process is gone (or a zombie waiting to be reaped).
@@ -129,7 +108,7 @@ async fn env_vars_are_set() {
         "echo $ORCA_PLAN_ID $ORCA_EXECUTION_ID $ORCA_STEP_ID $ORCA_ATTEMPT",
         None,
     );
-    let expected = format!("{} {} build 2", req.plan_id, req.execution_id);
+    let expected = format!("{} {} work 2", req.plan_id, req.execution_id);
     let reply = Agents::shell_only(dir.path()).run_task(req, &NoTools).await;
     assert!(matches!(reply.outcome, TaskResult::Success(s) if s.summary == expected));
 }

@@ -47,6 +47,14 @@ pub fn task(agent: &str, budget: Budget) -> TaskRequest {
     }
 }
 
+/// A task request for the `shell` agent running `command` (step `work`, attempt 1).
+pub fn shell_task(command: &str, timeout: Option<std::time::Duration>) -> TaskRequest {
+    let mut request = task(AgentId::SHELL, Budget::UNLIMITED);
+    request.step = request.step.with_command(command);
+    request.timeout = timeout;
+    request
+}
+
 /// Loop settings with fast retries.
 pub fn fast_settings(max_retries: u32) -> LoopSettings {
     LoopSettings {
