@@ -77,7 +77,7 @@ impl AuditStore for PgStore {
             ..entry
         };
         let key = log_key(log);
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
@@ -112,7 +112,7 @@ impl AuditStore for PgStore {
 
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
         let key = log_key(log);
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
@@ -145,7 +145,7 @@ impl AuditStore for PgStore {
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
         let key = log_key(log);
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         lines(&*conn, log, &key)
             .await?
             .iter()
@@ -155,7 +155,7 @@ impl AuditStore for PgStore {
 
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
         let key = log_key(log);
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .build_transaction()
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
@@ -186,7 +186,7 @@ impl AuditStore for PgStore {
     }
 
     async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError> {
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let rows = conn
             .query(
                 "SELECT log_key, log_id FROM audit_logs ORDER BY log_key",

@@ -44,7 +44,7 @@ impl ExecutionStore for PgStore {
             statuses.push(tag(&t.status()));
             docs.push(encode_redacted(t, &common::task_what(id, t), redactor)?);
         }
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
@@ -95,7 +95,7 @@ impl ExecutionStore for PgStore {
     async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError> {
         let key = id.to_string();
         let what = common::exec_what(id);
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         // One consistent snapshot of the header and its tasks.
         let tx = conn
             .build_transaction()
@@ -143,7 +143,7 @@ impl ExecutionStore for PgStore {
 
     async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
         let key = id.to_string();
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let row = conn
             .query_opt(
                 "SELECT revision, doc FROM executions WHERE id = $1",
@@ -165,7 +165,7 @@ impl ExecutionStore for PgStore {
 
     async fn task(&self, id: ExecutionId, step: &StepId) -> Result<Versioned<Task>, StoreError> {
         let key = id.to_string();
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let row = conn
             .query_opt(
                 "SELECT revision, doc FROM tasks WHERE execution_id = $1 AND step_id = $2",
@@ -196,7 +196,7 @@ impl ExecutionStore for PgStore {
         let key = id.to_string();
         let what = common::exec_what(id);
         let doc = encode_redacted(execution, &what, &self.inner.redactor)?;
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
@@ -249,7 +249,7 @@ impl ExecutionStore for PgStore {
         let step = task.step_id().to_string();
         let what = common::task_what(execution, task);
         let doc = encode_redacted(task, &what, &self.inner.redactor)?;
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
@@ -308,7 +308,7 @@ impl ExecutionStore for PgStore {
         &self,
         plan: Option<PlanId>,
     ) -> Result<Listing<ExecutionSummary>, StoreError> {
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let plan_key = plan.map(|p| p.to_string());
         let completed: HashMap<String, i64> = conn
             .query(

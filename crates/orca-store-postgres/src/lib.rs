@@ -20,6 +20,7 @@ mod plans;
 mod pool;
 pub mod schema;
 pub mod throwaway;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use orca_store::{Authority, StoreError};
 
 pub use locks::abandon_lease;
 pub use schema::MigrationReport;
+pub use transfer::RawLog;
 
 /// The PostgreSQL store. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -41,6 +43,8 @@ struct Inner {
     redactor: Redactor,
     releases: Arc<locks::Releases>,
     url: String,
+    /// The schema was brought up to date by this store (on its first connection).
+    migrated: tokio::sync::OnceCell<MigrationReport>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -71,8 +75,33 @@ pub fn is_postgres_url(url: &str) -> bool {
 }
 
 impl PgStore {
-    /// Connects to the database at `url` (`postgres://user@host:port/db`, or libpq's
-    /// `key=value` form) and brings its schema to the latest version.
+    /// A store on the database at `url` (`postgres://user@host:port/db`, or libpq's
+    /// `key=value` form). Nothing is connected yet: the first operation connects and brings
+    /// the schema to the latest version.
+    ///
+    /// # Errors
+    ///
+    /// The URL is not valid.
+    pub fn open(url: &str, authority: Authority, redactor: Redactor) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::Invalid(format!(
+                "store url {}: not a postgres url: {e}",
+                redacted_url(url)
+            ))
+        })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool: pool::Pool::new(config),
+                authority,
+                redactor,
+                releases: Arc::new(locks::Releases::default()),
+                url: url.to_owned(),
+                migrated: tokio::sync::OnceCell::new(),
+            }),
+        })
+    }
+
+    /// [`PgStore::open`], then connects and migrates at once.
     ///
     /// # Errors
     ///
@@ -83,21 +112,7 @@ impl PgStore {
         authority: Authority,
         redactor: Redactor,
     ) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StoreError::Invalid(format!(
-                "store url {}: not a postgres url: {e}",
-                redacted_url(url)
-            ))
-        })?;
-        let store = Self {
-            inner: Arc::new(Inner {
-                pool: pool::Pool::new(config),
-                authority,
-                redactor,
-                releases: Arc::new(locks::Releases::default()),
-                url: url.to_owned(),
-            }),
-        };
+        let store = Self::open(url, authority, redactor)?;
         store.migrate().await?;
         Ok(store)
     }
@@ -108,14 +123,26 @@ impl PgStore {
     ///
     /// See [`schema::migrate`].
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
-        let mut conn = self.inner.pool.get().await?;
-        schema::migrate(&mut conn).await
+        self.inner
+            .migrated
+            .get_or_try_init(|| async {
+                let mut conn = self.inner.pool.get().await?;
+                schema::migrate(&mut conn).await
+            })
+            .await
+            .cloned()
     }
 
     /// The URL this store was opened with, password hidden.
     #[must_use]
     pub fn url(&self) -> String {
         redacted_url(&self.inner.url)
+    }
+
+    /// A pooled connection to a migrated database.
+    pub(crate) async fn conn(&self) -> Result<pool::Conn<'_>, StoreError> {
+        self.migrate().await?;
+        self.inner.pool.get().await
     }
 
     pub(crate) fn pool(&self) -> &pool::Pool {

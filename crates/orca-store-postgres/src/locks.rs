@@ -135,6 +135,7 @@ pub fn abandon_lease(lease: Lease) {
 
 async fn take_locks(store: &PgStore, keys: &[i64]) -> Result<Option<Client>, StoreError> {
     store.inner.releases.settle(keys).await;
+    store.migrate().await?;
     let client = crate::pool::connect(store.pool().config()).await?;
     let row = client
         .query_one(
@@ -174,7 +175,7 @@ pub(crate) async fn lease(
     execution: ExecutionId,
 ) -> Result<Option<LeaseInfo>, StoreError> {
     store.inner.releases.settle(&[lease_key(execution)]).await;
-    let conn = store.pool().get().await?;
+    let conn = store.conn().await?;
     let row = conn
         .query_opt(
             &format!(

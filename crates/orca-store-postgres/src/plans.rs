@@ -17,7 +17,7 @@ impl PlanStore for PgStore {
     async fn create_plan(&self, plan: &Plan) -> Result<Revision, StoreError> {
         let what = common::plan_what(plan);
         let doc = encode(plan, &what)?;
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let n = conn
             .execute(
                 "INSERT INTO plans (id, revision, doc) VALUES ($1, 1, $2) ON CONFLICT DO NOTHING",
@@ -33,7 +33,7 @@ impl PlanStore for PgStore {
 
     async fn plan(&self, id: PlanId) -> Result<Versioned<Plan>, StoreError> {
         let key = id.to_string();
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let row = conn
             .query_opt("SELECT revision, doc FROM plans WHERE id = $1", &[&key])
             .await
@@ -48,7 +48,7 @@ impl PlanStore for PgStore {
         let what = common::plan_what(plan);
         let key = plan.id().to_string();
         let doc = encode(plan, &what)?;
-        let mut conn = self.pool().get().await?;
+        let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
@@ -80,7 +80,7 @@ impl PlanStore for PgStore {
     }
 
     async fn list_plans(&self) -> Result<Listing<PlanSummary>, StoreError> {
-        let conn = self.pool().get().await?;
+        let conn = self.conn().await?;
         let counts: HashMap<String, i64> = conn
             .query(
                 "SELECT plan_id, count(*) FROM executions GROUP BY plan_id",

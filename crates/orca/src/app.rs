@@ -49,7 +49,7 @@ pub(crate) fn out_json(value: &Value) {
 
 /// The project root: `--root`, else the nearest ancestor holding `.orca/`, else the current
 /// directory.
-fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError> {
+pub(crate) fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError> {
     if let Some(root) = explicit {
         if create && !root.exists() {
             std::fs::create_dir_all(root).map_err(|e| {
@@ -115,8 +115,9 @@ impl App {
                 path.display()
             ));
         }
+        let shared = crate::store_cmd::shared_store(global, loaded.config.as_ref(), &authority)?;
         let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
-        let store: Arc<dyn Store> = Arc::new(files.clone());
+        let store: Arc<dyn Store> = shared.unwrap_or_else(|| Arc::new(files.clone()));
         Ok(Self {
             root,
             store,
@@ -216,6 +217,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             out_json(&PlanContent::json_schema());
             return Ok(Exit::Ok);
         }
+        Command::Store(cmd) => return crate::store_cmd::run(cmd, global).await,
         _ => {}
     }
     // Commands that create something may create the `--root` directory.
@@ -248,6 +250,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Exec(cmd) => exec(&app, cmd).await,
         Command::Watch { exec } => crate::driver::watch(&app, &exec).await,
         Command::Audit(AuditCommand::Verify { exec, all: _ }) => {
+            crate::store_cmd::refuse_shared(global, app.config.as_ref())?;
             crate::audit_cmd::verify(&app, exec.as_deref()).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
@@ -259,7 +262,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             }
             Ok(Exit::Ok)
         }
-        Command::Completions { .. } | Command::Man => unreachable_init(),
+        Command::Completions { .. } | Command::Man | Command::Store(_) => unreachable_init(),
     }
 }
 

@@ -11,6 +11,7 @@ mod plan_doc;
 mod render;
 mod sandbox;
 mod secrets;
+mod store_cmd;
 mod term;
 mod trust;
 
