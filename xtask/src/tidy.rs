@@ -24,7 +24,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     (
         "orca-services",
-        &["reqwest", "hyper", "orca-agents", "orca-store-postgres", "tokio-postgres"],
+        &[
+            "reqwest",
+            "hyper",
+            "orca-agents",
+            "orca-store-postgres",
+            "tokio-postgres",
+        ],
     ),
     (
         "orca-store-postgres",

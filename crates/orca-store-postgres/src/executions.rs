@@ -86,6 +86,9 @@ impl ExecutionStore for PgStore {
         )
         .await
         .map_err(db(format!("storing the tasks of {what}")))?;
+        tx.execute("SELECT pg_notify('orca_executions', $1)", &[&key])
+            .await
+            .map_err(db(format!("notifying the creation of {what}")))?;
         tx.commit()
             .await
             .map_err(db(format!("committing {what}")))?;

@@ -16,6 +16,7 @@ mod audit;
 mod codec;
 mod executions;
 mod locks;
+mod notify;
 mod plans;
 mod pool;
 pub mod schema;
@@ -28,6 +29,7 @@ use orca_core::redact::Redactor;
 use orca_store::{Authority, StoreError};
 
 pub use locks::abandon_lease;
+pub use notify::CHANNELS;
 pub use schema::MigrationReport;
 pub use transfer::RawLog;
 

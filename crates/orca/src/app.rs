@@ -162,6 +162,10 @@ impl App {
         &self.files
     }
 
+    pub(crate) const fn config(&self) -> Option<&Config> {
+        self.config.as_ref()
+    }
+
     pub(crate) const fn json(&self) -> bool {
         self.json
     }
@@ -229,6 +233,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Worker(_)
             | Command::Plan(PlanCommand::Approve { .. } | PlanCommand::Reject { .. })
             | Command::Exec(
                 ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Stop { .. }
@@ -239,6 +244,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Worker(_)
             | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
     );
     let app = App::open(global, creates, key_use, runs_agents)?;
@@ -246,7 +252,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
         Command::Plan(cmd) => plan(&app, cmd).await,
-        Command::Run(args) => run_plan(&app, &args.plan, &args.run).await,
+        Command::Run(args) => run_plan(&app, &args.plan, &args.run, args.detach).await,
+        Command::Worker(args) => crate::worker::run(&app, global, args).await,
         Command::Exec(cmd) => exec(&app, cmd).await,
         Command::Watch { exec } => crate::driver::watch(&app, &exec).await,
         Command::Audit(AuditCommand::Verify { exec, all: _ }) => {
@@ -482,7 +489,12 @@ async fn create_from_file(orca: &Orca, file: &Path) -> Result<orca_core::Proposa
 }
 
 /// `orca run PLAN`: an id/prefix, or a plan document to create first.
-async fn run_plan(app: &App, plan: &str, options: &RunOptions) -> Result<Exit, CliError> {
+async fn run_plan(
+    app: &App,
+    plan: &str,
+    options: &RunOptions,
+    detach: bool,
+) -> Result<Exit, CliError> {
     let orca = app.orca(hitl_for(app, options));
     let path = Path::new(plan);
     let id = if plan.ends_with(".json") || (path.is_file() && plan.parse::<PlanId>().is_err()) {
@@ -496,7 +508,7 @@ async fn run_plan(app: &App, plan: &str, options: &RunOptions) -> Result<Exit, C
     } else {
         orca.planning.resolve(plan).await?
     };
-    approve_and_run(app, &orca, id, options).await
+    approve_and_run(app, &orca, id, options, detach).await
 }
 
 fn hitl_for(app: &App, options: &RunOptions) -> Arc<dyn Hitl> {
@@ -512,6 +524,7 @@ async fn approve_and_run(
     orca: &Orca,
     id: PlanId,
     options: &RunOptions,
+    detach: bool,
 ) -> Result<Exit, CliError> {
     let plan = orca.planning.plan(id).await?;
     match plan.stage() {
@@ -562,6 +575,9 @@ async fn approve_and_run(
         plan.content().steps.len(),
         options.concurrency
     ));
+    if detach {
+        return Ok(crate::worker::detached(app, exec));
+    }
     drive(app, orca, exec, options).await
 }
 
@@ -574,7 +590,7 @@ fn awaiting_approval(id: PlanId) -> CliError {
     )
 }
 
-fn run_config(options: &RunOptions) -> RunConfig {
+pub(crate) fn run_config(options: &RunOptions) -> RunConfig {
     let mut config = RunConfig::new(holder());
     config.concurrency = usize::from(options.concurrency);
     config.max_attempts = options.max_attempts;
@@ -919,7 +935,7 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
                 text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
                 out(&text);
             }
-            approve_and_run(app, &orca, plan_id, options).await
+            approve_and_run(app, &orca, plan_id, options, false).await
         }
         PlannerResponse::Plan {
             plan_id,

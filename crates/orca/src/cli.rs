@@ -105,6 +105,9 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Drive executions of the (shared) store as they become ready, until stopped: on any
+    /// host, as many worker processes as you like (ADR 0022).
+    Worker(crate::worker::WorkerArgs),
     /// The shared PostgreSQL store: migrate its schema, export it to the file layout, import
     /// a file store into it.
     #[command(subcommand)]
@@ -189,6 +192,10 @@ pub(crate) struct RunArgs {
     pub(crate) plan: String,
     #[command(flatten)]
     pub(crate) run: RunOptions,
+    /// Create the execution and leave it to `orca worker` processes (on any host sharing the
+    /// store); prints its id and returns at once.
+    #[arg(long)]
+    pub(crate) detach: bool,
 }
 
 #[derive(Debug, Subcommand)]

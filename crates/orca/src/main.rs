@@ -14,6 +14,7 @@ mod secrets;
 mod store_cmd;
 mod term;
 mod trust;
+mod worker;
 
 use std::process::ExitCode;
 

@@ -41,7 +41,7 @@ pub(crate) enum StoreCommand {
 
 /// The shared store's URL, if one is chosen: `--store` / `ORCA_STORE_URL`, else the config's
 /// `[store] url`.
-fn url(global: &Global, config: Option<&Config>) -> Result<Option<String>, CliError> {
+pub(crate) fn url(global: &Global, config: Option<&Config>) -> Result<Option<String>, CliError> {
     let url = global
         .store
         .clone()
