@@ -234,3 +234,81 @@ fn a_worker_killed_mid_task_is_taken_over_and_the_abandoned_attempt_recorded() {
     );
     verify_exported(&url, root, cfg);
 }
+
+#[test]
+fn workers_reconnect_when_the_database_restarts_mid_run() {
+    // A server of its own: this test restarts it.
+    let server = Throwaway::start(false).unwrap_or_else(|e| panic!("{e}"));
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(server.create_database())
+        .unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    let runs = root.join("runs.log");
+    // A chain of 12 short steps: the restart lands in the middle.
+    let steps: Vec<Value> = (0..12)
+        .map(|i| {
+            let deps: Vec<String> = if i == 0 {
+                vec![]
+            } else {
+                vec![format!("s{}", i - 1)]
+            };
+            json!({ "id": format!("s{i}"), "agent": "shell", "description": "s",
+                    "command": format!("echo s{i} >> {}; sleep 0.3", runs.display()),
+                    "depends_on": deps })
+        })
+        .collect();
+    let doc = json!({ "goal": "chain", "summary": "s", "assumptions": ["a"], "risks": ["r"],
+                      "verification": ["v"], "steps": steps });
+    let exec = detached(&url, root, cfg, "chain.json", &doc);
+    let workers: Vec<Child> = (0..2).map(|_| worker(&url, root, cfg, &[])).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "the workers never got going");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.stop().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    server.restart(false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let final_stage = loop {
+        let out = on(&url, root, cfg, &["--json", "exec", "show", &exec]);
+        if out.status.code() == Some(0) {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if v["stage"] != "running" && v["stage"] != "pending" {
+                break v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never finished after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    for mut w in workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for line in text.lines() {
+        *counts.entry(line).or_default() += 1;
+    }
+    let reruns: usize = counts.values().map(|n| n - 1).sum();
+    println!(
+        "after a database restart mid-run: stage {}, {} of 12 steps ran, {reruns} re-runs (at-least-once for steps cut off)",
+        final_stage["stage"],
+        counts.len()
+    );
+    assert_eq!(final_stage["stage"], "completed", "{final_stage}");
+    assert_eq!(counts.len(), 12);
+    verify_exported(&url, root, cfg);
+}
