@@ -3,7 +3,8 @@
 //! runs exactly once (counted), a resource shared across executions is never held twice at
 //! once (overlaps counted from the recorded intervals), and the exported audit verifies. A
 //! worker killed with SIGKILL mid-task is taken over by another, and the abandoned attempt is
-//! recorded.
+//! recorded. Workers whose clocks are 30 s apart (libfaketime) neither steal a live lease nor
+//! keep a dead one; the database restarted mid-run is survived.
 
 #![expect(clippy::unwrap_used, reason = "tests")]
 
@@ -310,5 +311,86 @@ fn workers_reconnect_when_the_database_restarts_mid_run() {
     );
     assert_eq!(final_stage["stage"], "completed", "{final_stage}");
     assert_eq!(counts.len(), 12);
+    verify_exported(&url, root, cfg);
+}
+
+/// libfaketime, to give one worker process a clock 30 s off (Debian's `faketime`).
+fn faketime_lib() -> std::path::PathBuf {
+    std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("faketime/libfaketime.so.1"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("libfaketime not found: install Debian's `faketime` package (.ci/setup does)")
+        })
+}
+
+fn skewed_worker(url: &str, root: &Path, cfg: &Path, skew: &str, extra: &[&str]) -> Child {
+    let mut cmd = isolated(root, cfg);
+    cmd.env("LD_PRELOAD", faketime_lib())
+        .env("FAKETIME", skew)
+        // Timers and timeouts keep the real monotonic clock; the wall clock is off.
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .args(["--store", url, "--json", "worker", "--poll", "1"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+#[test]
+fn workers_with_clocks_30s_apart_neither_steal_a_live_lease_nor_keep_a_dead_one() {
+    let url = database();
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    let started = root.join("started");
+    let doc = json!({
+        "goal": "skew", "summary": "s", "assumptions": ["a"], "risks": ["r"], "verification": ["v"],
+        "steps": [
+            { "id": "slow", "agent": "shell", "description": "slow",
+              "command": format!("echo x >> {}; sleep 4", started.display()), "depends_on": [] }
+        ]
+    });
+    let exec = detached(&url, root, cfg, "skew.json", &doc);
+    // The leader's clock is 30 s ahead; the other's 30 s behind.
+    let mut ahead = skewed_worker(&url, root, cfg, "+30s", &[]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !started.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the first worker never started the step"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut behind = skewed_worker(&url, root, cfg, "-30s", &[]);
+    // While the leader lives, the other (polling every second) must not take over.
+    std::thread::sleep(Duration::from_secs(3));
+    let while_live = std::fs::read_to_string(&started).unwrap().lines().count();
+    ahead.kill().unwrap();
+    let _ = ahead.wait();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let v = loop {
+        let v = stage(&url, root, cfg, &exec);
+        if v["stage"] == "completed" {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead leader was never taken over: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = behind.kill();
+    let _ = behind.wait();
+    let total = std::fs::read_to_string(&started).unwrap().lines().count();
+    println!(
+        "clock skew ±30 s: step starts while the leader lived: {while_live} (must be 1); after it was killed: {total} (must be 2)"
+    );
+    assert_eq!((while_live, total), (1, 2));
+    assert!(v.to_string().contains("abandoned"), "{v}");
     verify_exported(&url, root, cfg);
 }
