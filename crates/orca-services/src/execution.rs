@@ -8,7 +8,7 @@ use std::sync::Arc;
 use orca_core::{
     ApprovedPlan, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId, ExecutionStage,
     Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task, TaskFailure,
-    TaskInterruption, TaskStatus, TaskSuccess, build_context_with, schedule,
+    TaskInterruption, TaskStatus, TaskSuccess, TransitionError, build_context_with, schedule,
 };
 use orca_store::audit::{AuditEntry, NewAuditEntry};
 use orca_store::{
@@ -184,10 +184,8 @@ impl ExecutionService {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(last_conflict.map_or_else(
-            || ServiceError::BadInput("the execution kept changing concurrently".to_owned()),
-            ServiceError::from,
-        ))
+        tracing::warn!(execution = %id, error = ?last_conflict, "the header kept changing concurrently");
+        Err(ServiceError::Contended { execution: id })
     }
 
     /// Starts a pending execution (no-op if already running).
@@ -198,20 +196,6 @@ impl ExecutionService {
             other => Err(terminal(&other, "it cannot start again")),
         })
         .await
-    }
-
-    /// Steps whose tasks are pending with every dependency completed, in plan order.
-    pub async fn claim_ready(&self, id: ExecutionId) -> Result<Vec<StepId>> {
-        let snap = self.get(id).await?;
-        let plan = self
-            .planning
-            .approved(snap.execution.value.info().plan_id)
-            .await?;
-        let tasks = snap.task_values();
-        Ok(schedule::ready(plan.content(), &tasks)
-            .into_iter()
-            .filter_map(|i| tasks.get(i).map(|t| t.step_id().clone()))
-            .collect())
     }
 
     /// Claims a task: a pending task whose dependencies completed, or a failed one (retry),
@@ -233,7 +217,7 @@ impl ExecutionService {
         let index = plan
             .content()
             .position(step)
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+            .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
         let deps = orca_core::graph::dependency_indices(&plan.content().steps);
         let claim = Claim {
             plan,
@@ -278,25 +262,15 @@ impl ExecutionService {
             .content()
             .steps
             .get(index)
-            .ok_or_else(|| ServiceError::BadInput(format!("step {index} is not in the plan")))?
+            .ok_or(TransitionError::NoStepAt(index))?
             .id;
-        for d in deps.get(index).into_iter().flatten() {
-            if tasks.get(*d).map(|t| t.value.status()) != Some(TaskStatus::Completed) {
-                let dep = plan
-                    .content()
-                    .steps
-                    .get(*d)
-                    .map(|s| s.id.to_string())
-                    .unwrap_or_default();
-                return Err(ServiceError::BadInput(format!(
-                    "step `{step}` cannot start: dependency `{dep}` has not completed"
-                )));
-            }
-        }
+        schedule::check_start_with(plan.content(), deps, (index, step), |i| {
+            tasks.get(i).map(|t| t.value.status())
+        })?;
         let current = tasks
             .get(index)
             .filter(|t| t.value.step_id() == step)
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` has no task")))?;
+            .ok_or(TransitionError::TaskMismatch)?;
         // Guidance goes on the failed attempt before the context is built, so it is threaded.
         let mut task = current.value.clone();
         if let Task::Failed(f) = &mut task
@@ -318,15 +292,17 @@ impl ExecutionService {
             },
             limits,
         )
-        .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+        .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
         let running: RunningTask = match task {
             Task::Pending(p) => p.start(context, holder.clone(), now()),
             Task::Failed(f) => f.retry(None, context, holder.clone(), now()),
             other => {
-                return Err(ServiceError::BadInput(format!(
-                    "step `{step}` is {}; only pending or failed tasks can start",
-                    other.status()
-                )));
+                return Err(TransitionError::TaskStatus {
+                    step: step.clone(),
+                    status: other.status(),
+                    expected: "only pending or failed tasks can start",
+                }
+                .into());
             }
         };
         Ok(PreparedStart {
@@ -362,11 +338,12 @@ impl ExecutionService {
     ) -> Result<Versioned<Task>> {
         let Versioned { value, revision } = task;
         let Task::Running(running) = value else {
-            return Err(ServiceError::BadInput(format!(
-                "step `{}` is {}, not running",
-                value.step_id(),
-                value.status()
-            )));
+            return Err(TransitionError::TaskStatus {
+                step: value.step_id().clone(),
+                status: value.status(),
+                expected: "only a running task can finish",
+            }
+            .into());
         };
         let next = finish(running);
         let revision = self.store.update_task(execution, &next, revision).await?;
@@ -422,11 +399,12 @@ impl ExecutionService {
     ) -> Result<Versioned<Task>> {
         let Versioned { value, revision } = task;
         let Task::Pending(p) = value else {
-            return Err(ServiceError::BadInput(format!(
-                "step `{}` is {}, not pending",
-                value.step_id(),
-                value.status()
-            )));
+            return Err(TransitionError::TaskStatus {
+                step: value.step_id().clone(),
+                status: value.status(),
+                expected: "only a pending task can be skipped",
+            }
+            .into());
         };
         let next = Task::Skipped(p.skip(reason, now()));
         let revision = self.store.update_task(execution, &next, revision).await?;
@@ -469,7 +447,7 @@ impl ExecutionService {
             Execution::Running(r) => r
                 .complete(&tasks, now())
                 .map(|c| Some(Execution::Completed(c)))
-                .map_err(|f| ServiceError::BadInput(f.error.to_string())),
+                .map_err(|f| ServiceError::Transition(f.error)),
             Execution::Completed(_) => Ok(None),
             other => Err(terminal(&other, "it cannot complete")),
         })
@@ -564,7 +542,7 @@ impl ExecutionService {
                 }
                 r.await_decision(request.clone(), now())
                     .map(|r| Some(Execution::Running(r)))
-                    .map_err(|f| ServiceError::BadInput(f.error.to_string()))
+                    .map_err(|f| ServiceError::Transition(f.error))
             }
             other => Err(terminal(
                 &other,
@@ -588,7 +566,7 @@ impl ExecutionService {
                 Execution::Running(r) => r
                     .answer_decision(decision.clone(), by, now())
                     .map(|r| Some(Execution::Running(r)))
-                    .map_err(|f| ServiceError::BadInput(f.error.to_string())),
+                    .map_err(|f| ServiceError::Transition(f.error)),
                 other => Err(terminal(&other, "there is no decision to make")),
             })
             .await?;

@@ -463,9 +463,23 @@ impl Runner {
             Arc::clone(&lease),
             self.config.lease_timeout / 3,
         );
+        let report = self.run_leased(id, &lease, cancel).await;
+        // On every path, errors included: the heartbeat lets go of the lease before the run
+        // returns, so the execution can be resumed at once (also in this process).
+        heartbeat.stop().await;
+        drop(lease);
+        report
+    }
+
+    async fn run_leased(
+        &self,
+        id: ExecutionId,
+        lease: &orca_store::Lease,
+        cancel: CancellationToken,
+    ) -> Result<RunReport> {
+        let store = self.executions.store().clone();
         let snap = self.executions.get(id).await?;
         if let Some(outcome) = terminal_outcome(&snap.execution.value) {
-            heartbeat.stop().await;
             return Ok(RunReport {
                 execution_id: id,
                 outcome,
@@ -605,8 +619,6 @@ impl Runner {
             let log = ExecutionService::log(run.plan.id(), id);
             store.seal(log).await?;
         }
-        heartbeat.stop().await;
-        drop(lease);
         Ok(RunReport {
             execution_id: id,
             outcome,
@@ -1247,6 +1259,10 @@ impl Runner {
         by: &str,
     ) -> Result<Option<RunOutcome>> {
         let index = run.plan.content().position(request.step_id());
+        if let Decision::Replan { guidance } = decision {
+            // Recorded as applied only once a plan came of it (see `replan`).
+            return self.replan(run, request, guidance, by).await.map(Some);
+        }
         self.audit(
             run,
             "decision.applied",
@@ -1282,7 +1298,7 @@ impl Runner {
                     reason: Some(reason),
                 }))
             }
-            Decision::Replan { guidance } => self.replan(run, request, guidance).await.map(Some),
+            Decision::Replan { .. } => Ok(None),
         }
     }
 
@@ -1291,6 +1307,7 @@ impl Runner {
         run: &mut Run,
         request: &DecisionRequest,
         guidance: Option<String>,
+        by: &str,
     ) -> Result<RunOutcome> {
         use std::fmt::Write as _;
         let mut report = String::new();
@@ -1314,7 +1331,33 @@ impl Runner {
         if let Some(g) = &guidance {
             let _ = writeln!(report, "The human's guidance: {g}");
         }
-        let (new_plan, reply) = self.orca.replan(&run.plan, &report).await?;
+        let (new_plan, reply) = match self.orca.replan(&run.plan, &report).await {
+            Ok((plan, reply)) if matches!(reply.outcome, PlannerResponse::Plan { .. }) => {
+                (plan, reply)
+            }
+            Ok((plan, reply)) => {
+                let answer = match &reply.outcome {
+                    PlannerResponse::Failure(f) => format!("it failed: {f}"),
+                    PlannerResponse::Answer { text } => {
+                        format!("it answered without a plan: {text}")
+                    }
+                    PlannerResponse::Plan { .. } => String::new(),
+                };
+                let cause =
+                    format!("the planner built no plan ({answer}); draft {plan} was left unused");
+                return Err(self.replan_failed(run, request, cause).await);
+            }
+            Err(e) => {
+                let cause = crate::error::chain(&e);
+                return Err(self.replan_failed(run, request, cause).await);
+            }
+        };
+        self.audit(
+            run,
+            "decision.applied",
+            json!({ "decision": Decision::Replan { guidance }, "by": by }),
+        )
+        .await?;
         self.audit(
             run,
             "execution.replanned",
@@ -1345,6 +1388,38 @@ impl Runner {
             plan_id: new_plan,
             execution_id,
         })
+    }
+
+    /// A Replan that produced no usable plan: the execution is not ended and the decision is
+    /// open again (the answer was taken off the header to be applied), so retry, stop or a later
+    /// replan still work. Returns the error the run ends with.
+    async fn replan_failed(
+        &self,
+        run: &mut Run,
+        request: &DecisionRequest,
+        cause: String,
+    ) -> ServiceError {
+        warn!(execution = %run.id, %cause, "replan failed; the decision is open again");
+        let reopened = async {
+            self.executions
+                .await_decision(run.id, request.clone())
+                .await?;
+            self.audit(
+                run,
+                "replan.failed",
+                json!({ "request": request, "cause": cause }),
+            )
+            .await?;
+            self.refresh(run).await
+        }
+        .await;
+        match reopened {
+            Ok(()) => ServiceError::ReplanFailed {
+                execution: run.id,
+                cause,
+            },
+            Err(e) => e,
+        }
     }
 
     /// Stops the run for now: cancels the agent calls in flight, waits for their processes to
