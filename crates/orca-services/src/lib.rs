@@ -16,6 +16,7 @@ pub mod error;
 pub mod execution;
 pub mod hitl;
 pub mod integrity;
+pub mod locks;
 pub mod planning;
 pub mod relay;
 pub mod runner;
@@ -31,6 +32,7 @@ pub use dispatch::DispatchService;
 pub use error::{Result, ServiceError};
 pub use execution::{Claim, ExecutionService, PreparedStart};
 pub use hitl::{Hitl, NoHuman, ScriptedHitl};
+pub use locks::LockHolder;
 pub use planning::{DraftEdit, PlanningService};
 pub use relay::{ApprovalOutcome, OrcaService};
 pub use runner::{

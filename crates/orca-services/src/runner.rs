@@ -234,6 +234,15 @@ pub enum RunEvent {
         /// The step.
         step: StepId,
     },
+    /// A ready step waits for a resource lock (emitted once when the wait begins).
+    WaitingForLock {
+        /// The waiting step.
+        step: StepId,
+        /// The lock it waits for.
+        resource: String,
+        /// The running step holding it, if one is found (in this or another execution).
+        holder: Option<crate::locks::LockHolder>,
+    },
     /// A human decision is needed.
     DecisionNeeded {
         /// What is asked.
@@ -385,6 +394,8 @@ struct Run {
     retry_now: BTreeMap<usize, Option<String>>,
     abandoned: BTreeSet<StepId>,
     blocked_on_locks: bool,
+    /// Steps whose lock wait was reported (reported once per wait).
+    lock_waits: BTreeSet<usize>,
     usage: Usage,
     started: Instant,
     /// When the execution header was last read.
@@ -601,6 +612,7 @@ impl Runner {
             retry_now,
             abandoned: BTreeSet::new(),
             blocked_on_locks: false,
+            lock_waits: BTreeSet::new(),
             usage: Usage::default(),
             started: Instant::now(),
             last_refresh: Instant::now(),
@@ -828,6 +840,23 @@ impl Runner {
                     Some(guard) => Some(guard),
                     None => {
                         run.blocked_on_locks = true;
+                        if run.lock_waits.insert(index) {
+                            let (step_id, locks) = (step.id.clone(), step.locks.clone());
+                            let holding: Vec<usize> = run
+                                .in_flight
+                                .keys()
+                                .copied()
+                                .chain(decided.iter().map(|(i, _)| *i))
+                                .collect();
+                            let own = (run.id, run.plan.content(), holding.as_slice());
+                            let (resource, holder) =
+                                crate::locks::find_holder(&self.executions, own, &locks).await?;
+                            self.observer.event(&RunEvent::WaitingForLock {
+                                step: step_id,
+                                resource,
+                                holder,
+                            });
+                        }
                         continue;
                     }
                 }
@@ -838,6 +867,7 @@ impl Runner {
                 tasks: &run.tasks,
                 deps: &run.deps,
             };
+            run.lock_waits.remove(&index);
             let start = self.executions.prepare_start(
                 &claim,
                 index,

@@ -3,6 +3,7 @@
 //! no plan is left behind when there is no planner, and the decision is open again: retry,
 //! stop or a later replan still work.
 #![expect(clippy::unwrap_used, reason = "tests")]
+#![expect(clippy::print_stderr, reason = "tests print the counts they check")]
 
 mod support;
 
@@ -65,7 +66,7 @@ async fn failed_replan(
     let sealed = kinds.iter().filter(|k| k.contains("seal")).count();
     let applied = kinds.iter().filter(|k| *k == "decision.applied").count();
     let failed = kinds.iter().filter(|k| *k == "replan.failed").count();
-    println!(
+    eprintln!(
         "after a failed replan: seal entries {sealed}, decision.applied {applied}, replan.failed {failed}"
     );
     assert_eq!((sealed, applied, failed), (0, 0, 1), "{kinds:?}");
@@ -87,7 +88,7 @@ async fn replan_without_a_planner_reopens_the_decision_and_retry_still_works() {
     let (exec, cause) = failed_replan(&o, &store, plan).await;
     assert!(cause.contains("no planner agent is configured"), "{cause}");
     let plans = o.planning.list().await.unwrap().items.len();
-    println!("plans after the failed replan: {plans}");
+    eprintln!("plans after the failed replan: {plans}");
     assert_eq!(plans, 1, "an empty draft was left behind");
     // The decision is open: answer retry and resume.
     o.executions
