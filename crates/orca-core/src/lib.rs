@@ -86,6 +86,7 @@
 //! ```
 
 pub mod agent;
+pub mod audit_kind;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -107,6 +108,7 @@ pub use agent::{
     AgentInfo, AgentPort, NoTools, PlannerRequest, QuestionRequest, Reply, Role, TaskRequest,
     ToolCall, ToolError, ToolHost, ToolSpec,
 };
+pub use audit_kind::{AuditKind, UNDER_EXECUTION};
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,

@@ -6,16 +6,17 @@
 use std::sync::Arc;
 
 use orca_core::{
-    ApprovedPlan, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId, ExecutionStage,
-    Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task, TaskFailure,
-    TaskInterruption, TaskStatus, TaskSuccess, TransitionError, build_context_with, schedule,
+    ApprovedPlan, AuditKind, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId,
+    ExecutionStage, Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task,
+    TaskFailure, TaskInterruption, TaskStatus, TaskSuccess, TransitionError, UNDER_EXECUTION,
+    build_context_with, schedule,
 };
-use orca_store::audit::{AuditEntry, NewAuditEntry};
+use orca_store::audit::NewAuditEntry;
 use orca_store::{
     AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Revision, Store, StoreError,
     Versioned,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 use tracing::instrument;
 
@@ -81,24 +82,6 @@ impl ExecutionService {
         }
     }
 
-    /// Appends to an execution's audit log.
-    pub async fn audit(
-        &self,
-        execution: &Execution,
-        kind: &str,
-        parent: Option<u64>,
-        data: Value,
-    ) -> Result<AuditEntry> {
-        let info = execution.info();
-        Ok(self
-            .store
-            .append(
-                Self::log(info.plan_id, info.id),
-                NewAuditEntry::new(kind, data).with_parent(parent),
-            )
-            .await?)
-    }
-
     /// Creates an execution of an approved plan (and only of one whose content still matches
     /// its approval digest).
     #[instrument(skip(self))]
@@ -107,9 +90,9 @@ impl ExecutionService {
         let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now());
         let execution = Execution::Pending(pending);
         self.store.create_execution(&execution, &tasks).await?;
-        self.audit(
+        self.append(
             &execution,
-            "execution.created",
+            AuditKind::ExecutionCreated,
             None,
             json!({ "plan_id": plan_id, "plan_digest": plan.digest(), "steps": tasks.len() }),
         )
@@ -119,7 +102,7 @@ impl ExecutionService {
             .append(
                 AuditLogId::Runs { plan_id },
                 NewAuditEntry::new(
-                    "execution.created",
+                    AuditKind::ExecutionCreated,
                     json!({ "execution_id": execution.id(), "plan_digest": plan.digest() }),
                 ),
             )
@@ -427,10 +410,10 @@ impl ExecutionService {
                 let holder = r.holder.clone();
                 let next = Task::Failed(r.abandon(note, now()));
                 self.store.update_task(id, &next, t.revision).await?;
-                self.audit(
+                self.append(
                     &snap.execution.value,
-                    "task.attempt.abandoned",
-                    Some(0),
+                    AuditKind::TaskAttemptAbandoned,
+                    UNDER_EXECUTION,
                     json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
                 )
                 .await?;
@@ -476,10 +459,10 @@ impl ExecutionService {
         .await
     }
 
-    /// Stops an execution (pending or running; a no-op if it already ended stopped or failed).
-    /// A runner in another process notices and cancels its in-flight agent calls.
+    /// Stops an execution (pending or running; a no-op if it already ended stopped or failed),
+    /// without an audit entry: see [`Self::stop`] and [`Self::stop_by_decision`].
     #[instrument(skip(self, reason))]
-    pub async fn stop(
+    pub(crate) async fn stop_state(
         &self,
         id: ExecutionId,
         by: &str,
@@ -570,10 +553,10 @@ impl ExecutionService {
                 other => Err(terminal(&other, "there is no decision to make")),
             })
             .await?;
-        self.audit(
+        self.append(
             &updated.value,
-            "decision.answered",
-            Some(0),
+            AuditKind::DecisionAnswered,
+            UNDER_EXECUTION,
             json!({ "decision": decision, "by": by }),
         )
         .await?;

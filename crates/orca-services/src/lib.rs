@@ -18,6 +18,7 @@ pub mod hitl;
 pub mod integrity;
 pub mod locks;
 pub mod planning;
+pub mod record;
 pub mod relay;
 pub mod runner;
 mod takeover;
@@ -34,6 +35,7 @@ pub use execution::{Claim, ExecutionService, PreparedStart};
 pub use hitl::{Hitl, NoHuman, ScriptedHitl};
 pub use locks::LockHolder;
 pub use planning::{DraftEdit, PlanningService};
+pub use record::{AppliedPolicy, StartedAttempt};
 pub use relay::{ApprovalOutcome, OrcaService};
 pub use runner::{
     Backoff, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome, RunReport, Runner,

@@ -21,7 +21,6 @@ use orca_core::{
     StepId, Task, TaskFailure, TaskRequest, TaskResult, TaskStatus, Usage, hitl::HumanAnswer,
     schedule,
 };
-use orca_store::audit::NewAuditEntry;
 use orca_store::{ResourceGuard, StoreError, Versioned};
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -33,6 +32,7 @@ use crate::dispatch::DispatchService;
 use crate::error::{Result, ServiceError};
 use crate::execution::ExecutionService;
 use crate::hitl::{Hitl, decision_question};
+use crate::record::{AppliedPolicy, StartedAttempt};
 use crate::relay::{ApprovalOutcome, OrcaService};
 use crate::tools::AuditScope;
 
@@ -293,13 +293,6 @@ struct InFlight {
 /// tasks are written in parallel).
 type Joined = Option<(Recording, Result<Versioned<Task>>)>;
 
-/// A task start that is written, with its audit entries.
-struct Started {
-    task: Versioned<Task>,
-    /// `task.attempt.started`: the parent of what the agent logs.
-    attempt_seq: u64,
-}
-
 /// An agent reply about to be written.
 struct Recording {
     index: usize,
@@ -312,70 +305,6 @@ struct Recording {
     usage: Usage,
     /// The audit entry of the attempt's start.
     parent: u64,
-}
-
-impl Recording {
-    /// Writes the attempt's audit entry, then the task's new state: a state file never holds
-    /// a result the log does not (ADR 0013; the completed entry carries the result's digest).
-    /// If the state cannot be written after the entry was, that is logged too.
-    async fn write(
-        &self,
-        executions: &ExecutionService,
-        execution: ExecutionId,
-        log: orca_store::AuditLogId,
-    ) -> Result<Versioned<Task>> {
-        let (kind, data) = match &self.outcome {
-            TaskResult::Success(success) => (
-                "task.attempt.completed",
-                json!({ "step_id": self.step, "usage": self.usage, "summary": success.summary,
-                        crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(success) }),
-            ),
-            TaskResult::Failure(failure) => (
-                "task.attempt.failed",
-                json!({ "step_id": self.step, "failure": failure, "usage": self.usage }),
-            ),
-            TaskResult::Interruption(interruption) => (
-                "task.attempt.interrupted",
-                json!({ "step_id": self.step, "interruption": interruption }),
-            ),
-        };
-        let store = executions.store();
-        store
-            .append(
-                log,
-                NewAuditEntry::new(kind, data).with_parent(Some(self.parent)),
-            )
-            .await?;
-        let task = self.task.clone();
-        let done = match &self.outcome {
-            TaskResult::Success(success) => {
-                executions
-                    .complete_task(execution, task, success.clone())
-                    .await
-            }
-            TaskResult::Failure(failure) => {
-                executions.fail_task(execution, task, failure.clone()).await
-            }
-            TaskResult::Interruption(interruption) => {
-                executions
-                    .interrupt_task(execution, task, interruption.clone())
-                    .await
-            }
-        };
-        if let Err(e) = &done {
-            let _ = store
-                .append(
-                    log,
-                    NewAuditEntry::new(
-                        "task.attempt.unrecorded",
-                        json!({ "step_id": self.step, "error": e.to_string() }),
-                    )
-                    .with_parent(Some(self.parent)),
-                )
-                .await;
-        }
-        done
-    }
 }
 
 struct Run {
@@ -518,14 +447,8 @@ impl Runner {
         });
         if let Some(problem) = problem {
             // Recorded where the execution's own log cannot be trusted: the plan's run register.
-            let _ = store
-                .append(
-                    orca_store::AuditLogId::Runs { plan_id },
-                    NewAuditEntry::new(
-                        "run.refused",
-                        json!({ "execution_id": id, "problem": problem }),
-                    ),
-                )
+            self.executions
+                .record_run_refused(plan_id, json!({ "execution_id": id, "problem": problem }))
                 .await;
             return Err(ServiceError::Tampered(format!(
                 "refused to run execution {id}: {problem}"
@@ -538,13 +461,7 @@ impl Runner {
         if entries.is_empty() {
             // The process that created it died before its first entry (see `against_log`).
             self.executions
-                .audit(
-                    &snap.execution.value,
-                    "execution.created",
-                    None,
-                    json!({ "plan_id": plan_id, "plan_digest": plan.digest(),
-                            "steps": snap.tasks.len(), "recovered": true }),
-                )
+                .record_created_late(&snap.execution.value, plan.digest(), snap.tasks.len())
                 .await?;
         }
         // Whatever the dead runner's steps started dies before anything runs again.
@@ -555,27 +472,9 @@ impl Runner {
             &self.config.holder.host,
         )
         .await?;
-        let was_pending = snap.execution.value.stage() == ExecutionStage::Pending;
-        let started = self.executions.start(id).await?;
-        if was_pending {
-            self.executions
-                .audit(
-                    &started.value,
-                    "execution.started",
-                    Some(0),
-                    json!({ "holder": self.config.holder }),
-                )
-                .await?;
-        } else {
-            self.executions
-                .audit(
-                    &started.value,
-                    "execution.resumed",
-                    Some(0),
-                    json!({ "holder": self.config.holder, "took_over": lease.took_over() }),
-                )
-                .await?;
-        }
+        self.executions
+            .begin(id, &self.config.holder, lease.took_over())
+            .await?;
         let note = lease.took_over().map_or_else(
             || "the attempt was in flight when its runner stopped".to_owned(),
             |l| {
@@ -715,9 +614,7 @@ impl Runner {
                     return Ok(outcome);
                 }
                 if let Some(reason) = run.stop_after_drain.take() {
-                    self.executions.fail(run.id, &reason, None).await?;
-                    self.audit(run, "execution.failed", json!({ "reason": reason }))
-                        .await?;
+                    self.executions.record_failed(run.id, &reason).await?;
                     return Ok(RunOutcome::Failed { reason });
                 }
                 if let Some(pending) = run.execution.decision().cloned() {
@@ -729,7 +626,7 @@ impl Runner {
                         // Ctrl-C at the prompt: nothing is in flight; the decision stays
                         // pending, the execution resumable.
                         () = cancel.cancelled() => {
-                            self.audit(run, "execution.interrupted", json!({ "by": self.config.actor, "holder": self.config.holder, "steps": [] })).await?;
+                            self.executions.record_interrupted(&run.execution, &self.config.actor, &self.config.holder, &[]).await?;
                             return Ok(RunOutcome::Interrupted { steps: Vec::new() });
                         }
                     };
@@ -764,7 +661,7 @@ impl Runner {
                 biased;
                 () = cancel.cancelled() => {
                     let steps = self.interrupt_in_flight(run).await?;
-                    self.audit(run, "execution.interrupted", json!({ "by": self.config.actor, "holder": self.config.holder, "steps": steps })).await?;
+                    self.executions.record_interrupted(&run.execution, &self.config.actor, &self.config.holder, &steps).await?;
                     return Ok(RunOutcome::Interrupted { steps });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
@@ -790,14 +687,6 @@ impl Runner {
                 () = tokio::time::sleep(self.config.watch_interval) => {}
             }
         }
-    }
-
-    async fn audit(&self, run: &Run, kind: &str, data: serde_json::Value) -> Result<u64> {
-        Ok(self
-            .executions
-            .audit(&run.execution, kind, Some(0), data)
-            .await?
-            .seq)
     }
 
     /// Starts ready tasks (and due retries) up to the concurrency: decides them one by one,
@@ -883,7 +772,6 @@ impl Runner {
         }
 
         // 2. Write the starts and their audit entries, all at once.
-        let log = ExecutionService::log(run.plan.id(), run.id);
         let mut writes = JoinSet::new();
         for (slot, ((index, _), start)) in decided.iter().zip(starts).enumerate() {
             let Some(step) = run.plan.content().steps.get(*index) else {
@@ -891,36 +779,15 @@ impl Runner {
             };
             let (step_id, agent) = (step.id.clone(), step.agent.clone());
             let executions = self.executions.clone();
+            let execution = run.execution.clone();
             writes.spawn(async move {
-                let started = executions.commit_start(start).await?;
-                let attempt = match &started.value {
-                    Task::Running(r) => r.attempt,
-                    _ => 0,
-                };
-                // One entry per attempt: it is the agent call too, and what the agent logs
-                // (model calls, tool calls) hangs under it.
-                let attempt_seq = executions
-                    .store()
-                    .append(
-                        log,
-                        NewAuditEntry::new(
-                            "task.attempt.started",
-                            json!({ "step_id": step_id, "agent": agent, "attempt": attempt }),
-                        )
-                        .with_parent(Some(0)),
-                    )
-                    .await?
-                    .seq;
-                Ok::<_, ServiceError>((
-                    slot,
-                    Started {
-                        task: started,
-                        attempt_seq,
-                    },
-                ))
+                let started = executions
+                    .record_attempt_started(&execution, start, &step_id, &agent)
+                    .await?;
+                Ok::<_, ServiceError>((slot, started))
             });
         }
-        let mut written: Vec<Option<Started>> = (0..decided.len()).map(|_| None).collect();
+        let mut written: Vec<Option<StartedAttempt>> = (0..decided.len()).map(|_| None).collect();
         let mut first_error = None;
         while let Some(joined) = writes.join_next().await {
             match joined {
@@ -968,9 +835,9 @@ impl Runner {
         run: &mut Run,
         index: usize,
         locks: Option<ResourceGuard>,
-        started: Started,
+        started: StartedAttempt,
     ) {
-        let Started {
+        let StartedAttempt {
             task: started,
             attempt_seq,
         } = started;
@@ -1016,7 +883,7 @@ impl Runner {
         let held_fds = locks.as_ref().map(|l| l.fds().to_vec()).unwrap_or_default();
         run.in_flight.insert(index, InFlight { _locks: locks });
         let executions = self.executions.clone();
-        let (id, log) = (run.id, ExecutionService::log(run.plan.id(), run.id));
+        let (id, execution) = (run.id, run.execution.clone());
         let task_budget = self.config.task_budget;
         let calls = run.calls.clone();
         let step_id = request.step.id.clone();
@@ -1067,7 +934,15 @@ impl Runner {
                 usage: reply.usage,
                 parent: attempt_seq,
             };
-            let written = recording.write(&executions, id, log).await;
+            let written = executions
+                .record_reply(
+                    &execution,
+                    recording.task.clone(),
+                    &recording.outcome,
+                    &recording.usage,
+                    recording.parent,
+                )
+                .await;
             Some((recording, written))
         });
     }
@@ -1214,30 +1089,20 @@ impl Runner {
     async fn deviation(&self, run: &mut Run, index: usize, request: DecisionRequest) -> Result<()> {
         match self.config.on_failure {
             FailurePolicy::Ask => {
-                self.executions
-                    .await_decision(run.id, request.clone())
-                    .await?;
-                self.audit(run, "decision.requested", json!({ "request": request }))
-                    .await?;
+                self.executions.request_decision(run.id, &request).await?;
                 self.observer.event(&RunEvent::DecisionNeeded { request });
             }
             FailurePolicy::Stop => {
                 let reason = format!("step `{}` failed; policy: stop", request.step_id());
-                self.audit(
-                    run,
-                    "policy.applied",
-                    json!({ "policy": "stop", "request": request }),
-                )
-                .await?;
+                self.executions
+                    .record_policy(&run.execution, AppliedPolicy::Stop, &request)
+                    .await?;
                 run.stop_after_drain = Some(reason);
             }
             FailurePolicy::Skip => {
-                self.audit(
-                    run,
-                    "policy.applied",
-                    json!({ "policy": "skip", "request": request }),
-                )
-                .await?;
+                self.executions
+                    .record_policy(&run.execution, AppliedPolicy::Skip, &request)
+                    .await?;
                 run.abandoned.insert(request.step_id().clone());
                 self.skip_dependents(run).await?;
                 let _ = index;
@@ -1255,11 +1120,13 @@ impl Runner {
             let step = task.value.step_id().clone();
             let skipped = self
                 .executions
-                .skip_task(run.id, task, "an upstream step failed and was abandoned")
+                .record_skip(
+                    &run.execution,
+                    task,
+                    "an upstream step failed and was abandoned",
+                )
                 .await?;
             Self::store_task(run, i, skipped);
-            self.audit(run, "task.skipped", json!({ "step_id": step }))
-                .await?;
             self.observer.event(&RunEvent::TaskSkipped { step });
         }
         Ok(())
@@ -1293,12 +1160,9 @@ impl Runner {
             // Recorded as applied only once a plan came of it (see `replan`).
             return self.replan(run, request, guidance, by).await.map(Some);
         }
-        self.audit(
-            run,
-            "decision.applied",
-            json!({ "decision": decision, "by": by }),
-        )
-        .await?;
+        self.executions
+            .record_decision_applied(&run.execution, &decision, by)
+            .await?;
         match decision {
             Decision::Retry { guidance } => {
                 if let Some(i) = index {
@@ -1316,14 +1180,8 @@ impl Runner {
             Decision::Stop => {
                 let reason = format!("stopped after step `{}` failed", request.step_id());
                 self.executions
-                    .stop(run.id, by, Some(reason.clone()))
+                    .stop_by_decision(run.id, by, &reason)
                     .await?;
-                self.audit(
-                    run,
-                    "execution.stopped",
-                    json!({ "by": by, "reason": reason }),
-                )
-                .await?;
                 Ok(Some(RunOutcome::Stopped {
                     reason: Some(reason),
                 }))
@@ -1382,21 +1240,11 @@ impl Runner {
                 return Err(self.replan_failed(run, request, cause).await);
             }
         };
-        self.audit(
-            run,
-            "decision.applied",
-            json!({ "decision": Decision::Replan { guidance }, "by": by }),
-        )
-        .await?;
-        self.audit(
-            run,
-            "execution.replanned",
-            json!({ "new_plan": new_plan, "planner": reply.outcome }),
-        )
-        .await?;
-        let reason = format!("replanned as {new_plan}");
         self.executions
-            .fail(run.id, &reason, Some(new_plan))
+            .record_decision_applied(&run.execution, &Decision::Replan { guidance }, by)
+            .await?;
+        self.executions
+            .record_replanned(&run.execution, new_plan, &reply.outcome)
             .await?;
         let proposal = matches!(
             reply.outcome,
@@ -1432,14 +1280,8 @@ impl Runner {
         warn!(execution = %run.id, %cause, "replan failed; the decision is open again");
         let reopened = async {
             self.executions
-                .await_decision(run.id, request.clone())
+                .reopen_decision(run.id, request, &cause)
                 .await?;
-            self.audit(
-                run,
-                "replan.failed",
-                json!({ "request": request, "cause": cause }),
-            )
-            .await?;
             self.refresh(run).await
         }
         .await;
@@ -1467,8 +1309,10 @@ impl Runner {
             "interrupted: the run was stopped by {} (pid {} on {}); resume runs it again",
             self.config.actor, self.config.holder.pid, self.config.holder.host
         );
-        let interrupted =
-            crate::takeover::interrupt_attempts(&self.executions, run.id, &steps, &note).await?;
+        let interrupted = self
+            .executions
+            .interrupt_attempts(run.id, &steps, &note)
+            .await?;
         run.in_flight.clear();
         Ok(interrupted)
     }
@@ -1515,9 +1359,7 @@ impl Runner {
     async fn finish(&self, run: &mut Run) -> Result<RunOutcome> {
         let tasks = run.values();
         if tasks.iter().all(|t| t.status() == TaskStatus::Completed) {
-            self.executions.complete(run.id).await?;
-            self.audit(run, "execution.completed", json!({ "usage": run.usage }))
-                .await?;
+            self.executions.record_completed(run.id, &run.usage).await?;
             return Ok(RunOutcome::Completed);
         }
         let p = schedule::Progress::of(&tasks);
@@ -1528,9 +1370,7 @@ impl Runner {
             p.failed,
             p.skipped
         );
-        self.executions.fail(run.id, &reason, None).await?;
-        self.audit(run, "execution.failed", json!({ "reason": reason }))
-            .await?;
+        self.executions.record_failed(run.id, &reason).await?;
         Ok(RunOutcome::Failed { reason })
     }
 }
