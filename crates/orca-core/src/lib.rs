@@ -87,6 +87,7 @@
 
 pub mod agent;
 pub mod audit_kind;
+pub mod backoff;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -109,6 +110,7 @@ pub use agent::{
     ToolCall, ToolError, ToolHost, ToolSpec,
 };
 pub use audit_kind::{AuditKind, UNDER_EXECUTION};
+pub use backoff::Backoff;
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+pub use orca_core::Backoff;
 use orca_core::{Budget, ContextLimits, Holder};
 
 /// What happens when a step finally fails and no human is asked.
@@ -18,39 +19,6 @@ pub enum FailurePolicy {
     Skip,
 }
 
-/// Exponential backoff with jitter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
-    /// The delay before the second attempt.
-    pub base: Duration,
-    /// The longest delay.
-    pub max: Duration,
-    /// Random spread, as a fraction of the delay (0.0–1.0).
-    pub jitter: f64,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            base: Duration::from_millis(500),
-            max: Duration::from_secs(30),
-            jitter: 0.2,
-        }
-    }
-}
-
-impl Backoff {
-    /// The delay after `failed_attempts` attempts (1 = after the first).
-    #[must_use]
-    pub fn delay(&self, failed_attempts: u32) -> Duration {
-        let exp = failed_attempts.saturating_sub(1).min(20);
-        let raw = self.base.saturating_mul(1u32 << exp).min(self.max);
-        let spread = self.jitter.clamp(0.0, 1.0);
-        let factor = 1.0 + spread * (fastrand::f64() * 2.0 - 1.0);
-        raw.mul_f64(factor.max(0.0)).min(self.max)
-    }
-}
-
 /// How a run behaves.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -58,7 +26,7 @@ pub struct RunConfig {
     pub concurrency: usize,
     /// Attempts per step unless the step says otherwise.
     pub max_attempts: u32,
-    /// Delay between automatic retries.
+    /// Delay between automatic retries ([`Backoff::delay`], retry 0 after the first attempt).
     pub backoff: Backoff,
     /// Wall-clock limit per attempt unless the step says otherwise.
     pub task_timeout: Option<Duration>,

@@ -39,7 +39,8 @@ impl Runner {
                 _ => {
                     let failure = failed.last_failure();
                     let counted = task.value.counted_attempts();
-                    if retryable(failure.code) && counted < self.max_attempts(run, index) {
+                    // Attempts left (also after a crash lost the backoff timer): at once.
+                    if self.retry_in(run, index, failure.code, counted).is_some() {
                         retry_now.push(index);
                         continue;
                     }

@@ -261,14 +261,23 @@ impl Runner {
         }
     }
 
-    fn max_attempts(&self, run: &Run, index: usize) -> u32 {
-        run.plan
+    /// The one definition of automatic retries: after `counted` attempts of the step at
+    /// `index` failed with `code`, whether it is retried without asking anyone, and after how
+    /// long ([`Backoff::delay`]). `None`: no attempt left, or a retry cannot help.
+    fn retry_in(&self, run: &Run, index: usize, code: ErrorCode, counted: u32) -> Option<Duration> {
+        let max = run
+            .plan
             .content()
             .steps
             .get(index)
             .and_then(|s| s.max_attempts)
             .unwrap_or(self.config.max_attempts)
-            .max(1)
+            .max(1);
+        (retryable(code) && counted < max).then(|| {
+            self.config
+                .backoff
+                .delay(counted.saturating_sub(1), fastrand::f64())
+        })
     }
 
     async fn drive(&self, run: &mut Run, cancel: &CancellationToken) -> Result<RunOutcome> {

@@ -66,9 +66,7 @@ impl Runner {
                 });
             }
             TaskResult::Failure(failure) => {
-                let retry_in = (retryable(failure.code)
-                    && running_attempts < self.max_attempts(run, index))
-                .then(|| self.config.backoff.delay(running_attempts));
+                let retry_in = self.retry_in(run, index, failure.code, running_attempts);
                 if let Some(delay) = retry_in {
                     run.set(index, Slot::RetryAt(Instant::now() + delay));
                 }
