@@ -1,7 +1,6 @@
 //! The crate's integration tests, one test binary (one link, one process start) with a
 //! module per area.
 
-mod support;
 mod approvals;
 mod faults;
 mod flows;
@@ -10,3 +9,4 @@ mod lock_waits;
 mod model;
 mod replan;
 mod slots;
+mod support;
