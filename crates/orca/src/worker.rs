@@ -13,7 +13,6 @@ use std::time::Duration;
 use clap::Args;
 use orca_core::ExecutionId;
 use orca_services::{NoHuman, RunOutcome};
-use orca_store::StoreError;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -180,11 +179,9 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
                 }
                 Err(e) => {
                     // The database restarting, say: try again at the next wake.
+                    // (A dropped notification connection is re-listened below.)
                     tracing::warn!(error = %e, "listing executions");
                     errors += 1;
-                    if wake.is_none() || matches!(e, StoreError::Backend { .. }) {
-                        wake = None;
-                    }
                 }
             }
         }
