@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use orca_core::{Execution, ExecutionId, ExecutionStage, Holder, PlanId, StepId, Task, TaskStatus};
+use orca_core::{Execution, ExecutionId, ExecutionStage, Holder, PlanId, StepId, Task};
 use orca_store::common;
 use orca_store::{
     ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
@@ -293,14 +293,10 @@ impl ExecutionStore for PgStore {
         )
         .await
         .map_err(db(format!("writing {what}")))?;
-        if matches!(
-            task.status(),
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Skipped
-        ) {
-            tx.execute("SELECT pg_notify('orca_tasks', $1)", &[&key])
-                .await
-                .map_err(db(format!("notifying the change of {what}")))?;
-        }
+        // Wakes watchers of this execution (LISTEN orca_tasks); delivered on commit.
+        tx.execute("SELECT pg_notify('orca_tasks', $1)", &[&key])
+            .await
+            .map_err(db(format!("notifying the change of {what}")))?;
         tx.commit()
             .await
             .map_err(db(format!("committing {what}")))?;

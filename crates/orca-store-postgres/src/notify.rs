@@ -1,6 +1,6 @@
 //! LISTEN/NOTIFY: the store notifies `orca_executions` when an execution is created or
-//! changes stage, and `orca_tasks` when a task ends (so its dependents may be ready); workers
-//! and watchers listen instead of polling (they still poll, slowly, as a fallback: a
+//! changes stage, and `orca_tasks` when a task changes; workers (executions) and watchers
+//! (both, filtered by id) listen instead of polling (they still poll, slowly, as a fallback: a
 //! notification sent while a listener reconnects is lost).
 
 use std::future::poll_fn;
@@ -15,13 +15,14 @@ use crate::{PgStore, db};
 pub const CHANNELS: &[&str] = &["orca_executions", "orca_tasks"];
 
 impl PgStore {
-    /// Listens on [`CHANNELS`]: every notification's payload (an execution id) arrives on
-    /// the receiver. The receiver ends when the connection does (reconnect by calling again).
+    /// Listens on `channels` (of [`CHANNELS`]): every notification's payload (an execution
+    /// id) arrives on the receiver. The receiver ends when the connection does (reconnect by
+    /// calling again).
     ///
     /// # Errors
     ///
     /// The database cannot be reached.
-    pub async fn listen(&self) -> Result<mpsc::Receiver<String>, StoreError> {
+    pub async fn listen(&self, channels: &[&str]) -> Result<mpsc::Receiver<String>, StoreError> {
         self.migrate().await?;
         let (client, mut connection) = self
             .pool()
@@ -53,7 +54,11 @@ impl PgStore {
                 }
             }
         });
-        let listen: String = CHANNELS.iter().map(|c| format!("LISTEN {c};")).collect();
+        let listen: String = channels
+            .iter()
+            .filter(|c| CHANNELS.contains(c))
+            .map(|c| format!("LISTEN {c};"))
+            .collect();
         client
             .batch_execute(&listen)
             .await

@@ -255,7 +255,10 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Run(args) => run_plan(&app, &args.plan, &args.run, args.detach).await,
         Command::Worker(args) => crate::worker::run(&app, global, args).await,
         Command::Exec(cmd) => exec(&app, cmd).await,
-        Command::Watch { exec } => crate::driver::watch(&app, &exec).await,
+        Command::Watch { exec } => {
+            let url = crate::store_cmd::url(global, app.config.as_ref())?;
+            crate::driver::watch(&app, &exec, url.as_deref()).await
+        }
         Command::Audit(AuditCommand::Verify { exec, all: _ }) => {
             crate::store_cmd::refuse_shared(global, app.config.as_ref())?;
             crate::audit_cmd::verify(&app, exec.as_deref()).await

@@ -68,16 +68,19 @@ fn outcome_text(outcome: &RunOutcome) -> &'static str {
     }
 }
 
-/// Notifications from a PostgreSQL store, if that is the store.
-async fn listener(global: &Global, app: &App) -> Option<tokio::sync::mpsc::Receiver<String>> {
-    let url = crate::store_cmd::url(global, app.config()).ok()??;
+/// Notifications on `channels` from the shared PostgreSQL store at `url`, if that is the
+/// store (`None`: poll).
+pub(crate) async fn listener(
+    url: Option<&str>,
+    channels: &[&str],
+) -> Option<tokio::sync::mpsc::Receiver<String>> {
     let pg = orca_store_postgres::PgStore::open(
-        &url,
+        url?,
         orca_store::Authority::permissive(),
         crate::secrets::redactor(),
     )
     .ok()?;
-    match pg.listen().await {
+    match pg.listen(channels).await {
         Ok(rx) => Some(rx),
         Err(e) => {
             tracing::warn!(error = %e, "no notifications: polling only");
@@ -85,6 +88,10 @@ async fn listener(global: &Global, app: &App) -> Option<tokio::sync::mpsc::Recei
         }
     }
 }
+
+/// A worker wakes when an execution is created or changes stage (a task ending makes no new
+/// execution ready: its leader sees it).
+const WORKER_CHANNELS: &[&str] = &["orca_executions"];
 
 async fn next_wake(rx: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> bool {
     match rx {
@@ -127,7 +134,8 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
             cancel.cancel();
         });
     }
-    let mut wake = listener(global, app).await;
+    let url = crate::store_cmd::url(global, app.config()).ok().flatten();
+    let mut wake = listener(url.as_deref(), WORKER_CHANNELS).await;
     let limit = usize::from(args.concurrency);
     let mut inflight: HashSet<ExecutionId> = HashSet::new();
     let mut joins: JoinSet<(ExecutionId, Result<RunOutcome, String>)> = JoinSet::new();
@@ -205,12 +213,12 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
             alive = next_wake(&mut wake) => {
                 if !alive {
                     // The notification connection ended (a database restart): reconnect.
-                    wake = listener(global, app).await;
+                    wake = listener(url.as_deref(), WORKER_CHANNELS).await;
                 }
             }
             () = tokio::time::sleep(Duration::from_secs(args.poll)) => {
                 if wake.is_none() {
-                    wake = listener(global, app).await;
+                    wake = listener(url.as_deref(), WORKER_CHANNELS).await;
                 }
             }
             () = cancel.cancelled() => break,

@@ -394,3 +394,47 @@ fn workers_with_clocks_30s_apart_neither_steal_a_live_lease_nor_keep_a_dead_one(
     assert!(v.to_string().contains("abandoned"), "{v}");
     verify_exported(&url, root, cfg);
 }
+
+#[test]
+fn watch_on_another_host_follows_a_run_driven_by_a_worker() {
+    let url = database();
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    let started = root.join("started");
+    let steps: Vec<Value> = (0..3)
+        .map(|i| {
+            let deps: Vec<String> = if i == 0 {
+                vec![]
+            } else {
+                vec![format!("w{}", i - 1)]
+            };
+            json!({ "id": format!("w{i}"), "agent": "shell", "description": "w",
+                    "command": format!("echo w{i} >> {}; sleep 0.7", started.display()),
+                    "depends_on": deps })
+        })
+        .collect();
+    let doc = json!({ "goal": "watched", "summary": "s", "assumptions": ["a"], "risks": ["r"],
+                      "verification": ["v"], "steps": steps });
+    let exec = detached(&url, root, cfg, "watched.json", &doc);
+    let mut w = worker(&url, root, cfg, &[]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the worker never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A watcher that is not the driver (as on another host): follows until the end.
+    let mut cmd = isolated(root, cfg);
+    cmd.args(["--store", &url, "watch", &exec])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = wait(cmd.spawn().unwrap(), Duration::from_secs(120));
+    let _ = w.kill();
+    let _ = w.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("watch exit {:?}, output:\n{text}", out.status.code());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text.contains("w2"), "{text}");
+}
