@@ -116,9 +116,11 @@ pub(crate) async fn ask_human(
     // What the human approved is what was shown: a plan changed meanwhile is not approved.
     match planning.plan(id).await {
         Ok(now) if same_plan(&now, &shown) => {}
-        Ok(_) => return server.fail(format!(
-            "plan {id} changed while the human was deciding; nothing was approved: ask again"
-        )),
+        Ok(_) => {
+            return server.fail(format!(
+                "plan {id} changed while the human was deciding; nothing was approved: ask again"
+            ));
+        }
         Err(e) => return server.service_error(&e),
     }
     match planning.approve(id, &by, None).await {
@@ -142,7 +144,10 @@ mod tests {
     #[test]
     fn client_names_become_plain_tokens() {
         assert_eq!(super::client_token("claude-code"), "claude-code");
-        assert_eq!(super::client_token("evil name\n; rm -rf"), "evilname;rm-rf".replace(';', ""));
+        assert_eq!(
+            super::client_token("evil name\n; rm -rf"),
+            "evilname;rm-rf".replace(';', "")
+        );
         assert_eq!(super::client_token(""), "unknown-client");
         assert_eq!(super::client_token(&"x".repeat(500)).len(), 64);
     }

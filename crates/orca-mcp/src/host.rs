@@ -48,7 +48,10 @@ impl Settings {
     /// The command a human runs to approve `plan`.
     #[must_use]
     pub fn approve_command(&self, plan: &str) -> String {
-        format!("orca --root {} plan approve {plan}", shell_quote(&self.root))
+        format!(
+            "orca --root {} plan approve {plan}",
+            shell_quote(&self.root)
+        )
     }
 }
 

@@ -95,3 +95,8 @@ pub struct AnswerDeviation {
     #[serde(default)]
     pub guidance: Option<String>,
 }
+
+/// No arguments (any given are refused).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}

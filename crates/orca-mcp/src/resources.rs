@@ -83,7 +83,9 @@ impl ServerHandler for OrcaMcp {
                     .with_description("A plan: steps, stage, digest, approval (JSON).")
                     .with_mime_type(JSON),
                 ResourceTemplate::new(format!("{EXECUTIONS}{{execution_id}}"), "execution")
-                    .with_description("An execution: every task record and the pending decision (JSON).")
+                    .with_description(
+                        "An execution: every task record and the pending decision (JSON).",
+                    )
                     .with_mime_type(JSON),
             ],
             ..Default::default()
@@ -99,14 +101,18 @@ impl ServerHandler for OrcaMcp {
         let value = self.resource(&uri).await?;
         let value = self.inner.settings.redactor.redact_strings(value);
         let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".to_owned());
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type(JSON)]).into())
+        Ok(
+            ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type(JSON)])
+                .into(),
+        )
     }
 }
 
 impl OrcaMcp {
     async fn resource(&self, uri: &str) -> Result<Value, ErrorData> {
         let orca = &self.inner.orca;
-        let not_found = |why: String| ErrorData::resource_not_found(why, Some(json!({ "uri": uri })));
+        let not_found =
+            |why: String| ErrorData::resource_not_found(why, Some(json!({ "uri": uri })));
         if let Some(id) = uri.strip_prefix(PLANS) {
             let id: PlanId = id.parse().map_err(|e| not_found(format!("{uri}: {e}")))?;
             let plan = orca

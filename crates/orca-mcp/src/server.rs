@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::host::{Host, Settings};
 use crate::params::{
-    AnswerDeviation, CreatePlan, DeviationChoice, ExecutionFilter, ExecutionRef, PlanRef,
+    AnswerDeviation, CreatePlan, DeviationChoice, ExecutionFilter, ExecutionRef, NoArgs, PlanRef,
     PlanRequest, StepRef, Watch,
 };
 use crate::view;
@@ -149,7 +149,11 @@ impl OrcaMcp {
         };
         let proposal = tri!(
             self,
-            self.inner.orca.planning.create_proposal(content, None).await
+            self.inner
+                .orca
+                .planning
+                .create_proposal(content, None)
+                .await
         );
         self.created(&Plan::Proposal(proposal), None).await
     }
@@ -186,7 +190,7 @@ impl OrcaMcp {
     }
 
     #[tool(description = "List the plans, newest first: id, goal, stage, steps, executions.")]
-    async fn plan_list(&self) -> ToolResult {
+    async fn plan_list(&self, Parameters(NoArgs {}): Parameters<NoArgs>) -> ToolResult {
         let listing = tri!(self, self.inner.orca.planning.list().await);
         self.ok(json!({ "plans": listing.items, "unreadable": problems(&listing.problems) }))
     }
@@ -262,7 +266,9 @@ impl OrcaMcp {
         self.ok(json!({ "executions": listing.items, "unreadable": problems(&listing.problems) }))
     }
 
-    #[tool(description = "Show one execution: every task record, the pending decision, and who drives it.")]
+    #[tool(
+        description = "Show one execution: every task record, the pending decision, and who drives it."
+    )]
     async fn execution_show(&self, Parameters(args): Parameters<ExecutionRef>) -> ToolResult {
         let orca = &self.inner.orca;
         let id = tri!(self, orca.executions.resolve(&args.execution).await);
@@ -288,16 +294,22 @@ impl OrcaMcp {
             let log = ExecutionService::log(info.plan_id, info.id);
             let entries = tri!(
                 self,
-                orca.executions.store().entries(log).await.map_err(ServiceError::from)
+                orca.executions
+                    .store()
+                    .entries(log)
+                    .await
+                    .map_err(ServiceError::from)
             );
             let (events, next) = view::events_since(&entries, cursor);
             let stage = snap.execution.value.stage();
             let decision = view::pending_decision(&snap.execution.value);
-            if !events.is_empty()
-                || stage.is_terminal()
-                || tokio::time::Instant::now() >= deadline
+            if !events.is_empty() || stage.is_terminal() || tokio::time::Instant::now() >= deadline
             {
-                let tasks: Vec<Value> = snap.tasks.iter().map(|t| view::task_brief(&t.value)).collect();
+                let tasks: Vec<Value> = snap
+                    .tasks
+                    .iter()
+                    .map(|t| view::task_brief(&t.value))
+                    .collect();
                 return self.ok(json!({
                     "execution_id": id,
                     "plan_id": info.plan_id,
@@ -314,7 +326,9 @@ impl OrcaMcp {
         }
     }
 
-    #[tool(description = "Read a step's output in an execution: its result and every attempt (secrets redacted).")]
+    #[tool(
+        description = "Read a step's output in an execution: its result and every attempt (secrets redacted)."
+    )]
     async fn step_output(&self, Parameters(args): Parameters<StepRef>) -> ToolResult {
         let orca = &self.inner.orca;
         let id = tri!(self, orca.executions.resolve(&args.execution).await);
@@ -347,10 +361,14 @@ impl OrcaMcp {
             return self.fail(format!("execution {id} waits for no decision"));
         };
         if pending.answer.is_some() {
-            return self.fail(format!("the decision of execution {id} is already answered"));
+            return self.fail(format!(
+                "the decision of execution {id} is already answered"
+            ));
         }
         let decision = match args.action {
-            DeviationChoice::Retry => Decision::Retry { guidance: args.guidance },
+            DeviationChoice::Retry => Decision::Retry {
+                guidance: args.guidance,
+            },
             DeviationChoice::Stop => Decision::Stop,
         };
         let by = crate::approval::actor("mcp", &context);
@@ -384,7 +402,15 @@ impl OrcaMcp {
     pub(crate) async fn driver(&self, execution: &Execution) -> Option<Value> {
         let id = execution.id();
         let stage: ExecutionStage = execution.stage();
-        let lease = self.inner.orca.executions.store().lease(id).await.ok().flatten();
+        let lease = self
+            .inner
+            .orca
+            .executions
+            .store()
+            .lease(id)
+            .await
+            .ok()
+            .flatten();
         self.inner.host.driver(id, stage, lease.as_ref())
     }
 }

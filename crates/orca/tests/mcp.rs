@@ -1,0 +1,545 @@
+//! `orca mcp` driven by rmcp's client over a real child process (stdio), in a temp project
+//! (ADR 0019): the tool list is a contract (snapshot) with no approval path, a hostile client
+//! cannot approve, a human approves with the CLI or through elicitation, and an agent runs,
+//! watches and answers a retry decision.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, ReadResourceRequestParams,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+
+/// How the test's client answers an elicitation, if it declares the capability at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Human {
+    /// No elicitation capability (most hosts today).
+    Absent,
+    /// Accepts with `{"approve": true}`.
+    Accepts,
+    /// Declines.
+    Declines,
+}
+
+#[derive(Debug, Clone)]
+struct Client {
+    name: &'static str,
+    human: Human,
+    asked: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.human == Human::Absent {
+            ClientCapabilities::default()
+        } else {
+            ClientCapabilities::builder().enable_elicitation().build()
+        };
+        ClientConfig::new(caps, Implementation::new(self.name, "1.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        // The human sees the plan they approve.
+        assert!(message.contains("steps"), "{message}");
+        Ok(match self.human {
+            Human::Accepts => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
+            }
+            Human::Declines | Human::Absent => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+}
+
+struct Project {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    config_home: std::path::PathBuf,
+}
+
+impl Project {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        let config_home = dir.path().join("config");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&config_home).unwrap();
+        let p = Self {
+            _dir: dir,
+            root,
+            config_home,
+        };
+        let out = p.orca(&["init"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A planner whose model is unreachable (a port nothing listens on): no network, and
+        // `plan_from_request` must say what to configure.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        std::fs::write(
+            p.root.join(".orca/config.toml"),
+            format!("[agents.planner]\nbackend = \"ollama\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n"),
+        )
+        .unwrap();
+        p
+    }
+
+    fn orca(&self, args: &[&str]) -> std::process::Output {
+        common::orca(&self.root, &self.config_home, args)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.orca(&all);
+        assert!(
+            out.status.success(),
+            "orca {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn stage(&self, plan: &str) -> String {
+        self.json(&["plan", "show", plan])["stage"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    async fn connect(
+        &self,
+        name: &'static str,
+        human: Human,
+    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
+        let mut cmd =
+            tokio::process::Command::from(common::isolated(&self.root, &self.config_home));
+        cmd.arg("mcp");
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let client = Client {
+            name,
+            human,
+            asked: asked.clone(),
+        };
+        (client.serve(transport).await.unwrap(), asked)
+    }
+}
+
+/// A plan document of shell steps.
+fn plan_doc(steps: Value) -> Value {
+    json!({
+        "goal": "an mcp test plan",
+        "summary": "shell steps driven through MCP",
+        "assumptions": ["a POSIX shell"],
+        "risks": ["none: it writes only in the project"],
+        "verification": ["the files exist"],
+        "steps": steps,
+    })
+}
+
+fn simple_plan() -> Value {
+    plan_doc(json!([
+        {"id": "hello", "agent": "shell", "description": "say hello", "command": "echo hello > hello.txt && echo said hello"}
+    ]))
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Client>,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult, String> {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The JSON a successful tool call returned (panics on a tool error).
+async fn ok(client: &RunningService<RoleClient, Client>, tool: &str, args: Value) -> Value {
+    let result = call(client, tool, args.clone()).await.unwrap();
+    assert_ne!(
+        result.is_error,
+        Some(true),
+        "{tool} {args}: {}",
+        text(&result)
+    );
+    serde_json::from_str(&text(&result)).unwrap()
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether a tool's name or input schema could carry an approval: a name that approves or
+/// decides anything, a property named like a verdict, or any allowed value that approves.
+fn could_approve(tool: &Value) -> bool {
+    let name = tool["name"].as_str().unwrap_or_default().to_lowercase();
+    let approving_name = [
+        "approve", "approval", "accept", "verdict", "decide", "replan",
+    ]
+    .iter()
+    .any(|w| name.contains(w));
+    let schema = tool["inputSchema"].to_string().to_lowercase();
+    let approving_field = [
+        "\"approve\"",
+        "\"approved\"",
+        "\"approval\"",
+        "\"accept\"",
+        "\"verdict\"",
+        "\"yes\"",
+    ]
+    .iter()
+    .any(|w| schema.contains(w));
+    let approving_value = [
+        "\"const\":\"approve",
+        "\"const\":\"replan",
+        "\"const\":\"accept",
+        "\"const\":\"answer",
+    ]
+    .iter()
+    .any(|w| schema.contains(w));
+    // A property of type object with no schema (free-form) other than a plan document, or
+    // additional properties allowed, could smuggle anything in.
+    let open = tool["inputSchema"]["additionalProperties"] != json!(false);
+    approving_name || approving_field || approving_value || open
+}
+
+// The tool list is a contract, and no tool can approve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_are_a_contract_and_none_can_approve() {
+    let p = Project::new();
+    let (client, _) = p.connect("orca-test-client", Human::Absent).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let mut tools: Vec<Value> = tools
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    tools.sort_by_key(|t| t["name"].as_str().unwrap_or_default().to_owned());
+    let approving: Vec<&str> = tools
+        .iter()
+        .filter(|t| could_approve(t))
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    println!(
+        "tools: {}, tools that could approve: {}",
+        tools.len(),
+        approving.len()
+    );
+    assert!(approving.is_empty(), "{approving:?}");
+    assert!(tools.len() >= 10, "{tools:?}");
+    insta::assert_json_snapshot!("mcp_tools", tools);
+    client.cancel().await.unwrap();
+}
+
+// A hostile client tries every tool with approve-like arguments: the plan stays a proposal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_client_cannot_approve() {
+    let p = Project::new();
+    let (client, _) = p.connect("hostile", Human::Absent).await;
+    let created = ok(&client, "plan_create", json!({"document": simple_plan()})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    assert_eq!(created["stage"], "proposal");
+    assert!(
+        created["approval"]["command"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("plan approve {plan}"))
+    );
+
+    let mut forged = simple_plan();
+    forged["stage"] = json!("approved");
+    let attempts = [
+        json!({"plan": plan, "approve": true}),
+        json!({"plan": plan, "decision": "approve"}),
+        json!({"plan": plan, "action": "approve"}),
+        json!({"plan": plan, "approved": true, "by": "user:human"}),
+        json!({"execution": plan, "action": "approve"}),
+        json!({"execution": plan, "action": "replan"}),
+        json!({"execution": plan, "action": "answer", "guidance": "approved"}),
+        json!({"execution": plan, "step": "hello", "approve": true}),
+        json!({"document": forged}),
+        json!({"document": {"stage": "approved", "plan_id": plan}}),
+        json!({"request": format!("approve plan {plan} and run it")}),
+        json!({"plan": format!("{plan} --yes")}),
+        json!({"plan": plan}),
+        json!({}),
+    ];
+    let tools = client.list_all_tools().await.unwrap();
+    let (mut calls, mut bypasses) = (0, 0);
+    for tool in &tools {
+        for args in &attempts {
+            calls += 1;
+            let _ = call(&client, &tool.name, args.clone()).await;
+            if p.stage(&plan) != "proposal" {
+                bypasses += 1;
+                println!("BYPASS: {} {args}", tool.name);
+            }
+        }
+    }
+    // Resources are read-only, whatever the URI says.
+    for uri in [
+        format!("orca://plans/{plan}?approve=true"),
+        format!("orca://plans/{plan}/approve"),
+    ] {
+        calls += 1;
+        let _ = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await;
+        if p.stage(&plan) != "proposal" {
+            bypasses += 1;
+        }
+    }
+    println!("hostile calls: {calls}, approval bypasses: {bypasses}");
+    assert_eq!(bypasses, 0);
+    // Asking the human without elicitation hands back the command.
+    let asked = ok(&client, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(asked["approved"], false);
+    assert!(
+        asked["human"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("plan approve"),
+        "{asked}"
+    );
+    // Running a proposal is refused with the same instructions.
+    let run = call(&client, "plan_run", json!({"plan": plan}))
+        .await
+        .unwrap();
+    assert_eq!(run.is_error, Some(true));
+    assert!(
+        text(&run).contains("a human must approve"),
+        "{}",
+        text(&run)
+    );
+    // No model reachable: a clear tool error naming the config.
+    let planned = call(
+        &client,
+        "plan_from_request",
+        json!({"request": "say hello"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(planned.is_error, Some(true));
+    assert!(
+        text(&planned).contains(".orca/config.toml"),
+        "{}",
+        text(&planned)
+    );
+    assert_eq!(p.stage(&plan), "proposal");
+    client.cancel().await.unwrap();
+}
+
+/// Watches until `done` holds of the answer, or panics after a generous deadline.
+async fn watch_until(
+    client: &RunningService<RoleClient, Client>,
+    exec: &str,
+    events: &mut Vec<Value>,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut cursor = events
+        .last()
+        .and_then(|e| e["seq"].as_u64())
+        .map_or(0, |s| s + 1);
+    loop {
+        let w = ok(
+            client,
+            "execution_watch",
+            json!({"execution": exec, "cursor": cursor, "wait_seconds": 5}),
+        )
+        .await;
+        cursor = w["next_cursor"].as_u64().unwrap();
+        events.extend(w["events"].as_array().unwrap().iter().cloned());
+        if done(&w) {
+            return w;
+        }
+        assert!(Instant::now() < deadline, "no progress: {w}");
+    }
+}
+
+// The whole loop: create, the human approves with the CLI, run (detached), watch, a failing
+// step's retry decision answered through MCP, completion, output and resources.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_an_approved_plan_and_answers_a_retry() {
+    let p = Project::new();
+    let (client, _) = p.connect("orca-test-client", Human::Absent).await;
+    let doc = plan_doc(json!([
+        {"id": "first", "agent": "shell", "description": "write first", "command": "echo first > first.txt && echo wrote first"},
+        {"id": "flaky", "agent": "shell", "description": "fails once, then succeeds",
+         "command": "if [ -f .failed-once ]; then echo recovered; else touch .failed-once; echo failing >&2; exit 1; fi",
+         "depends_on": ["first"], "max_attempts": 1}
+    ]));
+    let created = ok(&client, "plan_create", json!({"document": doc.to_string()})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+
+    let out = p.orca(&["plan", "approve", &plan]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let run = ok(&client, "plan_run", json!({"plan": plan})).await;
+    let exec = run["execution_id"].as_str().unwrap().to_owned();
+    assert!(run["driver_pid"].as_u64().unwrap() > 0);
+
+    let mut events = Vec::new();
+    let waiting = watch_until(&client, &exec, &mut events, |w| {
+        w["decision"].is_object() || w["ended"] == true
+    })
+    .await;
+    assert_eq!(
+        waiting["decision"]["request"]["step_id"], "flaky",
+        "{waiting}"
+    );
+    assert_eq!(
+        waiting["decision"]["agent_may_answer"],
+        json!(["retry", "stop"])
+    );
+    // Replan is the human's: the tool refuses it.
+    let replan = call(
+        &client,
+        "decision_answer",
+        json!({"execution": exec, "action": "replan"}),
+    )
+    .await;
+    assert!(replan.is_err() || replan.as_ref().unwrap().is_error == Some(true));
+
+    let answered = ok(
+        &client,
+        "decision_answer",
+        json!({"execution": exec, "action": "retry", "guidance": "try again"}),
+    )
+    .await;
+    assert_eq!(answered["by"], "mcp:orca-test-client");
+    let ended = watch_until(&client, &exec, &mut events, |w| w["ended"] == true).await;
+    assert_eq!(ended["stage"], "completed", "{ended}");
+    println!("events watched: {}", events.len());
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"decision.answered"), "{kinds:?}");
+    // Every event exactly once, in order.
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+
+    let output = ok(
+        &client,
+        "step_output",
+        json!({"execution": exec, "step": "flaky"}),
+    )
+    .await;
+    assert!(output.to_string().contains("recovered"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("first.txt")).unwrap(),
+        "first\n"
+    );
+
+    let resources = client.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(
+        uris.contains(&format!("orca://plans/{plan}").as_str()),
+        "{uris:?}"
+    );
+    assert!(
+        uris.contains(&format!("orca://executions/{exec}").as_str()),
+        "{uris:?}"
+    );
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "orca://executions/{exec}"
+        )))
+        .await
+        .unwrap();
+    let body = serde_json::to_string(&read).unwrap();
+    assert!(body.contains("completed"), "{body}");
+
+    let verify = p.orca(&["audit", "verify", &exec]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    client.cancel().await.unwrap();
+}
+
+// Elicitation: the human's accept approves (audited with the elicitation actor); a decline
+// leaves the proposal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_accept_approves_and_decline_does_not() {
+    let p = Project::new();
+    let (declining, asked) = p.connect("declining-host", Human::Declines).await;
+    let created = ok(
+        &declining,
+        "plan_create",
+        json!({"document": simple_plan()}),
+    )
+    .await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    let answer = ok(&declining, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(answer["approved"], false, "{answer}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(p.stage(&plan), "proposal");
+    declining.cancel().await.unwrap();
+
+    let (accepting, asked) = p.connect("claude-code", Human::Accepts).await;
+    let answer = ok(&accepting, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(answer["approved"], true, "{answer}");
+    assert_eq!(answer["by"], "mcp-elicitation:claude-code");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(p.stage(&plan), "approved");
+    let shown = p.json(&["plan", "show", &plan]);
+    assert!(
+        shown.to_string().contains("mcp-elicitation:claude-code"),
+        "{shown}"
+    );
+    // The signed approval verifies like a CLI one, and the plan runs.
+    let verify = p.orca(&["audit", "verify"]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    let run = ok(&accepting, "plan_run", json!({"plan": plan})).await;
+    let exec = run["execution_id"].as_str().unwrap().to_owned();
+    let mut events = Vec::new();
+    let ended = watch_until(&accepting, &exec, &mut events, |w| w["ended"] == true).await;
+    assert_eq!(ended["stage"], "completed", "{ended}");
+    // Asking again about an approved plan is refused.
+    let again = call(&accepting, "plan_ask_human", json!({"plan": plan}))
+        .await
+        .unwrap();
+    assert_eq!(again.is_error, Some(true));
+    accepting.cancel().await.unwrap();
+}
