@@ -71,6 +71,14 @@ pub(crate) async fn ask_human(
         ));
     }
     let instead = server.human_approval(&id.to_string());
+    if !server.inner.settings.elicitation {
+        return server.ok(json!({
+            "plan_id": id,
+            "approved": false,
+            "why": "approvals through the host are turned off (orca mcp --no-elicitation)",
+            "human": instead,
+        }));
+    }
     if !context
         .peer
         .supported_elicitation_modes()

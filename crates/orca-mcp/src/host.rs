@@ -42,6 +42,9 @@ pub struct Settings {
     pub inbox_url: Option<String>,
     /// The binary's redactor: every tool result and resource passes through it.
     pub redactor: Redactor,
+    /// Whether `plan_ask_human` may take a human's answer through MCP elicitation (off: it
+    /// only returns the command, for users who do not trust their host's UI with approvals).
+    pub elicitation: bool,
 }
 
 impl Settings {
@@ -78,6 +81,7 @@ mod tests {
             root: root.to_owned(),
             inbox_url: None,
             redactor: Redactor::new(),
+            elicitation: true,
         };
         assert_eq!(
             s("/tmp/p").approve_command("plan_1"),

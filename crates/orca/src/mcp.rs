@@ -24,6 +24,10 @@ pub(crate) struct McpArgs {
     /// The decision inbox (`orca serve`) to send humans to for approvals, if you run one.
     #[arg(long, env = "ORCA_INBOX_URL", value_name = "URL")]
     pub(crate) inbox_url: Option<String>,
+    /// Never take an approval through the host's UI (MCP elicitation): `plan_ask_human` then
+    /// only returns the command for the human.
+    #[arg(long)]
+    pub(crate) no_elicitation: bool,
 }
 
 /// Starts `orca exec resume` processes.
@@ -88,6 +92,7 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
         root: root.display().to_string(),
         inbox_url: args.inbox_url.clone(),
         redactor: crate::secrets::redactor(),
+        elicitation: !args.no_elicitation,
     };
     let server = OrcaMcp::new(app.orca(Arc::new(NoHuman)), host, settings);
     orca_mcp::serve_stdio(server)

@@ -3,6 +3,11 @@
 //! cannot approve, a human approves with the CLI or through elicitation, and an agent runs,
 //! watches and answers a retry decision.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "tests unwrap, and print the counts they assert on"
+)]
+
 mod common;
 
 use std::sync::Arc;
@@ -133,9 +138,19 @@ impl Project {
         name: &'static str,
         human: Human,
     ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
+        self.connect_with(name, human, &[], &[]).await
+    }
+
+    async fn connect_with(
+        &self,
+        name: &'static str,
+        human: Human,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
         let mut cmd =
             tokio::process::Command::from(common::isolated(&self.root, &self.config_home));
-        cmd.arg("mcp");
+        cmd.arg("mcp").args(args).envs(env.iter().copied());
         let (transport, _) = TokioChildProcess::builder(cmd)
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -542,4 +557,124 @@ async fn elicitation_accept_approves_and_decline_does_not() {
         .unwrap();
     assert_eq!(again.is_error, Some(true));
     accepting.cancel().await.unwrap();
+}
+
+// `--no-elicitation`: even a host that would answer is never asked; the human gets the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_elicitation_never_asks_the_host() {
+    let p = Project::new();
+    let (client, asked) = p
+        .connect_with("claude-code", Human::Accepts, &["--no-elicitation"], &[])
+        .await;
+    let created = ok(&client, "plan_create", json!({"document": simple_plan()})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    let answer = ok(&client, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(answer["approved"], false, "{answer}");
+    assert!(
+        answer["human"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("plan approve"),
+        "{answer}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    assert_eq!(p.stage(&plan), "proposal");
+    client.cancel().await.unwrap();
+}
+
+const PASSWORD: &str = "correct-horse-battery-staple-42";
+const GITHUB: &str = "ghp_FAKEgithub0123456789abcdefghijklmn";
+
+// Secrets a step prints (a secret-named variable of orca's environment, a token shape built
+// by the shell so the plan does not hold it) never reach the agent host: every tool answer
+// and resource is searched, and the leaks counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_reach_the_host() {
+    let p = Project::new();
+    let (client, _) = p
+        .connect_with(
+            "orca-test-client",
+            Human::Absent,
+            &[],
+            &[("MY_SERVICE_PASSWORD", PASSWORD)],
+        )
+        .await;
+    let leak = "echo \"pw=$MY_SERVICE_PASSWORD\"; printf 'token=ghp_%s\\n' FAKEgithub0123456789abcdefghijklmn; echo \"err pw=$MY_SERVICE_PASSWORD\" >&2";
+    let doc = plan_doc(json!([
+        {"id": "leaky", "agent": "shell", "description": "prints secrets", "command": leak, "env": ["MY_SERVICE_PASSWORD"]},
+        {"id": "leaky-fail", "agent": "shell", "description": "prints secrets, then fails",
+         "command": format!("{leak}; exit 3"), "env": ["MY_SERVICE_PASSWORD"],
+         "depends_on": ["leaky"], "max_attempts": 1}
+    ]));
+    let created = ok(&client, "plan_create", json!({"document": doc})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    let out = p.orca(&["plan", "approve", &plan]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exec = ok(&client, "plan_run", json!({"plan": plan})).await["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut events = Vec::new();
+    let waiting = watch_until(&client, &exec, &mut events, |w| {
+        w["decision"].is_object() || w["ended"] == true
+    })
+    .await;
+    let mut answers = vec![created.to_string(), waiting.to_string()];
+    answers.extend(events.iter().map(Value::to_string));
+    for (tool, args) in [
+        ("plan_show", json!({"plan": plan})),
+        ("plan_list", json!({})),
+        ("execution_list", json!({})),
+        ("execution_show", json!({"execution": exec})),
+        ("execution_watch", json!({"execution": exec})),
+        ("step_output", json!({"execution": exec, "step": "leaky"})),
+        (
+            "step_output",
+            json!({"execution": exec, "step": "leaky-fail"}),
+        ),
+    ] {
+        answers.push(ok(&client, tool, args).await.to_string());
+    }
+    answers.push(serde_json::to_string(&client.list_all_resources().await.unwrap()).unwrap());
+    for uri in [
+        format!("orca://plans/{plan}"),
+        format!("orca://executions/{exec}"),
+    ] {
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap();
+        answers.push(serde_json::to_string(&read).unwrap());
+    }
+    let stopped = ok(
+        &client,
+        "decision_answer",
+        json!({"execution": exec, "action": "stop"}),
+    )
+    .await;
+    answers.push(stopped.to_string());
+    let all = answers.join("\n");
+    // The steps ran and printed (redacted) output.
+    assert!(all.contains("pw=") && all.contains("token="), "{all}");
+    let mut leaks = 0;
+    for answer in &answers {
+        for secret in [PASSWORD, GITHUB] {
+            let n = answer.matches(secret).count();
+            if n > 0 {
+                leaks += n;
+                println!("LEAK of {secret} in: {answer}");
+            }
+        }
+    }
+    println!(
+        "answers searched: {}, bytes: {}, secret leaks: {leaks}",
+        answers.len(),
+        all.len()
+    );
+    assert_eq!(leaks, 0);
+    client.cancel().await.unwrap();
 }
