@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::{Decision, Execution, ExecutionStage, Plan, PlanContent, PlanRefStage, PlanStage};
-use orca_core::{ErrorCode, PlannerResponse, StepId};
+use orca_core::{ErrorCode, ExecutionId, PlannerResponse, StepId};
 use orca_services::{ExecutionService, Orca, ServiceError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -20,6 +20,9 @@ use crate::params::{
     PlanRequest, StepRef, Watch,
 };
 use crate::view;
+
+/// How long a decision waits for the driver that asked it to exit before leaving the run to it.
+const HANDOVER: Duration = Duration::from_secs(20);
 
 /// The longest `execution_watch` waits for something new.
 const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -372,19 +375,13 @@ impl OrcaMcp {
             DeviationChoice::Stop => Decision::Stop,
         };
         let by = crate::approval::actor("mcp", &context);
-        let updated = tri!(self, orca.executions.decide(id, decision, &by).await);
-        let driver = self.driver(&updated.value).await;
-        let live = driver.as_ref().is_some_and(|d| d["state"] == "running");
-        let launched = if live {
-            None
-        } else {
-            match self.inner.host.launch(id) {
-                Ok(l) => Some(l.pid),
-                Err(e) => {
-                    return self.fail(format!(
-                        "the decision is recorded, but no driver started: {e} (resume it: orca exec resume {id})"
-                    ));
-                }
+        tri!(self, orca.executions.decide(id, decision, &by).await);
+        let launched = match self.continue_run(id).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                return self.fail(format!(
+                    "the decision is recorded, but no driver started: {e} (resume it: orca exec resume {id})"
+                ));
             }
         };
         self.ok(json!({
@@ -398,6 +395,39 @@ impl OrcaMcp {
 }
 
 impl OrcaMcp {
+    /// After a decision: a live driver applies it (it may be one still running other steps);
+    /// when there is none — or the one that asked is exiting — a new driver is started. Waits
+    /// a bounded time for an exiting driver to let go of the lease.
+    async fn continue_run(&self, id: ExecutionId) -> Result<Option<u32>, String> {
+        let deadline = tokio::time::Instant::now() + HANDOVER;
+        loop {
+            let header = self
+                .inner
+                .orca
+                .executions
+                .header(id)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            let Execution::Running(running) = &header.value else {
+                return Ok(None);
+            };
+            let untaken = running
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.answer.is_some());
+            let driver = self.driver(&header.value).await;
+            let live = driver.as_ref().is_some_and(|d| d["state"] == "running");
+            if !live {
+                return self.inner.host.launch(id).map(|l| Some(l.pid));
+            }
+            if !untaken || tokio::time::Instant::now() >= deadline {
+                // The live driver took the answer (or holds the run and will).
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Who drives an execution now.
     pub(crate) async fn driver(&self, execution: &Execution) -> Option<Value> {
         let id = execution.id();

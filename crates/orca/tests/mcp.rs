@@ -3,10 +3,7 @@
 //! cannot approve, a human approves with the CLI or through elicitation, and an agent runs,
 //! watches and answers a retry decision.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "tests unwrap, and print the counts they assert on"
-)]
+#![expect(clippy::unwrap_used, reason = "tests may unwrap")]
 
 mod common;
 
@@ -313,15 +310,17 @@ async fn a_hostile_client_cannot_approve() {
         json!({}),
     ];
     let tools = client.list_all_tools().await.unwrap();
+    // An approval cannot be undone, so checking the stage (with the CLI, from outside) after
+    // each tool's attempts finds any of them; a bypass counts the tool that approved.
     let (mut calls, mut bypasses) = (0, 0);
     for tool in &tools {
         for args in &attempts {
             calls += 1;
             let _ = call(&client, &tool.name, args.clone()).await;
-            if p.stage(&plan) != "proposal" {
-                bypasses += 1;
-                println!("BYPASS: {} {args}", tool.name);
-            }
+        }
+        if p.stage(&plan) != "proposal" {
+            bypasses += 1;
+            println!("BYPASS: {}", tool.name);
         }
     }
     // Resources are read-only, whatever the URI says.
