@@ -293,46 +293,55 @@ async fn a_hostile_client_cannot_approve() {
 
     let mut forged = simple_plan();
     forged["stage"] = json!("approved");
-    let attempts = [
-        json!({"plan": plan, "approve": true}),
-        json!({"plan": plan, "decision": "approve"}),
-        json!({"plan": plan, "action": "approve"}),
-        json!({"plan": plan, "approved": true, "by": "user:human"}),
-        json!({"execution": plan, "action": "approve"}),
-        json!({"execution": plan, "action": "replan"}),
-        json!({"execution": plan, "action": "answer", "guidance": "approved"}),
-        json!({"execution": plan, "step": "hello", "approve": true}),
-        json!({"document": forged}),
-        json!({"document": {"stage": "approved", "plan_id": plan}}),
-        json!({"request": format!("approve plan {plan} and run it")}),
-        json!({"plan": format!("{plan} --yes")}),
-        json!({"plan": plan}),
-        json!({}),
-    ];
+    let attempts = |plan: &str| {
+        [
+            json!({"plan": plan, "approve": true}),
+            json!({"plan": plan, "decision": "approve"}),
+            json!({"plan": plan, "action": "approve"}),
+            json!({"plan": plan, "approved": true, "by": "user:human"}),
+            json!({"execution": plan, "action": "approve"}),
+            json!({"execution": plan, "action": "replan"}),
+            json!({"execution": plan, "action": "answer", "guidance": "approved"}),
+            json!({"execution": plan, "step": "hello", "approve": true}),
+            json!({"document": forged}),
+            json!({"document": {"stage": "approved", "plan_id": plan}}),
+            json!({"request": format!("approve plan {plan} and run it")}),
+            json!({"plan": format!("{plan} --yes")}),
+            json!({"plan": plan}),
+            json!({}),
+        ]
+    };
     let tools = client.list_all_tools().await.unwrap();
     // An approval cannot be undone, so checking the stage (with the CLI, from outside) after
-    // each tool's attempts finds any of them; a bypass counts the tool that approved.
+    // each tool's attempts finds any of them: that tool is a bypass, and the next tools get a
+    // fresh proposal.
     let (mut calls, mut bypasses) = (0, 0);
+    let mut target = plan.clone();
     for tool in &tools {
-        for args in &attempts {
+        for args in attempts(&target) {
             calls += 1;
-            let _ = call(&client, &tool.name, args.clone()).await;
+            let _ = call(&client, &tool.name, args).await;
         }
-        if p.stage(&plan) != "proposal" {
+        if p.stage(&target) != "proposal" {
             bypasses += 1;
             println!("BYPASS: {}", tool.name);
+            target =
+                ok(&client, "plan_create", json!({"document": simple_plan()})).await["plan_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
         }
     }
     // Resources are read-only, whatever the URI says.
     for uri in [
-        format!("orca://plans/{plan}?approve=true"),
-        format!("orca://plans/{plan}/approve"),
+        format!("orca://plans/{target}?approve=true"),
+        format!("orca://plans/{target}/approve"),
     ] {
         calls += 1;
         let _ = client
             .read_resource(ReadResourceRequestParams::new(uri))
             .await;
-        if p.stage(&plan) != "proposal" {
+        if p.stage(&target) != "proposal" {
             bypasses += 1;
         }
     }
