@@ -7,247 +7,16 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+mod mcp_support;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, ReadResourceRequestParams,
-};
-use rmcp::service::{RequestContext, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt as _};
+use std::sync::atomic::Ordering;
+
+use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
 
-/// How the test's client answers an elicitation, if it declares the capability at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Human {
-    /// No elicitation capability (most hosts today).
-    Absent,
-    /// Accepts with `{"approve": true}`.
-    Accepts,
-    /// Declines.
-    Declines,
-}
-
-#[derive(Debug, Clone)]
-struct Client {
-    name: &'static str,
-    human: Human,
-    asked: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Client {
-    fn get_info(&self) -> ClientConfig {
-        let caps = if self.human == Human::Absent {
-            ClientCapabilities::default()
-        } else {
-            ClientCapabilities::builder().enable_elicitation().build()
-        };
-        ClientConfig::new(caps, Implementation::new(self.name, "1.0"))
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        // The human sees the plan they approve.
-        assert!(message.contains("steps"), "{message}");
-        Ok(match self.human {
-            Human::Accepts => {
-                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
-            }
-            Human::Declines | Human::Absent => ElicitResult::new(ElicitationAction::Decline),
-        })
-    }
-}
-
-struct Project {
-    _dir: tempfile::TempDir,
-    root: std::path::PathBuf,
-    config_home: std::path::PathBuf,
-}
-
-impl Project {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("project");
-        let config_home = dir.path().join("config");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::create_dir_all(&config_home).unwrap();
-        let p = Self {
-            _dir: dir,
-            root,
-            config_home,
-        };
-        let out = p.orca(&["init"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // A planner whose model is unreachable (a port nothing listens on): no network, and
-        // `plan_from_request` must say what to configure.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        std::fs::write(
-            p.root.join(".orca/config.toml"),
-            format!("[agents.planner]\nbackend = \"ollama\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n"),
-        )
-        .unwrap();
-        p
-    }
-
-    fn orca(&self, args: &[&str]) -> std::process::Output {
-        common::orca(&self.root, &self.config_home, args)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.orca(&all);
-        assert!(
-            out.status.success(),
-            "orca {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    fn stage(&self, plan: &str) -> String {
-        self.json(&["plan", "show", plan])["stage"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    async fn connect(
-        &self,
-        name: &'static str,
-        human: Human,
-    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
-        self.connect_with(name, human, &[], &[]).await
-    }
-
-    async fn connect_with(
-        &self,
-        name: &'static str,
-        human: Human,
-        args: &[&str],
-        env: &[(&str, &str)],
-    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
-        let mut cmd =
-            tokio::process::Command::from(common::isolated(&self.root, &self.config_home));
-        cmd.arg("mcp").args(args).envs(env.iter().copied());
-        let (transport, _) = TokioChildProcess::builder(cmd)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let asked = Arc::new(AtomicUsize::new(0));
-        let client = Client {
-            name,
-            human,
-            asked: asked.clone(),
-        };
-        (client.serve(transport).await.unwrap(), asked)
-    }
-}
-
-/// A plan document of shell steps.
-fn plan_doc(steps: Value) -> Value {
-    json!({
-        "goal": "an mcp test plan",
-        "summary": "shell steps driven through MCP",
-        "assumptions": ["a POSIX shell"],
-        "risks": ["none: it writes only in the project"],
-        "verification": ["the files exist"],
-        "steps": steps,
-    })
-}
-
-fn simple_plan() -> Value {
-    plan_doc(json!([
-        {"id": "hello", "agent": "shell", "description": "say hello", "command": "echo hello > hello.txt && echo said hello"}
-    ]))
-}
-
-async fn call(
-    client: &RunningService<RoleClient, Client>,
-    tool: &str,
-    args: Value,
-) -> Result<CallToolResult, String> {
-    let Value::Object(args) = args else {
-        panic!("arguments are an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// The JSON a successful tool call returned (panics on a tool error).
-async fn ok(client: &RunningService<RoleClient, Client>, tool: &str, args: Value) -> Value {
-    let result = call(client, tool, args.clone()).await.unwrap();
-    assert_ne!(
-        result.is_error,
-        Some(true),
-        "{tool} {args}: {}",
-        text(&result)
-    );
-    serde_json::from_str(&text(&result)).unwrap()
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Whether a tool's name or input schema could carry an approval: a name that approves or
-/// decides anything, a property named like a verdict, or any allowed value that approves.
-fn could_approve(tool: &Value) -> bool {
-    let name = tool["name"].as_str().unwrap_or_default().to_lowercase();
-    let approving_name = [
-        "approve", "approval", "accept", "verdict", "decide", "replan",
-    ]
-    .iter()
-    .any(|w| name.contains(w));
-    let schema = tool["inputSchema"].to_string().to_lowercase();
-    let approving_field = [
-        "\"approve\"",
-        "\"approved\"",
-        "\"approval\"",
-        "\"accept\"",
-        "\"verdict\"",
-        "\"yes\"",
-    ]
-    .iter()
-    .any(|w| schema.contains(w));
-    let approving_value = [
-        "\"const\":\"approve",
-        "\"const\":\"replan",
-        "\"const\":\"accept",
-        "\"const\":\"answer",
-    ]
-    .iter()
-    .any(|w| schema.contains(w));
-    // A property of type object with no schema (free-form) other than a plan document, or
-    // additional properties allowed, could smuggle anything in.
-    let open = tool["inputSchema"]["additionalProperties"] != json!(false);
-    approving_name || approving_field || approving_value || open
-}
+use mcp_support::{
+    Human, Project, call, could_approve, ok, plan_doc, simple_plan, text, watch_until,
+};
 
 // The tool list is a contract, and no tool can approve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,33 +155,6 @@ async fn a_hostile_client_cannot_approve() {
 }
 
 /// Watches until `done` holds of the answer, or panics after a generous deadline.
-async fn watch_until(
-    client: &RunningService<RoleClient, Client>,
-    exec: &str,
-    events: &mut Vec<Value>,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut cursor = events
-        .last()
-        .and_then(|e| e["seq"].as_u64())
-        .map_or(0, |s| s + 1);
-    loop {
-        let w = ok(
-            client,
-            "execution_watch",
-            json!({"execution": exec, "cursor": cursor, "wait_seconds": 5}),
-        )
-        .await;
-        cursor = w["next_cursor"].as_u64().unwrap();
-        events.extend(w["events"].as_array().unwrap().iter().cloned());
-        if done(&w) {
-            return w;
-        }
-        assert!(Instant::now() < deadline, "no progress: {w}");
-    }
-}
-
 // The whole loop: create, the human approves with the CLI, run (detached), watch, a failing
 // step's retry decision answered through MCP, completion, output and resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -684,5 +426,50 @@ async fn secrets_never_reach_the_host() {
         all.len()
     );
     assert_eq!(leaks, 0);
+    client.cancel().await.unwrap();
+}
+
+// With a model configured, `plan_from_request` goes through orca's planner: the plan it builds
+// is a proposal, which the agent cannot run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_becomes_a_proposal_through_the_planner() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(mcp_support::planner::FakePlanner)
+        .mount(&server)
+        .await;
+    let p = Project::new();
+    std::fs::write(
+        p.root.join(".orca/config.toml"),
+        format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let (client, _) = p.connect("orca-test-client", Human::Absent).await;
+    let planned = ok(
+        &client,
+        "plan_from_request",
+        json!({"request": "say hello in hello.txt"}),
+    )
+    .await;
+    let plan = planned["plan_id"].as_str().unwrap().to_owned();
+    assert_eq!(planned["stage"], "proposal", "{planned}");
+    assert_eq!(planned["steps"], 1);
+    assert!(
+        planned["approval"]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("plan approve {plan}")),
+        "{planned}"
+    );
+    assert_eq!(p.stage(&plan), "proposal");
+    let run = call(&client, "plan_run", json!({"plan": plan}))
+        .await
+        .unwrap();
+    assert_eq!(run.is_error, Some(true), "{}", text(&run));
+    assert!(!p.root.join("hello.txt").exists());
     client.cancel().await.unwrap();
 }
