@@ -473,3 +473,42 @@ async fn a_request_becomes_a_proposal_through_the_planner() {
     assert!(!p.root.join("hello.txt").exists());
     client.cancel().await.unwrap();
 }
+
+// The run is driven by a process orca owns, not by the MCP request or session: the host
+// closes the server right after `plan_run`, and the execution still completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_outlives_the_session() {
+    let p = Project::new();
+    let (client, _) = p.connect("orca-test-client", Human::Absent).await;
+    let doc = plan_doc(json!([
+        {"id": "slow", "agent": "shell", "description": "takes a while",
+         "command": "sleep 2 && echo done > done.txt && echo done"}
+    ]));
+    let created = ok(&client, "plan_create", json!({"document": doc})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    let out = p.orca(&["plan", "approve", &plan]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = ok(&client, "plan_run", json!({"plan": plan})).await;
+    let exec = run["execution_id"].as_str().unwrap().to_owned();
+    // The host ends the session (and the server process) at once.
+    client.cancel().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let stage = loop {
+        let shown = p.json(&["exec", "show", &exec]);
+        let stage = shown["stage"].as_str().unwrap_or_default().to_owned();
+        if stage == "completed" || stage == "failed" || stage == "stopped" {
+            break stage;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(stage, "completed");
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("done.txt")).unwrap(),
+        "done\n"
+    );
+}
