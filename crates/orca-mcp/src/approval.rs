@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use orca_core::{Plan, PlanStage};
-use orca_services::hitl::render_plan;
 use rmcp::service::{ElicitationError, ElicitationMode, RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -95,7 +94,7 @@ pub(crate) async fn ask_human(
     let message = server.inner.settings.redactor.redact(&format!(
         "orca asks YOU (not the agent) to approve plan {id}.\n\n{}\n\
          Approving records your approval as {by}, signed with your key, and lets the plan run as shown.",
-        render_plan(&shown)
+        server.inner.host.describe_plan(&shown)
     ));
     let answer = context
         .peer

@@ -2,7 +2,7 @@
 //! drives one now. `orca-mcp` spawns nothing itself and names no concrete store.
 
 use orca_core::redact::Redactor;
-use orca_core::{ExecutionId, ExecutionStage};
+use orca_core::{ExecutionId, ExecutionStage, Plan};
 use orca_store::LeaseInfo;
 use serde_json::Value;
 
@@ -31,6 +31,12 @@ pub trait Host: Send + Sync + std::fmt::Debug + 'static {
         stage: ExecutionStage,
         lease: Option<&LeaseInfo>,
     ) -> Option<Value>;
+
+    /// The plan as a human approves it (what the terminal shows before its approval
+    /// question: the steps, and what each step's environment will hold).
+    fn describe_plan(&self, plan: &Plan) -> String {
+        orca_services::hitl::render_plan(plan)
+    }
 }
 
 /// How the server talks to people.

@@ -161,6 +161,10 @@ impl App {
         &self.files
     }
 
+    pub(crate) fn env_policy(&self) -> &orca_agents::step_env::EnvPolicy {
+        self.agents.env_policy()
+    }
+
     pub(crate) const fn json(&self) -> bool {
         self.json
     }

@@ -8,9 +8,11 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use clap::Args;
-use orca_core::{ExecutionId, ExecutionStage};
+use orca_agents::step_env::EnvPolicy;
+use orca_core::{ExecutionId, ExecutionStage, Plan};
 use orca_mcp::{Host, Launched, OrcaMcp, Settings};
 use orca_services::NoHuman;
+use orca_services::hitl::render_plan;
 use orca_store::LeaseInfo;
 use serde_json::Value;
 
@@ -36,6 +38,7 @@ struct Drivers {
     exe: PathBuf,
     root: PathBuf,
     trusted_keys: Vec<PathBuf>,
+    env_policy: EnvPolicy,
 }
 
 impl Host for Drivers {
@@ -76,6 +79,12 @@ impl Host for Drivers {
     ) -> Option<Value> {
         crate::driver::driver_json(execution, stage, lease)
     }
+
+    fn describe_plan(&self, plan: &Plan) -> String {
+        let mut text = render_plan(plan);
+        text.push_str(&crate::secrets::step_env_text(plan, &self.env_policy));
+        text
+    }
 }
 
 /// Serves until the client closes stdin.
@@ -87,6 +96,7 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
         exe,
         root: root.clone(),
         trusted_keys: global.trusted_key.clone(),
+        env_policy: app.env_policy().clone(),
     });
     let settings = Settings {
         root: root.display().to_string(),

@@ -53,8 +53,11 @@ impl ClientHandler for Client {
         let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
-        // The human sees the plan they approve.
-        assert!(message.contains("steps"), "{message}");
+        // The human sees the plan they approve, and what each step will receive.
+        assert!(
+            message.contains("say hello") && message.contains("Environment (names only"),
+            "{message}"
+        );
         Ok(match self.human {
             Human::Accepts => {
                 ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
