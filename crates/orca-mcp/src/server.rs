@@ -98,7 +98,7 @@ impl OrcaMcp {
         })
     }
 
-    async fn created(&self, plan: &Plan, message: Option<String>) -> ToolResult {
+    fn created(&self, plan: &Plan, message: Option<String>) -> ToolResult {
         let id = plan.id().to_string();
         self.ok(json!({
             "plan_id": id,
@@ -158,7 +158,7 @@ impl OrcaMcp {
                 .create_proposal(content, None)
                 .await
         );
-        self.created(&Plan::Proposal(proposal), None).await
+        self.created(&Plan::Proposal(proposal), None)
     }
 
     #[tool(
@@ -181,7 +181,7 @@ impl OrcaMcp {
                         "note": "the planner left a draft; it cannot be approved or run until it is submitted",
                     }));
                 }
-                self.created(&plan, message).await
+                self.created(&plan, message)
             }
             PlannerResponse::Failure(f) if f.code == ErrorCode::BackendUnavailable => self.fail(
                 format!(
