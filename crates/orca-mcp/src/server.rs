@@ -1,19 +1,22 @@
 //! The MCP server: its tools. Each is the service call the command line makes; none approves
 //! (approval: [`crate::approval`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orca_core::{Decision, Execution, ExecutionStage, Plan, PlanContent, PlanRefStage, PlanStage};
 use orca_core::{ErrorCode, ExecutionId, PlannerResponse, StepId};
 use orca_services::{ExecutionService, Orca, ServiceError};
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::{InputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, tool, tool_router};
 use serde_json::{Value, json};
 
+use crate::approval::PendingApproval;
 use crate::host::{Host, Settings};
 use crate::params::{
     AnswerDeviation, CreatePlan, DeviationChoice, ExecutionFilter, ExecutionRef, NoArgs, PlanRef,
@@ -38,6 +41,8 @@ pub(crate) struct Inner {
     pub(crate) orca: Orca,
     pub(crate) host: Arc<dyn Host>,
     pub(crate) settings: Settings,
+    /// Plans shown to a human in an approval round that waits for its retry (ADR 0019).
+    pub(crate) pending: Mutex<HashMap<String, PendingApproval>>,
 }
 
 impl std::fmt::Debug for OrcaMcp {
@@ -61,6 +66,7 @@ impl OrcaMcp {
                 orca,
                 host,
                 settings,
+                pending: Mutex::new(HashMap::new()),
             }),
             tool_router: Self::tool_router(),
         }
@@ -217,8 +223,10 @@ impl OrcaMcp {
         &self,
         context: RequestContext<RoleServer>,
         Parameters(args): Parameters<PlanRef>,
-    ) -> ToolResult {
-        crate::approval::ask_human(self, &context, &args.plan).await
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> Result<CallToolResponse, ErrorData> {
+        crate::approval::ask_human(self, &context, &args.plan, state, responses).await
     }
 
     #[tool(

@@ -512,3 +512,51 @@ async fn the_run_outlives_the_session() {
         "done\n"
     );
 }
+
+// Protocol 2026-07-28 (no server-to-client requests): the question is an `input_required`
+// round; the human's accept approves, a decline does not, and a forged or replayed round
+// handle approves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_in_rounds_on_the_newest_protocol() {
+    let p = Project::new();
+    let (declining, asked) = p.connect_rounds("declining-host", Human::Declines).await;
+    assert_eq!(
+        declining.peer_info().map(|i| i.protocol_version.clone()),
+        Some(rmcp::model::ProtocolVersion::V_2026_07_28)
+    );
+    let created = ok(
+        &declining,
+        "plan_create",
+        json!({"document": simple_plan()}),
+    )
+    .await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    let answer = ok(&declining, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(answer["approved"], false, "{answer}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(p.stage(&plan), "proposal");
+    // A retry naming a round the server never opened, with an "accept", approves nothing.
+    let mut forged = rmcp::model::CallToolRequestParams::new("plan_ask_human")
+        .with_arguments(json!({"plan": plan}).as_object().unwrap().clone())
+        .with_request_state("approval-0123456789abcdef0123456789abcdef");
+    forged.input_responses = Some(
+        [(
+            "approval".to_owned(),
+            json!({"action": "accept", "content": {"approve": true}}),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let refused = declining.call_tool(forged).await.unwrap();
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert_eq!(p.stage(&plan), "proposal");
+    declining.cancel().await.unwrap();
+
+    let (accepting, asked) = p.connect_rounds("codex", Human::Accepts).await;
+    let answer = ok(&accepting, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(answer["approved"], true, "{answer}");
+    assert_eq!(answer["by"], "mcp-elicitation:codex");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(p.stage(&plan), "approved");
+    accepting.cancel().await.unwrap();
+}

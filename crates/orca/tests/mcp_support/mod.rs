@@ -159,6 +159,39 @@ impl Project {
         };
         (client.serve(transport).await.unwrap(), asked)
     }
+
+    /// A client on protocol 2026-07-28 (`server/discover`, no server-to-client requests: an
+    /// elicitation is an `input_required` round the client fulfils and retries).
+    pub(crate) async fn connect_rounds(
+        &self,
+        name: &'static str,
+        human: Human,
+    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
+        use rmcp::ClientServiceExt as _;
+        let mut cmd =
+            tokio::process::Command::from(crate::common::isolated(&self.root, &self.config_home));
+        cmd.arg("mcp");
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let client = Client {
+            name,
+            human,
+            asked: asked.clone(),
+        };
+        let lifecycle = rmcp::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        };
+        (
+            client
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+                .unwrap(),
+            asked,
+        )
+    }
 }
 
 /// A plan document of shell steps.
