@@ -314,7 +314,12 @@ async fn elicitation_accept_approves_and_decline_does_not() {
 async fn no_elicitation_never_asks_the_host() {
     let p = Project::new();
     let (client, asked) = p
-        .connect_with("claude-code", Human::Accepts, &["--no-elicitation"], &[])
+        .connect_with(
+            "claude-code",
+            Human::Accepts,
+            &["--no-elicitation", "--inbox-url", "http://127.0.0.1:7777"],
+            &[],
+        )
         .await;
     let created = ok(&client, "plan_create", json!({"document": simple_plan()})).await;
     let plan = created["plan_id"].as_str().unwrap().to_owned();
@@ -325,6 +330,10 @@ async fn no_elicitation_never_asks_the_host() {
             .as_str()
             .unwrap()
             .contains("plan approve"),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["human"]["inbox"], "http://127.0.0.1:7777",
         "{answer}"
     );
     assert_eq!(asked.load(Ordering::SeqCst), 0);
