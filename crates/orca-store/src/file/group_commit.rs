@@ -1,0 +1,159 @@
+//! Group commit: concurrent writers to one durable file (an audit log, a write-ahead log) queue
+//! their records; the first one that finds nobody writing becomes the writer and commits
+//! everything queued with one write and one fsync, so N concurrent appends cost about two
+//! fsyncs instead of N. Every caller returns only once its own record is on disk (or the
+//! batch failed: then every caller of the batch gets the error).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use crate::error::StoreError;
+
+/// One queue per key (per file).
+#[derive(Debug)]
+pub(super) struct GroupCommit<K, Req, Resp> {
+    queues: Mutex<HashMap<K, Arc<Queue<Req, Resp>>>>,
+}
+
+impl<K, Req, Resp> Default for GroupCommit<K, Req, Resp> {
+    fn default() -> Self {
+        Self {
+            queues: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Queue<Req, Resp> {
+    state: Mutex<State<Req, Resp>>,
+    written: Condvar,
+}
+
+#[derive(Debug)]
+struct State<Req, Resp> {
+    next_ticket: u64,
+    pending: Vec<(u64, Req)>,
+    results: HashMap<u64, Result<Resp, StoreError>>,
+    writing: bool,
+}
+
+impl<Req, Resp> Default for Queue<Req, Resp> {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(State {
+                next_ticket: 0,
+                pending: Vec::new(),
+                results: HashMap::new(),
+                writing: false,
+            }),
+            written: Condvar::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
+    /// Queues `request` for `key` and returns its result. `write` commits a batch, in queue
+    /// order, all or nothing, and returns one result per request (it is run by whichever
+    /// caller becomes the writer, for everything queued at that moment).
+    pub(super) fn submit(
+        &self,
+        key: K,
+        request: Req,
+        what: &str,
+        write: impl Fn(Vec<Req>) -> Result<Vec<Resp>, StoreError>,
+    ) -> Result<Resp, StoreError> {
+        let queue = Arc::clone(
+            self.queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key)
+                .or_default(),
+        );
+        let result = {
+            let mut state = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            state.pending.push((ticket, request));
+            loop {
+                if let Some(result) = state.results.remove(&ticket) {
+                    break result;
+                }
+                if state.writing {
+                    state = queue
+                        .written
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    continue;
+                }
+                // Nobody is writing: write everything queued, ours included.
+                state.writing = true;
+                let batch = std::mem::take(&mut state.pending);
+                drop(state);
+                let tickets: Vec<u64> = batch.iter().map(|(t, _)| *t).collect();
+                let requests = batch.into_iter().map(|(_, r)| r).collect();
+                // A panic must not leave `writing` set (every later caller would wait forever).
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(requests)))
+                        .unwrap_or_else(|_| {
+                            Err(StoreError::backend(
+                                what.to_owned(),
+                                io::Error::other("the writer panicked"),
+                            ))
+                        });
+                state = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+                match outcome {
+                    Ok(responses) if responses.len() == tickets.len() => state
+                        .results
+                        .extend(tickets.into_iter().zip(responses.into_iter().map(Ok))),
+                    Ok(_) => {
+                        let e = StoreError::backend(
+                            what.to_owned(),
+                            io::Error::other("a batch returned the wrong number of results"),
+                        );
+                        for t in tickets {
+                            state.results.insert(t, Err(replicate(&e, what)));
+                        }
+                    }
+                    Err(e) => {
+                        for t in tickets {
+                            state.results.insert(t, Err(replicate(&e, what)));
+                        }
+                    }
+                }
+                state.writing = false;
+                queue.written.notify_all();
+            }
+        };
+        // Forget the queue when nobody else holds it (new holders take it under the map lock).
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(&queue) == 2 {
+            queues.remove(&key);
+        }
+        result
+    }
+}
+
+/// The same error again, for every caller of a failed group commit.
+fn replicate(e: &StoreError, what: &str) -> StoreError {
+    match e {
+        StoreError::Immutable(m) => StoreError::Immutable(m.clone()),
+        StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
+        StoreError::Tampered { path, message } => StoreError::Tampered {
+            path: path.clone(),
+            message: message.clone(),
+        },
+        StoreError::Corrupt { path, message } => StoreError::Corrupt {
+            path: path.clone(),
+            message: message.clone(),
+        },
+        StoreError::Backend { context, source } => {
+            let kind = source
+                .downcast_ref::<io::Error>()
+                .map_or(io::ErrorKind::Other, io::Error::kind);
+            StoreError::backend(context.clone(), io::Error::new(kind, source.to_string()))
+        }
+        other => StoreError::backend(what.to_owned(), io::Error::other(other.to_string())),
+    }
+}
