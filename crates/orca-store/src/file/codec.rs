@@ -54,13 +54,18 @@ pub(super) fn encode_redacted<T: Serialize>(
     path: &Path,
     redactor: &Redactor,
 ) -> Result<Vec<u8>, StoreError> {
+    encode(&redacted_document(value, path, redactor)?, revision, path)
+}
+
+/// A document as JSON with every string redacted (see [`Redactor::redact_document`]).
+pub(super) fn redacted_document<T: Serialize>(
+    value: &T,
+    path: &Path,
+    redactor: &Redactor,
+) -> Result<serde_json::Value, StoreError> {
     let doc = serde_json::to_value(value)
         .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
-    encode(
-        &redactor.redact_document(doc, redaction::STRUCTURAL_KEYS),
-        revision,
-        path,
-    )
+    Ok(redactor.redact_document(doc, redaction::STRUCTURAL_KEYS))
 }
 
 /// Decodes a document written by [`encode`]: the store strips `"revision"`, the domain type

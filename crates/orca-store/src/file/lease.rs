@@ -145,7 +145,10 @@ impl Inner {
                 ));
             }
         }
-        // The lock is ours. A holder still named in the file died without releasing.
+        // The lock is ours. The new holder starts from task files that hold everything the
+        // write-ahead log does (a dead writer's last records included).
+        self.compact_wal(plan, id)?;
+        // A holder still named in the file died without releasing.
         let took_over = read_lease_record(&file, &path)
             .ok()
             .flatten()

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use orca_core::{Execution, ExecutionId, Holder, Plan, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
-use super::atomic::{LockMode, ensure_dir, sync_dir, with_lock, with_lock_mode};
+use super::atomic::{ensure_dir, sync_dir, with_lock};
 use super::audit_log::{parse_entries, read_log_lines, read_seal};
 use super::codec::{encode, encode_redacted, io_err};
 use super::layout::{parse_name, seal_file};
@@ -192,36 +192,8 @@ impl ExecutionStore for FileStore {
         expected: Revision,
     ) -> Result<Revision, StoreError> {
         let task = task.clone();
-        self.run(move |inner| {
-            let plan = inner.locate(execution)?;
-            // The header's lock, shared: task updates run in parallel, but never while the
-            // header is being replaced (e.g. made terminal).
-            let exec_lock = inner.exec_sub(plan, execution).join("exec.lock");
-            with_lock_mode(&exec_lock, LockMode::Shared, || {
-                let facts = inner.header_facts(plan, execution)?;
-                let has_step = facts.steps.contains(task.step_id());
-                common::check_task_update(execution, facts.stage, has_step, &task)?;
-                let path = inner.task_file(plan, execution, task.step_id());
-                with_lock(&path.with_extension("lock"), || {
-                    let stored = inner.read_task(plan, execution, task.step_id())?;
-                    if stored.revision != expected {
-                        return Err(common::conflict(
-                            common::task_what(execution, &task),
-                            expected,
-                            stored.revision,
-                        ));
-                    }
-                    let next = common::next_revision(
-                        &common::task_what(execution, &task),
-                        stored.revision,
-                    )?;
-                    let bytes = encode_redacted(&task, next, &path, &inner.redactor)?;
-                    inner.write_atomic(&path, &bytes)?;
-                    Ok(next)
-                })
-            })
-        })
-        .await
+        self.run(move |inner| inner.update_task(execution, &task, expected))
+            .await
     }
 
     async fn list_executions(

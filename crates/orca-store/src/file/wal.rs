@@ -33,8 +33,9 @@ use orca_core::{ExecutionId, PlanId, StepId, Task};
 use serde::{Deserialize, Serialize};
 
 use super::Inner;
-use super::atomic::{LockMode, ensure_dir, sync_dir, with_lock_mode};
-use super::codec::{corrupt, decode, encode, io_err, read_opt};
+use super::atomic::{LockMode, ensure_dir, sync_dir, with_lock, with_lock_mode};
+use super::codec::{corrupt, decode, encode, io_err, read_opt, redacted_document};
+use crate::common;
 use crate::error::StoreError;
 use crate::perms;
 use crate::port::{Revision, Versioned};
@@ -129,6 +130,47 @@ impl Index {
 pub(super) type FileTask = Result<Versioned<Task>, StoreError>;
 
 impl Inner {
+    /// A task transition: compare-and-swap on the revision, the record appended to the log
+    /// (durable when this returns), then the task file replaced without an fsync.
+    pub(super) fn update_task(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        let plan = self.locate(execution)?;
+        // The header's lock, shared: task updates run in parallel, but never while the
+        // header is being replaced (e.g. made terminal) or the log compacted.
+        let exec_lock = self.exec_sub(plan, execution).join("exec.lock");
+        let (next, log_len) = with_lock_mode(&exec_lock, LockMode::Shared, || {
+            let facts = self.header_facts(plan, execution)?;
+            let has_step = facts.steps.contains(task.step_id());
+            common::check_task_update(execution, facts.stage, has_step, task)?;
+            let path = self.task_file(plan, execution, task.step_id());
+            with_lock(&path.with_extension("lock"), || {
+                let what = || common::task_what(execution, task);
+                let stored = self.read_task(plan, execution, task.step_id())?;
+                if stored.revision != expected {
+                    return Err(common::conflict(what(), expected, stored.revision));
+                }
+                let next = common::next_revision(&what(), stored.revision)?;
+                let doc = redacted_document(task, &path, &self.redactor)?;
+                let log_len = self.wal_append(plan, execution, task.step_id(), next, &doc)?;
+                // Acknowledged by the log; the file is its readable copy (see the module).
+                let tmp = self.write_tmp(&path, &encode(&doc, next, &path)?, false)?;
+                std::fs::rename(&tmp, &path).map_err(|e| {
+                    let _ = std::fs::remove_file(&tmp);
+                    io_err(format!("renaming into {}", path.display()))(e)
+                })?;
+                Ok((next, log_len))
+            })
+        })?;
+        if log_len >= COMPACT_AT {
+            self.compact_wal(plan, execution)?;
+        }
+        Ok(next)
+    }
+
     /// Runs `f` on this process's view of an execution's log, brought up to date first.
     fn with_wal<T>(
         &self,
