@@ -544,7 +544,9 @@ fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
     type WalTamper = fn(&std::path::Path);
     let cases: [(&str, WalTamper); 4] = [
         ("truncate the write-ahead log", |w| truncate(w, 1)),
-        ("empty the write-ahead log", |w| std::fs::write(w, b"").unwrap()),
+        ("empty the write-ahead log", |w| {
+            std::fs::write(w, b"").unwrap()
+        }),
         ("reorder the write-ahead log", |w| {
             let mut all = lines(w);
             all.reverse();

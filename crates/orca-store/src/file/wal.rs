@@ -52,10 +52,15 @@ struct Line<T> {
     task: T,
 }
 
+/// How many of a step's newest records a reader keeps: the newest (what is read when the file
+/// is behind) and the one before (what a file one revision behind must hold: a writer that died
+/// between its append and its rename). A file further behind is simply superseded.
+const KEEP_REVISIONS: usize = 2;
+
 /// What the log holds for one step.
 #[derive(Debug, Default)]
 struct StepLog {
-    /// The task document (redacted, without `revision`) at each revision in the log.
+    /// The task document (redacted, without `revision`) at its newest revisions in the log.
     revisions: BTreeMap<Revision, Arc<str>>,
 }
 
@@ -114,11 +119,11 @@ impl Index {
                     format!("the line at byte {at} is not a task record ({e})"),
                 )
             })?;
-            self.steps
-                .entry(record.step)
-                .or_default()
-                .revisions
-                .insert(record.revision, Arc::from(record.task.to_string()));
+            let revisions = &mut self.steps.entry(record.step).or_default().revisions;
+            revisions.insert(record.revision, Arc::from(record.task.to_string()));
+            if revisions.len() > KEEP_REVISIONS {
+                revisions.pop_first();
+            }
             at += line.len() as u64 + 1;
         }
         self.offset += end as u64 + 1;
