@@ -199,15 +199,20 @@ impl Inner {
         }
     }
 
-    pub(super) fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError> {
-        let mut out = Vec::new();
+    /// The plans that have a directory under `plans/` (executions, logs), in no order.
+    pub(super) fn plan_dirs(&self) -> Result<Vec<PlanId>, StoreError> {
         let plans = self.plans_dir();
         let entries =
             fs::read_dir(&plans).map_err(io_err(format!("reading {}", plans.display())))?;
-        for entry in entries.flatten() {
-            let Some(plan_id) = parse_name::<PlanId>(&entry.file_name(), "") else {
-                continue;
-            };
+        Ok(entries
+            .flatten()
+            .filter_map(|entry| parse_name::<PlanId>(&entry.file_name(), ""))
+            .collect())
+    }
+
+    pub(super) fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError> {
+        let mut out = Vec::new();
+        for plan_id in self.plan_dirs()? {
             if self.audit_file(AuditLogId::Plan { plan_id }).is_file() {
                 out.push(AuditLogId::Plan { plan_id });
             }

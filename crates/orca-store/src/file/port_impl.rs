@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::atomic::{ensure_dir, sync_dir, with_lock};
 use super::audit_log::{parse_entries, read_log_lines, read_seal};
 use super::codec::{encode, encode_redacted, io_err};
-use super::layout::{parse_name, seal_file};
+use super::layout::seal_file;
 use super::lease::{LeaseFileGuard, LeaseRecord, renew_lease_file};
 use super::{FileStore, Inner};
 use crate::audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
@@ -206,13 +206,8 @@ impl ExecutionStore for FileStore {
             match plan {
                 Some(p) => inner.executions_of(p, &mut items, &mut problems),
                 None => {
-                    let dir = inner.plans_dir();
-                    let entries =
-                        fs::read_dir(&dir).map_err(io_err(format!("reading {}", dir.display())))?;
-                    for entry in entries.flatten() {
-                        if let Some(p) = parse_name::<PlanId>(&entry.file_name(), "") {
-                            inner.executions_of(p, &mut items, &mut problems);
-                        }
+                    for p in inner.plan_dirs()? {
+                        inner.executions_of(p, &mut items, &mut problems);
                     }
                 }
             }

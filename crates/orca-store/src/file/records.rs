@@ -6,8 +6,7 @@ use std::sync::{Arc, PoisonError};
 
 use orca_core::{Execution, ExecutionId, Plan, PlanId, StepId, Task};
 
-use super::codec::{corrupt, decode, io_err, read_opt};
-use super::layout::parse_name;
+use super::codec::{corrupt, decode, read_opt};
 use super::listing::Stamp;
 use super::{Inner, wal};
 use crate::common;
@@ -78,13 +77,7 @@ impl Inner {
                 return Ok(candidate);
             }
         }
-        let plans = self.plans_dir();
-        let entries =
-            fs::read_dir(&plans).map_err(io_err(format!("reading {}", plans.display())))?;
-        for entry in entries.flatten() {
-            let Some(plan) = parse_name::<PlanId>(&entry.file_name(), "") else {
-                continue;
-            };
+        for plan in self.plan_dirs()? {
             if self.exec_file(plan, id).is_file() {
                 self.remember(id, plan);
                 return Ok(plan);
