@@ -8,6 +8,10 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The longest a writer waits to gather as many requests as its last batch held.
+const GATHER: Duration = Duration::from_millis(2);
 
 use crate::error::StoreError;
 
@@ -37,6 +41,8 @@ struct State<Req, Resp> {
     pending: Vec<(u64, Req)>,
     results: HashMap<u64, Result<Resp, StoreError>>,
     writing: bool,
+    /// How many requests the last batch held: concurrency seen on this file.
+    last_batch: usize,
 }
 
 impl<Req, Resp> Default for Queue<Req, Resp> {
@@ -47,6 +53,7 @@ impl<Req, Resp> Default for Queue<Req, Resp> {
                 pending: Vec::new(),
                 results: HashMap::new(),
                 writing: false,
+                last_batch: 0,
             }),
             written: Condvar::new(),
         }
@@ -76,6 +83,8 @@ impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
             let ticket = state.next_ticket;
             state.next_ticket += 1;
             state.pending.push((ticket, request));
+            // A writer gathering a batch may be waiting for this request.
+            queue.written.notify_all();
             loop {
                 if let Some(result) = state.results.remove(&ticket) {
                     break result;
@@ -87,9 +96,24 @@ impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
                         .unwrap_or_else(PoisonError::into_inner);
                     continue;
                 }
-                // Nobody is writing: write everything queued, ours included.
+                // Nobody is writing: write everything queued, ours included. If the last batch
+                // held several requests (parallel writers), wait a moment for as many: their
+                // requests usually arrive within microseconds of each other, and one fsync
+                // for all of them costs far less than the window.
                 state.writing = true;
+                let deadline = Instant::now() + GATHER;
+                while state.pending.len() < state.last_batch {
+                    let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                        break;
+                    };
+                    state = queue
+                        .written
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
                 let batch = std::mem::take(&mut state.pending);
+                state.last_batch = batch.len();
                 drop(state);
                 let tickets: Vec<u64> = batch.iter().map(|(t, _)| *t).collect();
                 let requests = batch.into_iter().map(|(_, r)| r).collect();
@@ -126,9 +150,16 @@ impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
                 queue.written.notify_all();
             }
         };
-        // Forget the queue when nobody else holds it (new holders take it under the map lock).
+        // Forget the queue when nobody else holds it (new holders take it under the map lock),
+        // unless it saw parallel writers: then it keeps how many, for the next batch.
+        let parallel = queue
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_batch
+            > 1;
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        if Arc::strong_count(&queue) == 2 {
+        if !parallel && Arc::strong_count(&queue) == 2 {
             queues.remove(&key);
         }
         result
