@@ -14,6 +14,7 @@
 //!     `dag_makespan_ratio_file`.
 //!
 //! `cargo run -p orca-store --release --example store_bench [-- --quick] [-- --json PATH]`
+//! (`-- --dag-only`: only (e), one run).
 
 #![expect(
     clippy::print_stdout,
@@ -372,6 +373,14 @@ async fn main() {
         }
     };
     let base = tempfile::tempdir().unwrap();
+    // `--dag-only`: only (e), e.g. under `strace -f -c -e trace=fsync,fdatasync` to count the
+    // syncs of one 8×8 DAG.
+    if args.iter().any(|a| a == "--dag-only") {
+        let store = FileStore::open(base.path().join("e")).unwrap();
+        let ratio = dag_ratio(&store, 8, 8, Duration::from_millis(100)).await;
+        println!("(e) 8×8 DAG of 100 ms steps, store alone: {ratio:.3}× critical path");
+        return;
+    }
 
     // (a) One task vs one raw atomic write, interleaved so both see the same disk.
     let raw_dir = base.path().join("raw");

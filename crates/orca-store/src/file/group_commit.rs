@@ -10,8 +10,11 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The longest a writer waits to gather as many requests as its last batch held.
+/// The longest a writer waits to gather as many requests as the largest recent batch held.
 const GATHER: Duration = Duration::from_millis(2);
+
+/// How long a large batch counts as "recent".
+const PEAK_FOR: Duration = Duration::from_secs(1);
 
 use crate::error::StoreError;
 
@@ -41,8 +44,9 @@ struct State<Req, Resp> {
     pending: Vec<(u64, Req)>,
     results: HashMap<u64, Result<Resp, StoreError>>,
     writing: bool,
-    /// How many requests the last batch held: concurrency seen on this file.
-    last_batch: usize,
+    /// The largest batch seen lately (and when): the concurrency of this file's writers.
+    peak: usize,
+    peak_at: Option<Instant>,
 }
 
 impl<Req, Resp> Default for Queue<Req, Resp> {
@@ -53,7 +57,8 @@ impl<Req, Resp> Default for Queue<Req, Resp> {
                 pending: Vec::new(),
                 results: HashMap::new(),
                 writing: false,
-                last_batch: 0,
+                peak: 0,
+                peak_at: None,
             }),
             written: Condvar::new(),
         }
@@ -96,13 +101,20 @@ impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
                         .unwrap_or_else(PoisonError::into_inner);
                     continue;
                 }
-                // Nobody is writing: write everything queued, ours included. If the last batch
+                // Nobody is writing: write everything queued, ours included. If a recent batch
                 // held several requests (parallel writers), wait a moment for as many: their
-                // requests usually arrive within microseconds of each other, and one fsync
+                // requests usually arrive within a millisecond of each other, and one fsync
                 // for all of them costs far less than the window.
                 state.writing = true;
-                let deadline = Instant::now() + GATHER;
-                while state.pending.len() < state.last_batch {
+                let now = Instant::now();
+                if state
+                    .peak_at
+                    .is_none_or(|at| now.duration_since(at) > PEAK_FOR)
+                {
+                    state.peak = 0;
+                }
+                let deadline = now + GATHER;
+                while state.pending.len() < state.peak {
                     let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                         break;
                     };
@@ -113,7 +125,10 @@ impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
                         .0;
                 }
                 let batch = std::mem::take(&mut state.pending);
-                state.last_batch = batch.len();
+                if batch.len() >= state.peak {
+                    state.peak = batch.len();
+                    state.peak_at = Some(Instant::now());
+                }
                 drop(state);
                 let tickets: Vec<u64> = batch.iter().map(|(t, _)| *t).collect();
                 let requests = batch.into_iter().map(|(_, r)| r).collect();
@@ -156,7 +171,7 @@ impl<K: Eq + Hash + Copy, Req, Resp> GroupCommit<K, Req, Resp> {
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .last_batch
+            .peak
             > 1;
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         if !parallel && Arc::strong_count(&queue) == 2 {
