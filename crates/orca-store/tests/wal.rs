@@ -423,6 +423,14 @@ fn log_tampering_is_repaired_or_detected(rt: &tokio::runtime::Runtime) {
         assert_eq!(f.read().await.unwrap(), (5, next), "after a cut torn tail");
         assert!(std::fs::read(&f.wal).unwrap().ends_with(b"\n"));
 
+        // A deleted task file is not recreated by the compaction a new lease runs.
+        std::fs::remove_file(f.task_file()).unwrap();
+        match f.store.acquire_lease(f.id, &holder("t")).await {
+            Err(StoreError::Corrupt { path, .. }) if path == f.task_file() => detected += 1,
+            other => panic!("a deleted task file was recreated: {other:?}"),
+        }
+        assert!(!f.task_file().exists());
+
         eprint!("(repaired {repaired}, detected {detected}, harmless {harmless}) ");
     });
 }
