@@ -5,6 +5,8 @@
 //!   acknowledged revision; the parent SIGKILLs it at a random moment, mid-batch as often as
 //!   not, then counts acknowledged writes LOST (stored revision behind the acknowledgement) and
 //!   TORN records READ (a read that fails, or a complete log line that is not a record).
+//!   While the child writes, this process reads the execution in a loop (as `exec show` or
+//!   `watch` from another shell would) and counts failed reads and tasks that went BACKWARDS.
 //! - `log_tampering_is_repaired_or_detected`: a task file rolled back, a rolled-back file that
 //!   was also edited, a garbage line, a torn tail, reordered / truncated / edited records.
 //!
@@ -123,6 +125,7 @@ fn wal_path(store: &FileStore, id: ExecutionId) -> PathBuf {
 
 fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtime) {
     let (mut acked_total, mut lost, mut torn, mut torn_tails, mut records) = (0, 0, 0, 0, 0);
+    let (mut live_reads, mut backwards) = (0, 0);
     for trial in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -145,16 +148,46 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
             }
         });
         // Wait for the execution, then a random while of parallel transitions, then SIGKILL.
-        let exec_file = dir.path().join(".orca").join("executions");
+        // (The index file `.orca/executions/{id}` appears with the execution.)
+        let index = dir.path().join(".orca").join("executions");
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::fs::read_dir(&exec_file).map_or(0, Iterator::count) == 0 {
+        let live: ExecutionId = loop {
+            let found = std::fs::read_dir(&index)
+                .into_iter()
+                .flatten()
+                .find_map(|e| e.ok()?.file_name().to_str()?.parse().ok());
+            if let Some(id) = found {
+                break id;
+            }
             assert!(
                 std::time::Instant::now() < deadline,
                 "the child never started"
             );
             std::thread::sleep(Duration::from_millis(5));
+        };
+        // Meanwhile another process (this one) reads the execution as `exec show` / `watch`
+        // would: every read must succeed, and no task may go back to an older revision.
+        let watcher = FileStore::open(dir.path()).unwrap();
+        let until = std::time::Instant::now() + Duration::from_millis(fastrand::u64(20..400));
+        let mut seen: BTreeMap<StepId, Revision> = BTreeMap::new();
+        while std::time::Instant::now() < until {
+            match rt.block_on(watcher.execution(live)) {
+                Ok(snap) => {
+                    live_reads += 1;
+                    for t in snap.tasks {
+                        let last = seen.entry(t.value.step_id().clone()).or_insert(t.revision);
+                        if t.revision < *last {
+                            backwards += 1;
+                        }
+                        *last = t.revision;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("trial {trial}: a live read failed: {e}");
+                    torn += 1;
+                }
+            }
         }
-        std::thread::sleep(Duration::from_millis(fastrand::u64(20..400)));
         child.kill().unwrap();
         child.wait().unwrap();
         let lines = reader.join().unwrap();
@@ -231,13 +264,13 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
         });
     }
     eprint!(
-        "({} trials: {acked_total} acknowledged transitions, {records} log records, {torn_tails} torn tails cut; lost {lost}, torn read {torn}) ",
+        "({} trials: {acked_total} acknowledged transitions, {records} log records, {torn_tails} torn tails cut, {live_reads} reads by another process while writing; lost {lost}, torn read {torn}, gone backwards {backwards}) ",
         trials()
     );
     assert_eq!(
-        (lost, torn),
-        (0, 0),
-        "acknowledged writes lost or torn records read"
+        (lost, torn, backwards),
+        (0, 0, 0),
+        "acknowledged writes lost, torn records read, or a reader saw a task go back"
     );
 }
 
