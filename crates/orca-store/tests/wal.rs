@@ -29,8 +29,6 @@ use orca_store::{ExecutionStore, FileStore, PlanStore, Revision, StoreError};
 
 const TASKS: usize = 16;
 
-type Test = fn(&tokio::runtime::Runtime);
-
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -41,10 +39,6 @@ fn main() {
         rt.block_on(batch_writer(&std::env::var("ORCA_STORE_DIR").unwrap()));
         return;
     }
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
     let tests: [(&str, Test); 2] = [
         (
             "sigkilled_batch_writer_loses_nothing_acknowledged",
@@ -55,17 +49,7 @@ fn main() {
             log_tampering_is_repaired_or_detected,
         ),
     ];
-    let mut ran = 0;
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        eprint!("test {name} ... ");
-        test(&rt);
-        eprintln!("ok");
-        ran += 1;
-    }
-    eprintln!("test result: ok. {ran} passed");
+    run_tests(&rt, &tests);
 }
 
 /// Child: one execution of [`TASKS`] steps, every step updated in its own loop, forever.
