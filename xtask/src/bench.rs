@@ -190,14 +190,14 @@ fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Re
             "task_vs_raw_write",
             "store_task_vs_raw_write",
             "x",
-            Some(4.0),
+            Some(1.5),
             "one task claim + complete (fsync on) / one raw atomic file write",
         ),
         (
             "growth_ratio",
             "store_growth_1000_100",
             "x",
-            Some(15.0),
+            Some(10.5),
             "store time of a 1,000-task execution / a 100-task one",
         ),
         (
