@@ -4,6 +4,7 @@
 mod app;
 mod audit_cmd;
 mod cli;
+mod cmd;
 mod driver;
 mod driver_signals;
 mod exit;

@@ -1,0 +1,9 @@
+//! One module per command family; `app` only wires and dispatches.
+
+pub(crate) mod agents;
+pub(crate) mod ask;
+pub(crate) mod exec;
+pub(crate) mod plan;
+pub(crate) mod run;
+pub(crate) mod setup;
+pub(crate) mod watch;
