@@ -19,6 +19,7 @@ pub mod integrity;
 pub mod planning;
 pub mod relay;
 pub mod runner;
+pub mod short_ids;
 mod takeover;
 pub mod tools;
 

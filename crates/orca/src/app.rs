@@ -21,19 +21,24 @@ use crate::secrets;
 use crate::term::{Style, say};
 use crate::trust::KeyUse;
 
-/// Writes a result to stdout, redacted.
+/// Writes a result for people to stdout: redacted, ids shortened (`ids`).
 pub(crate) fn out(text: &str) {
+    write_stdout(&crate::ids::abbreviate(text));
+}
+
+/// Writes a JSON result to stdout: redacted, full ids (the contract).
+pub(crate) fn out_json(value: &Value) {
+    let value = &secrets::redactor().redact_strings(value.clone());
+    write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
+}
+
+fn write_stdout(text: &str) {
     let text = &secrets::redact(text);
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     if !text.ends_with('\n') {
         let _ = stdout.write_all(b"\n");
     }
-}
-
-pub(crate) fn out_json(value: &Value) {
-    let value = &secrets::redactor().redact_strings(value.clone());
-    out(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
 /// The project root: `--root`, else the nearest ancestor holding `.orca/`, else the current
@@ -76,7 +81,7 @@ pub(crate) struct App {
 }
 
 impl App {
-    fn open(
+    async fn open(
         global: &Global,
         create: bool,
         key_use: KeyUse,
@@ -104,6 +109,7 @@ impl App {
         }
         let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
         let store: Arc<dyn Store> = Arc::new(files.clone());
+        crate::ids::load(store.as_ref()).await;
         Ok(Self {
             root,
             store,
@@ -238,7 +244,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             | Command::Run(_)
             | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
     );
-    let app = App::open(global, creates, key_use, runs_agents)?;
+    let app = App::open(global, creates, key_use, runs_agents).await?;
     match command {
         Command::Ask(args) => cmd::ask::ask(&app, &args.message, &args.run).await,
         Command::Plan(command) => cmd::plan::plan(&app, command).await,

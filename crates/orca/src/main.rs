@@ -8,6 +8,7 @@ mod cmd;
 mod driver;
 mod driver_signals;
 mod exit;
+mod ids;
 mod plan_doc;
 mod render;
 mod sandbox;

@@ -66,7 +66,7 @@ pub(crate) fn plan_list(items: &[PlanSummary]) -> String {
         .iter()
         .map(|p| {
             vec![
-                p.plan_id.to_string(),
+                crate::ids::plan(p.plan_id),
                 p.stage.to_string(),
                 p.steps.to_string(),
                 p.executions.to_string(),
@@ -100,8 +100,8 @@ pub(crate) fn exec_list(items: &[ExecutionSummary], live: &[Option<bool>]) -> St
                 base
             };
             vec![
-                e.execution_id.to_string(),
-                e.plan_id.to_string(),
+                crate::ids::exec(e.execution_id),
+                crate::ids::plan(e.plan_id),
                 stage,
                 format!("{}/{}", e.completed, e.total),
                 when(e.created_at),

@@ -50,7 +50,7 @@ impl Style {
 
 /// Writes a line to stderr (progress and prompts never go to stdout, which is for results).
 pub(crate) fn say(line: &str) {
-    let line = crate::secrets::redact(line);
+    let line = crate::secrets::redact(&crate::ids::abbreviate(line));
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }

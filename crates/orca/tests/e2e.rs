@@ -215,9 +215,11 @@ fn redact_text(s: &str) -> String {
             .chars()
             .take_while(|c| c.is_ascii_hexdigit() || *c == '-')
             .collect();
-        if body.len() == len {
+        // Full ids and short ids (the shortest unique prefix, at least 8 hex digits) alike.
+        let id_like = prefix != "sha256:" && body.len() >= 8 && body.len() <= len;
+        if body.len() == len || id_like {
             out.push_str(label);
-            rest = &after[len..];
+            rest = &after[body.len()..];
         } else {
             out.push_str(prefix);
             rest = after;

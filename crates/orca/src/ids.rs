@@ -1,0 +1,115 @@
+//! Short ids in everything printed for people: every full plan or execution id in a table,
+//! message, progress line or error becomes its shortest unique prefix among the project's
+//! records (`orca_services::short_ids`). `--json` keeps full ids (the contract).
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use orca_core::{ExecutionId, PlanId};
+use orca_services::short_ids::ShortIds;
+use orca_store::Store;
+
+#[derive(Default)]
+struct Known {
+    plans: ShortIds,
+    execs: ShortIds,
+}
+
+fn known() -> &'static Mutex<Known> {
+    static KNOWN: OnceLock<Mutex<Known>> = OnceLock::new();
+    KNOWN.get_or_init(|| Mutex::new(Known::default()))
+}
+
+/// Reads the ids of every plan and execution (from the listings; a listing that fails leaves
+/// its kind at the minimum length, and resolving an ambiguous prefix lists the candidates).
+pub(crate) async fn load(store: &dyn Store) {
+    let plans = store.list_plans().await.map(|l| l.items).unwrap_or_default();
+    let execs = store
+        .list_executions(None)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut k = known().lock().unwrap_or_else(PoisonError::into_inner);
+    k.plans = ShortIds::new(plans.iter().map(|p| p.plan_id.to_string()));
+    k.execs = ShortIds::new(execs.iter().map(|e| e.execution_id.to_string()));
+}
+
+/// A plan's short id.
+pub(crate) fn plan(id: PlanId) -> String {
+    short(&id.to_string())
+}
+
+/// An execution's short id.
+pub(crate) fn exec(id: ExecutionId) -> String {
+    short(&id.to_string())
+}
+
+fn short(full: &str) -> String {
+    let k = known().lock().unwrap_or_else(PoisonError::into_inner);
+    if full.starts_with(ExecutionId::PREFIX) {
+        k.execs.short(full)
+    } else {
+        k.plans.short(full)
+    }
+}
+
+/// The length of a hyphenated uuid.
+const UUID_LEN: usize = 36;
+
+fn is_uuid(text: &str) -> bool {
+    text.len() == UUID_LEN
+        && text.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+/// `text` with every full plan and execution id replaced by its short id.
+pub(crate) fn abbreviate(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let found = [PlanId::PREFIX, ExecutionId::PREFIX]
+            .iter()
+            .filter_map(|p| rest.find(p).map(|i| (i, p.len())))
+            .min();
+        let Some((i, plen)) = found else {
+            out.push_str(rest);
+            break;
+        };
+        out.push_str(&rest[..i]);
+        let end = i + plen + UUID_LEN;
+        // An id is a whole word: not followed by more id characters.
+        let whole = rest
+            .get(i + plen..end)
+            .is_some_and(is_uuid)
+            && !rest
+                .as_bytes()
+                .get(end)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'-');
+        if whole {
+            out.push_str(&short(&rest[i..end]));
+            rest = &rest[end..];
+        } else {
+            out.push_str(&rest[i..i + plen]);
+            rest = &rest[i + plen..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_ids_become_short_and_nothing_else_changes() {
+        let p = PlanId::new();
+        let e = ExecutionId::new();
+        let text = format!("run {p} as {e}; plan_xyz and exec_ stay; {p}x stays too");
+        let short = abbreviate(&text);
+        assert!(short.starts_with(&format!("run {} as {};", plan(p), exec(e))));
+        assert!(short.contains("plan_xyz and exec_ stay"));
+        assert!(short.ends_with(&format!("{p}x stays too")));
+        assert_eq!(plan(p).len(), "plan_".len() + 8);
+    }
+}
