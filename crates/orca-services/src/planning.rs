@@ -426,7 +426,9 @@ pub(crate) fn resolve_prefix<I: std::fmt::Display>(
     } else {
         format!("{prefix}{text}")
     };
-    let mut matches: Vec<I> = ids.filter(|id| id.to_string().starts_with(&needle)).collect();
+    let mut matches: Vec<I> = ids
+        .filter(|id| id.to_string().starts_with(&needle))
+        .collect();
     if matches.len() > 1 {
         // The candidates, each by its shortest prefix that tells it from the others.
         let all: Vec<String> = matches.iter().map(ToString::to_string).collect();

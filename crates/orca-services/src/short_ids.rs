@@ -60,9 +60,7 @@ impl ShortIds {
         while full.as_bytes().get(len.saturating_sub(1)) == Some(&b'-') {
             len += 1;
         }
-        full.get(..len.min(full.len()))
-            .unwrap_or(full)
-            .to_owned()
+        full.get(..len.min(full.len())).unwrap_or(full).to_owned()
     }
 
     /// Every known id that starts with `prefix`.

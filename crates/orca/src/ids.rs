@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use orca_core::{ExecutionId, PlanId};
 use orca_services::short_ids::ShortIds;
-use orca_store::Store;
+use orca_store::{AuditLogId, Store};
 
 #[derive(Default)]
 struct Known {
@@ -19,18 +19,31 @@ fn known() -> &'static Mutex<Known> {
     KNOWN.get_or_init(|| Mutex::new(Known::default()))
 }
 
-/// Reads the ids of every plan and execution (from the listings; a listing that fails leaves
-/// its kind at the minimum length, and resolving an ambiguous prefix lists the candidates).
+/// Reads the ids of every plan and execution that has an audit log (every one: a log is
+/// created with its record). Read-only: a directory scan through the port, no listing cache
+/// written. A scan that fails leaves the ids at their minimum length; resolving an ambiguous
+/// prefix still lists the candidates.
 pub(crate) async fn load(store: &dyn Store) {
-    let plans = store.list_plans().await.map(|l| l.items).unwrap_or_default();
-    let execs = store
-        .list_executions(None)
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
+    let logs = store.audit_logs().await.unwrap_or_default();
+    let mut plans = Vec::new();
+    let mut execs = Vec::new();
+    for log in logs {
+        match log {
+            AuditLogId::Plan { plan_id } | AuditLogId::Runs { plan_id } => {
+                plans.push(plan_id.to_string());
+            }
+            AuditLogId::Execution {
+                plan_id,
+                execution_id,
+            } => {
+                plans.push(plan_id.to_string());
+                execs.push(execution_id.to_string());
+            }
+        }
+    }
     let mut k = known().lock().unwrap_or_else(PoisonError::into_inner);
-    k.plans = ShortIds::new(plans.iter().map(|p| p.plan_id.to_string()));
-    k.execs = ShortIds::new(execs.iter().map(|e| e.execution_id.to_string()));
+    k.plans = ShortIds::new(plans);
+    k.execs = ShortIds::new(execs);
 }
 
 /// A plan's short id.
@@ -79,9 +92,7 @@ pub(crate) fn abbreviate(text: &str) -> String {
         out.push_str(&rest[..i]);
         let end = i + plen + UUID_LEN;
         // An id is a whole word: not followed by more id characters.
-        let whole = rest
-            .get(i + plen..end)
-            .is_some_and(is_uuid)
+        let whole = rest.get(i + plen..end).is_some_and(is_uuid)
             && !rest
                 .as_bytes()
                 .get(end)

@@ -15,16 +15,7 @@ fn when(t: time::OffsetDateTime) -> String {
         .replace('T', " ")
 }
 
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        format!(
-            "{}…",
-            text.chars().take(max.saturating_sub(1)).collect::<String>()
-        )
-    }
-}
+use crate::term::clip;
 
 /// A plain table with a header row; columns padded to their widest cell.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -111,10 +102,23 @@ pub(crate) fn exec_list(items: &[ExecutionSummary], live: &[Option<bool>]) -> St
     table(&["EXECUTION", "PLAN", "STAGE", "DONE", "CREATED"], &rows)
 }
 
+/// The status a person reads: a step whose last attempt was cancelled or interrupted did not
+/// fail.
+pub(crate) fn task_status(task: &Task) -> String {
+    match task {
+        Task::Failed(f) => match f.last_failure().code {
+            orca_core::ErrorCode::Cancelled => "cancelled".to_owned(),
+            orca_core::ErrorCode::Interrupted => "interrupted".to_owned(),
+            _ => task.status().to_string(),
+        },
+        _ => task.status().to_string(),
+    }
+}
+
 fn task_line(task: &Task) -> (String, String, String) {
     let attempts = task.attempts().len() + usize::from(matches!(task, Task::Running(_)));
     let detail = match task {
-        Task::Completed(t) => clip(&t.result.summary.replace('\n', " "), 70),
+        Task::Completed(t) => crate::term::headline(&t.result.summary),
         Task::Failed(f) => clip(&f.last_failure().to_string().replace('\n', " "), 70),
         Task::Skipped(s) => s.reason.clone(),
         Task::Running(r) => format!(
@@ -123,7 +127,7 @@ fn task_line(task: &Task) -> (String, String, String) {
         ),
         Task::Pending(_) => String::new(),
     };
-    (task.status().to_string(), attempts.to_string(), detail)
+    (task_status(task), attempts.to_string(), clip(&detail, 70))
 }
 
 pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> String {
@@ -160,7 +164,17 @@ pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> St
         }
         _ => {}
     }
-    if let Some(d) = e.decision() {
+    if let Some(answered) = e.decision().and_then(|d| d.answer.as_ref()) {
+        // Decided (e.g. `decide --no-run`), not yet applied: nothing waits for a person.
+        let _ = writeln!(
+            out,
+            "Decided:   {} by {} at {} — applied when the run continues: `orca exec resume {}`",
+            decision_name(&answered.decision),
+            answered.by,
+            when(answered.at),
+            info.id
+        );
+    } else if let Some(d) = e.decision() {
         let _ = writeln!(
             out,
             "Waiting:   a decision about step `{}` ({}) — answer with `orca exec decide {} {}`",
@@ -239,5 +253,56 @@ pub(crate) fn plan_graph(plan: &Plan) -> String {
             .max()
             .unwrap_or(0)
     );
+    out
+}
+
+fn decision_name(d: &orca_core::Decision) -> &'static str {
+    match d {
+        orca_core::Decision::Retry { .. } => "retry",
+        orca_core::Decision::Replan { .. } => "replan",
+        orca_core::Decision::Stop => "stop",
+        orca_core::Decision::Answer { .. } => "answer",
+    }
+}
+
+/// Who decided a plan and when, with the digest approved; what it supersedes.
+pub(crate) fn plan_decision(plan: &Plan) -> String {
+    let mut out = String::new();
+    match plan {
+        Plan::Approved(a) => {
+            let approval = a.approval();
+            let _ = writeln!(
+                out,
+                "Approved:  by {} at {}",
+                approval.by,
+                when(approval.at)
+            );
+            let _ = writeln!(out, "Digest:    {}", approval.digest);
+            if let Some(note) = &approval.note {
+                let _ = writeln!(out, "Note:      {note}");
+            }
+        }
+        Plan::Rejected(r) => {
+            let rejection = r.rejection();
+            let _ = writeln!(
+                out,
+                "Rejected:  by {} at {}{}",
+                rejection.by,
+                when(rejection.at),
+                rejection
+                    .reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+        }
+        Plan::Proposal(_) => {
+            let _ = writeln!(out, "Approved:  not yet (a proposal waiting for approval)");
+        }
+        _ => {}
+    }
+    if let Some(previous) = plan.supersedes() {
+        let _ = writeln!(out, "Revises:   {previous}");
+    }
     out
 }

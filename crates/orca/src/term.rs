@@ -177,7 +177,9 @@ pub(crate) struct Progress {
 #[derive(Default)]
 struct ProgressState {
     done: usize,
-    failed: usize,
+    /// Steps whose last attempt failed: a step counts once, and no longer once it runs again
+    /// (a retry decided by a human).
+    failed: std::collections::BTreeSet<String>,
     running: usize,
     started: std::collections::HashMap<String, Instant>,
 }
@@ -198,19 +200,52 @@ impl Progress {
 
     fn line(&self, state: &ProgressState, mark: &str, text: &str) {
         let elapsed = self.start.elapsed().as_secs_f64();
-        say(&format!(
-            "{} {mark} {text}  {}",
+        let mut line = format!(
+            "{} {mark} {text}",
             self.style.dim(&format!(
                 "[{elapsed:>6.1}s {}/{} done, {} running]",
                 state.done, self.total, state.running
-            )),
-            if state.failed > 0 {
-                self.style.red(&format!("{} failed", state.failed))
-            } else {
-                String::new()
-            }
-        ));
+            ))
+        );
+        if !state.failed.is_empty() {
+            line.push_str("  ");
+            line.push_str(&self.style.red(&format!("{} failed", state.failed.len())));
+        }
+        say(&line);
     }
+}
+
+/// The line that says what a step did: the last line starting with `summary:` if the step
+/// printed one, else its last non-empty line (a shell step's summary is the tail of its
+/// output, whose last line is the meaningful one), at most 100 characters.
+pub(crate) fn headline(text: &str) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let line = lines()
+        .rev()
+        .find_map(|l| {
+            l.get(..8)
+                .filter(|p| p.eq_ignore_ascii_case("summary:"))
+                .and_then(|_| l.get(8..))
+                .map(str::trim)
+        })
+        .or_else(|| lines().next_back())
+        .unwrap_or("");
+    clip(line, 100)
+}
+
+/// At most `max` characters; a cut is marked `…` and closes the parentheses it opened.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    let open = cut
+        .matches('(')
+        .count()
+        .saturating_sub(cut.matches(')').count());
+    cut.push_str(&")".repeat(open));
+    cut
 }
 
 fn one_line(text: &str) -> String {
@@ -219,11 +254,15 @@ fn one_line(text: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    if line.chars().count() > 100 {
-        format!("{}…", line.chars().take(99).collect::<String>())
-    } else {
-        line.to_owned()
-    }
+    clip(line, 100)
+}
+
+/// A failure that is no failure of the step: it was stopped, cancelled or interrupted.
+fn is_interruption(code: orca_core::ErrorCode) -> bool {
+    matches!(
+        code,
+        orca_core::ErrorCode::Cancelled | orca_core::ErrorCode::Interrupted
+    )
 }
 
 impl Observer for Progress {
@@ -250,6 +289,7 @@ impl Observer for Progress {
                 attempt,
             } => {
                 s.running += 1;
+                s.failed.remove(step.as_str());
                 s.started.insert(step.to_string(), Instant::now());
                 let again = if *attempt > 1 {
                     format!(" (attempt {attempt})")
@@ -277,7 +317,7 @@ impl Observer for Progress {
                 self.line(
                     &s,
                     &self.style.green("✓"),
-                    &format!("{}{took} — {}", step, one_line(summary)),
+                    &format!("{}{took} — {}", step, headline(summary)),
                 );
             }
             RunEvent::TaskFailed {
@@ -286,10 +326,18 @@ impl Observer for Progress {
                 retry_in,
             } => {
                 s.running = s.running.saturating_sub(1);
+                if is_interruption(failure.code) && retry_in.is_none() {
+                    self.line(
+                        &s,
+                        &self.style.yellow("⊘"),
+                        &format!("{step} {}: {}", failure.code, one_line(&failure.message)),
+                    );
+                    return;
+                }
                 let next = match retry_in {
                     Some(d) => format!(" — retrying in {:.1}s", d.as_secs_f64()),
                     None => {
-                        s.failed += 1;
+                        s.failed.insert(step.to_string());
                         String::new()
                     }
                 };

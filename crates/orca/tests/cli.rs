@@ -147,8 +147,16 @@ fn short_ids_are_unique_and_an_ambiguous_prefix_lists_the_candidates() {
     let mut not_unique = 0;
     for short in &shown {
         assert!(short.len() >= "plan_".len() + 8, "{short}");
-        assert!(short.len() < ids[0].len(), "a short id, not the full one: {short}");
-        if ids.iter().filter(|id| id.starts_with(short.as_str())).count() != 1 {
+        assert!(
+            short.len() < ids[0].len(),
+            "a short id, not the full one: {short}"
+        );
+        if ids
+            .iter()
+            .filter(|id| id.starts_with(short.as_str()))
+            .count()
+            != 1
+        {
             not_unique += 1;
         }
     }
@@ -174,6 +182,125 @@ fn short_ids_are_unique_and_an_ambiguous_prefix_lists_the_candidates() {
     let out = p.run(&["plan", "approve", &shown[0]]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let said = stdout(&out);
-    assert!(ids.iter().all(|id| !said.contains(id.as_str())), "no full id in a message: {said}");
-    assert!(id_tokens(&said, "plan_").iter().all(|t| t.len() < ids[0].len()));
+    assert!(
+        ids.iter().all(|id| !said.contains(id.as_str())),
+        "no full id in a message: {said}"
+    );
+    assert!(
+        id_tokens(&said, "plan_")
+            .iter()
+            .all(|t| t.len() < ids[0].len())
+    );
+}
+
+/// Lines whose parentheses do not balance.
+fn unbalanced(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.matches('(').count() != l.matches(')').count())
+        .collect()
+}
+
+// Defect 4: the progress line of a step is its meaningful last line; parentheses close; a
+// failure retried by a human is no longer counted; a recorded `--no-run` decision is not shown
+// as still waiting; `plan show` shows who approved, when, and the digest.
+#[test]
+fn progress_and_summaries_are_honest() {
+    let p = Project::new();
+    let doc = plan_doc(
+        "honest progress",
+        &[
+            (
+                "build",
+                "echo compiling; echo linking; echo 'done: built 3 files'",
+                &[],
+            ),
+            // Fails its two attempts, succeeds on the third (after a human's retry).
+            (
+                "flaky",
+                "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo try $n; [ $n -ge 3 ]",
+                &["build"],
+            ),
+        ],
+    );
+    let file = p.write("honest.json", &doc);
+    let out = p.run(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(code(&out), 4, "waits for a decision: {}", stderr(&out));
+    let err = stderr(&out);
+    let build_line = err.lines().find(|l| l.contains("✓ build")).unwrap();
+    assert!(build_line.ends_with("done: built 3 files"), "{build_line}");
+    let exec = id_tokens(&err, "exec_").into_iter().next().unwrap();
+
+    // Recorded, not run: nothing waits for a person any more.
+    let out = p.run(&["exec", "decide", &exec, "retry", "--no-run"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stdout(&p.run(&["exec", "show", &exec]));
+    assert!(!shown.contains("Waiting:"), "{shown}");
+    assert!(shown.contains("Decided:   retry"), "{shown}");
+
+    let out = p.run(&["exec", "resume", &exec]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let last_progress = err
+        .lines()
+        .filter(|l| l.contains(" done, "))
+        .last()
+        .unwrap();
+    assert!(
+        !last_progress.contains("failed"),
+        "the retried step no longer counts: {err}"
+    );
+    let shown = stdout(&p.run(&["exec", "show", &exec]));
+    assert!(shown.contains("done: built 3 files"), "{shown}");
+
+    let plan = id_tokens(&shown, "plan_").into_iter().next().unwrap();
+    let plan_text = stdout(&p.run(&["plan", "show", &plan]));
+    for needle in ["Approved:  by user", "(--yes) at 20", "Digest:    sha256:"] {
+        assert!(plan_text.contains(needle), "{needle}: {plan_text}");
+    }
+
+    let mut bad = Vec::new();
+    for text in [&err, &shown, &plan_text] {
+        bad.extend(unbalanced(text).into_iter().map(str::to_owned));
+        bad.extend(
+            text.lines()
+                .filter(|l| l.ends_with(' '))
+                .map(|l| format!("trailing space: {l}")),
+        );
+    }
+    println!("unbalanced or trailing-space lines: {}", bad.len());
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+// Defect 4: a step ended by `exec cancel` is cancelled, not failed.
+#[test]
+fn a_cancelled_step_is_not_a_failed_one() {
+    let p = Project::new();
+    let doc = plan_doc("cancel me", &[("slow", "touch started; sleep 60", &[])]);
+    let file = p.write("slow.json", &doc);
+    let mut cmd = common::isolated(p.root(), p.config.path());
+    let child = cmd
+        .args(["run", file.to_str().unwrap(), "--yes", "--kill-grace", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !p.root().join("started").exists() {
+        assert!(start.elapsed().as_secs() < 60, "the step never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (c, list) = p.json(&["exec", "list"]);
+    assert_eq!(c, 0);
+    let exec = list[0]["execution_id"].as_str().unwrap().to_owned();
+    let out = p.run(&["exec", "cancel", &exec]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run = child.wait_with_output().unwrap();
+    let err = stderr(&run);
+    let failed_lines = err.lines().filter(|l| l.contains("failed")).count();
+    println!("progress lines saying failed after a cancel: {failed_lines}\n{err}");
+    assert_eq!(failed_lines, 0, "{err}");
+    let shown = stdout(&p.run(&["exec", "show", &exec]));
+    let row = shown.lines().find(|l| l.starts_with("slow")).unwrap();
+    assert!(!row.contains("failed"), "{row}");
 }

@@ -8,8 +8,26 @@ use crate::exit::{CliError, Exit};
 use crate::render;
 use crate::secrets;
 
+/// The backend kind a person configured: an Ollama endpoint speaks the OpenAI protocol, but it
+/// is `ollama` in the config and so in the list.
+fn configured_kind(app: &App, agent: &orca_core::AgentInfo) -> String {
+    let configured = app.config.as_ref().and_then(|c| {
+        c.agents
+            .get(&agent.id)
+            .and_then(|s| s.backend.clone())
+            .or_else(|| c.defaults.backend.clone())
+    });
+    match configured {
+        Some(kind) if kind == "ollama" && agent.backend == "openai" => kind,
+        _ => agent.backend.clone(),
+    }
+}
+
 pub(crate) fn agents_list(app: &App) -> Result<Exit, CliError> {
-    let agents = app.agents.agents();
+    let mut agents = app.agents.agents();
+    for agent in &mut agents {
+        agent.backend = configured_kind(app, agent);
+    }
     if app.json {
         out_json(&json!(agents));
     } else {

@@ -41,7 +41,10 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
                 app.info(&m);
             }
             let plan = orca.planning.plan(plan_id).await?;
-            if !app.json {
+            // The interactive approval shows the plan in its question: print it only when no
+            // question will be asked (--yes, or no terminal).
+            let asks = interactive() && !options.yes;
+            if !app.json && !asks {
                 let mut text = render_plan(&plan);
                 text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
                 out(&text);

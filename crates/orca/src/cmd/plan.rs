@@ -71,6 +71,8 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 out_json(&value);
             } else {
                 let mut text = render_plan(&plan);
+                text.push('\n');
+                text.push_str(&render::plan_decision(&plan));
                 text.push_str(&secrets::step_env_text(&plan, policy));
                 if graph {
                     text.push('\n');
