@@ -33,7 +33,7 @@ pub(crate) fn out_json(value: &Value) {
 }
 
 fn write_stdout(text: &str) {
-    let text = &secrets::redact(text);
+    let text = &crate::term::for_stdout(&secrets::redact(text));
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     if !text.ends_with('\n') {
@@ -160,6 +160,13 @@ impl App {
 
     pub(crate) const fn style(&self) -> Style {
         self.style
+    }
+
+    /// A hint for people (what to run next): stderr, never with `-q`.
+    pub(crate) fn hint(&self, line: &str) {
+        if !self.quiet && !self.json {
+            say(line);
+        }
     }
 
     pub(crate) fn info(&self, line: &str) {

@@ -67,6 +67,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code as u8);
         }
     };
+    term::configure(term::Output {
+        no_color: cli.global.no_color,
+        json_logs: cli.global.log_format == LogFormat::Json,
+    });
     init_logs(&cli.global);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

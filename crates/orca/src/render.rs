@@ -17,8 +17,46 @@ fn when(t: time::OffsetDateTime) -> String {
 
 use crate::term::clip;
 
-/// A plain table with a header row; columns padded to their widest cell.
+/// A plain table with a header row; columns padded to their widest cell. When the width is
+/// limited (a terminal, or `COLUMNS`), the last column (a goal, a description, a detail) is cut
+/// to fit, marked `…`.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    match crate::term::width() {
+        Some(max) => table_within(header, rows, max),
+        None => table_within(header, rows, usize::MAX),
+    }
+}
+
+/// [`table`] within `max` columns (the last column keeps at least its `…`).
+pub(crate) fn table_within(header: &[&str], rows: &[Vec<String>], max: usize) -> String {
+    let n = header.len();
+    let mut first: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = first.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let others: usize = first.iter().take(n.saturating_sub(1)).map(|w| w + 2).sum();
+    let last = first.last().copied().unwrap_or(0);
+    if others + last > max {
+        let room = max.saturating_sub(others).max(1);
+        let rows: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .map(|(i, c)| if i + 1 == n { clip(c, room) } else { c.clone() })
+                    .collect()
+            })
+            .collect();
+        return padded(header, &rows);
+    }
+    padded(header, rows)
+}
+
+fn padded(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

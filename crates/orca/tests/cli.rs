@@ -240,11 +240,7 @@ fn progress_and_summaries_are_honest() {
     let out = p.run(&["exec", "resume", &exec]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let err = stderr(&out);
-    let last_progress = err
-        .lines()
-        .filter(|l| l.contains(" done, "))
-        .last()
-        .unwrap();
+    let last_progress = err.lines().rev().find(|l| l.contains(" done, ")).unwrap();
     assert!(
         !last_progress.contains("failed"),
         "the retried step no longer counts: {err}"
@@ -303,4 +299,95 @@ fn a_cancelled_step_is_not_a_failed_one() {
     let shown = stdout(&p.run(&["exec", "show", &exec]));
     let row = shown.lines().find(|l| l.starts_with("slow")).unwrap();
     assert!(!row.contains("failed"), "{row}");
+}
+
+/// A pseudo-terminal: (controller, terminal).
+#[expect(unsafe_code, reason = "openpty has no safe wrapper in std")]
+fn openpty() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd as _;
+    let mut controller: libc::c_int = -1;
+    let mut terminal: libc::c_int = -1;
+    // SAFETY: openpty writes two new descriptors into the two ints; the name, termios and
+    // window size pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &raw mut controller,
+            &raw mut terminal,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are new and owned by nothing else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(controller),
+            std::fs::File::from_raw_fd(terminal),
+        )
+    }
+}
+
+// Defect 5: data on stdout, progress on stderr; no colour in a pipe even when stderr is a
+// terminal; `--log-format json` makes stderr pure JSON lines; `-q` prints no hints; tables fit
+// `COLUMNS`.
+#[test]
+fn output_discipline() {
+    let p = Project::new();
+    let long_goal = format!("a goal {}", "that goes on and on ".repeat(8));
+    let doc = plan_doc(&long_goal, &[("only", "echo done", &[])]);
+    let file = p.write("plan.json", &doc);
+
+    // -q: the result line only, no hint anywhere.
+    let out = p.run(&["-q", "plan", "create", "--file", file.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+    assert!(!stdout(&out).contains("next:") && !stderr(&out).contains("next:"));
+    // Without -q the hint goes to stderr, the result to stdout.
+    let out = p.run(&["plan", "create", "--file", file.to_str().unwrap()]);
+    assert!(!stdout(&out).contains("next:"), "{}", stdout(&out));
+    assert!(stderr(&out).contains("next:"), "{}", stderr(&out));
+
+    // --log-format json: every stderr line is a JSON object, progress included.
+    let out = p.run(&[
+        "--log-format",
+        "json",
+        "-v",
+        "run",
+        file.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let not_json: Vec<&str> = err
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).map_or(true, |v| !v.is_object()))
+        .collect();
+    println!(
+        "stderr lines that are not JSON with --log-format json: {}",
+        not_json.len()
+    );
+    assert!(not_json.is_empty(), "{not_json:#?}");
+    assert!(err.contains("✓ only"), "progress is there, as JSON: {err}");
+
+    // Tables fit COLUMNS.
+    let out = p.run_env(&[("COLUMNS", "70")], &["plan", "list"]);
+    let listed = stdout(&out);
+    let too_wide: Vec<&str> = listed.lines().filter(|l| l.chars().count() > 70).collect();
+    println!("plan list lines wider than 70 columns: {}", too_wide.len());
+    assert!(too_wide.is_empty(), "{too_wide:#?}");
+    assert!(listed.contains('…'), "{listed}");
+
+    // stderr is a terminal, stdout a pipe: the data carries no escape codes.
+    let (_controller, terminal) = openpty();
+    let mut cmd = common::isolated(p.root(), p.config.path());
+    cmd.env_remove("NO_COLOR")
+        .args(["audit", "verify"])
+        .stdin(std::process::Stdio::null())
+        .stderr(terminal);
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let escapes = stdout(&out).matches('\x1b').count();
+    println!("escape codes in piped stdout: {escapes}");
+    assert_eq!(escapes, 0, "{:?}", stdout(&out));
 }

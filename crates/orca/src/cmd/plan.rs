@@ -27,12 +27,13 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 );
             } else {
                 out(&format!(
-                    "created proposal {} ({} steps)\nnext: orca plan show {} · orca plan approve {} · orca run {} --yes",
+                    "created proposal {} ({} steps)",
                     proposal.id(),
                     proposal.content().steps.len(),
-                    proposal.id(),
-                    proposal.id(),
-                    proposal.id()
+                ));
+                let id = proposal.id();
+                app.hint(&format!(
+                    "next: orca plan show {id} · orca plan approve {id} · orca run {id} --yes"
                 ));
             }
         }
@@ -89,11 +90,9 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 app,
                 id,
                 "approved",
-                &format!(
-                    "approved {id} (digest {})\nnext: orca run {id}",
-                    approved.digest()
-                ),
+                &format!("approved {id} (digest {})", approved.digest()),
             );
+            app.hint(&format!("next: orca run {id}"));
         }
         PlanCommand::Reject { plan, reason } => {
             let id = p.resolve(&plan).await?;
