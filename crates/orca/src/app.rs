@@ -26,9 +26,55 @@ pub(crate) fn out(text: &str) {
     write_stdout(&crate::ids::abbreviate(text));
 }
 
-/// Writes a JSON result to stdout: redacted, full ids (the contract).
+/// The version of every `--json` output's shape (`format_version`, first key of every object
+/// printed; in a list, of every item). Bumped when a key changes meaning or goes away.
+pub(crate) const JSON_FORMAT_VERSION: u32 = 1;
+
+/// `value` with `format_version` first (kept if the value already carries one: a stored
+/// document's version); a list's items each get it.
+pub(crate) fn versioned(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            out.insert(
+                "format_version".to_owned(),
+                map.get("format_version")
+                    .cloned()
+                    .unwrap_or_else(|| Value::from(JSON_FORMAT_VERSION)),
+            );
+            out.extend(map.into_iter().filter(|(k, _)| k != "format_version"));
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| if v.is_object() { versioned(v) } else { v })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// `value` with the key `from` renamed `to` and moved first (the contract's names for what a
+/// stored document or a library type calls otherwise, e.g. `id` → `plan_id`).
+pub(crate) fn renamed(value: Value, from: &str, to: &str) -> Value {
+    match value {
+        Value::Object(mut map) => match map.remove(from) {
+            Some(v) => {
+                let mut out = serde_json::Map::new();
+                out.insert(to.to_owned(), v);
+                out.extend(map);
+                Value::Object(out)
+            }
+            None => Value::Object(map),
+        },
+        other => other,
+    }
+}
+
+/// Writes a JSON result to stdout: redacted, full ids, versioned (the contract).
 pub(crate) fn out_json(value: &Value) {
-    let value = &secrets::redactor().redact_strings(value.clone());
+    let value = &secrets::redactor().redact_strings(versioned(value.clone()));
     write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 

@@ -56,12 +56,31 @@ pub(crate) fn exec(id: ExecutionId) -> String {
     short(&id.to_string())
 }
 
+/// A record created by this process (after [`load`]): its id is shortened too.
+pub(crate) fn learn_plan(id: PlanId) {
+    let mut k = known().lock().unwrap_or_else(PoisonError::into_inner);
+    k.plans.insert(id.to_string());
+}
+
+/// See [`learn_plan`].
+pub(crate) fn learn_exec(id: ExecutionId) {
+    let mut k = known().lock().unwrap_or_else(PoisonError::into_inner);
+    k.execs.insert(id.to_string());
+}
+
+/// The short form of a known id; an id of no known record (a typo, a missing plan) stays
+/// whole, so an error names exactly what was asked for.
 fn short(full: &str) -> String {
     let k = known().lock().unwrap_or_else(PoisonError::into_inner);
-    if full.starts_with(ExecutionId::PREFIX) {
-        k.execs.short(full)
+    let ids = if full.starts_with(ExecutionId::PREFIX) {
+        &k.execs
     } else {
-        k.plans.short(full)
+        &k.plans
+    };
+    if ids.matching(full).is_empty() {
+        full.to_owned()
+    } else {
+        ids.short(full)
     }
 }
 
@@ -116,6 +135,10 @@ mod tests {
     fn full_ids_become_short_and_nothing_else_changes() {
         let p = PlanId::new();
         let e = ExecutionId::new();
+        let unknown = PlanId::new();
+        assert_eq!(abbreviate(&unknown.to_string()), unknown.to_string());
+        learn_plan(p);
+        learn_exec(e);
         let text = format!("run {p} as {e}; plan_xyz and exec_ stay; {p}x stays too");
         let short = abbreviate(&text);
         assert!(short.starts_with(&format!("run {} as {};", plan(p), exec(e))));

@@ -264,7 +264,7 @@ pub(crate) fn doctor(
     let env_names: Vec<Value> = agents
         .agents()
         .iter()
-        .map(|a| json!({ "agent": a.id, "named": policy.named(&a.id, &[]) }))
+        .map(|a| json!({ "agent_id": a.id, "named": policy.named(&a.id, &[]) }))
         .collect();
     let store = root.join(".orca");
     let store_mode = std::fs::metadata(&store).ok().map(|m| {
@@ -272,7 +272,7 @@ pub(crate) fn doctor(
         format!("{:04o}", m.permissions().mode() & 0o777)
     });
     let value = json!({
-        "keys": statuses.iter().map(|(id, backend, s)| json!({ "agent": id, "backend": backend, "key": s })).collect::<Vec<_>>(),
+        "keys": statuses.iter().map(|(id, backend, s)| json!({ "agent_id": id, "backend": backend, "key": s })).collect::<Vec<_>>(),
         "step_env": { "base": step_env::BASE_DESCRIPTION, "agents": env_names },
         "store": { "path": store, "mode": store_mode },
     });

@@ -391,3 +391,54 @@ fn output_discipline() {
     println!("escape codes in piped stdout: {escapes}");
     assert_eq!(escapes, 0, "{:?}", stdout(&out));
 }
+
+// Defect 7: every `--json` output carries `format_version` (first key; in a list, on every
+// item) and names the same thing with the same key: `plan_id`, `execution_id`, `agent_id`,
+// `step_id` — never a bare `id` at the top of an output or a list item.
+#[test]
+fn json_outputs_are_versioned_and_use_one_key_per_thing() {
+    let p = Project::new();
+    let file = p.write("plan.json", &one_step("json contract"));
+    let plan = p.create("plan2.json", &one_step("json contract 2"));
+    let (c, ran) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 0, "{ran}");
+    let exec = ran["execution_id"].as_str().unwrap().to_owned();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["init"],
+        vec!["plan", "list"],
+        vec!["plan", "show", &plan],
+        vec!["plan", "approve", &plan],
+        vec!["exec", "list"],
+        vec!["exec", "show", &exec],
+        vec!["agents", "list"],
+        vec!["audit", "verify"],
+        vec!["doctor"],
+    ];
+    let mut problems = Vec::new();
+    let mut check = |what: &str, v: &Value| {
+        let objects: Vec<&Value> = match v {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        for o in objects {
+            let Some(map) = o.as_object() else {
+                problems.push(format!("{what}: not an object: {o}"));
+                continue;
+            };
+            if map.keys().next().map(String::as_str) != Some("format_version") {
+                problems.push(format!("{what}: format_version is not the first key"));
+            }
+            if map.contains_key("id") {
+                problems.push(format!("{what}: a bare `id`"));
+            }
+        }
+    };
+    check("run", &ran);
+    for args in &commands {
+        let (c, v) = p.json(args);
+        assert_eq!(c, 0, "{args:?}: {v}");
+        check(&args.join(" "), &v);
+    }
+    println!("JSON contract problems: {}", problems.len());
+    assert!(problems.is_empty(), "{problems:#?}");
+}

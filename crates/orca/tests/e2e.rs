@@ -749,7 +749,7 @@ fn help_mentions_exit_codes_and_agents_list_has_shell() {
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|a| a["id"].as_str())
+        .filter_map(|a| a["agent_id"].as_str())
         .collect();
     assert!(ids.contains(&"shell"), "{agents}");
     // With no key and no config: the built-ins on the local Ollama default.
@@ -760,7 +760,7 @@ fn help_mentions_exit_codes_and_agents_list_has_shell() {
         .map(|a| {
             format!(
                 "{} {} {} {}",
-                a["id"].as_str().unwrap_or("?"),
+                a["agent_id"].as_str().unwrap_or("?"),
                 a["role"].as_str().unwrap_or("?"),
                 a["backend"].as_str().unwrap_or("?"),
                 a["model"].as_str().unwrap_or("-")

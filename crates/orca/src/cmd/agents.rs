@@ -29,7 +29,12 @@ pub(crate) fn agents_list(app: &App) -> Result<Exit, CliError> {
         agent.backend = configured_kind(app, agent);
     }
     if app.json {
-        out_json(&json!(agents));
+        // `agent_id`, like `plan_id`, `execution_id` and `step_id` everywhere else.
+        let items: Vec<Value> = agents
+            .iter()
+            .map(|a| crate::app::renamed(json!(a), "id", "agent_id"))
+            .collect();
+        out_json(&Value::Array(items));
     } else {
         let rows: Vec<Vec<String>> = agents
             .iter()

@@ -23,6 +23,9 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
     };
     let orca = app.orca(hitl);
     let reply = orca.relay.invoke(message).await?;
+    if let PlannerResponse::Plan { plan_id, .. } = &reply.outcome {
+        crate::ids::learn_plan(*plan_id);
+    }
     match reply.outcome {
         PlannerResponse::Answer { text } => {
             if app.json {

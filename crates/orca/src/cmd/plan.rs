@@ -65,7 +65,8 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                     _ => crate::plan_doc::dot(plan.content()),
                 });
             } else if app.json {
-                let mut value = json!(plan);
+                // `plan_id`, as in every other output (the stored document says `id`).
+                let mut value = crate::app::renamed(json!(plan), "id", "plan_id");
                 if let Some(obj) = value.as_object_mut() {
                     obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
                 }
@@ -128,8 +129,13 @@ pub(crate) async fn create_from_file(
     let text = crate::plan_doc::read_plan_file(file)?;
     let content = PlanContent::from_json(&text)
         .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
-    orca.planning
+    let proposal = orca
+        .planning
         .create_proposal(content, None)
         .await
-        .map_err(|e| CliError::bad_input(format!("{}: {}", file.display(), crate::exit::chain(&e))))
+        .map_err(|e| {
+            CliError::bad_input(format!("{}: {}", file.display(), crate::exit::chain(&e)))
+        })?;
+    crate::ids::learn_plan(proposal.id());
+    Ok(proposal)
 }

@@ -103,6 +103,7 @@ pub(crate) async fn approve_and_run(
         }
     }
     let (plan, exec) = orca.executions.create(id).await?;
+    crate::ids::learn_exec(exec);
     app.info(&format!(
         "execution {exec} of plan {id}: {} steps, concurrency {}",
         plan.content().steps.len(),
@@ -193,6 +194,16 @@ pub(crate) async fn drive(
 
 /// Prints the summary of a run and returns its exit code.
 pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result<Exit, CliError> {
+    if let RunOutcome::Replanned {
+        plan_id,
+        execution_id,
+    } = &report.outcome
+    {
+        crate::ids::learn_plan(*plan_id);
+        if let Some(e) = execution_id {
+            crate::ids::learn_exec(*e);
+        }
+    }
     let snap = orca.executions.get(report.execution_id).await?;
     let info = snap.execution.value.info().clone();
     let plan = orca.planning.plan(info.plan_id).await.ok();
