@@ -285,7 +285,11 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
-            | Command::Plan(PlanCommand::Approve { .. } | PlanCommand::Reject { .. })
+            | Command::Plan(
+                PlanCommand::Approve { .. }
+                    | PlanCommand::Reject { .. }
+                    | PlanCommand::Revise { .. }
+            )
             | Command::Exec(
                 ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Stop { .. }
             )

@@ -230,6 +230,19 @@ pub(crate) enum PlanCommand {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
+    /// Create the next revision of a plan from a document you edited: a new proposal that
+    /// supersedes PLAN (audited in both plans' logs). A proposal it replaces is rejected
+    /// ("revised as …"), so only the revision can be approved.
+    #[command(
+        after_help = "Example (a plan created from a file, sent back with request-changes):\n  orca plan show 01a1fb49 --json > plan.json   # or edit the file you created it from\n  $EDITOR plan.json\n  orca plan revise 01a1fb49 --file plan.json\n  orca plan approve <the new id>\n\nExit codes: 0 created, 2 unknown plan or an invalid document (nothing written)."
+    )]
+    Revise {
+        /// The plan to revise (an id or a unique prefix).
+        plan: String,
+        /// The revised plan document (JSON).
+        #[arg(long, value_name = "PATH")]
+        file: PathBuf,
+    },
     /// Send a proposal back to draft with feedback for the planner.
     RequestChanges {
         /// The plan.

@@ -110,12 +110,17 @@ pub(crate) fn abbreviate(text: &str) -> String {
         };
         out.push_str(&rest[..i]);
         let end = i + plen + UUID_LEN;
-        // An id is a whole word: not followed by more id characters.
+        // An id is a whole word, and not a part of a path (a file named in an error must be
+        // found as printed): not after `/`, not followed by more id characters, `/` or an
+        // extension.
+        let bytes = rest.as_bytes();
+        let after = bytes.get(end).copied();
+        let in_path = (i > 0 && bytes.get(i - 1) == Some(&b'/'))
+            || after == Some(b'/')
+            || (after == Some(b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_alphanumeric));
         let whole = rest.get(i + plen..end).is_some_and(is_uuid)
-            && !rest
-                .as_bytes()
-                .get(end)
-                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'-');
+            && !in_path
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'-');
         if whole {
             out.push_str(&short(&rest[i..end]));
             rest = &rest[end..];
@@ -139,11 +144,14 @@ mod tests {
         assert_eq!(abbreviate(&unknown.to_string()), unknown.to_string());
         learn_plan(p);
         learn_exec(e);
-        let text = format!("run {p} as {e}; plan_xyz and exec_ stay; {p}x stays too");
+        let text = format!(
+            "run {p} as {e}; plan_xyz and exec_ stay; {p}x stays too; .orca/plans/{p}/x and {e}.json stay"
+        );
         let short = abbreviate(&text);
         assert!(short.starts_with(&format!("run {} as {};", plan(p), exec(e))));
         assert!(short.contains("plan_xyz and exec_ stay"));
-        assert!(short.ends_with(&format!("{p}x stays too")));
+        assert!(short.contains(&format!("{p}x stays too")));
+        assert!(short.ends_with(&format!(".orca/plans/{p}/x and {e}.json stay")));
         assert_eq!(plan(p).len(), "plan_".len() + 8);
     }
 }

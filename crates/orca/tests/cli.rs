@@ -442,3 +442,60 @@ fn json_outputs_are_versioned_and_use_one_key_per_thing() {
     println!("JSON contract problems: {}", problems.len());
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+// Defect 8: a plan created from a file and sent back with `request-changes` was a dead end.
+// `plan revise` creates the next revision (superseding it, audited); a bad document changes
+// nothing; a proposal it revises can no longer be approved.
+#[test]
+fn plan_revise_creates_the_next_revision() {
+    let p = Project::new();
+    let first = p.create("v1.json", &one_step("version one"));
+    let out = p.run(&[
+        "plan",
+        "request-changes",
+        &first,
+        "--feedback",
+        "add a check",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    // An invalid revision: exit 2, no plan added.
+    let bad = p.write("bad.json", "{\"goal\": \"\"}");
+    let out = p.run(&["plan", "revise", &first, "--file", bad.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(p.json(&["plan", "list"]).1.as_array().unwrap().len(), 1);
+
+    let v2 = p.write(
+        "v2.json",
+        &plan_doc(
+            "version two",
+            &[
+                ("only", "echo ok", &[]),
+                ("check", "echo checked", &["only"]),
+            ],
+        ),
+    );
+    let (c, revised) = p.json(&["plan", "revise", &first, "--file", v2.to_str().unwrap()]);
+    assert_eq!(c, 0, "{revised}");
+    assert_eq!(revised["supersedes"], first.as_str());
+    assert_eq!(revised["stage"], "proposal");
+    let second = revised["plan_id"].as_str().unwrap().to_owned();
+    let mut shape = revised.clone();
+    shape["plan_id"] = "[plan_id]".into();
+    shape["supersedes"] = "[plan_id]".into();
+    insta::assert_json_snapshot!("plan_revise", shape);
+
+    let (_, shown) = p.json(&["plan", "show", &second]);
+    assert_eq!(shown["supersedes"], first.as_str());
+    let text = stdout(&p.run(&["plan", "show", &second]));
+    assert!(text.contains("Revises:"), "{text}");
+
+    // Revising a proposal rejects it: only the revision can be approved.
+    let (c, third) = p.json(&["plan", "revise", &second, "--file", v2.to_str().unwrap()]);
+    assert_eq!(c, 0, "{third}");
+    assert_eq!(third["superseded_stage"], "rejected");
+    let out = p.run(&["plan", "approve", &second]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = p.run(&["audit", "verify"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}

@@ -4,6 +4,7 @@ pub(crate) mod agents;
 pub(crate) mod ask;
 pub(crate) mod exec;
 pub(crate) mod plan;
+pub(crate) mod revise;
 pub(crate) mod run;
 pub(crate) mod setup;
 pub(crate) mod watch;

@@ -100,6 +100,10 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
             p.reject(id, &user(), reason).await?;
             decided(app, id, "rejected", &format!("rejected {id}"));
         }
+        PlanCommand::Revise { plan, file } => {
+            let previous = p.resolve(&plan).await?;
+            return crate::cmd::revise::revise(app, &orca, previous, &file).await;
+        }
         PlanCommand::RequestChanges { plan, feedback } => {
             let id = p.resolve(&plan).await?;
             p.request_changes(id, &user(), &feedback).await?;
@@ -126,12 +130,22 @@ pub(crate) async fn create_from_file(
     orca: &Orca,
     file: &Path,
 ) -> Result<orca_core::ProposalPlan, CliError> {
+    create_revision(orca, file, None).await
+}
+
+/// A proposal from a plan document, superseding `previous` if given; nothing is written if
+/// the document is unreadable or invalid.
+pub(crate) async fn create_revision(
+    orca: &Orca,
+    file: &Path,
+    previous: Option<PlanId>,
+) -> Result<orca_core::ProposalPlan, CliError> {
     let text = crate::plan_doc::read_plan_file(file)?;
     let content = PlanContent::from_json(&text)
         .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
     let proposal = orca
         .planning
-        .create_proposal(content, None)
+        .create_proposal(content, previous)
         .await
         .map_err(|e| {
             CliError::bad_input(format!("{}: {}", file.display(), crate::exit::chain(&e)))
