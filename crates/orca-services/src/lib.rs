@@ -13,7 +13,9 @@
 pub mod approval;
 pub mod dispatch;
 pub mod error;
+pub mod events;
 pub mod execution;
+pub mod fork;
 pub mod hitl;
 pub mod integrity;
 pub mod planning;

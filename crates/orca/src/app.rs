@@ -78,6 +78,13 @@ pub(crate) fn out_json(value: &Value) {
     write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
+/// Writes one JSON value on one line (JSON Lines): redacted, full ids, as given (an event
+/// carries its own `format_version`).
+pub(crate) fn out_json_line(value: &Value) {
+    let value = &secrets::redactor().redact_strings(value.clone());
+    write_stdout(&serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()));
+}
+
 fn write_stdout(text: &str) {
     let text = &crate::term::for_stdout(&secrets::redact(text));
     let mut stdout = std::io::stdout().lock();
@@ -291,7 +298,10 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
                     | PlanCommand::Revise { .. }
             )
             | Command::Exec(
-                ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Stop { .. }
+                ExecCommand::Resume { .. }
+                    | ExecCommand::Decide { .. }
+                    | ExecCommand::Stop { .. }
+                    | ExecCommand::Retry { .. }
             )
     );
     let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
@@ -299,7 +309,9 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
-            | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
+            | Command::Exec(
+                ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Retry { .. }
+            )
     );
     let app = App::open(global, creates, key_use, runs_agents).await?;
     match command {
@@ -308,6 +320,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Run(args) => cmd::run::run_plan(&app, &args.plan, &args.run).await,
         Command::Exec(command) => cmd::exec::exec(&app, command).await,
         Command::Watch { exec } => cmd::watch::watch(&app, &exec).await,
+        Command::Events { exec, follow } => cmd::events::events(&app, &exec, follow).await,
+        Command::Audit(AuditCommand::Show { target }) => cmd::audit_show::show(&app, &target).await,
         Command::Audit(AuditCommand::Verify { exec, all }) => {
             crate::audit_cmd::verify(&app, AuditScope::from_args(exec, all)).await
         }

@@ -89,6 +89,18 @@ pub(crate) enum Command {
         /// The execution (an id or a unique prefix).
         exec: String,
     },
+    /// A stable JSON Lines stream of an execution's events, from its durable audit log (works
+    /// from any process, during a run and after it; schema: docs/events.md).
+    #[command(
+        after_help = "Examples:\n  orca events 01a1fb4a                       # what happened so far\n  orca events 01a1fb4a --follow | jq -c 'select(.type == \"task.attempt.completed\")'\n\nExit codes: 0, 2 unknown execution."
+    )]
+    Events {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// Keep printing events until the execution ends or nothing drives it.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -186,7 +198,13 @@ pub(crate) enum PlanCommand {
         file: PathBuf,
     },
     /// Plans, newest first.
-    List,
+    #[command(
+        after_help = "Examples:\n  orca plan list --status proposal\n  orca plan list --since 1h --limit 3"
+    )]
+    List {
+        #[command(flatten)]
+        filter: ListFilter,
+    },
     /// One plan.
     #[command(
         after_help = "Examples:\n  orca plan show 01a1fb49 --graph\n  orca plan show 01a1fb49 --format mermaid > plan.mmd\n  orca plan show 01a1fb49 --format dot | dot -Tsvg > plan.svg"
@@ -256,15 +274,48 @@ pub(crate) enum PlanCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ExecCommand {
     /// Executions, newest first.
+    #[command(
+        after_help = "Examples:\n  orca exec list --status failed --since 2d\n  orca exec list --limit 5 --json"
+    )]
     List {
         /// Only this plan's.
         #[arg(long, value_name = "PLAN")]
         plan: Option<String>,
+        #[command(flatten)]
+        filter: ListFilter,
     },
-    /// One execution with its tasks.
+    /// One execution with its tasks, their time, tokens and cost.
     Show {
         /// The execution (an id or a unique prefix).
         exec: String,
+    },
+    /// A step's output and its agent's tool calls, attempt by attempt (redacted).
+    #[command(
+        after_help = "Examples:\n  orca exec logs 01a1fb4a            # every step\n  orca exec logs 01a1fb4a build      # one step\n  orca exec logs 01a1fb4a build -f   # until the step ends\n\nExit codes: 0, 2 unknown execution or step."
+    )]
+    Logs {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// Only this step.
+        step: Option<String>,
+        /// Keep printing until the step (or the execution) ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
+    /// Run an execution's plan again as a NEW execution that reuses the recorded results of
+    /// every step before STEP (default: before the first step that did not complete) and runs
+    /// the rest. Audited in both executions, with a link to the source.
+    #[command(
+        after_help = "Examples:\n  orca exec retry 01a1fb4a                 # from the first failed step\n  orca exec retry 01a1fb4a --from build    # re-run build and everything after it\n\nExit codes: as for `orca run`; 2 if the plan is no longer approved or STEP is unknown."
+    )]
+    Retry {
+        /// The execution to fork.
+        exec: String,
+        /// The first step to run again (it and every step that depends on it run again).
+        #[arg(long, value_name = "STEP")]
+        from: Option<String>,
+        #[command(flatten)]
+        run: RunOptions,
     },
     /// Continue after a crash or a pause.
     #[command(after_help = EXIT_CODES)]
@@ -324,6 +375,20 @@ pub(crate) enum DecisionArg {
     Answer,
 }
 
+/// Filters of `plan list` and `exec list`.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ListFilter {
+    /// Only this stage (`proposal`, `approved`, `running`, `failed`, `interrupted`…).
+    #[arg(long, value_name = "STAGE")]
+    pub(crate) status: Option<String>,
+    /// Only those created within this long (`30m`, `12h`, `7d`) or since this time (RFC 3339).
+    #[arg(long, value_name = "AGE|TIME")]
+    pub(crate) since: Option<String>,
+    /// At most this many (the newest).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum AuditCommand {
     /// Verify audit logs; names the first bad entry.
@@ -334,6 +399,15 @@ pub(crate) enum AuditCommand {
         /// Every log (plans and executions).
         #[arg(long, conflicts_with = "exec")]
         all: bool,
+    },
+    /// The human-readable timeline of an execution or a plan (who, what, when, how long,
+    /// which attempt) and its causal tree: execution → task attempt → tool call.
+    #[command(
+        after_help = "Examples:\n  orca audit show 01a1fb4a     # an execution\n  orca audit show 01a1fb49     # a plan: its lifecycle and its runs\n  orca audit show 01a1fb4a --json"
+    )]
+    Show {
+        /// An execution or a plan (an id or a unique prefix).
+        target: String,
     },
 }
 

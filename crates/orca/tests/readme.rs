@@ -188,15 +188,15 @@ fn the_readme_tour_matches_reality() {
                 continue;
             }
             let mut found = None;
-            'streams: for s in 0..2 {
+            'streams: for (s, stream) in streams.iter().enumerate() {
                 let end = if skipping {
-                    streams[s].len()
+                    stream.len()
                 } else {
-                    (at[s] + 1).min(streams[s].len())
+                    (at[s] + 1).min(stream.len())
                 };
-                for i in at[s]..end {
+                for (i, actual) in stream.iter().enumerate().take(end).skip(at[s]) {
                     let mut trial = binds.clone();
-                    if matches(shown.trim_end(), streams[s][i].trim_end(), &mut trial) {
+                    if matches(shown.trim_end(), actual.trim_end(), &mut trial) {
                         binds = trial;
                         found = Some((s, i));
                         break 'streams;

@@ -15,7 +15,25 @@ use crate::term::say;
 
 pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
     match cmd {
-        ExecCommand::List { plan } => {
+        ExecCommand::Logs { exec, step, follow } => {
+            crate::cmd::logs::logs(app, &exec, step.as_deref(), follow).await
+        }
+        ExecCommand::Retry { exec, from, run } => {
+            crate::cmd::retry::retry(app, &exec, from.as_deref(), &run).await
+        }
+        ExecCommand::List { plan, filter } => {
+            let filter = crate::cmd::filter::Filter::new(
+                &filter,
+                &[
+                    "pending",
+                    "running",
+                    "interrupted",
+                    "awaiting_decision",
+                    "completed",
+                    "failed",
+                    "stopped",
+                ],
+            )?;
             let orca = app.orca(Arc::new(NoHuman));
             let plan = match plan {
                 Some(p) => Some(orca.planning.resolve(&p).await?),
@@ -29,12 +47,34 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 ));
             }
             let annotated = crate::driver::annotate_list(app, &listing.items).await?;
+            // The status a person filters on: a pending decision, no live driver, or the stage.
+            let rows: Vec<(orca_store::ExecutionSummary, Value, Option<bool>)> = listing
+                .items
+                .into_iter()
+                .zip(annotated)
+                .map(|(item, (v, live))| (item, v, live))
+                .collect();
+            let rows = filter.apply(
+                rows,
+                |(item, _, live)| {
+                    if item.awaiting_decision {
+                        "awaiting_decision".to_owned()
+                    } else if *live == Some(false) {
+                        "interrupted".to_owned()
+                    } else {
+                        item.stage.to_string()
+                    }
+                },
+                |(item, _, _)| item.created_at,
+            );
             if app.json {
-                let items: Vec<Value> = annotated.into_iter().map(|(v, _)| v).collect();
+                let items: Vec<Value> = rows.into_iter().map(|(_, v, _)| v).collect();
                 out_json(&json!(items));
             } else {
-                let live: Vec<Option<bool>> = annotated.into_iter().map(|(_, l)| l).collect();
-                out(&render::exec_list(&listing.items, &live));
+                let live: Vec<Option<bool>> = rows.iter().map(|(_, _, l)| *l).collect();
+                let items: Vec<orca_store::ExecutionSummary> =
+                    rows.into_iter().map(|(i, _, _)| i).collect();
+                out(&render::exec_list(&items, &live));
             }
             Ok(Exit::Ok)
         }

@@ -37,8 +37,13 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 ));
             }
         }
-        PlanCommand::List => {
-            let listing = p.list().await?;
+        PlanCommand::List { filter } => {
+            let filter = crate::cmd::filter::Filter::new(
+                &filter,
+                &["draft", "proposal", "approved", "rejected"],
+            )?;
+            let mut listing = p.list().await?;
+            listing.items = filter.apply(listing.items, |i| i.stage.to_string(), |i| i.created_at);
             for problem in &listing.problems {
                 say(&format!(
                     "warning: {}: {}",

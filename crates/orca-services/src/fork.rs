@@ -1,0 +1,210 @@
+//! Forking an execution (`orca exec retry`): a NEW execution of the same approved plan that
+//! reuses the recorded results of the source's completed steps — all of them, or only those
+//! that neither are the `from` step nor depend on it — and leaves the rest pending for the
+//! runner. The source is never changed.
+//!
+//! What is written, in order, so that every check of the record still holds
+//! (`integrity::against_log`): the execution is created (`execution.created`, the plan's run
+//! register) — only if the plan is still approved by a trusted key; `execution.forked` names
+//! the source, the step and the reused steps; the header goes to `running` (nothing may be
+//! completed in a pending execution); then for each reused step a `task.attempt.started` and a
+//! `task.attempt.completed` entry (with the result's digest and `reused_from`) before its task
+//! record, exactly as the runner writes an attempt; last, `execution.retried` in the plan's run
+//! register links the source to the fork. A crash in between leaves a resumable execution.
+
+use std::collections::BTreeSet;
+
+use orca_core::{
+    ContextLimits, Execution, ExecutionId, Holder, PlanId, StepId, Task, build_context, graph,
+};
+use orca_store::{AuditLogId, NewAuditEntry};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::error::{Result, ServiceError};
+use crate::execution::ExecutionService;
+
+/// What a fork reused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fork {
+    /// The new execution.
+    pub execution_id: ExecutionId,
+    /// Its plan (the source's).
+    pub plan_id: PlanId,
+    /// Steps whose recorded results were reused, in plan order.
+    pub reused: Vec<StepId>,
+    /// Steps left to run, in plan order.
+    pub to_run: Vec<StepId>,
+}
+
+/// The steps of the source to reuse: completed ones, minus `from` and every step that depends
+/// on it, directly or not.
+fn reusable(
+    plan: &orca_core::PlanContent,
+    tasks: &[Task],
+    from: Option<&StepId>,
+) -> Result<BTreeSet<usize>> {
+    let deps = graph::dependency_indices(&plan.steps);
+    let mut excluded = vec![false; plan.steps.len()];
+    if let Some(from) = from {
+        let start = plan.position(from).ok_or_else(|| {
+            ServiceError::BadInput(format!(
+                "the plan has no step `{from}`; its steps: {}",
+                plan.steps
+                    .iter()
+                    .map(|s| s.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        excluded[start] = true;
+        // Dependents: repeat until nothing changes (plans are small; no order needed).
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (i, d) in deps.iter().enumerate() {
+                if !excluded[i] && d.iter().any(|&j| excluded[j]) {
+                    excluded[i] = true;
+                    changed = true;
+                }
+            }
+        }
+    }
+    Ok(plan
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            !excluded[*i]
+                && tasks
+                    .iter()
+                    .any(|t| t.step_id() == &s.id && matches!(t, Task::Completed(_)))
+        })
+        .map(|(i, _)| i)
+        .collect())
+}
+
+impl ExecutionService {
+    /// Forks `source` from `from` (see the module docs), as `by`, holding `holder` for the
+    /// reused attempts' records.
+    ///
+    /// # Errors
+    ///
+    /// The plan is no longer approved (`ApprovalRefused`), `from` is not a step of the plan,
+    /// or a store failure.
+    pub async fn fork(
+        &self,
+        source: ExecutionId,
+        from: Option<&StepId>,
+        by: &str,
+        holder: Holder,
+    ) -> Result<Fork> {
+        let src = self.get(source).await?;
+        let plan_id = src.execution.value.info().plan_id;
+        let plan = self.planning().approved(plan_id).await?;
+        let source_tasks = src.task_values();
+        let reuse = reusable(plan.content(), &source_tasks, from)?;
+        let (_, id) = self.create(plan_id).await?;
+        let reused: Vec<StepId> = reuse
+            .iter()
+            .map(|&i| plan.content().steps[i].id.clone())
+            .collect();
+        let header = self.header(id).await?;
+        self.audit(
+            &header.value,
+            "execution.forked",
+            Some(0),
+            json!({ "from_execution": source, "from_step": from, "reused": reused, "by": by }),
+        )
+        .await?;
+        let now = OffsetDateTime::now_utc();
+        if !reuse.is_empty() {
+            let running = match header.value {
+                Execution::Pending(p) => Execution::Running(p.start(now)),
+                other => other,
+            };
+            self.store()
+                .update_execution(&running, header.revision)
+                .await?;
+            let snap = self.get(id).await?;
+            let mut tasks = snap.task_values();
+            for &i in &reuse {
+                let step = &plan.content().steps[i];
+                let Some(Task::Completed(done)) =
+                    source_tasks.iter().find(|t| t.step_id() == &step.id)
+                else {
+                    continue;
+                };
+                let Some(versioned) = snap.tasks.iter().find(|t| t.value.step_id() == &step.id)
+                else {
+                    continue;
+                };
+                let Task::Pending(pending) = versioned.value.clone() else {
+                    continue;
+                };
+                let context = build_context(
+                    plan_id,
+                    plan.content(),
+                    i,
+                    &tasks,
+                    &ContextLimits::default(),
+                )
+                .ok_or_else(|| {
+                    ServiceError::BadInput(format!("no context for step `{}`", step.id))
+                })?;
+                let completed = pending
+                    .start(context, holder.clone(), now)
+                    .complete(done.result.clone(), now);
+                let started = self
+                    .audit(
+                        &running,
+                        "task.attempt.started",
+                        Some(0),
+                        json!({ "step_id": step.id, "agent": step.agent, "attempt": 1,
+                                "reused_from": source }),
+                    )
+                    .await?;
+                self.audit(
+                    &running,
+                    "task.attempt.completed",
+                    Some(started.seq),
+                    json!({ "step_id": step.id, "usage": orca_core::Usage::default(),
+                            "summary": done.result.summary,
+                            crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(&done.result),
+                            "reused_from": source }),
+                )
+                .await?;
+                let task = Task::Completed(completed);
+                self.store()
+                    .update_task(id, &task, versioned.revision)
+                    .await?;
+                if let Some(slot) = tasks.get_mut(i) {
+                    *slot = task;
+                }
+            }
+        }
+        self.store()
+            .append(
+                AuditLogId::Runs { plan_id },
+                NewAuditEntry::new(
+                    "execution.retried",
+                    json!({ "execution_id": source, "as_execution": id, "from_step": from, "by": by }),
+                ),
+            )
+            .await?;
+        let to_run = plan
+            .content()
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !reuse.contains(i))
+            .map(|(_, s)| s.id.clone())
+            .collect();
+        Ok(Fork {
+            execution_id: id,
+            plan_id,
+            reused,
+            to_run,
+        })
+    }
+}
