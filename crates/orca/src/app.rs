@@ -342,6 +342,20 @@ pub(crate) async fn resolve_exec(app: &App, text: &str) -> Result<ExecutionId, C
     Ok(app.orca(Arc::new(NoHuman)).executions.resolve(text).await?)
 }
 
+/// What each step of an execution took (time, tokens, cost) and the total, from its events.
+pub(crate) async fn totals(app: &App, id: ExecutionId) -> Result<crate::render::Totals, CliError> {
+    let header = app.store.execution_header(id).await?;
+    let events =
+        orca_services::events::read(app.store.as_ref(), header.value.info().plan_id, id, None)
+            .await?;
+    Ok(orca_services::events::totals(&events))
+}
+
+/// The totals as JSON: per step and in all.
+pub(crate) fn totals_json(totals: &crate::render::Totals) -> Value {
+    serde_json::json!({ "steps": totals.0, "total": totals.1 })
+}
+
 /// The problem of a tampered log, naming its entry once.
 pub(crate) fn tamper_text(seq: u64, problem: &str) -> String {
     if problem.contains(&format!("entry {seq}")) {

@@ -168,7 +168,57 @@ fn task_line(task: &Task) -> (String, String, String) {
     (task_status(task), attempts.to_string(), clip(&detail, 70))
 }
 
-pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> String {
+/// Per-step totals and the execution's (`orca_services::events::totals`).
+pub(crate) type Totals = (
+    std::collections::BTreeMap<String, orca_services::events::StepTotals>,
+    orca_services::events::StepTotals,
+);
+
+fn seconds(ms: u64) -> String {
+    // Milliseconds to seconds, one decimal (display only: u64 → f64 loses nothing here).
+    #[expect(clippy::cast_precision_loss, reason = "display of a duration")]
+    let s = ms as f64 / 1000.0;
+    format!("{s:.1}s")
+}
+
+fn tokens(u: &orca_core::Usage) -> String {
+    match u.total_tokens() {
+        0 => "-".to_owned(),
+        n => n.to_string(),
+    }
+}
+
+fn cost(u: &orca_core::Usage) -> String {
+    match u.cost_micro_usd {
+        0 => "-".to_owned(),
+        c => format!("${}.{:06}", c / 1_000_000, c % 1_000_000),
+    }
+}
+
+/// The total line: step time, tokens (in/out), turns and cost.
+pub(crate) fn total_line(total: &orca_services::events::StepTotals) -> String {
+    let u = &total.usage;
+    format!(
+        "Total:     {} attempt(s), {} in steps, {} tokens (in {}, out {}), {} model turn(s), cost {}",
+        total.attempts,
+        seconds(total.duration_ms),
+        u.total_tokens(),
+        u.input_tokens,
+        u.output_tokens,
+        u.turns,
+        if u.cost_micro_usd == 0 {
+            "unknown or none".to_owned()
+        } else {
+            cost(u)
+        }
+    )
+}
+
+pub(crate) fn exec_show(
+    snapshot: &ExecutionSnapshot,
+    plan: Option<&Plan>,
+    totals: &Totals,
+) -> String {
     let e = &snapshot.execution.value;
     let info = e.info();
     let mut out = String::new();
@@ -232,19 +282,27 @@ pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> St
                 .and_then(|p| p.content().step(t.value.step_id()))
                 .map(|s| s.agent.to_string())
                 .unwrap_or_default();
+            let step = totals.0.get(t.value.step_id().as_str());
             vec![
                 t.value.step_id().to_string(),
                 agent,
                 status,
                 attempts,
+                step.map_or_else(|| "-".to_owned(), |s| seconds(s.duration_ms)),
+                step.map_or_else(|| "-".to_owned(), |s| tokens(&s.usage)),
+                step.map_or_else(|| "-".to_owned(), |s| cost(&s.usage)),
                 detail,
             ]
         })
         .collect();
     out.push_str(&table(
-        &["STEP", "AGENT", "STATUS", "TRIES", "DETAIL"],
+        &[
+            "STEP", "AGENT", "STATUS", "TRIES", "TIME", "TOKENS", "COST", "DETAIL",
+        ],
         &rows,
     ));
+    out.push_str(&total_line(&totals.1));
+    out.push('\n');
     out
 }
 

@@ -94,8 +94,10 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             let snap = orca.executions.get(id).await?;
             let lease = app.store.lease(id).await?;
             let stage = snap.execution.value.stage();
+            let totals = crate::app::totals(app, id).await?;
             if app.json {
                 let mut value = snapshot_json(&snap);
+                value["totals"] = crate::app::totals_json(&totals);
                 if let Some(d) = crate::driver::driver_json(id, stage, lease.as_ref()) {
                     value["driver"] = d;
                 }
@@ -106,7 +108,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     .plan(snap.execution.value.info().plan_id)
                     .await
                     .ok();
-                out(&render::exec_show(&snap, plan.as_ref()));
+                out(&render::exec_show(&snap, plan.as_ref(), &totals));
                 if let Some(line) = crate::driver::driver_text(id, stage, lease.as_ref()) {
                     out(&line);
                 }

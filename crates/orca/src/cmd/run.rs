@@ -205,6 +205,7 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
         }
     }
     let snap = orca.executions.get(report.execution_id).await?;
+    let totals = crate::app::totals(app, report.execution_id).await?;
     let info = snap.execution.value.info().clone();
     let plan = orca.planning.plan(info.plan_id).await.ok();
     let log = ExecutionService::log(info.plan_id, info.id);
@@ -261,9 +262,10 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
             "detail": detail,
             "tasks": tasks,
             "audit": verify,
+            "totals": crate::app::totals_json(&totals),
         }));
     } else {
-        out(&render::exec_show(&snap, plan.as_ref()));
+        out(&render::exec_show(&snap, plan.as_ref(), &totals));
         let audit = match &verify {
             VerifyReport::Intact { entries, sealed } => {
                 format!(

@@ -66,7 +66,8 @@ pub(crate) async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
                     .plan(snap.execution.value.info().plan_id)
                     .await
                     .ok();
-                out(&render::exec_show(&snap, plan.as_ref()));
+                let totals = crate::app::totals(app, id).await?;
+                out(&render::exec_show(&snap, plan.as_ref(), &totals));
             }
             return Ok(match stage {
                 ExecutionStage::Completed => Exit::Ok,

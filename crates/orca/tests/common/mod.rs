@@ -5,6 +5,8 @@
 
 #![allow(dead_code, reason = "each test binary uses a part of this module")]
 
+pub(crate) mod project;
+
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
