@@ -78,6 +78,12 @@ pub(crate) fn out_json(value: &Value) {
     write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
+/// Writes a document in a standard format (a JSON Schema) as it is: pretty, redacted.
+pub(crate) fn out_json_document(value: &Value) {
+    let value = &secrets::redactor().redact_strings(value.clone());
+    write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
+}
+
 /// Writes one JSON value on one line (JSON Lines): redacted, full ids, as given (an event
 /// carries its own `format_version`).
 pub(crate) fn out_json_line(value: &Value) {
@@ -278,7 +284,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             );
         }
         Command::Plan(PlanCommand::Schema) => {
-            out_json(&PlanContent::json_schema());
+            // A JSON Schema document, as the standard has it (no `format_version` added).
+            out_json_document(&PlanContent::json_schema());
             return Ok(Exit::Ok);
         }
         _ => {}
