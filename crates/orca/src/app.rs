@@ -276,6 +276,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Init => return cmd::setup::init(global),
         Command::Completions { shell } => return Ok(cmd::setup::print_completions(shell)),
         Command::Man => return cmd::setup::print_man(),
+        Command::Config(crate::cli::ConfigCommand::Show) => return cmd::config::show(global),
         Command::Plan(PlanCommand::Validate { file }) => {
             return crate::plan_doc::validate(
                 &file,
@@ -334,7 +335,9 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         }
         Command::Agents(AgentsCommand::List) => cmd::agents::agents_list(&app),
         Command::Doctor => cmd::agents::doctor(&app),
-        Command::Init | Command::Completions { .. } | Command::Man => unreachable_init(),
+        Command::Init | Command::Completions { .. } | Command::Man | Command::Config(_) => {
+            unreachable_init()
+        }
     }
 }
 

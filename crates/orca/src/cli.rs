@@ -107,6 +107,9 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Settings: the effective configuration and where each value comes from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Where each agent's key comes from (masked: never a secret character), what every
     /// step's environment holds, and the store's permissions.
     Doctor,
@@ -409,6 +412,17 @@ pub(crate) enum AuditCommand {
         /// An execution or a plan (an id or a unique prefix).
         target: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// The effective settings, each with its source: the user's config
+    /// ($XDG_CONFIG_HOME/orca/config.toml), under the project's .orca/config.toml, under the
+    /// ORCA_BACKEND / ORCA_MODEL / ORCA_BASE_URL / ORCA_SANDBOX environment variables.
+    #[command(
+        after_help = "Examples:\n  orca config show\n  ORCA_MODEL=llama3.2 orca config show --json\n\nExit codes: 0, 2 a config file is invalid (named)."
+    )]
+    Show,
 }
 
 #[derive(Debug, Subcommand)]

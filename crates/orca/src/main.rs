@@ -5,6 +5,7 @@ mod app;
 mod audit_cmd;
 mod cli;
 mod cmd;
+mod config_layers;
 mod driver;
 mod driver_signals;
 mod exit;

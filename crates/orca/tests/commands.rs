@@ -387,3 +387,95 @@ fn exec_show_has_time_tokens_and_cost() {
     );
     assert!(text.contains("Total:     1 attempt(s), 0."), "{text}");
 }
+
+// The user's config under the project's, `ORCA_*` over both; `config show` says where each
+// value comes from; a bad user config exits 2 naming its file.
+#[test]
+fn config_layers_and_config_show() {
+    let p = Project::new();
+    let user_dir = p.config.path().join("orca");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    let user = user_dir.join("config.toml");
+    std::fs::write(
+        &user,
+        "[defaults]\nbackend = \"ollama\"\nmodel = \"user-model\"\n",
+    )
+    .unwrap();
+    let model_of = |env: &[(&str, &str)]| {
+        let mut args = vec!["--json", "agents", "list"];
+        args.truncate(3);
+        let out = p.run_env(env, &args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let planner = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["agent_id"] == "planner")
+            .unwrap()
+            .clone();
+        (
+            planner["model"].as_str().unwrap().to_owned(),
+            planner["backend"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        model_of(&[]),
+        ("user-model".to_owned(), "ollama".to_owned())
+    );
+    let (c, shown) = p.json(&["config", "show"]);
+    assert_eq!(c, 0);
+    let source = |shown: &Value, key: &str| {
+        shown["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["source"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        source(&shown, "defaults.model").starts_with("user config"),
+        "{shown}"
+    );
+
+    // The project's setting wins over the user's; the user's other settings stay.
+    let project = p.root().join(".orca/config.toml");
+    let mut text = std::fs::read_to_string(&project).unwrap();
+    text.push_str("\n[defaults]\nmodel = \"project-model\"\n");
+    std::fs::write(&project, text).unwrap();
+    assert_eq!(
+        model_of(&[]),
+        ("project-model".to_owned(), "ollama".to_owned())
+    );
+    // The environment wins over both.
+    assert_eq!(model_of(&[("ORCA_MODEL", "env-model")]).0, "env-model");
+    let out = p.run_env(&[("ORCA_MODEL", "env-model")], &["config", "show"]);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("defaults.model"))
+        .unwrap();
+    assert!(
+        line.contains("env-model") && line.contains("environment ORCA_MODEL"),
+        "{line}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("defaults.backend"))
+        .unwrap();
+    assert!(line.contains("user config"), "{line}");
+    let mut shape_of = shown.clone();
+    shape_of["files"] = "[files]".into();
+    insta::assert_json_snapshot!("config_show_user_only", shape_of);
+
+    // A bad user config: exit 2, naming the file.
+    std::fs::write(&user, "[defaults]\nmodle = \"typo\"\n").unwrap();
+    let out = p.run(&["agents", "list"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains(user.to_str().unwrap()),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -3,6 +3,7 @@
 pub(crate) mod agents;
 pub(crate) mod ask;
 pub(crate) mod audit_show;
+pub(crate) mod config;
 pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod filter;

@@ -22,6 +22,9 @@ pub(crate) fn isolated(root: &Path, config_home: &Path) -> std::process::Command
         .env("XDG_CONFIG_HOME", config_home)
         .env_remove("ORCA_SIGNING_KEY")
         .env_remove("ORCA_SANDBOX")
+        .env_remove("ORCA_BACKEND")
+        .env_remove("ORCA_MODEL")
+        .env_remove("ORCA_BASE_URL")
         .env_remove("ORCA_LOG")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY");
