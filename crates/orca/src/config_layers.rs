@@ -212,8 +212,8 @@ fn file_sandbox(layers: &Layers) -> Option<(PathBuf, Value)> {
     })
 }
 
-/// Every leaf of the merged settings: (dotted key, value as TOML, source).
-pub(crate) fn effective(layers: &Layers) -> Vec<(String, String, String)> {
+/// Every leaf of the merged settings: (dotted key, value, source).
+pub(crate) fn effective(layers: &Layers) -> Vec<(String, Option<Value>, String)> {
     let mut keys = Vec::new();
     leaves("", &layers.merged, &mut keys);
     keys.into_iter()
@@ -226,7 +226,7 @@ pub(crate) fn effective(layers: &Layers) -> Vec<(String, String, String)> {
                     other => v = other,
                 }
             }
-            let value = v.map(ToString::to_string).unwrap_or_default();
+            let value = v.cloned();
             let source = layers
                 .sources
                 .get(&k)

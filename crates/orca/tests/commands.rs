@@ -15,6 +15,7 @@ use serde_json::Value;
 /// Ids, times and durations replaced so a shape is stable.
 fn shape(v: &Value) -> Value {
     match v {
+        Value::String(s) if s.contains(&format!("{}/.tmp", tmp())) => Value::String(untemp(s)),
         Value::String(s) if s.starts_with("plan_") => "[plan_id]".into(),
         Value::String(s) if s.starts_with("exec_") => "[exec_id]".into(),
         Value::String(s) if s.starts_with("sha256:") => "[digest]".into(),
@@ -38,6 +39,33 @@ fn shape(v: &Value) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+fn tmp() -> String {
+    std::env::temp_dir()
+        .display()
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// `s` with every temp dir (`$TMPDIR/.tmpXXXXXX`) replaced by `[tmp]`.
+fn untemp(s: &str) -> String {
+    let prefix = format!("{}/.tmp", tmp());
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(&prefix) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + prefix.len()..];
+        let n = after
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .count();
+        out.push_str("[tmp]");
+        rest = &after[n..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Runs `doc` with `--yes` and the given failure policy; the execution id and the exit code.
@@ -465,9 +493,7 @@ fn config_layers_and_config_show() {
         .find(|l| l.starts_with("defaults.backend"))
         .unwrap();
     assert!(line.contains("user config"), "{line}");
-    let mut shape_of = shown.clone();
-    shape_of["files"] = "[files]".into();
-    insta::assert_json_snapshot!("config_show_user_only", shape_of);
+    insta::assert_json_snapshot!("config_show_user_only", shape(&shown));
 
     // A bad user config: exit 2, naming the file.
     std::fs::write(&user, "[defaults]\nmodle = \"typo\"\n").unwrap();
@@ -478,4 +504,60 @@ fn config_layers_and_config_show() {
         "{}",
         stderr(&out)
     );
+}
+
+// `exec logs --follow` from another process: it waits for the step and prints its output when
+// the attempt ends, then ends with the run.
+#[test]
+fn exec_logs_follow_waits_for_the_step() {
+    let p = Project::new();
+    let doc = plan_doc(
+        "follow logs",
+        &[(
+            "gated",
+            "echo before; touch started; while [ ! -f go ]; do sleep 0.05; done; echo after",
+            &[],
+        )],
+    );
+    let file = p.write("gated.json", &doc);
+    let mut run = common::isolated(p.root(), p.config.path());
+    let mut run = run
+        .args(["run", file.to_str().unwrap(), "--yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !p.root().join("started").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the step never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, list) = p.json(&["exec", "list"]);
+    let exec = list[0]["execution_id"].as_str().unwrap().to_owned();
+    let mut logs = common::isolated(p.root(), p.config.path());
+    let logs = logs
+        .args(["exec", "logs", &exec, "gated", "--follow"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(p.root().join("go"), "").unwrap();
+    let out = logs.wait_with_output().unwrap();
+    assert!(run.wait().unwrap().success());
+    let text = stdout(&out);
+    println!("{text}");
+    for needle in [
+        "── gated attempt 1 [shell] started",
+        "── gated attempt 1 completed",
+        "│ before",
+        "│ after",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}{}", stderr(&out));
+    }
 }

@@ -26,7 +26,7 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         if !rows.iter().any(|(k, _, _)| k == key) {
             rows.push((
                 (*key).to_owned(),
-                "(built-in default)".to_owned(),
+                None,
                 format!("default (set {var} to change)"),
             ));
         }
@@ -38,7 +38,14 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
     if global.json {
         let settings: Vec<_> = rows
             .iter()
-            .map(|(k, v, s)| json!({ "key": k, "value": v, "source": s }))
+            .map(|(k, v, s)| {
+                // TOML values as JSON; `null`: the built-in default.
+                let value = v
+                    .as_ref()
+                    .and_then(|v| serde_json::to_value(v).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                json!({ "key": k, "value": value, "source": s })
+            })
             .collect();
         out_json(&json!({
             "files": { "user": file_json(user), "project": file_json(project_file) },
@@ -53,7 +60,13 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         let mut text = describe("User config   ", user);
         text.push_str(&describe("Project config", project_file));
         text.push('\n');
-        let table: Vec<Vec<String>> = rows.into_iter().map(|(k, v, s)| vec![k, v, s]).collect();
+        let table: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|(k, v, s)| {
+                let v = v.map_or_else(|| "(built-in default)".to_owned(), |v| v.to_string());
+                vec![k, v, s]
+            })
+            .collect();
         text.push_str(&render::table(&["SETTING", "VALUE", "SOURCE"], &table));
         out(&text);
     }
