@@ -8,7 +8,7 @@
 #![expect(clippy::unwrap_used, reason = "tests")]
 #![expect(clippy::print_stdout, reason = "tests print what they measured")]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};

@@ -2,7 +2,7 @@
 //! progress and summaries, output discipline, the JSON contract and the commands added for
 //! daily use. Every test drives the real binary in temp dirs (`common::isolated`).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

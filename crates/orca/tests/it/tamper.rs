@@ -9,8 +9,7 @@
 #![expect(clippy::unwrap_used, reason = "tests")]
 #![expect(clippy::print_stdout, reason = "the catalogue prints its figure")]
 
-mod common;
-mod tamper_support;
+use crate::tamper_support;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,19 @@
+//! The `orca` binary's integration tests, in ONE test binary (issue 18): each file of this
+//! directory is a module (`cargo test -p orca --test it e2e::` runs one of them). One binary
+//! links the crate graph once instead of once per file. Every module drives the real binary in
+//! temp dirs through `common` (the user's config home is a temp dir too).
+
+mod common;
+mod tamper_support;
+
+mod cli;
+mod commands;
+mod e2e;
+mod hostile;
+mod plan_tools;
+mod procs;
+mod readme;
+mod seals;
+mod secrets;
+mod store_input;
+mod tamper;
