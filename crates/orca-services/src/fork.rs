@@ -208,3 +208,78 @@ impl ExecutionService {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orca_core::{AgentId, PlanContent, Step, TaskContext, TaskSuccess};
+
+    fn id(s: &str) -> StepId {
+        StepId::parse(s).unwrap()
+    }
+
+    fn plan() -> PlanContent {
+        let step = |s: &str, after: &[&str]| {
+            let mut st = Step::new(id(s), AgentId::parse("shell").unwrap(), s);
+            st.depends_on = Some(after.iter().map(|a| id(a)).collect());
+            st
+        };
+        PlanContent {
+            steps: vec![
+                step("a", &[]),
+                step("b", &["a"]),
+                step("c", &["b"]),
+                step("d", &["a"]),
+            ],
+            ..PlanContent::default()
+        }
+    }
+
+    fn task(s: &str, done: bool) -> Task {
+        let pending = orca_core::PendingTask::new(id(s));
+        if !done {
+            return Task::Pending(pending);
+        }
+        let context = TaskContext {
+            plan_id: PlanId::new(),
+            plan_goal: String::new(),
+            step_id: id(s),
+            step_index: 0,
+            total_steps: 4,
+            dependencies: Vec::new(),
+            relevant_files: Vec::new(),
+            previous_attempts: Vec::new(),
+            omitted: 0,
+        };
+        let holder = Holder {
+            pid: 1,
+            host: "h".to_owned(),
+            token: "t".to_owned(),
+        };
+        let now = OffsetDateTime::UNIX_EPOCH;
+        Task::Completed(
+            pending
+                .start(context, holder, now)
+                .complete(TaskSuccess::with_summary("x"), now),
+        )
+    }
+
+    #[test]
+    fn reuses_completed_steps_except_from_and_its_dependents() {
+        let plan = plan();
+        // a, b and d completed; c (after b) did not.
+        let tasks = vec![
+            task("a", true),
+            task("b", true),
+            task("c", false),
+            task("d", true),
+        ];
+        assert_eq!(reusable(&plan, &tasks, None).unwrap(), [0, 1, 3].into());
+        assert_eq!(
+            reusable(&plan, &tasks, Some(&id("b"))).unwrap(),
+            [0, 3].into()
+        );
+        assert!(reusable(&plan, &tasks, Some(&id("a"))).unwrap().is_empty());
+        assert!(reusable(&plan, &tasks, Some(&id("zz"))).is_err());
+    }
+}

@@ -168,7 +168,10 @@ impl App {
         }
         let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
         let store: Arc<dyn Store> = Arc::new(files.clone());
-        crate::ids::load(store.as_ref()).await;
+        // Short ids are for people: `--json` (scripts, the bench) skips the scan.
+        if !global.json {
+            crate::ids::load(store.as_ref()).await;
+        }
         Ok(Self {
             root,
             store,
