@@ -3,26 +3,22 @@
 //! that neither are the `from` step nor depend on it — and leaves the rest pending for the
 //! runner. The source is never changed.
 //!
-//! What is written, in order, so that every check of the record still holds
-//! (`integrity::against_log`): the execution is created (`execution.created`, the plan's run
-//! register) — only if the plan is still approved by a trusted key; `execution.forked` names
-//! the source, the step and the reused steps; the header goes to `running` (nothing may be
-//! completed in a pending execution); then for each reused step a `task.attempt.started` and a
-//! `task.attempt.completed` entry (with the result's digest and `reused_from`) before its task
-//! record, exactly as the runner writes an attempt; last, `execution.retried` in the plan's run
-//! register links the source to the fork. A crash in between leaves a resumable execution.
+//! Everything is written through the one writer (`record.rs`), exactly as a run writes it, so
+//! every check of the record holds (`integrity::against_log`, `audit verify`): the execution is
+//! created (only if the plan's approval still holds), `execution.forked` names the source, the
+//! step and the reused steps, the execution starts, and each reused step gets an attempt
+//! (`task.attempt.started`, then `task.attempt.completed` with the recorded result and its
+//! digest, then the task record), dependencies first; last, `execution.retried` in the plan's
+//! run register links the source to the fork. A crash in between leaves a resumable execution.
 
 use std::collections::BTreeSet;
 
 use orca_core::{
-    ContextLimits, Execution, ExecutionId, Holder, PlanId, StepId, Task, build_context, graph,
+    ContextLimits, ExecutionId, Holder, PlanId, StepId, Task, TaskResult, Usage, graph,
 };
-use orca_store::{AuditLogId, NewAuditEntry};
-use serde_json::json;
-use time::OffsetDateTime;
 
 use crate::error::{Result, ServiceError};
-use crate::execution::ExecutionService;
+use crate::execution::{Claim, ExecutionService};
 
 /// What a fork reused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,8 +81,8 @@ fn reusable(
 }
 
 impl ExecutionService {
-    /// Forks `source` from `from` (see the module docs), as `by`, holding `holder` for the
-    /// reused attempts' records.
+    /// Forks `source` from `from` (see the module docs), as `by`; `holder` is recorded on the
+    /// reused attempts.
     ///
     /// # Errors
     ///
@@ -104,97 +100,48 @@ impl ExecutionService {
         let plan = self.planning().approved(plan_id).await?;
         let source_tasks = src.task_values();
         let reuse = reusable(plan.content(), &source_tasks, from)?;
+        let steps = &plan.content().steps;
+        let reused: Vec<StepId> = reuse.iter().map(|&i| steps[i].id.clone()).collect();
         let (_, id) = self.create(plan_id).await?;
-        let reused: Vec<StepId> = reuse
-            .iter()
-            .map(|&i| plan.content().steps[i].id.clone())
-            .collect();
         let header = self.header(id).await?;
-        self.audit(
-            &header.value,
-            "execution.forked",
-            Some(0),
-            json!({ "from_execution": source, "from_step": from, "reused": reused, "by": by }),
-        )
-        .await?;
-        let now = OffsetDateTime::now_utc();
+        self.record_forked(&header.value, source, from, &reused, by)
+            .await?;
         if !reuse.is_empty() {
-            let running = match header.value {
-                Execution::Pending(p) => Execution::Running(p.start(now)),
-                other => other,
-            };
-            self.store()
-                .update_execution(&running, header.revision)
-                .await?;
-            let snap = self.get(id).await?;
-            let mut tasks = snap.task_values();
-            for &i in &reuse {
-                let step = &plan.content().steps[i];
+            self.begin(id, &holder, None).await?;
+            let deps = graph::dependency_indices(steps);
+            // Dependencies first: a reused step's dependencies are reused too.
+            let order = graph::topological_order(&deps).unwrap_or_default();
+            for i in order.into_iter().filter(|i| reuse.contains(i)) {
+                let step = &steps[i];
                 let Some(Task::Completed(done)) =
                     source_tasks.iter().find(|t| t.step_id() == &step.id)
                 else {
                     continue;
                 };
-                let Some(versioned) = snap.tasks.iter().find(|t| t.value.step_id() == &step.id)
-                else {
-                    continue;
+                let snap = self.get(id).await?;
+                let claim = Claim {
+                    plan: &plan,
+                    execution: &snap.execution.value,
+                    tasks: &snap.tasks,
+                    deps: &deps,
                 };
-                let Task::Pending(pending) = versioned.value.clone() else {
-                    continue;
-                };
-                let context = build_context(
-                    plan_id,
-                    plan.content(),
-                    i,
-                    &tasks,
-                    &ContextLimits::default(),
-                )
-                .ok_or_else(|| {
-                    ServiceError::BadInput(format!("no context for step `{}`", step.id))
-                })?;
-                let completed = pending
-                    .start(context, holder.clone(), now)
-                    .complete(done.result.clone(), now);
-                let started = self
-                    .audit(
-                        &running,
-                        "task.attempt.started",
-                        Some(0),
-                        json!({ "step_id": step.id, "agent": step.agent, "attempt": 1,
-                                "reused_from": source }),
-                    )
+                let start =
+                    self.prepare_start(&claim, i, &holder, None, &ContextLimits::default())?;
+                let attempt = self
+                    .record_attempt_started(&snap.execution.value, start, &step.id, &step.agent)
                     .await?;
-                self.audit(
-                    &running,
-                    "task.attempt.completed",
-                    Some(started.seq),
-                    json!({ "step_id": step.id, "usage": orca_core::Usage::default(),
-                            "summary": done.result.summary,
-                            crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(&done.result),
-                            "reused_from": source }),
+                self.record_reply(
+                    &snap.execution.value,
+                    attempt.task,
+                    &TaskResult::Success(done.result.clone()),
+                    &Usage::default(),
+                    attempt.attempt_seq,
                 )
                 .await?;
-                let task = Task::Completed(completed);
-                self.store()
-                    .update_task(id, &task, versioned.revision)
-                    .await?;
-                if let Some(slot) = tasks.get_mut(i) {
-                    *slot = task;
-                }
             }
         }
-        self.store()
-            .append(
-                AuditLogId::Runs { plan_id },
-                NewAuditEntry::new(
-                    "execution.retried",
-                    json!({ "execution_id": source, "as_execution": id, "from_step": from, "by": by }),
-                ),
-            )
-            .await?;
-        let to_run = plan
-            .content()
-            .steps
+        self.record_retried(plan_id, source, id, from, by).await?;
+        let to_run = steps
             .iter()
             .enumerate()
             .filter(|(i, _)| !reuse.contains(i))
@@ -213,6 +160,7 @@ impl ExecutionService {
 mod tests {
     use super::*;
     use orca_core::{AgentId, PlanContent, Step, TaskContext, TaskSuccess};
+    use time::OffsetDateTime;
 
     fn id(s: &str) -> StepId {
         StepId::parse(s).unwrap()
