@@ -784,7 +784,7 @@ fn find_id(text: &str, prefix: &str) -> Option<String> {
 /// An OpenAI-compatible model: the planner (model `planner-model`) builds, fills and submits
 /// a draft of two steps, then submits its result; the tester (model `tester-model`) submits a
 /// success. It answers from the conversation so far, so it needs no state of its own.
-struct FakeModels;
+pub(crate) struct FakeModels;
 
 impl wiremock::Respond for FakeModels {
     fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
@@ -1320,7 +1320,7 @@ fn concurrency_one_and_locks_serialise_steps() {
 
 /// A pseudo-terminal: (controller, terminal).
 #[expect(unsafe_code, reason = "openpty has no safe wrapper in std")]
-fn openpty() -> (std::fs::File, std::fs::File) {
+pub(crate) fn openpty() -> (std::fs::File, std::fs::File) {
     use std::os::fd::FromRawFd as _;
     let mut controller: libc::c_int = -1;
     let mut terminal: libc::c_int = -1;

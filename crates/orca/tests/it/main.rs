@@ -6,6 +6,7 @@
 mod common;
 mod tamper_support;
 
+mod ask_tty;
 mod cli;
 mod commands;
 mod e2e;
