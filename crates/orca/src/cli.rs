@@ -11,8 +11,10 @@ Exit codes:
     2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
        or the execution is being driven by another process
     3  the execution ended failed or stopped (`exec cancel`)
-    4  waiting for a human decision that a non-interactive run cannot make
+    4  waiting for a human decision that a non-interactive run cannot make, or a Replan that
+       produced no usable plan (the decision is open again)
     5  audit verification found tampering
+    6  conflict: the execution kept changing under concurrent writers; nothing changed, try again
   130  interrupted: Ctrl-C or `exec stop` stopped the run (or `watch` found no live driver);
        the execution stays resumable with `orca exec resume`";
 
