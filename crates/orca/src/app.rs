@@ -216,6 +216,10 @@ impl App {
         &self.files
     }
 
+    pub(crate) fn env_policy(&self) -> &orca_agents::step_env::EnvPolicy {
+        self.agents.env_policy()
+    }
+
     pub(crate) const fn json(&self) -> bool {
         self.json
     }
@@ -303,6 +307,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Mcp(_)
             | Command::Plan(
                 PlanCommand::Approve { .. }
                     | PlanCommand::Reject { .. }
@@ -320,6 +325,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Mcp(_)
             | Command::Exec(
                 ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Retry { .. }
             )
@@ -337,6 +343,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             crate::audit_cmd::verify(&app, AuditScope::from_args(exec, all)).await
         }
         Command::Agents(AgentsCommand::List) => cmd::agents::agents_list(&app),
+        Command::Mcp(args) => crate::mcp::serve(&app, global, &args).await,
         Command::Doctor => cmd::agents::doctor(&app),
         Command::Init | Command::Completions { .. } | Command::Man | Command::Config(_) => {
             unreachable_init()

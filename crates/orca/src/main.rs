@@ -10,6 +10,7 @@ mod driver;
 mod driver_signals;
 mod exit;
 mod ids;
+mod mcp;
 mod plan_doc;
 mod render;
 mod sandbox;

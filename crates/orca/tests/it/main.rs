@@ -4,6 +4,7 @@
 //! temp dirs through `common` (the user's config home is a temp dir too).
 
 mod common;
+mod mcp_support;
 mod tamper_support;
 
 mod ask_tty;
@@ -11,6 +12,7 @@ mod cli;
 mod commands;
 mod e2e;
 mod hostile;
+mod mcp;
 mod plan_tools;
 mod procs;
 mod readme;
