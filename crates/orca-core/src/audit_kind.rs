@@ -62,6 +62,8 @@ audit_kinds! {
     ExecutionReplanned = "execution.replanned",
     /// `exec stop` / `exec cancel` asked the execution to stop.
     ExecutionStopRequested = "execution.stop_requested",
+    /// The execution was forked from another one by `exec retry` (which steps it reuses).
+    ExecutionForked = "execution.forked",
     /// The sandbox a run's steps run under.
     Sandbox = "sandbox",
     // The execution log: tasks.
@@ -97,6 +99,8 @@ audit_kinds! {
     RunRefused = "run.refused",
     /// A newer plan supersedes this one.
     PlanSuperseded = "plan.superseded",
+    /// An execution of this plan was retried as a new one (`exec retry`).
+    ExecutionRetried = "execution.retried",
     // The plan log.
     /// A plan was created.
     PlanCreated = "plan.created",

@@ -13,7 +13,9 @@
 pub mod approval;
 pub mod dispatch;
 pub mod error;
+pub mod events;
 pub mod execution;
+pub mod fork;
 pub mod hitl;
 pub mod integrity;
 pub mod locks;
@@ -21,6 +23,7 @@ pub mod planning;
 pub mod record;
 pub mod relay;
 pub mod runner;
+pub mod short_ids;
 mod takeover;
 pub mod tools;
 

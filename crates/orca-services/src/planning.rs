@@ -431,16 +431,26 @@ pub(crate) fn resolve_prefix<I: std::fmt::Display>(
     } else {
         format!("{prefix}{text}")
     };
-    let mut matches = ids.filter(|id| id.to_string().starts_with(&needle));
-    match (matches.next(), matches.next()) {
-        (Some(id), None) => Ok(id),
-        (None, _) => Err(ServiceError::UnknownId(format!(
-            "no {kind} matches `{text}`"
-        ))),
-        (Some(_), Some(_)) => Err(ServiceError::UnknownId(format!(
-            "{kind} id `{text}` is ambiguous: more than one {kind} starts with it"
-        ))),
+    let mut matches: Vec<I> = ids
+        .filter(|id| id.to_string().starts_with(&needle))
+        .collect();
+    if matches.len() > 1 {
+        // The candidates, each by its shortest prefix that tells it from the others.
+        let all: Vec<String> = matches.iter().map(ToString::to_string).collect();
+        let short = crate::short_ids::ShortIds::new(all.iter().cloned());
+        let mut names: Vec<String> = all.iter().take(10).map(|id| short.short(id)).collect();
+        if all.len() > 10 {
+            names.push(format!("and {} more", all.len() - 10));
+        }
+        return Err(ServiceError::UnknownId(format!(
+            "{kind} id `{text}` is ambiguous: it matches {} {kind}s: {}",
+            all.len(),
+            names.join(", ")
+        )));
     }
+    matches
+        .pop()
+        .ok_or_else(|| ServiceError::UnknownId(format!("no {kind} matches `{text}`")))
 }
 
 pub(crate) fn wrong_stage(plan: &Plan, expected: &'static str) -> ServiceError {

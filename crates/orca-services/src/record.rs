@@ -347,6 +347,49 @@ impl ExecutionService {
         Ok(header)
     }
 
+    /// A fork (`exec retry`): which execution and step it comes from and which steps it
+    /// reuses, first in the new execution's log.
+    pub async fn record_forked(
+        &self,
+        execution: &Execution,
+        source: ExecutionId,
+        from: Option<&StepId>,
+        reused: &[StepId],
+        by: &str,
+    ) -> Result<()> {
+        self.append(
+            execution,
+            AuditKind::ExecutionForked,
+            UNDER_EXECUTION,
+            json!({ "from_execution": source, "from_step": from, "reused": reused, "by": by }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The link the other way: the plan's run register says `source` was retried as `fork`
+    /// (the source's own log may be sealed).
+    pub async fn record_retried(
+        &self,
+        plan_id: PlanId,
+        source: ExecutionId,
+        fork: ExecutionId,
+        from: Option<&StepId>,
+        by: &str,
+    ) -> Result<()> {
+        self.store()
+            .append(
+                AuditLogId::Runs { plan_id },
+                NewAuditEntry::new(
+                    AuditKind::ExecutionRetried,
+                    json!({ "execution_id": source, "as_execution": fork, "from_step": from,
+                            "by": by }),
+                ),
+            )
+            .await?;
+        Ok(())
+    }
+
     /// The sandbox a run's steps run under (written before each run of an unfinished
     /// execution).
     pub async fn record_sandbox(&self, execution: &Execution, data: Value) -> Result<()> {

@@ -256,8 +256,27 @@ impl Report<'_> {
     }
 }
 
+/// What `audit verify` checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AuditScope {
+    /// One execution's log, its plan's logs and its state files.
+    Execution(String),
+    /// Every log (plans and executions): `--all`, or no execution named.
+    All,
+}
+
+impl AuditScope {
+    /// `--all` and an execution are exclusive (clap refuses both); naming neither means all.
+    pub(crate) fn from_args(exec: Option<String>, all: bool) -> Self {
+        match exec {
+            Some(e) if !all => Self::Execution(e),
+            _ => Self::All,
+        }
+    }
+}
+
 /// `orca audit verify [EXEC | --all]`.
-pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliError> {
+pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliError> {
     let files = app.files().clone();
     let mut report = Report {
         app,
@@ -266,9 +285,9 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
         problems: Vec::new(),
     };
     let store = app.store().clone();
-    match exec {
-        Some(e) => {
-            let id = crate::app::resolve_exec(app, e).await?;
+    match scope {
+        AuditScope::Execution(e) => {
+            let id = crate::app::resolve_exec(app, &e).await?;
             let header = store.execution_header(id).await?;
             let plan = header.value.info().plan_id;
             let registered = report.plan(plan).await?;
@@ -276,7 +295,7 @@ pub(crate) async fn verify(app: &App, exec: Option<&str>) -> Result<Exit, CliErr
                 .execution(plan, id, registered.get(&id).copied())
                 .await?;
         }
-        None => {
+        AuditScope::All => {
             let listing = store.list_plans().await?;
             for p in &listing.problems {
                 report.problem(PathBuf::from(&p.location), None, p.message.clone());

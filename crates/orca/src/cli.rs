@@ -11,8 +11,10 @@ Exit codes:
     2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
        or the execution is being driven by another process
     3  the execution ended failed or stopped (`exec cancel`)
-    4  waiting for a human decision that a non-interactive run cannot make
+    4  waiting for a human decision that a non-interactive run cannot make, or a Replan that
+       produced no usable plan (the decision is open again)
     5  audit verification found tampering
+    6  conflict: the execution kept changing under concurrent writers; nothing changed, try again
   130  interrupted: Ctrl-C or `exec stop` stopped the run (or `watch` found no live driver);
        the execution stays resumable with `orca exec resume`";
 
@@ -99,6 +101,18 @@ pub(crate) enum Command {
         /// The execution (an id or a unique prefix).
         exec: String,
     },
+    /// A stable JSON Lines stream of an execution's events, from its durable audit log (works
+    /// from any process, during a run and after it; schema: docs/events.md).
+    #[command(
+        after_help = "Examples:\n  orca events 01a1fb4a                       # what happened so far\n  orca events 01a1fb4a --follow | jq -c 'select(.type == \"task.attempt.completed\")'\n\nExit codes: 0, 2 unknown execution."
+    )]
+    Events {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// Keep printing events until the execution ends or nothing drives it.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -115,6 +129,9 @@ pub(crate) enum Command {
     /// a file store into it.
     #[command(subcommand)]
     Store(crate::store_cmd::StoreCommand),
+    /// Settings: the effective configuration and where each value comes from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Where each agent's key comes from (masked: never a secret character), what every
     /// step's environment holds, and the store's permissions.
     Doctor,
@@ -210,7 +227,13 @@ pub(crate) enum PlanCommand {
         file: PathBuf,
     },
     /// Plans, newest first.
-    List,
+    #[command(
+        after_help = "Examples:\n  orca plan list --status proposal\n  orca plan list --since 1h --limit 3"
+    )]
+    List {
+        #[command(flatten)]
+        filter: ListFilter,
+    },
     /// One plan.
     #[command(
         after_help = "Examples:\n  orca plan show 01a1fb49 --graph\n  orca plan show 01a1fb49 --format mermaid > plan.mmd\n  orca plan show 01a1fb49 --format dot | dot -Tsvg > plan.svg"
@@ -254,6 +277,19 @@ pub(crate) enum PlanCommand {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
+    /// Create the next revision of a plan from a document you edited: a new proposal that
+    /// supersedes PLAN (audited in both plans' logs). A proposal it replaces is rejected
+    /// ("revised as …"), so only the revision can be approved.
+    #[command(
+        after_help = "Example (a plan created from a file, sent back with request-changes):\n  orca plan show 01a1fb49 --json > plan.json   # or edit the file you created it from\n  $EDITOR plan.json\n  orca plan revise 01a1fb49 --file plan.json\n  orca plan approve <the new id>\n\nExit codes: 0 created, 2 unknown plan or an invalid document (nothing written)."
+    )]
+    Revise {
+        /// The plan to revise (an id or a unique prefix).
+        plan: String,
+        /// The revised plan document (JSON).
+        #[arg(long, value_name = "PATH")]
+        file: PathBuf,
+    },
     /// Send a proposal back to draft with feedback for the planner.
     RequestChanges {
         /// The plan.
@@ -267,15 +303,48 @@ pub(crate) enum PlanCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ExecCommand {
     /// Executions, newest first.
+    #[command(
+        after_help = "Examples:\n  orca exec list --status failed --since 2d\n  orca exec list --limit 5 --json"
+    )]
     List {
         /// Only this plan's.
         #[arg(long, value_name = "PLAN")]
         plan: Option<String>,
+        #[command(flatten)]
+        filter: ListFilter,
     },
-    /// One execution with its tasks.
+    /// One execution with its tasks, their time, tokens and cost.
     Show {
         /// The execution (an id or a unique prefix).
         exec: String,
+    },
+    /// A step's output and its agent's tool calls, attempt by attempt (redacted).
+    #[command(
+        after_help = "Examples:\n  orca exec logs 01a1fb4a            # every step\n  orca exec logs 01a1fb4a build      # one step\n  orca exec logs 01a1fb4a build -f   # until the step ends\n\nExit codes: 0, 2 unknown execution or step."
+    )]
+    Logs {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// Only this step.
+        step: Option<String>,
+        /// Keep printing until the step (or the execution) ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
+    /// Run an execution's plan again as a NEW execution that reuses the recorded results of
+    /// every step before STEP (default: before the first step that did not complete) and runs
+    /// the rest. Audited in both executions, with a link to the source.
+    #[command(
+        after_help = "Examples:\n  orca exec retry 01a1fb4a                 # from the first failed step\n  orca exec retry 01a1fb4a --from build    # re-run build and everything after it\n\nExit codes: as for `orca run`; 2 if the plan is no longer approved or STEP is unknown."
+    )]
+    Retry {
+        /// The execution to fork.
+        exec: String,
+        /// The first step to run again (it and every step that depends on it run again).
+        #[arg(long, value_name = "STEP")]
+        from: Option<String>,
+        #[command(flatten)]
+        run: RunOptions,
     },
     /// Continue after a crash or a pause.
     #[command(after_help = EXIT_CODES)]
@@ -335,6 +404,20 @@ pub(crate) enum DecisionArg {
     Answer,
 }
 
+/// Filters of `plan list` and `exec list`.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ListFilter {
+    /// Only this stage (`proposal`, `approved`, `running`, `failed`, `interrupted`…).
+    #[arg(long, value_name = "STAGE")]
+    pub(crate) status: Option<String>,
+    /// Only those created within this long (`30m`, `12h`, `7d`) or since this time (RFC 3339).
+    #[arg(long, value_name = "AGE|TIME")]
+    pub(crate) since: Option<String>,
+    /// At most this many (the newest).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum AuditCommand {
     /// Verify audit logs; names the first bad entry.
@@ -346,6 +429,26 @@ pub(crate) enum AuditCommand {
         #[arg(long, conflicts_with = "exec")]
         all: bool,
     },
+    /// The human-readable timeline of an execution or a plan (who, what, when, how long,
+    /// which attempt) and its causal tree: execution → task attempt → tool call.
+    #[command(
+        after_help = "Examples:\n  orca audit show 01a1fb4a     # an execution\n  orca audit show 01a1fb49     # a plan: its lifecycle and its runs\n  orca audit show 01a1fb4a --json"
+    )]
+    Show {
+        /// An execution or a plan (an id or a unique prefix).
+        target: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// The effective settings, each with its source: the user's config
+    /// ($XDG_CONFIG_HOME/orca/config.toml), under the project's .orca/config.toml, under the
+    /// ORCA_BACKEND / ORCA_MODEL / ORCA_BASE_URL / ORCA_SANDBOX environment variables.
+    #[command(
+        after_help = "Examples:\n  orca config show\n  ORCA_MODEL=llama3.2 orca config show --json\n\nExit codes: 0, 2 a config file is invalid (named)."
+    )]
+    Show,
 }
 
 #[derive(Debug, Subcommand)]

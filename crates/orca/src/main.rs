@@ -4,9 +4,12 @@
 mod app;
 mod audit_cmd;
 mod cli;
+mod cmd;
+mod config_layers;
 mod driver;
 mod driver_signals;
 mod exit;
+mod ids;
 mod mcp;
 mod plan_doc;
 mod render;
@@ -68,6 +71,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code as u8);
         }
     };
+    term::configure(term::Output {
+        no_color: cli.global.no_color,
+        json_logs: cli.global.log_format == LogFormat::Json,
+    });
     init_logs(&cli.global);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -15,19 +15,48 @@ fn when(t: time::OffsetDateTime) -> String {
         .replace('T', " ")
 }
 
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        format!(
-            "{}…",
-            text.chars().take(max.saturating_sub(1)).collect::<String>()
-        )
+use crate::term::clip;
+
+/// A plain table with a header row; columns padded to their widest cell. When the width is
+/// limited (a terminal, or `COLUMNS`), the last column (a goal, a description, a detail) is cut
+/// to fit, marked `…`.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    match crate::term::width() {
+        Some(max) => table_within(header, rows, max),
+        None => table_within(header, rows, usize::MAX),
     }
 }
 
-/// A plain table with a header row; columns padded to their widest cell.
-pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+/// [`table`] within `max` columns (the last column keeps at least its `…`).
+pub(crate) fn table_within(header: &[&str], rows: &[Vec<String>], max: usize) -> String {
+    let n = header.len();
+    let mut first: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = first.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let others: usize = first.iter().take(n.saturating_sub(1)).map(|w| w + 2).sum();
+    let last = first.last().copied().unwrap_or(0);
+    if others + last > max {
+        let room = max.saturating_sub(others).max(1);
+        let rows: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .map(|(i, c)| if i + 1 == n { clip(c, room) } else { c.clone() })
+                    .collect()
+            })
+            .collect();
+        return padded(header, &rows);
+    }
+    padded(header, rows)
+}
+
+fn padded(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -66,7 +95,7 @@ pub(crate) fn plan_list(items: &[PlanSummary]) -> String {
         .iter()
         .map(|p| {
             vec![
-                p.plan_id.to_string(),
+                crate::ids::plan(p.plan_id),
                 p.stage.to_string(),
                 p.steps.to_string(),
                 p.executions.to_string(),
@@ -100,8 +129,8 @@ pub(crate) fn exec_list(items: &[ExecutionSummary], live: &[Option<bool>]) -> St
                 base
             };
             vec![
-                e.execution_id.to_string(),
-                e.plan_id.to_string(),
+                crate::ids::exec(e.execution_id),
+                crate::ids::plan(e.plan_id),
                 stage,
                 format!("{}/{}", e.completed, e.total),
                 when(e.created_at),
@@ -111,10 +140,23 @@ pub(crate) fn exec_list(items: &[ExecutionSummary], live: &[Option<bool>]) -> St
     table(&["EXECUTION", "PLAN", "STAGE", "DONE", "CREATED"], &rows)
 }
 
+/// The status a person reads: a step whose last attempt was cancelled or interrupted did not
+/// fail.
+pub(crate) fn task_status(task: &Task) -> String {
+    match task {
+        Task::Failed(f) => match f.last_failure().code {
+            orca_core::ErrorCode::Cancelled => "cancelled".to_owned(),
+            orca_core::ErrorCode::Interrupted => "interrupted".to_owned(),
+            _ => task.status().to_string(),
+        },
+        _ => task.status().to_string(),
+    }
+}
+
 fn task_line(task: &Task) -> (String, String, String) {
     let attempts = task.attempts().len() + usize::from(matches!(task, Task::Running(_)));
     let detail = match task {
-        Task::Completed(t) => clip(&t.result.summary.replace('\n', " "), 70),
+        Task::Completed(t) => crate::term::headline(&t.result.summary),
         Task::Failed(f) => clip(&f.last_failure().to_string().replace('\n', " "), 70),
         Task::Skipped(s) => s.reason.clone(),
         Task::Running(r) => format!(
@@ -123,10 +165,60 @@ fn task_line(task: &Task) -> (String, String, String) {
         ),
         Task::Pending(_) => String::new(),
     };
-    (task.status().to_string(), attempts.to_string(), detail)
+    (task_status(task), attempts.to_string(), clip(&detail, 70))
 }
 
-pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> String {
+/// Per-step totals and the execution's (`orca_services::events::totals`).
+pub(crate) type Totals = (
+    std::collections::BTreeMap<String, orca_services::events::StepTotals>,
+    orca_services::events::StepTotals,
+);
+
+fn seconds(ms: u64) -> String {
+    // Milliseconds to seconds, one decimal (display only: u64 → f64 loses nothing here).
+    #[expect(clippy::cast_precision_loss, reason = "display of a duration")]
+    let s = ms as f64 / 1000.0;
+    format!("{s:.1}s")
+}
+
+fn tokens(u: &orca_core::Usage) -> String {
+    match u.total_tokens() {
+        0 => "-".to_owned(),
+        n => n.to_string(),
+    }
+}
+
+fn cost(u: &orca_core::Usage) -> String {
+    match u.cost_micro_usd {
+        0 => "-".to_owned(),
+        c => format!("${}.{:06}", c / 1_000_000, c % 1_000_000),
+    }
+}
+
+/// The total line: step time, tokens (in/out), turns and cost.
+pub(crate) fn total_line(total: &orca_services::events::StepTotals) -> String {
+    let u = &total.usage;
+    format!(
+        "Total:     {} attempt(s), {} in steps, {} tokens (in {}, out {}), {} model turn(s), cost {}",
+        total.attempts,
+        seconds(total.duration_ms),
+        u.total_tokens(),
+        u.input_tokens,
+        u.output_tokens,
+        u.turns,
+        if u.cost_micro_usd == 0 {
+            "unknown or none".to_owned()
+        } else {
+            cost(u)
+        }
+    )
+}
+
+pub(crate) fn exec_show(
+    snapshot: &ExecutionSnapshot,
+    plan: Option<&Plan>,
+    totals: &Totals,
+) -> String {
     let e = &snapshot.execution.value;
     let info = e.info();
     let mut out = String::new();
@@ -160,7 +252,17 @@ pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> St
         }
         _ => {}
     }
-    if let Some(d) = e.decision() {
+    if let Some(answered) = e.decision().and_then(|d| d.answer.as_ref()) {
+        // Decided (e.g. `decide --no-run`), not yet applied: nothing waits for a person.
+        let _ = writeln!(
+            out,
+            "Decided:   {} by {} at {} — applied when the run continues: `orca exec resume {}`",
+            decision_name(&answered.decision),
+            answered.by,
+            when(answered.at),
+            info.id
+        );
+    } else if let Some(d) = e.decision() {
         let _ = writeln!(
             out,
             "Waiting:   a decision about step `{}` ({}) — answer with `orca exec decide {} {}`",
@@ -180,19 +282,27 @@ pub(crate) fn exec_show(snapshot: &ExecutionSnapshot, plan: Option<&Plan>) -> St
                 .and_then(|p| p.content().step(t.value.step_id()))
                 .map(|s| s.agent.to_string())
                 .unwrap_or_default();
+            let step = totals.0.get(t.value.step_id().as_str());
             vec![
                 t.value.step_id().to_string(),
                 agent,
                 status,
                 attempts,
+                step.map_or_else(|| "-".to_owned(), |s| seconds(s.duration_ms)),
+                step.map_or_else(|| "-".to_owned(), |s| tokens(&s.usage)),
+                step.map_or_else(|| "-".to_owned(), |s| cost(&s.usage)),
                 detail,
             ]
         })
         .collect();
     out.push_str(&table(
-        &["STEP", "AGENT", "STATUS", "TRIES", "DETAIL"],
+        &[
+            "STEP", "AGENT", "STATUS", "TRIES", "TIME", "TOKENS", "COST", "DETAIL",
+        ],
         &rows,
     ));
+    out.push_str(&total_line(&totals.1));
+    out.push('\n');
     out
 }
 
@@ -239,5 +349,56 @@ pub(crate) fn plan_graph(plan: &Plan) -> String {
             .max()
             .unwrap_or(0)
     );
+    out
+}
+
+fn decision_name(d: &orca_core::Decision) -> &'static str {
+    match d {
+        orca_core::Decision::Retry { .. } => "retry",
+        orca_core::Decision::Replan { .. } => "replan",
+        orca_core::Decision::Stop => "stop",
+        orca_core::Decision::Answer { .. } => "answer",
+    }
+}
+
+/// Who decided a plan and when, with the digest approved; what it supersedes.
+pub(crate) fn plan_decision(plan: &Plan) -> String {
+    let mut out = String::new();
+    match plan {
+        Plan::Approved(a) => {
+            let approval = a.approval();
+            let _ = writeln!(
+                out,
+                "Approved:  by {} at {}",
+                approval.by,
+                when(approval.at)
+            );
+            let _ = writeln!(out, "Digest:    {}", approval.digest);
+            if let Some(note) = &approval.note {
+                let _ = writeln!(out, "Note:      {note}");
+            }
+        }
+        Plan::Rejected(r) => {
+            let rejection = r.rejection();
+            let _ = writeln!(
+                out,
+                "Rejected:  by {} at {}{}",
+                rejection.by,
+                when(rejection.at),
+                rejection
+                    .reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+        }
+        Plan::Proposal(_) => {
+            let _ = writeln!(out, "Approved:  not yet (a proposal waiting for approval)");
+        }
+        _ => {}
+    }
+    if let Some(previous) = plan.supersedes() {
+        let _ = writeln!(out, "Revises:   {previous}");
+    }
     out
 }

@@ -3,7 +3,7 @@
 //! the step environment policy, and `orca doctor`.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, RwLock};
 
 use orca_agents::config::Config;
@@ -89,7 +89,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactingStderr {
 }
 
 /// Refuses a config file that holds something secret-looking while others can read it.
-fn check_config_file(path: &Path, text: &str) -> Result<(), CliError> {
+pub(crate) fn check_config_file(path: &Path, text: &str) -> Result<(), CliError> {
     if Redactor::new().finds_secret(text) {
         keys::check_private(path, "config file").map_err(CliError::bad_input)?;
     }
@@ -107,22 +107,32 @@ pub(crate) struct Loaded {
 /// redactor's secrets.
 pub(crate) fn load_agents(root: &Path) -> Result<Loaded, CliError> {
     let env = |k: &str| std::env::var(k).ok();
-    let path = root.join(".orca").join("config.toml");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let agents = Agents::with_defaults(root, &env, LoopSettings::default())
-                .with_env_policy(EnvPolicy::from_vars(std::env::vars()));
-            remember_keys(&agents);
-            return Ok(Loaded {
-                agents,
-                config: None,
-            });
-        }
-        Err(e) => return Err(CliError::bad_input(format!("{}: {e}", path.display()))),
+    // The user's config under the project's, `ORCA_*` over both (`config_layers`).
+    let Some(layers) = crate::config_layers::load(Some(root), &env)? else {
+        let agents = Agents::with_defaults(root, &env, LoopSettings::default())
+            .with_env_policy(EnvPolicy::from_vars(std::env::vars()));
+        remember_keys(&agents);
+        return Ok(Loaded {
+            agents,
+            config: None,
+        });
     };
-    check_config_file(&path, &text)?;
-    let config = Config::parse(&text, &path).map_err(|e| CliError::bad_input(e.to_string()))?;
+    let text = crate::config_layers::merged_text(&layers, &env);
+    // Each file was checked on its own; an error of the merge names the files merged.
+    let named = match layers.files.as_slice() {
+        [one] => one.clone(),
+        [] => PathBuf::from("the ORCA_* environment settings"),
+        _ => PathBuf::from(format!(
+            "{} (merged)",
+            layers
+                .files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        )),
+    };
+    let config = Config::parse(&text, &named).map_err(|e| CliError::bad_input(e.to_string()))?;
     let policy = config
         .env_policy(root, std::env::vars())
         .map_err(|e| CliError::bad_input(e.to_string()))?;
@@ -264,7 +274,7 @@ pub(crate) fn doctor(
     let env_names: Vec<Value> = agents
         .agents()
         .iter()
-        .map(|a| json!({ "agent": a.id, "named": policy.named(&a.id, &[]) }))
+        .map(|a| json!({ "agent_id": a.id, "named": policy.named(&a.id, &[]) }))
         .collect();
     let store = root.join(".orca");
     let store_mode = std::fs::metadata(&store).ok().map(|m| {
@@ -272,7 +282,7 @@ pub(crate) fn doctor(
         format!("{:04o}", m.permissions().mode() & 0o777)
     });
     let value = json!({
-        "keys": statuses.iter().map(|(id, backend, s)| json!({ "agent": id, "backend": backend, "key": s })).collect::<Vec<_>>(),
+        "keys": statuses.iter().map(|(id, backend, s)| json!({ "agent_id": id, "backend": backend, "key": s })).collect::<Vec<_>>(),
         "step_env": { "base": step_env::BASE_DESCRIPTION, "agents": env_names },
         "store": { "path": store, "mode": store_mode },
     });

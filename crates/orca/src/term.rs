@@ -17,9 +17,8 @@ pub(crate) struct Style {
 
 impl Style {
     pub(crate) fn detect(no_color: bool) -> Self {
-        let env_off = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Self {
-            color: !no_color && !env_off && std::io::stderr().is_terminal(),
+            color: !no_color && colour_allowed(std::io::stderr().is_terminal()),
         }
     }
 
@@ -48,11 +47,124 @@ impl Style {
     }
 }
 
+/// How this process writes: set once from the global options, before any output.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Output {
+    /// `--no-color` or `NO_COLOR`.
+    pub(crate) no_color: bool,
+    /// `--log-format json`: stderr carries JSON lines only.
+    pub(crate) json_logs: bool,
+}
+
+static OUTPUT: std::sync::OnceLock<Output> = std::sync::OnceLock::new();
+
+/// Sets how this process writes (the first call wins).
+pub(crate) fn configure(output: Output) {
+    let _ = OUTPUT.set(output);
+}
+
+fn output() -> Output {
+    OUTPUT.get().copied().unwrap_or_default()
+}
+
+fn no_color_env() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+/// Whether colour may go to a stream that is (or is not) a terminal.
+fn colour_allowed(is_terminal: bool) -> bool {
+    is_terminal && !output().no_color && !no_color_env()
+}
+
+/// `text` without ANSI escape sequences (CSI `ESC [ … letter`).
+pub(crate) fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Text for stdout: no colour unless stdout is a terminal and colour is allowed.
+pub(crate) fn for_stdout(text: &str) -> String {
+    if colour_allowed(std::io::stdout().is_terminal()) {
+        text.to_owned()
+    } else {
+        strip_ansi(text)
+    }
+}
+
 /// Writes a line to stderr (progress and prompts never go to stdout, which is for results).
+/// With `--log-format json` the line is a JSON object like the log lines' (`timestamp`,
+/// `level`, `fields.message`, `target`), so stderr stays pure JSON lines.
 pub(crate) fn say(line: &str) {
-    let line = crate::secrets::redact(line);
+    let line = crate::secrets::redact(&crate::ids::abbreviate(line));
+    let line = if colour_allowed(std::io::stderr().is_terminal()) {
+        line
+    } else {
+        strip_ansi(&line)
+    };
     let mut err = std::io::stderr().lock();
+    if output().json_logs {
+        for l in line.lines().filter(|l| !l.trim().is_empty()) {
+            let level = if l.starts_with("error:") {
+                "ERROR"
+            } else if l.starts_with("warning:") {
+                "WARN"
+            } else {
+                "INFO"
+            };
+            let now = time::OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default();
+            let value = serde_json::json!({
+                "timestamp": now, "level": level, "fields": { "message": l }, "target": "orca",
+            });
+            let _ = writeln!(err, "{value}");
+        }
+        return;
+    }
     let _ = writeln!(err, "{line}");
+}
+
+/// The width tables must fit: `COLUMNS` if set, else the terminal's width when stdout is a
+/// terminal; `None` (no limit) when stdout is a pipe or file.
+pub(crate) fn width() -> Option<usize> {
+    if let Some(cols) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+    {
+        return Some(cols);
+    }
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    terminal_columns()
+}
+
+fn terminal_columns() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    #[expect(unsafe_code, reason = "TIOCGWINSZ has no safe wrapper in std")]
+    // SAFETY: `size` is a valid, writable `winsize` that outlives the call; fd 1 is only read.
+    let rc = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &raw mut size) };
+    (rc == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// Whether a person can answer prompts.
@@ -177,7 +289,9 @@ pub(crate) struct Progress {
 #[derive(Default)]
 struct ProgressState {
     done: usize,
-    failed: usize,
+    /// Steps whose last attempt failed: a step counts once, and no longer once it runs again
+    /// (a retry decided by a human).
+    failed: std::collections::BTreeSet<String>,
     running: usize,
     started: std::collections::HashMap<String, Instant>,
 }
@@ -198,19 +312,52 @@ impl Progress {
 
     fn line(&self, state: &ProgressState, mark: &str, text: &str) {
         let elapsed = self.start.elapsed().as_secs_f64();
-        say(&format!(
-            "{} {mark} {text}  {}",
+        let mut line = format!(
+            "{} {mark} {text}",
             self.style.dim(&format!(
                 "[{elapsed:>6.1}s {}/{} done, {} running]",
                 state.done, self.total, state.running
-            )),
-            if state.failed > 0 {
-                self.style.red(&format!("{} failed", state.failed))
-            } else {
-                String::new()
-            }
-        ));
+            ))
+        );
+        if !state.failed.is_empty() {
+            line.push_str("  ");
+            line.push_str(&self.style.red(&format!("{} failed", state.failed.len())));
+        }
+        say(&line);
     }
+}
+
+/// The line that says what a step did: the last line starting with `summary:` if the step
+/// printed one, else its last non-empty line (a shell step's summary is the tail of its
+/// output, whose last line is the meaningful one), at most 100 characters.
+pub(crate) fn headline(text: &str) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let line = lines()
+        .rev()
+        .find_map(|l| {
+            l.get(..8)
+                .filter(|p| p.eq_ignore_ascii_case("summary:"))
+                .and_then(|_| l.get(8..))
+                .map(str::trim)
+        })
+        .or_else(|| lines().next_back())
+        .unwrap_or("");
+    clip(line, 100)
+}
+
+/// At most `max` characters; a cut is marked `…` and closes the parentheses it opened.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    let open = cut
+        .matches('(')
+        .count()
+        .saturating_sub(cut.matches(')').count());
+    cut.push_str(&")".repeat(open));
+    cut
 }
 
 fn one_line(text: &str) -> String {
@@ -219,11 +366,15 @@ fn one_line(text: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    if line.chars().count() > 100 {
-        format!("{}…", line.chars().take(99).collect::<String>())
-    } else {
-        line.to_owned()
-    }
+    clip(line, 100)
+}
+
+/// A failure that is no failure of the step: it was stopped, cancelled or interrupted.
+fn is_interruption(code: orca_core::ErrorCode) -> bool {
+    matches!(
+        code,
+        orca_core::ErrorCode::Cancelled | orca_core::ErrorCode::Interrupted
+    )
 }
 
 impl Observer for Progress {
@@ -250,6 +401,7 @@ impl Observer for Progress {
                 attempt,
             } => {
                 s.running += 1;
+                s.failed.remove(step.as_str());
                 s.started.insert(step.to_string(), Instant::now());
                 let again = if *attempt > 1 {
                     format!(" (attempt {attempt})")
@@ -277,7 +429,7 @@ impl Observer for Progress {
                 self.line(
                     &s,
                     &self.style.green("✓"),
-                    &format!("{}{took} — {}", step, one_line(summary)),
+                    &format!("{}{took} — {}", step, headline(summary)),
                 );
             }
             RunEvent::TaskFailed {
@@ -286,10 +438,18 @@ impl Observer for Progress {
                 retry_in,
             } => {
                 s.running = s.running.saturating_sub(1);
+                if is_interruption(failure.code) && retry_in.is_none() {
+                    self.line(
+                        &s,
+                        &self.style.yellow("⊘"),
+                        &format!("{step} {}: {}", failure.code, one_line(&failure.message)),
+                    );
+                    return;
+                }
                 let next = match retry_in {
                     Some(d) => format!(" — retrying in {:.1}s", d.as_secs_f64()),
                     None => {
-                        s.failed += 1;
+                        s.failed.insert(step.to_string());
                         String::new()
                     }
                 };

@@ -175,7 +175,7 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
                         let id = s.execution_id;
                         inflight.insert(id);
                         let runner = orca.runner(
-                            crate::app::run_config(&options),
+                            crate::cmd::run::run_config(&options),
                             Arc::new(Progress::new(app.style(), true, 0, 0)),
                         );
                         let token = cancel.child_token();

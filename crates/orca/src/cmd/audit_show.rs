@@ -1,0 +1,200 @@
+//! `orca audit show EXEC|PLAN`: an audit log for people — a timeline (when, how long after the
+//! start, who, what, which step and attempt, how long an attempt took) drawn as the causal tree
+//! the entries' parents form: execution → task attempt → tool call. A plan shows its lifecycle
+//! log, its run register and the executions it names.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use orca_core::{ExecutionId, PlanId};
+use orca_services::events::{self, ExecEvent};
+use orca_services::{ExecutionService, NoHuman};
+use orca_store::{AuditEntry, AuditLogId};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::app::{App, out, out_json};
+use crate::exit::{CliError, Exit};
+
+enum Target {
+    Execution(ExecutionId),
+    Plan(PlanId),
+}
+
+/// An execution or a plan: a full id of either kind, or a prefix that names exactly one.
+async fn resolve(app: &App, text: &str) -> Result<Target, CliError> {
+    let orca = app.orca(Arc::new(NoHuman));
+    let exec = orca.executions.resolve(text).await;
+    let plan = orca.planning.resolve(text).await;
+    match (exec, plan) {
+        (Ok(e), Err(_)) => Ok(Target::Execution(e)),
+        (Err(_), Ok(p)) => Ok(Target::Plan(p)),
+        (Ok(e), Ok(p)) => Err(CliError::bad_input(format!(
+            "`{text}` is ambiguous: it names execution {e} and plan {p}"
+        ))),
+        (Err(e), Err(_)) => Err(CliError::bad_input(format!(
+            "no execution or plan matches `{text}` ({})",
+            crate::exit::chain(&e)
+        ))),
+    }
+}
+
+pub(crate) async fn show(app: &App, target: &str) -> Result<Exit, CliError> {
+    match resolve(app, target).await? {
+        Target::Execution(id) => {
+            let header = app.store().execution_header(id).await?;
+            let plan = header.value.info().plan_id;
+            let entries = app.store().entries(ExecutionService::log(plan, id)).await?;
+            let evs = events::from_entries(plan, id, &entries);
+            if app.json() {
+                out_json(&json!({ "execution_id": id, "plan_id": plan, "events": evs }));
+            } else {
+                let mut text = format!("Execution {id} (plan {plan})\n");
+                text.push_str(&tree(&evs));
+                out(&text);
+            }
+        }
+        Target::Plan(id) => {
+            let store = app.store();
+            let lifecycle = store.entries(AuditLogId::Plan { plan_id: id }).await?;
+            let runs = store
+                .entries(AuditLogId::Runs { plan_id: id })
+                .await
+                .unwrap_or_default();
+            if app.json() {
+                out_json(&json!({ "plan_id": id, "lifecycle": lifecycle, "runs": runs }));
+            } else {
+                let mut text = format!("Plan {id}\n");
+                text.push_str("Lifecycle:\n");
+                text.push_str(&flat(&lifecycle));
+                text.push_str("Runs:\n");
+                text.push_str(&flat(&runs));
+                out(&text);
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn clock(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn offset(start: OffsetDateTime, t: OffsetDateTime) -> String {
+    format!("+{:.3}s", (t - start).as_seconds_f64())
+}
+
+/// What an entry says, in a few words.
+fn detail(kind: &str, data: &Value) -> String {
+    let s = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
+    let mut parts = Vec::new();
+    if let Some(by) = s("by") {
+        parts.push(format!("by {by}"));
+    }
+    match kind {
+        "task.attempt.started" => {
+            if let Some(agent) = s("agent") {
+                parts.push(format!("agent {agent}"));
+            }
+        }
+        "tool.call" | "tool.refused" => {
+            if let Some(tool) = s("tool") {
+                parts.push(tool);
+            }
+            if let Some(err) = s("error").or_else(|| s("reason")) {
+                parts.push(format!("error: {err}"));
+            }
+        }
+        "task.attempt.failed" => {
+            if let Some(m) = data
+                .get("failure")
+                .and_then(|f| f.get("message"))
+                .and_then(Value::as_str)
+            {
+                parts.push(m.to_owned());
+            }
+        }
+        "task.attempt.completed" => {
+            if let Some(summary) = s("summary") {
+                parts.push(crate::term::headline(&summary));
+            }
+        }
+        _ => {
+            for key in ["reason", "note", "feedback"] {
+                if let Some(v) = s(key) {
+                    parts.push(format!("{key}: {v}"));
+                }
+            }
+        }
+    }
+    crate::term::clip(&parts.join(" · "), 100)
+}
+
+/// The execution's entries as a tree: each under its parent, with the time since the first
+/// entry, the step and attempt, and how long an attempt took.
+fn tree(evs: &[ExecEvent]) -> String {
+    let Some(first) = evs.first() else {
+        return "  (no entries)\n".to_owned();
+    };
+    let mut depth: BTreeMap<u64, usize> = BTreeMap::new();
+    let at: BTreeMap<u64, OffsetDateTime> = evs.iter().map(|e| (e.seq, e.at)).collect();
+    let mut text = String::new();
+    for e in evs {
+        let d = e.parent.and_then(|p| depth.get(&p)).map_or(0, |d| d + 1);
+        depth.insert(e.seq, d);
+        let who = match (&e.step_id, e.attempt) {
+            (Some(s), Some(a)) => format!(" [{s} #{a}]"),
+            (Some(s), None) => format!(" [{s}]"),
+            _ => String::new(),
+        };
+        let took = if e.kind.starts_with("task.attempt.") && e.kind != "task.attempt.started" {
+            e.parent
+                .and_then(|p| at.get(&p))
+                .map(|s| format!(" in {:.3}s", (e.at - *s).as_seconds_f64()))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let what = detail(&e.kind, &e.data);
+        let _ = writeln!(
+            text,
+            "  {:>9}  #{:<3} {}{}{who}{took}{}",
+            offset(first.at, e.at),
+            e.seq,
+            "  ".repeat(d),
+            e.kind,
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(" — {what}")
+            }
+        );
+    }
+    let _ = writeln!(text, "  started {}", clock(first.at));
+    text
+}
+
+fn flat(entries: &[AuditEntry]) -> String {
+    let mut text = String::new();
+    if entries.is_empty() {
+        text.push_str("  (no entries)\n");
+    }
+    for e in entries {
+        let what = detail(&e.kind, &e.data);
+        let _ = writeln!(
+            text,
+            "  {}  #{:<3} {}{}",
+            clock(e.at),
+            e.seq,
+            e.kind,
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(" — {what}")
+            }
+        );
+    }
+    text
+}

@@ -1,0 +1,74 @@
+//! `orca config show`: the effective settings (`config_layers`) with where each came from.
+//! Needs no project (outside one it shows the user's config and the environment); reads only.
+
+use serde_json::json;
+
+use crate::app::{out, out_json};
+use crate::cli::Global;
+use crate::config_layers::{self, ENV_OVERRIDES};
+use crate::exit::{CliError, Exit};
+use crate::render;
+
+pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let root = global.root.clone().or_else(|| {
+        std::env::current_dir().ok().and_then(|cwd| {
+            cwd.ancestors()
+                .find(|d| d.join(".orca").is_dir())
+                .map(std::path::Path::to_path_buf)
+        })
+    });
+    let project = root.filter(|r| r.join(".orca").is_dir());
+    let layers = config_layers::load(project.as_deref(), &env)?.unwrap_or_default();
+    let mut rows = config_layers::effective(&layers);
+    // The settings an environment variable can set, at their built-in default when unset.
+    for (var, key) in ENV_OVERRIDES {
+        if !rows.iter().any(|(k, _, _)| k == key) {
+            rows.push((
+                (*key).to_owned(),
+                None,
+                format!("default (set {var} to change)"),
+            ));
+        }
+    }
+    let user = config_layers::user_config_path(&env);
+    let project_file = project.map(|r| r.join(".orca").join("config.toml"));
+    let file_json =
+        |p: Option<std::path::PathBuf>| p.map(|p| json!({ "path": p, "exists": p.is_file() }));
+    if global.json {
+        let settings: Vec<_> = rows
+            .iter()
+            .map(|(k, v, s)| {
+                // TOML values as JSON; `null`: the built-in default.
+                let value = v
+                    .as_ref()
+                    .and_then(|v| serde_json::to_value(v).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                json!({ "key": k, "value": value, "source": s })
+            })
+            .collect();
+        out_json(&json!({
+            "files": { "user": file_json(user), "project": file_json(project_file) },
+            "settings": settings,
+        }));
+    } else {
+        let describe = |label: &str, p: Option<std::path::PathBuf>| match p {
+            Some(p) if p.is_file() => format!("{label}: {}\n", p.display()),
+            Some(p) => format!("{label}: {} (none)\n", p.display()),
+            None => format!("{label}: (none)\n"),
+        };
+        let mut text = describe("User config   ", user);
+        text.push_str(&describe("Project config", project_file));
+        text.push('\n');
+        let table: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|(k, v, s)| {
+                let v = v.map_or_else(|| "(built-in default)".to_owned(), |v| v.to_string());
+                vec![k, v, s]
+            })
+            .collect();
+        text.push_str(&render::table(&["SETTING", "VALUE", "SOURCE"], &table));
+        out(&text);
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,16 @@
+//! One module per command family; `app` only wires and dispatches.
+
+pub(crate) mod agents;
+pub(crate) mod ask;
+pub(crate) mod audit_show;
+pub(crate) mod config;
+pub(crate) mod events;
+pub(crate) mod exec;
+pub(crate) mod filter;
+pub(crate) mod logs;
+pub(crate) mod plan;
+pub(crate) mod retry;
+pub(crate) mod revise;
+pub(crate) mod run;
+pub(crate) mod setup;
+pub(crate) mod watch;

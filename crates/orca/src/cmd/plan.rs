@@ -1,0 +1,160 @@
+//! `orca plan …`: create from a file, list, show, approve, reject, request changes.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use orca_core::{PlanContent, PlanId};
+use orca_services::hitl::render_plan;
+use orca_services::{NoHuman, Orca};
+use serde_json::json;
+
+use crate::app::{App, out, out_json, unreachable_init, user};
+use crate::cli::{PlanCommand, ShowFormat};
+use crate::exit::{CliError, Exit};
+use crate::render;
+use crate::secrets;
+use crate::term::say;
+
+pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
+    let orca = app.orca(Arc::new(NoHuman));
+    let p = &orca.planning;
+    match cmd {
+        PlanCommand::Create { file } => {
+            let proposal = create_from_file(&orca, &file).await?;
+            if app.json {
+                out_json(
+                    &json!({ "plan_id": proposal.id(), "stage": "proposal", "steps": proposal.content().steps.len() }),
+                );
+            } else {
+                out(&format!(
+                    "created proposal {} ({} steps)",
+                    proposal.id(),
+                    proposal.content().steps.len(),
+                ));
+                let id = proposal.id();
+                app.hint(&format!(
+                    "next: orca plan show {id} · orca plan approve {id} · orca run {id} --yes"
+                ));
+            }
+        }
+        PlanCommand::List { filter } => {
+            let filter = crate::cmd::filter::Filter::new(
+                &filter,
+                &["draft", "proposal", "approved", "rejected"],
+            )?;
+            let mut listing = p.list().await?;
+            listing.items = filter.apply(listing.items, |i| i.stage.to_string(), |i| i.created_at);
+            for problem in &listing.problems {
+                say(&format!(
+                    "warning: {}: {}",
+                    problem.location, problem.message
+                ));
+            }
+            if app.json {
+                out_json(&json!(listing.items));
+            } else {
+                out(&render::plan_list(&listing.items));
+            }
+        }
+        PlanCommand::Show {
+            plan,
+            graph,
+            format,
+        } => {
+            let id = p.resolve(&plan).await?;
+            let plan = p.plan(id).await?;
+            let policy = app.agents.env_policy();
+            if format != ShowFormat::Text {
+                out(&match format {
+                    ShowFormat::Mermaid => crate::plan_doc::mermaid(plan.content()),
+                    _ => crate::plan_doc::dot(plan.content()),
+                });
+            } else if app.json {
+                // `plan_id`, as in every other output (the stored document says `id`).
+                let mut value = crate::app::renamed(json!(plan), "id", "plan_id");
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
+                }
+                out_json(&value);
+            } else {
+                let mut text = render_plan(&plan);
+                text.push('\n');
+                text.push_str(&render::plan_decision(&plan));
+                text.push_str(&secrets::step_env_text(&plan, policy));
+                if graph {
+                    text.push('\n');
+                    text.push_str(&render::plan_graph(&plan));
+                }
+                out(&text);
+            }
+        }
+        PlanCommand::Validate { .. } | PlanCommand::Schema => return unreachable_init(),
+        PlanCommand::Approve { plan, note } => {
+            let id = p.resolve(&plan).await?;
+            let approved = p.approve(id, &user(), note).await?;
+            decided(
+                app,
+                id,
+                "approved",
+                &format!("approved {id} (digest {})", approved.digest()),
+            );
+            app.hint(&format!("next: orca run {id}"));
+        }
+        PlanCommand::Reject { plan, reason } => {
+            let id = p.resolve(&plan).await?;
+            p.reject(id, &user(), reason).await?;
+            decided(app, id, "rejected", &format!("rejected {id}"));
+        }
+        PlanCommand::Revise { plan, file } => {
+            let previous = p.resolve(&plan).await?;
+            return crate::cmd::revise::revise(app, &orca, previous, &file).await;
+        }
+        PlanCommand::RequestChanges { plan, feedback } => {
+            let id = p.resolve(&plan).await?;
+            p.request_changes(id, &user(), &feedback).await?;
+            decided(
+                app,
+                id,
+                "draft",
+                &format!("{id} is a draft again, with your feedback for the planner"),
+            );
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn decided(app: &App, id: PlanId, stage: &str, human: &str) {
+    if app.json {
+        out_json(&json!({ "plan_id": id, "stage": stage }));
+    } else {
+        out(human);
+    }
+}
+
+pub(crate) async fn create_from_file(
+    orca: &Orca,
+    file: &Path,
+) -> Result<orca_core::ProposalPlan, CliError> {
+    create_revision(orca, file, None).await
+}
+
+/// A proposal from a plan document, superseding `previous` if given; nothing is written if
+/// the document is unreadable or invalid.
+pub(crate) async fn create_revision(
+    orca: &Orca,
+    file: &Path,
+    previous: Option<PlanId>,
+) -> Result<orca_core::ProposalPlan, CliError> {
+    let text = crate::plan_doc::read_plan_file(file)?;
+    let content = PlanContent::from_json(&text)
+        .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
+    let proposal = orca
+        .planning
+        .create_proposal(content, previous)
+        .await
+        .map_err(|e| {
+            CliError::bad_input(format!("{}: {}", file.display(), crate::exit::chain(&e)))
+        })?;
+    crate::ids::learn_plan(proposal.id());
+    Ok(proposal)
+}

@@ -1,0 +1,121 @@
+//! `orca watch EXEC`: follows an execution driven by another process; whether it still has a
+//! live driver is `driver`'s question (`is_live`, `driver_json`, `driver_text`).
+
+use std::time::Duration;
+
+use orca_core::ExecutionStage;
+use orca_services::NoHuman;
+use serde_json::json;
+
+use crate::app::{App, out, out_json};
+use crate::driver::{driver_json, driver_text, is_live};
+use crate::exit::{CliError, Exit};
+use crate::render;
+use crate::term::say;
+
+/// `watch`: follows an execution until it ends, waits for a decision nobody drives, or is
+/// interrupted (no live driver).
+pub(crate) async fn watch(
+    app: &App,
+    exec: &str,
+    shared_url: Option<&str>,
+) -> Result<Exit, CliError> {
+    let orca = app.orca(std::sync::Arc::new(NoHuman));
+    let id = orca.executions.resolve(exec).await?;
+    // On a shared store, woken by its notifications for this execution (polled every 2 s as a
+    // fallback); otherwise polled.
+    let mut wake = crate::worker::listener(shared_url, orca_store_postgres::CHANNELS).await;
+    let key = id.to_string();
+    let mut seen: Vec<String> = Vec::new();
+    let start = std::time::Instant::now();
+    loop {
+        let snap = orca.executions.get(id).await?;
+        let now: Vec<String> = snap
+            .tasks
+            .iter()
+            .map(|t| format!("{}:{}", t.value.step_id(), t.value.status()))
+            .collect();
+        if !app.json() {
+            for (i, line) in now.iter().enumerate() {
+                if seen.get(i) != Some(line) {
+                    let t = &snap.tasks[i].value;
+                    say(&format!(
+                        "[{:>6.1}s] {:<24} {}",
+                        start.elapsed().as_secs_f64(),
+                        t.step_id().as_str(),
+                        t.status()
+                    ));
+                }
+            }
+        }
+        seen = now;
+        let stage = snap.execution.value.stage();
+        let waiting = snap
+            .execution
+            .value
+            .decision()
+            .is_some_and(|d| d.answer.is_none());
+        let lease = app.store().lease(id).await?;
+        let driven = is_live(lease.as_ref());
+        // A dead driver's lease is seen at once; with no lease at all, give a starting
+        // driver a moment to take it.
+        let settled = lease.is_some() || start.elapsed() > Duration::from_secs(2);
+        let ended = stage.is_terminal()
+            || (waiting && !driven)
+            || (stage == ExecutionStage::Pending && !driven && settled);
+        if ended {
+            if app.json() {
+                out_json(
+                    &json!({ "execution_id": id, "stage": stage, "awaiting_decision": waiting }),
+                );
+            } else {
+                let plan = orca
+                    .planning
+                    .plan(snap.execution.value.info().plan_id)
+                    .await
+                    .ok();
+                let totals = crate::app::totals(app, id).await?;
+                out(&render::exec_show(&snap, plan.as_ref(), &totals));
+            }
+            return Ok(match stage {
+                ExecutionStage::Completed => Exit::Ok,
+                ExecutionStage::Failed | ExecutionStage::Stopped => Exit::ExecutionFailed,
+                _ if waiting => Exit::AwaitingHuman,
+                _ => Exit::Ok,
+            });
+        }
+        if stage == ExecutionStage::Running && !driven && settled {
+            if app.json() {
+                out_json(&json!({
+                    "execution_id": id,
+                    "stage": stage,
+                    "awaiting_decision": waiting,
+                    "driver": driver_json(id, stage, lease.as_ref()),
+                }));
+            } else if let Some(line) = driver_text(id, stage, lease.as_ref()) {
+                say(&format!(
+                    "{id}: {}",
+                    line.trim_start_matches("Driver:").trim()
+                ));
+            }
+            return Ok(Exit::Interrupted);
+        }
+        match wake.as_mut() {
+            Some(rx) => {
+                let mine = async {
+                    while let Some(payload) = rx.recv().await {
+                        if payload == key {
+                            return true;
+                        }
+                    }
+                    false
+                };
+                if let Ok(false) = tokio::time::timeout(Duration::from_secs(2), mine).await {
+                    // The notification connection ended: poll from now on.
+                    wake = None;
+                }
+            }
+            None => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `orca ask` at a terminal (issue 15, defect 4: "`ask` prints the plan twice"): the planner's
+//! plan is shown once — in the approval question — not also on stdout before it.
+
+use std::io::{Read as _, Write as _};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::common::project::Project;
+use crate::e2e::{FakeModels, openpty};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_at_a_terminal_shows_the_plan_once() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(FakeModels)
+        .mount(&server)
+        .await;
+    let p = Project::new();
+    let url = format!("{}/v1", server.uri());
+    p.write(
+        ".orca/config.toml",
+        &format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{url}\"\nmodel = \"planner-model\"\n\n\
+             [agents.tester]\nbackend = \"ollama\"\nbase_url = \"{url}\"\nmodel = \"tester-model\"\n"
+        ),
+    );
+    let (root, config) = (p.root().to_path_buf(), p.config.path().to_path_buf());
+    let (screen, out, code) = tokio::task::spawn_blocking(move || {
+        let (mut controller, terminal) = openpty();
+        let mut child = {
+            let mut cmd = common::isolated(&root, &config);
+            cmd.args([
+                "ask",
+                "say hello in hello.txt and check it",
+                "--on-failure",
+                "stop",
+            ])
+            .stdin(Stdio::from(terminal.try_clone().unwrap()))
+            .stderr(Stdio::from(terminal))
+            .stdout(Stdio::piped());
+            cmd.spawn().unwrap()
+        };
+        // Approve, no note.
+        controller.write_all(b"approve\n\n").unwrap();
+        let mut reader = controller.try_clone().unwrap();
+        let screen = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                text.extend_from_slice(&buf[..n]);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        });
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("the interactive ask did not end");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(controller);
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        (screen.join().unwrap(), out, status.code())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{screen}\n{out}");
+    let shown = format!("{screen}\n{out}");
+    let times = shown.matches("Goal: greet the project").count();
+    println!("the plan was shown {times} time(s)");
+    assert_eq!(times, 1, "{shown}");
+}

@@ -1,0 +1,44 @@
+//! What every end-to-end test binary shares: the `orca` command, isolated from the machine it
+//! runs on. The user's config directory (where the signing key lives) is the test's own temp dir,
+//! never the real home (`.ci/run` fails if anything writes there), and no model key, log filter
+//! or sandbox override leaks in from the environment.
+
+#![allow(dead_code, reason = "each test binary uses a part of this module")]
+
+pub(crate) mod project;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+/// `orca --root ROOT` with the user's config in `config_home` and nothing inherited that would
+/// change what orca does. Add the arguments, then run or spawn it.
+pub(crate) fn isolated(root: &Path, config_home: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"));
+    cmd.arg("--root")
+        .arg(root)
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .env("XDG_CONFIG_HOME", config_home)
+        .env_remove("ORCA_SIGNING_KEY")
+        .env_remove("ORCA_SANDBOX")
+        .env_remove("ORCA_BACKEND")
+        .env_remove("ORCA_MODEL")
+        .env_remove("ORCA_BASE_URL")
+        .env_remove("ORCA_LOG")
+        .env_remove("ORCA_STORE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY");
+    cmd
+}
+
+/// Runs `orca --root ROOT ARGS…` isolated, with no terminal and a generous time limit.
+pub(crate) fn orca(root: &Path, config_home: &Path, args: &[&str]) -> Output {
+    let mut cmd = isolated(root, config_home);
+    cmd.args(args);
+    assert_cmd::Command::from_std(cmd)
+        .write_stdin(Vec::<u8>::new())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("orca runs")
+}

@@ -1,0 +1,24 @@
+//! The `orca` binary's integration tests, in ONE test binary (issue 18): each file of this
+//! directory is a module (`cargo test -p orca --test it e2e::` runs one of them). One binary
+//! links the crate graph once instead of once per file. Every module drives the real binary in
+//! temp dirs through `common` (the user's config home is a temp dir too).
+
+mod common;
+mod mcp_support;
+mod tamper_support;
+
+mod ask_tty;
+mod cli;
+mod commands;
+mod e2e;
+mod hostile;
+mod mcp;
+mod pg_store;
+mod pg_workers;
+mod plan_tools;
+mod procs;
+mod readme;
+mod seals;
+mod secrets;
+mod store_input;
+mod tamper;

@@ -1,0 +1,634 @@
+//! The tamper catalogue (ADR 0013, docs/tampering.md): one case per kind of tampering with
+//! orca's records, each done to a copy of one real project (made by the real binary) and
+//! each required to be DETECTED (exit 5) and LOCATED (the file and, where there is one, the
+//! entry index in `orca audit verify --all`). Cases that gate a run also require `orca run` /
+//! `exec resume` / `exec show` to refuse with exit 5.
+//!
+//! Prints `tamper catalogue: N/M detected`.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+#![expect(clippy::print_stdout, reason = "the catalogue prints its figure")]
+
+use crate::tamper_support;
+
+use std::path::PathBuf;
+
+use orca_store::SigningKey;
+use orca_store::audit::{NewAuditEntry, next_entry};
+use serde_json::json;
+use tamper_support::*;
+
+type Tamper = fn(&Proj);
+type Locate = fn(&Proj) -> PathBuf;
+type Gate = fn(&Proj) -> Vec<String>;
+
+/// One kind of tampering: what is done, where it must be located, and which command must
+/// also refuse.
+struct Case {
+    name: &'static str,
+    tamper: Tamper,
+    file: Locate,
+    entry: Option<u64>,
+    gate: Option<Gate>,
+}
+
+const fn case(name: &'static str, tamper: Tamper, file: Locate, entry: Option<u64>) -> Case {
+    Case {
+        name,
+        tamper,
+        file,
+        entry,
+        gate: None,
+    }
+}
+
+const fn gated(case: Case, gate: Gate) -> Case {
+    Case {
+        gate: Some(gate),
+        ..case
+    }
+}
+
+fn run_a(p: &Proj) -> Vec<String> {
+    vec!["run".into(), p.ids.a.clone()]
+}
+
+fn resume_w1(p: &Proj) -> Vec<String> {
+    vec!["exec".into(), "resume".into(), p.ids.w1.clone()]
+}
+
+fn show_a1(p: &Proj) -> Vec<String> {
+    vec!["exec".into(), "show".into(), p.ids.a1.clone()]
+}
+
+#[expect(clippy::too_many_lines, reason = "the catalogue is one table")]
+fn catalogue() -> Vec<Case> {
+    vec![
+        // Entries of a finished (sealed) execution's log.
+        case(
+            "change an entry (sealed)",
+            |p| change(&p.a1_log(), 2),
+            Proj::a1_log,
+            Some(2),
+        ),
+        case(
+            "remove an entry (sealed)",
+            |p| remove(&p.a1_log(), 2),
+            Proj::a1_log,
+            Some(2),
+        ),
+        case(
+            "reorder entries (sealed)",
+            |p| reorder(&p.a1_log(), 2, 4),
+            Proj::a1_log,
+            Some(2),
+        ),
+        case(
+            "insert an entry (sealed)",
+            |p| insert(&p.a1_log(), 2),
+            Proj::a1_log,
+            Some(3),
+        ),
+        case(
+            "truncate the log (sealed)",
+            |p| truncate(&p.a1_log(), 4),
+            Proj::a1_log,
+            Some(4),
+        ),
+        // The same on a running execution's log (no seal yet).
+        gated(
+            case(
+                "change an entry (unsealed)",
+                |p| change(&p.w1_log(), 2),
+                Proj::w1_log,
+                Some(2),
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "remove an entry (unsealed)",
+                |p| remove(&p.w1_log(), 2),
+                Proj::w1_log,
+                Some(2),
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "reorder entries (unsealed)",
+                |p| reorder(&p.w1_log(), 2, 4),
+                Proj::w1_log,
+                Some(2),
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "insert an entry (unsealed)",
+                |p| insert(&p.w1_log(), 2),
+                Proj::w1_log,
+                Some(3),
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "truncate the log (unsealed)",
+                |p| truncate(&p.w1_log(), 3),
+                |p| p.task(&p.ids.w, &p.ids.w1, "a"),
+                None,
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "cut a running log to nothing",
+                |p| truncate(&p.w1_log(), 0),
+                Proj::w1_log,
+                Some(0),
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "cut a running log and restart its chain",
+                |p| {
+                    let first = lines(&p.w1_log()).remove(0);
+                    write_lines(&p.w1_log(), &[first]);
+                },
+                |p| p.task(&p.ids.w, &p.ids.w1, "a"),
+                None,
+            ),
+            resume_w1,
+        ),
+        // Consistent rewrites and seals.
+        case(
+            "rewrite a sealed log consistently",
+            |p| {
+                rechain(&p.a1_log(), |e| e[3].data["summary"] = json!("forged"));
+            },
+            Proj::a1_log,
+            Some(0),
+        ),
+        case(
+            "rewrite a log and forge an unsigned seal",
+            |p| {
+                let e = rechain(&p.a1_log(), |e| e[3].data["summary"] = json!("forged"));
+                forge_seal(&p.a1_seal(), exec_log_id(&p.ids.a, &p.ids.a1), &e, None);
+            },
+            Proj::a1_seal,
+            Some(8),
+        ),
+        case(
+            "rewrite a log and forge a seal signed by another key",
+            |p| {
+                let e = rechain(&p.a1_log(), |e| e[3].data["summary"] = json!("forged"));
+                let k = SigningKey::from_seed([42; 32]);
+                forge_seal(&p.a1_seal(), exec_log_id(&p.ids.a, &p.ids.a1), &e, Some(&k));
+            },
+            Proj::a1_seal,
+            Some(8),
+        ),
+        case(
+            "delete a finished run's seal",
+            |p| std::fs::remove_file(p.a1_seal()).unwrap(),
+            Proj::a1_seal,
+            None,
+        ),
+        case(
+            "delete a finished run's log and seal",
+            |p| {
+                std::fs::remove_file(p.a1_seal()).unwrap();
+                std::fs::remove_file(p.a1_log()).unwrap();
+            },
+            Proj::a1_log,
+            None,
+        ),
+        // Swaps.
+        case(
+            "swap logs and seals between two executions",
+            |p| {
+                swap(&p.a1_log(), &p.exec_log(&p.ids.a, &p.ids.a2));
+                swap(&p.a1_seal(), &p.exec_seal(&p.ids.a, &p.ids.a2));
+            },
+            Proj::a1_seal,
+            Some(8),
+        ),
+        case(
+            "swap logs (not seals) between two executions",
+            |p| swap(&p.a1_log(), &p.exec_log(&p.ids.a, &p.ids.a2)),
+            Proj::a1_log,
+            Some(0),
+        ),
+        case(
+            "move another plan's execution seal in",
+            |p| {
+                std::fs::copy(p.exec_seal(&p.ids.b, &p.ids.b1), p.a1_seal()).unwrap();
+            },
+            Proj::a1_seal,
+            Some(8),
+        ),
+        case(
+            "swap plan logs and seals between two plans",
+            |p| {
+                swap(&p.plan_log(&p.ids.a), &p.plan_log(&p.ids.b));
+                swap(&p.plan_seal(&p.ids.a), &p.plan_seal(&p.ids.b));
+            },
+            |p| p.plan_seal(&p.ids.a),
+            Some(2),
+        ),
+        case(
+            "swap plan logs (not seals) between two plans",
+            |p| swap(&p.plan_log(&p.ids.a), &p.plan_log(&p.ids.b)),
+            |p| p.plan_log(&p.ids.a),
+            Some(0),
+        ),
+        // Deletions.
+        case(
+            "delete an execution directory",
+            |p| {
+                let (a, x) = (&p.ids.a, &p.ids.a1);
+                for f in [p.exec_file(a, x), p.a1_log(), p.a1_seal()] {
+                    std::fs::remove_file(f).unwrap();
+                }
+                let _ = std::fs::remove_file(
+                    p.plans()
+                        .join(a)
+                        .join("executions")
+                        .join(format!("{x}.lease")),
+                );
+                std::fs::remove_dir_all(p.plans().join(a).join("executions").join(x)).unwrap();
+                let _ = std::fs::remove_file(p.root().join(".orca/executions").join(x));
+            },
+            |p| p.exec_file(&p.ids.a, &p.ids.a1),
+            Some(0),
+        ),
+        case(
+            "delete an execution's state, keep its log",
+            |p| std::fs::remove_file(p.exec_file(&p.ids.a, &p.ids.a1)).unwrap(),
+            |p| p.exec_file(&p.ids.a, &p.ids.a1),
+            Some(0),
+        ),
+        case(
+            "delete a task's state file",
+            |p| std::fs::remove_file(p.task(&p.ids.a, &p.ids.a1, "a")).unwrap(),
+            |p| p.exec_file(&p.ids.a, &p.ids.a1),
+            None,
+        ),
+        case(
+            "empty a plan's run register",
+            |p| truncate(&p.runs(&p.ids.a), 0),
+            |p| p.runs(&p.ids.a),
+            None,
+        ),
+        case(
+            "change a run register entry",
+            |p| change(&p.runs(&p.ids.a), 1),
+            |p| p.runs(&p.ids.a),
+            Some(1),
+        ),
+        // The plan and its approval.
+        gated(
+            case(
+                "edit the plan log after approval",
+                |p| change(&p.plan_log(&p.ids.a), 1),
+                |p| p.plan_log(&p.ids.a),
+                Some(1),
+            ),
+            run_a,
+        ),
+        gated(
+            case(
+                "truncate the plan log (drop the approval)",
+                |p| truncate(&p.plan_log(&p.ids.a), 1),
+                |p| p.plan_log(&p.ids.a),
+                Some(1),
+            ),
+            run_a,
+        ),
+        gated(
+            case(
+                "delete the plan log's seal",
+                |p| std::fs::remove_file(p.plan_seal(&p.ids.a)).unwrap(),
+                |p| p.plan_seal(&p.ids.a),
+                None,
+            ),
+            run_a,
+        ),
+        gated(
+            case(
+                "edit an approved plan (a step's command)",
+                |p| {
+                    let path = p.plan_file(&p.ids.a);
+                    let mut plan = read_json(&path);
+                    plan["content"]["steps"][0]["command"] = json!("echo pwned > pwned.txt");
+                    write_json(&path, &plan);
+                },
+                |p| p.plan_file(&p.ids.a),
+                Some(1),
+            ),
+            run_a,
+        ),
+        gated(
+            case(
+                "edit an approved plan and recompute its digest",
+                |p| {
+                    let path = p.plan_file(&p.ids.a);
+                    let mut plan = read_json(&path);
+                    plan["content"]["steps"][0]["command"] = json!("echo pwned > pwned.txt");
+                    write_json(&path, &plan);
+                    recompute_digest(&path);
+                },
+                |p| p.plan_file(&p.ids.a),
+                Some(1),
+            ),
+            run_a,
+        ),
+        gated(
+            case(
+                "unsigned approval (signature stripped, log and seal recomputed)",
+                |p| {
+                    let log = p.plan_log(&p.ids.a);
+                    let e = rechain(&log, |e| {
+                        e[1].data.as_object_mut().unwrap().remove("signature");
+                    });
+                    forge_seal(&p.plan_seal(&p.ids.a), plan_log_id(&p.ids.a), &e, None);
+                },
+                |p| p.plan_log(&p.ids.a),
+                Some(1),
+            ),
+            run_a,
+        ),
+        gated(
+            case(
+                "forged approval with recomputed digest",
+                |p| {
+                    let d = &p.ids.d;
+                    let path = p.plan_file(d);
+                    let mut plan = read_json(&path);
+                    plan["content"]["steps"][0]["command"] = json!("echo pwned > pwned.txt");
+                    let content: orca_core::PlanContent =
+                        serde_json::from_value(plan["content"].clone()).unwrap();
+                    let at = "2026-01-01T00:00:00Z";
+                    plan["stage"] = json!("approved");
+                    plan["approval"] =
+                        json!({ "at": at, "by": "user", "digest": content.digest() });
+                    write_json(&path, &plan);
+                    let log = p.plan_log(d);
+                    let e = rechain(&log, |e| {
+                        let approved = next_entry(
+                            e.last(),
+                            NewAuditEntry::new(
+                                "plan.approved",
+                                json!({
+                                    "by": "user", "digest": content.digest(), "at": at, "note": null,
+                                }),
+                            ),
+                            e[0].at,
+                        );
+                        e.push(approved);
+                    });
+                    forge_seal(&p.plan_seal(d), plan_log_id(d), &e, None);
+                },
+                |p| p.plan_log(&p.ids.d),
+                Some(1),
+            ),
+            |p| vec!["run".into(), p.ids.d.clone()],
+        ),
+        gated(
+            case(
+                "approval signed by an untrusted key",
+                |_| {},
+                |p| p.plan_log(&p.ids.f),
+                Some(1),
+            ),
+            |p| vec!["run".into(), p.ids.f.clone()],
+        ),
+        // State files against the log.
+        gated(
+            case(
+                "change a running execution's plan digest",
+                |p| {
+                    let path = p.exec_file(&p.ids.w, &p.ids.w1);
+                    let mut header = read_json(&path);
+                    header["info"]["plan_digest"] = json!(format!("sha256:{}", "ab".repeat(32)));
+                    write_json(&path, &header);
+                },
+                |p| p.exec_file(&p.ids.w, &p.ids.w1),
+                None,
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
+                "change a task's recorded result",
+                |p| {
+                    let path = p.task(&p.ids.a, &p.ids.a1, "a");
+                    let mut task = read_json(&path);
+                    task["result"]["summary"] = json!("forged");
+                    write_json(&path, &task);
+                },
+                |p| p.task(&p.ids.a, &p.ids.a1, "a"),
+                Some(4),
+            ),
+            show_a1,
+        ),
+        gated(
+            case(
+                "forge a newer task record in the write-ahead log",
+                |p| {
+                    let wal = p.wal(&p.ids.a, &p.ids.a1);
+                    let mut all = lines(&wal);
+                    let mut last: serde_json::Value = all
+                        .iter()
+                        .rev()
+                        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                        .find(|r| r["step"] == "a")
+                        .unwrap();
+                    last["revision"] = json!(last["revision"].as_u64().unwrap() + 1);
+                    last["task"]["result"]["summary"] = json!("forged");
+                    all.push(last.to_string());
+                    write_lines(&wal, &all);
+                },
+                |p| p.task(&p.ids.a, &p.ids.a1, "a"),
+                Some(4),
+            ),
+            show_a1,
+        ),
+        gated(
+            case(
+                "impossible state: header completed, a task failed",
+                |p| {
+                    std::fs::copy(
+                        p.task(&p.ids.w, &p.ids.w1, "b"),
+                        p.task(&p.ids.a, &p.ids.a1, "b"),
+                    )
+                    .unwrap();
+                },
+                |p| p.exec_file(&p.ids.a, &p.ids.a1),
+                None,
+            ),
+            show_a1,
+        ),
+    ]
+}
+
+/// Tampers a fresh copy, then requires exit 5 and the location from `audit verify --all`, and
+/// exit 5 from the gated command. Returns whether the case was detected and located.
+fn check(fixture: &Fixture, case: &Case) -> bool {
+    let p = fixture.copy();
+    (case.tamper)(&p);
+    let out = p.run(&["audit", "verify", "--all"]);
+    let all = text(&out);
+    let file = p.rel(&(case.file)(&p));
+    let located = all
+        .lines()
+        .any(|l| l.contains(&file) && case.entry.is_none_or(|e| l.contains(&format!("entry {e}"))));
+    let mut ok = code(&out) == 5 && located;
+    let mut gate_line = String::new();
+    if let Some(gate) = case.gate {
+        let args = gate(&p);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let g = p.run(&args);
+        gate_line = format!(" | `{}` exit {}", args.join(" "), code(&g));
+        ok &= code(&g) == 5;
+        // Every refusal to run is itself recorded, in the plan's run register.
+        if args[0] == "run" || args[1] == "resume" {
+            let registers: String = std::fs::read_dir(p.plans())
+                .unwrap()
+                .map(|e| e.unwrap().path().join("runs.audit.jsonl"))
+                .map(|r| std::fs::read_to_string(r).unwrap_or_default())
+                .collect();
+            ok &= registers.contains("run.refused");
+        }
+        assert!(
+            !p.root().join("pwned.txt").exists(),
+            "{}: a tampered plan ran",
+            case.name
+        );
+    }
+    println!(
+        "{:<66} {} (verify exit {}{gate_line}; expected {}{})",
+        case.name,
+        if ok { "DETECTED" } else { "MISSED  " },
+        code(&out),
+        file,
+        case.entry
+            .map(|e| format!(" entry {e}"))
+            .unwrap_or_default()
+    );
+    if !ok {
+        println!("{all}");
+    }
+    ok
+}
+
+#[test]
+fn tamper_catalogue_every_kind_is_detected_and_located() {
+    let fixture = Fixture::new();
+    let cases = catalogue();
+    let detected = cases.iter().filter(|c| check(&fixture, c)).count();
+    println!("tamper catalogue: {detected}/{} detected", cases.len());
+    assert!(cases.len() >= 34);
+    assert_eq!(detected, cases.len());
+}
+
+/// Tampering with the task write-ahead log that cannot change what is read (the task files
+/// hold every acknowledged transition at the same revision): `exec show` prints the same, and
+/// `audit verify --all` exits as it did before. Prints `write-ahead log: N/N harmless`.
+#[test]
+fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
+    let fixture = Fixture::new();
+    type WalTamper = fn(&std::path::Path);
+    let cases: [(&str, WalTamper); 4] = [
+        ("truncate the write-ahead log", |w| truncate(w, 1)),
+        ("empty the write-ahead log", |w| {
+            std::fs::write(w, b"").unwrap()
+        }),
+        ("reorder the write-ahead log", |w| {
+            let mut all = lines(w);
+            all.reverse();
+            write_lines(w, &all);
+        }),
+        ("edit a record at a revision its task file has", |w| {
+            let mut all = lines(w);
+            let last = all.len() - 1;
+            let mut r: serde_json::Value = serde_json::from_str(&all[last]).unwrap();
+            r["task"]["result"]["summary"] = json!("forged");
+            all[last] = r.to_string();
+            write_lines(w, &all);
+        }),
+    ];
+    let clean = fixture.copy();
+    let show = |p: &Proj| text(&p.run(&["exec", "show", &p.ids.a1]));
+    let expected = show(&clean);
+    let verify_code = code(&clean.run(&["audit", "verify", "--all"]));
+    let mut harmless = 0;
+    for (name, tamper) in cases {
+        let p = fixture.copy();
+        let wal = p.wal(&p.ids.a, &p.ids.a1);
+        assert!(wal.is_file(), "{name}: no write-ahead log in the fixture");
+        tamper(&wal);
+        let verify = p.run(&["audit", "verify", "--all"]);
+        let same = show(&p) == expected && code(&verify) == verify_code;
+        println!("{name:<66} {}", if same { "HARMLESS" } else { "CHANGED" });
+        harmless += usize::from(same);
+    }
+    println!("write-ahead log: {harmless}/{} harmless", cases.len());
+    assert_eq!(harmless, cases.len());
+}
+
+#[test]
+fn trust_roots_come_from_outside_the_project() {
+    let fixture = Fixture::new();
+    let p = fixture.copy();
+    // A key planted in .orca/ cannot vouch for anything.
+    let planted = p.root().join(".orca/trusted.pub");
+    std::fs::copy(&fixture.foreign_pub, &planted).unwrap();
+    let out = p.run(&["--trusted-key", planted.to_str().unwrap(), "run", &p.ids.f]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        text(&out).contains("cannot be a trust root"),
+        "{}",
+        text(&out)
+    );
+    // The other user's key, from outside, is trusted: their approval runs.
+    let out = p.run(&[
+        "--trusted-key",
+        fixture.foreign_pub.to_str().unwrap(),
+        "run",
+        &p.ids.f,
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    // A group-readable key is refused with how to fix it.
+    use std::os::unix::fs::PermissionsExt as _;
+    let key = p.config.join("orca/signing.key");
+    let mode = std::fs::metadata(&key).unwrap().permissions();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let out = p.run(&["plan", "approve", &p.ids.d]);
+    std::fs::set_permissions(&key, mode).unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(text(&out).contains("chmod 600"), "{}", text(&out));
+    // A refused run is recorded in the plan's run register.
+    let p = fixture.copy();
+    let path = p.plan_file(&p.ids.a);
+    let mut plan = read_json(&path);
+    plan["content"]["steps"][0]["command"] = json!("echo pwned > pwned.txt");
+    write_json(&path, &plan);
+    recompute_digest(&path);
+    let out = p.run(&["run", &p.ids.a]);
+    assert_eq!(code(&out), 5);
+    let line = text(&out);
+    assert_eq!(line.trim().lines().count(), 1, "{line}");
+    // The plan is named by its short id (issue 15: a unique prefix of at least 8 digits).
+    assert!(
+        line.contains(&p.ids.a[.."plan_".len() + 8]) && line.contains("digest"),
+        "{line}"
+    );
+    assert!(
+        std::fs::read_to_string(p.runs(&p.ids.a))
+            .unwrap()
+            .contains("run.refused")
+    );
+}
