@@ -16,6 +16,7 @@ use crate::backend::{
     ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
 };
 use crate::error::BackendError;
+use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
 
@@ -88,6 +89,10 @@ pub struct LoopSettings {
     pub max_output_tokens: Option<u32>,
     /// Sampling settings sent with every turn.
     pub sampling: crate::backend::Sampling,
+    /// How the model makes tool calls (native, or JSON in its text).
+    pub tool_mode: ToolMode,
+    /// The backend's request timeout, named when a turn times out (`None`: unknown).
+    pub request_timeout: Option<Duration>,
 }
 
 impl Default for LoopSettings {
@@ -98,6 +103,8 @@ impl Default for LoopSettings {
             max_repairs: 2,
             max_output_tokens: Some(8192),
             sampling: crate::backend::Sampling::default(),
+            tool_mode: ToolMode::Native,
+            request_timeout: None,
         }
     }
 }
@@ -180,15 +187,7 @@ impl Run<'_> {
             };
             let response = call_with_retry(self.backend, &request, &self.settings.retry)
                 .await
-                .map_err(|e| {
-                    let code = match e {
-                        BackendError::Unreachable { .. } | BackendError::Auth { .. } => {
-                            ErrorCode::BackendUnavailable
-                        }
-                        _ => ErrorCode::AgentError,
-                    };
-                    failure(code, e.to_string())
-                })?;
+                .map_err(|e| backend_failure(&e, self.settings))?;
             let mut turn_usage = response.usage;
             turn_usage.turns = 1;
             usage.add(&turn_usage);
@@ -313,6 +312,30 @@ impl Run<'_> {
                 results: results.into_iter().flatten().collect(),
             });
         }
+    }
+}
+
+/// A failed backend call as one line the user can act on.
+fn backend_failure(e: &BackendError, settings: &LoopSettings) -> TaskFailure {
+    match e {
+        BackendError::Unreachable { .. } | BackendError::Auth { .. } => {
+            failure(ErrorCode::BackendUnavailable, e.to_string())
+        }
+        BackendError::Timeout { endpoint } => {
+            let limit = settings
+                .request_timeout
+                .map_or_else(String::new, |t| format!(" within {}s", t.as_secs()));
+            let cap = settings
+                .max_output_tokens
+                .map_or_else(String::new, |m| format!(" (now {m})"));
+            failure(
+                ErrorCode::Timeout,
+                format!(
+                    "the model at {endpoint} did not answer{limit}; the turn was not re-sent (it would most likely time out again): raise `request_timeout_secs` or lower `max_output_tokens`{cap} in this agent's [generation] settings"
+                ),
+            )
+        }
+        _ => failure(ErrorCode::AgentError, e.to_string()),
     }
 }
 
@@ -569,8 +592,11 @@ mod tests {
             Duration::from_secs(2),
             "capped by max_delay"
         );
-        let t = BackendError::Timeout {
+        let t = BackendError::Server {
             endpoint: "e".into(),
+            status: 500,
+            message: "m".into(),
+            retry_after: None,
         };
         for retry in 0..5 {
             let d = p.delay(retry, &t);

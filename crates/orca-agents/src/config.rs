@@ -12,6 +12,8 @@ use serde::Deserialize;
 
 use crate::cli::{CliKind, CliSpec};
 use crate::error::ConfigError;
+use crate::generation::{Generation, GenerationSettings};
+use crate::pricing::PriceTable;
 use crate::profile::{
     ALL_TOOLS, ANTHROPIC_BASE_URL, BUILT_INS, BackendSpec, DEFAULT_ANTHROPIC_MODEL,
     DEFAULT_OLLAMA_MODEL, DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL, Profile,
@@ -121,10 +123,13 @@ struct RawConfig {
     defaults: Option<toml::Value>,
     #[serde(default)]
     agents: BTreeMap<String, toml::Value>,
+    /// Price overrides (see [`crate::pricing`]).
+    #[serde(default)]
+    prices: BTreeMap<String, crate::pricing::PriceSetting>,
 }
 
 /// An agent's settings as written (all optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {
     /// What it is good at (custom agents).
@@ -173,6 +178,9 @@ pub struct AgentSettings {
     /// The script of a scripted backend, relative to the project root.
     #[serde(default)]
     pub script: Option<PathBuf>,
+    /// Generation settings (`[agents.NAME.generation]`; see [`crate::generation`]).
+    #[serde(default)]
+    pub generation: Option<GenerationSettings>,
 }
 
 impl AgentSettings {
@@ -236,12 +244,16 @@ impl AgentSettings {
             limits: self.limits.or(base.limits),
             command: pick(&self.command, &base.command),
             script: self.script.clone().or_else(|| base.script.clone()),
+            generation: match (self.generation, base.generation) {
+                (Some(mine), Some(theirs)) => Some(mine.merged_over(&theirs)),
+                (mine, theirs) => mine.or(theirs),
+            },
         }
     }
 }
 
 /// A validated config.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     file: String,
     /// Names of environment variables every step receives.
@@ -258,6 +270,8 @@ pub struct Config {
     pub defaults: AgentSettings,
     /// Per-agent settings (built-in overrides and custom agents).
     pub agents: BTreeMap<AgentId, AgentSettings>,
+    /// The shipped price table with the config's `[prices]` applied.
+    pub prices: PriceTable,
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -403,8 +417,16 @@ impl Config {
                 ));
             }
         }
+        let mut prices = PriceTable::shipped();
+        for (model, setting) in &raw.prices {
+            setting.validate().map_err(|(sub, message)| {
+                invalid(format!("prices.\"{model}\".{sub}"), message)
+            })?;
+            prices.set(model.clone(), setting.price());
+        }
         Ok(Self {
             file,
+            prices,
             env: raw.env,
             env_file: raw.env_file,
             sandbox,
@@ -477,6 +499,11 @@ impl Config {
                     "{bad:?} must be the NAME of an environment variable (not ORCA_*), never a value"
                 ),
             ));
+        }
+        if let Some(g) = &s.generation
+            && let Err((sub, message)) = g.validate()
+        {
+            return Err(invalid(&format!("generation.{sub}"), message));
         }
         if s.prompt.is_some() && s.prompt_file.is_some() {
             return Err(invalid(
@@ -694,6 +721,18 @@ impl Config {
             }
         }
         Ok(policy)
+    }
+
+    /// The generation settings of `agent`: its `[agents.NAME.generation]` over
+    /// `[defaults.generation]`.
+    #[must_use]
+    pub fn generation(&self, agent: &AgentId) -> Generation {
+        let base = self.defaults.generation.unwrap_or_default();
+        self.agents
+            .get(agent)
+            .and_then(|s| s.generation)
+            .map_or(base, |g| g.merged_over(&base))
+            .resolve()
     }
 
     /// Where `agent`'s key comes from (for `orca doctor`); `env` decides the default backend.

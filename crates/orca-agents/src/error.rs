@@ -42,7 +42,8 @@ pub enum BackendError {
         /// How long the provider asked to wait.
         retry_after: Option<Duration>,
     },
-    /// The request timed out: retried.
+    /// The request timed out: not retried (the same request to the same slow model would most
+    /// likely time out again; the agent loop fails the turn with a message naming the setting).
     #[error("request to {endpoint} timed out")]
     Timeout {
         /// Where.
@@ -105,7 +106,6 @@ impl BackendError {
             Self::RateLimited { .. }
                 | Self::Overloaded { .. }
                 | Self::Server { .. }
-                | Self::Timeout { .. }
         )
     }
 

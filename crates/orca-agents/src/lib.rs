@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod confine;
 pub mod error;
+pub mod generation;
 mod http;
 pub mod keys;
 pub mod openai;
@@ -45,6 +46,7 @@ pub use backend::{
 };
 pub use cli::{CliKind, CliSpec};
 pub use error::{BackendError, ConfigError, ScriptError};
+pub use generation::{Generation, GenerationSettings, ToolMode};
 pub use http::DEFAULT_REQUEST_TIMEOUT;
 pub use openai::{OpenAiBackend, TokenParam};
 pub use pricing::{ModelPrice, PriceTable};

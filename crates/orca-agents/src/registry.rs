@@ -15,6 +15,8 @@ use crate::agent_loop::{self, LoopSettings};
 use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
+use crate::generation::Generation;
+use crate::pricing::PriceTable;
 use crate::profile::{BackendSpec, Profile};
 use crate::sandbox::SandboxPolicy;
 use crate::shell;
@@ -32,6 +34,7 @@ enum Runtime {
 struct Entry {
     profile: Profile,
     runtime: Runtime,
+    generation: Generation,
 }
 
 /// The agents of a project: implements [`AgentPort`] over a set of [`Profile`]s.
@@ -57,6 +60,7 @@ impl Agents {
             Entry {
                 profile: shell,
                 runtime: Runtime::Shell,
+                generation: Generation::default(),
             },
         );
         Self {
@@ -107,16 +111,22 @@ impl Agents {
         agents.settings = settings;
         let backend = BackendSpec::default_from_env(env);
         for profile in crate::profile::built_in_profiles(&backend) {
-            let runtime = match backend.build_chat(&profile.id) {
+            let generation = Generation::default();
+            let runtime = match backend.build_chat(&profile.id, &generation, &PriceTable::shipped()) {
                 Ok(chat) => Runtime::Chat(chat),
                 Err(err) => {
                     tracing::warn!(%err, agent = %profile.id, "cannot build the default backend");
                     continue;
                 }
             };
-            agents
-                .entries
-                .insert(profile.id.clone(), Entry { profile, runtime });
+            agents.entries.insert(
+                profile.id.clone(),
+                Entry {
+                    profile,
+                    runtime,
+                    generation,
+                },
+            );
         }
         agents
     }
@@ -135,7 +145,13 @@ impl Agents {
     ) -> Result<Self, ConfigError> {
         let root = root.into();
         let profiles = config.profiles(&root, env)?;
-        Self::new(root, profiles, settings)
+        let mut agents = Self::shell_only(root);
+        agents.settings = settings;
+        for profile in profiles {
+            let generation = config.generation(&profile.id);
+            agents.insert_with(profile, generation, &config.prices)?;
+        }
+        Ok(agents)
     }
 
     /// Adds or replaces a profile (`shell` cannot be replaced).
@@ -144,6 +160,21 @@ impl Agents {
     ///
     /// A backend that cannot be built.
     pub fn insert(&mut self, profile: Profile) -> Result<(), ConfigError> {
+        self.insert_with(profile, Generation::default(), &PriceTable::shipped())
+    }
+
+    /// Adds or replaces a profile with its generation settings (output cap, request timeout,
+    /// sampling, token parameter, tool mode), pricing its usage with `prices`.
+    ///
+    /// # Errors
+    ///
+    /// A backend that cannot be built, or `shell`.
+    pub fn insert_with(
+        &mut self,
+        profile: Profile,
+        generation: Generation,
+        prices: &PriceTable,
+    ) -> Result<(), ConfigError> {
         if profile.id.as_str() == AgentId::SHELL {
             return Err(ConfigError::Invalid {
                 file: "<profiles>".to_owned(),
@@ -154,10 +185,16 @@ impl Agents {
         let runtime = match &profile.backend {
             BackendSpec::Shell => Runtime::Shell,
             BackendSpec::Cli(cli) => Runtime::Cli(CliAgent::new(cli.clone())),
-            other => Runtime::Chat(other.build_chat(&profile.id)?),
+            other => Runtime::Chat(other.build_chat(&profile.id, &generation, prices)?),
         };
-        self.entries
-            .insert(profile.id.clone(), Entry { profile, runtime });
+        self.entries.insert(
+            profile.id.clone(),
+            Entry {
+                profile,
+                runtime,
+                generation,
+            },
+        );
         Ok(())
     }
 
@@ -206,6 +243,19 @@ impl Agents {
     #[must_use]
     pub const fn settings(&self) -> &LoopSettings {
         &self.settings
+    }
+
+    /// The generation settings of an agent (the defaults for an unknown one).
+    #[must_use]
+    pub fn generation(&self, id: &AgentId) -> Generation {
+        self.entries
+            .get(id)
+            .map_or_else(Generation::default, |e| e.generation)
+    }
+
+    /// The loop settings of one agent: the registry's, with the agent's generation settings.
+    fn loop_settings(&self, entry: &Entry) -> LoopSettings {
+        entry.generation.apply_to(self.settings)
     }
 
     fn entry(&self, id: &AgentId) -> Result<&Entry, TaskFailure> {
@@ -284,13 +334,14 @@ impl AgentPort for Agents {
                 let mut names = self.env.agent_names(&request.agent).to_vec();
                 names.extend(request.step.env.iter().cloned());
                 let budget = request.budget.min(&entry.profile.limits);
+                let settings = self.loop_settings(entry);
                 let run = agent_loop::run_task(
                     backend.as_ref(),
                     &entry.profile,
                     &request,
                     budget,
                     tools,
-                    &self.settings,
+                    &settings,
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
                 match request.timeout {
@@ -343,7 +394,7 @@ impl AgentPort for Agents {
                     &request,
                     budget,
                     tools,
-                    &self.settings,
+                    &self.loop_settings(entry),
                 )
                 .await
             }
@@ -366,7 +417,7 @@ impl AgentPort for Agents {
                     &request,
                     budget,
                     tools,
-                    &self.settings,
+                    &self.loop_settings(entry),
                 )
                 .await
             }
