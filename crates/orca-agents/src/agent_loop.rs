@@ -19,6 +19,7 @@ use crate::error::BackendError;
 use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
+use crate::tool_mode;
 
 /// Tools that only read: when every call of a turn is one of these, the calls run
 /// concurrently; otherwise they run one at a time, in order (plan builder calls, writes and
@@ -165,6 +166,16 @@ impl Run<'_> {
             .budget
             .max_turns
             .unwrap_or(self.settings.default_max_turns);
+        let json_mode = self.settings.tool_mode == ToolMode::Json;
+        let (system, offered, output_schema) = if json_mode {
+            (
+                format!("{}{}", self.system, tool_mode::instructions(&tools)),
+                Vec::new(),
+                Some(tool_mode::output_schema(&tools)),
+            )
+        } else {
+            (self.system.clone(), tools.clone(), None)
+        };
         let mut messages = vec![Message::User { text: first }];
         let mut repairs = 0u32;
         loop {
@@ -178,12 +189,13 @@ impl Run<'_> {
                 ));
             }
             let request = ChatRequest {
-                system: self.system.clone(),
+                system: system.clone(),
                 messages: messages.clone(),
-                tools: tools.clone(),
+                tools: offered.clone(),
                 tool_choice: ToolChoice::Required,
                 max_output_tokens: self.settings.max_output_tokens,
                 sampling: self.settings.sampling,
+                output_schema: output_schema.clone(),
             };
             let response = call_with_retry(self.backend, &request, &self.settings.retry)
                 .await
@@ -211,12 +223,45 @@ impl Run<'_> {
                 ));
             }
             let ChatResponse {
-                text, tool_calls, ..
+                text,
+                mut tool_calls,
+                ..
             } = response;
-            messages.push(Message::Assistant {
-                text: text.clone(),
-                tool_calls: tool_calls.clone(),
-            });
+            if tool_calls.is_empty() {
+                // A call (or the result itself) written as JSON in the text is taken when it
+                // validates: weak tool callers do this, and in `json` mode it is the only way.
+                for found in tool_mode::calls_in_text(text.as_deref().unwrap_or(""), &tools) {
+                    match found {
+                        tool_mode::TextCall::Call(mut call) => {
+                            call.id = crate::backend::generated_call_id(tool_calls.len());
+                            tool_calls.push(call);
+                        }
+                        tool_mode::TextCall::Bare(value) => {
+                            if let Ok(result) = validate(&value) {
+                                tracing::debug!(turns = usage.turns, "result written as JSON text");
+                                return Ok(result);
+                            }
+                        }
+                    }
+                }
+            }
+            if json_mode {
+                // The transcript stays plain text: the server was offered no native tools.
+                messages.push(Message::Assistant {
+                    text: text.clone().or_else(|| {
+                        tool_calls.first().map(|c| {
+                            serde_json::json!({"tool": c.name, "arguments": c.arguments})
+                                .to_string()
+                        })
+                    }),
+                    tool_calls: Vec::new(),
+                });
+            } else {
+                messages.push(Message::Assistant {
+                    text: text.clone(),
+                    tool_calls: tool_calls.clone(),
+                });
+            }
             if tool_calls.is_empty() {
                 repairs += 1;
                 if repairs > self.settings.max_repairs {
@@ -227,12 +272,18 @@ impl Run<'_> {
                         ),
                     ));
                 }
-                messages.push(Message::User {
-                    text: format!(
+                let text = if json_mode {
+                    format!(
+                        "Answer with exactly one JSON object {{\"tool\": \"<name>\", \"arguments\": {{...}}}}; finish with {{\"tool\": \"{SUBMIT_TOOL}\", \"arguments\": <your {}>}}.",
+                        self.what
+                    )
+                } else {
+                    format!(
                         "You must finish by calling the `{SUBMIT_TOOL}` tool with your {}; do not answer in plain text.",
                         self.what
-                    ),
-                });
+                    )
+                };
+                messages.push(Message::User { text });
                 continue;
             }
 
@@ -308,9 +359,19 @@ impl Run<'_> {
             for ((i, _), outcome) in pending.iter().zip(outcomes) {
                 results[*i] = Some(outcome);
             }
-            messages.push(Message::Tool {
-                results: results.into_iter().flatten().collect(),
-            });
+            let results: Vec<ToolResult> = results.into_iter().flatten().collect();
+            if json_mode {
+                let mut text = String::new();
+                for r in &results {
+                    let status = if r.is_error { "error" } else { "result" };
+                    text.push_str(&format!("{status} of `{}`:\n{}\n\n", r.name, r.content));
+                }
+                messages.push(Message::User {
+                    text: text.trim_end().to_owned(),
+                });
+            } else {
+                messages.push(Message::Tool { results });
+            }
         }
     }
 }

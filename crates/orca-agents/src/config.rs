@@ -419,9 +419,9 @@ impl Config {
         }
         let mut prices = PriceTable::shipped();
         for (model, setting) in &raw.prices {
-            setting.validate().map_err(|(sub, message)| {
-                invalid(format!("prices.\"{model}\".{sub}"), message)
-            })?;
+            setting
+                .validate()
+                .map_err(|(sub, message)| invalid(format!("prices.\"{model}\".{sub}"), message))?;
             prices.set(model.clone(), setting.price());
         }
         Ok(Self {

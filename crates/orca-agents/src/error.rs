@@ -103,9 +103,7 @@ impl BackendError {
     pub const fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::RateLimited { .. }
-                | Self::Overloaded { .. }
-                | Self::Server { .. }
+            Self::RateLimited { .. } | Self::Overloaded { .. } | Self::Server { .. }
         )
     }
 

@@ -114,10 +114,7 @@ impl GenerationSettings {
         if let Some(p) = self.top_p
             && !(p.is_finite() && p > 0.0 && p <= 1.0)
         {
-            return Err((
-                "top_p",
-                format!("{p} is not above 0 and at most 1"),
-            ));
+            return Err(("top_p", format!("{p} is not above 0 and at most 1")));
         }
         Ok(())
     }

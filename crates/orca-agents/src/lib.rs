@@ -35,6 +35,7 @@ pub mod scripted;
 pub mod secret;
 pub mod shell;
 pub mod step_env;
+pub mod tool_mode;
 pub mod tools;
 pub mod workspace;
 

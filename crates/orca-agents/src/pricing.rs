@@ -189,7 +189,10 @@ impl PriceSetting {
             ("cache_write", self.cache_write),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err((field, format!("{v} is not a price (USD per million tokens, 0 or more)")));
+                return Err((
+                    field,
+                    format!("{v} is not a price (USD per million tokens, 0 or more)"),
+                ));
             }
         }
         Ok(())

@@ -112,7 +112,8 @@ impl Agents {
         let backend = BackendSpec::default_from_env(env);
         for profile in crate::profile::built_in_profiles(&backend) {
             let generation = Generation::default();
-            let runtime = match backend.build_chat(&profile.id, &generation, &PriceTable::shipped()) {
+            let runtime = match backend.build_chat(&profile.id, &generation, &PriceTable::shipped())
+            {
                 Ok(chat) => Runtime::Chat(chat),
                 Err(err) => {
                     tracing::warn!(%err, agent = %profile.id, "cannot build the default backend");
