@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::backend::{
     ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
 };
+use crate::context_window::{self, Fit};
 use crate::error::BackendError;
 use crate::generation::ToolMode;
 use crate::profile::Profile;
@@ -94,6 +95,8 @@ pub struct LoopSettings {
     pub tool_mode: ToolMode,
     /// The backend's request timeout, named when a turn times out (`None`: unknown).
     pub request_timeout: Option<Duration>,
+    /// The model's context window in tokens: each request is fitted into it or fails.
+    pub context_window: Option<u64>,
 }
 
 impl Default for LoopSettings {
@@ -106,6 +109,7 @@ impl Default for LoopSettings {
             sampling: crate::backend::Sampling::default(),
             tool_mode: ToolMode::Native,
             request_timeout: None,
+            context_window: None,
         }
     }
 }
@@ -188,7 +192,7 @@ impl Run<'_> {
                     ),
                 ));
             }
-            let request = ChatRequest {
+            let mut request = ChatRequest {
                 system: system.clone(),
                 messages: messages.clone(),
                 tools: offered.clone(),
@@ -197,6 +201,28 @@ impl Run<'_> {
                 sampling: self.settings.sampling,
                 output_schema: output_schema.clone(),
             };
+            if let Some(window) = self.settings.context_window {
+                let reserve = u64::from(self.settings.max_output_tokens.unwrap_or(0));
+                match context_window::fit(&mut request, window, reserve) {
+                    Fit::Fits => {}
+                    Fit::Trimmed(n) => {
+                        tracing::info!(
+                            elided = n,
+                            window,
+                            "older tool results left out to fit the context window"
+                        );
+                        messages.clone_from(&request.messages);
+                    }
+                    Fit::TooLarge(estimate) => {
+                        return Err(failure(
+                            ErrorCode::AgentError,
+                            format!(
+                                "the request is about {estimate} tokens, more than the context window of {window} tokens less {reserve} kept for the answer, even with older tool results left out: raise `context_window` (if the model allows it) or lower `max_output_tokens` in this agent's [generation] settings"
+                            ),
+                        ));
+                    }
+                }
+            }
             let response = call_with_retry(self.backend, &request, &self.settings.retry)
                 .await
                 .map_err(|e| backend_failure(&e, self.settings))?;

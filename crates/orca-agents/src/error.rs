@@ -77,6 +77,16 @@ pub enum BackendError {
         /// The transport error.
         message: String,
     },
+    /// The server refused a request longer than the model's context window: never retried.
+    #[error(
+        "the request does not fit the model's context window at {endpoint}: {message}; set `context_window` in this agent's [generation] settings so orca fits requests before sending them"
+    )]
+    ContextLength {
+        /// Where.
+        endpoint: String,
+        /// The provider's message.
+        message: String,
+    },
     /// The request was refused for another reason (HTTP 4xx): never retried.
     #[error("request refused by {endpoint} (status {status}): {message}")]
     Refused {

@@ -76,6 +76,10 @@ pub struct GenerationSettings {
     /// `native` (default) or `json`.
     #[serde(default)]
     pub tool_mode: Option<ToolMode>,
+    /// The model's context window in tokens: requests are fitted into it (older tool results
+    /// left out) or fail clearly instead of being cut by the server.
+    #[serde(default)]
+    pub context_window: Option<u64>,
 }
 
 impl GenerationSettings {
@@ -91,6 +95,7 @@ impl GenerationSettings {
             reasoning_effort: self.reasoning_effort.or(base.reasoning_effort),
             token_param: self.token_param.or(base.token_param),
             tool_mode: self.tool_mode.or(base.tool_mode),
+            context_window: self.context_window.or(base.context_window),
         }
     }
 
@@ -102,6 +107,9 @@ impl GenerationSettings {
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.max_output_tokens == Some(0) {
             return Err(("max_output_tokens", "must be at least 1".to_owned()));
+        }
+        if self.context_window.is_some_and(|w| w < 512) {
+            return Err(("context_window", "must be at least 512 tokens".to_owned()));
         }
         if self.request_timeout_secs == Some(0) {
             return Err(("request_timeout_secs", "must be at least 1".to_owned()));
@@ -136,6 +144,7 @@ impl GenerationSettings {
             },
             token_param: self.token_param.map_or(TokenParam::Auto, TokenParam::from),
             tool_mode: self.tool_mode.unwrap_or_default(),
+            context_window: self.context_window,
         }
     }
 }
@@ -153,6 +162,8 @@ pub struct Generation {
     pub token_param: TokenParam,
     /// How the model makes tool calls.
     pub tool_mode: ToolMode,
+    /// The model's context window in tokens, if known.
+    pub context_window: Option<u64>,
 }
 
 impl Generation {
@@ -175,6 +186,9 @@ impl Generation {
             settings.tool_mode = ToolMode::Json;
         }
         settings.request_timeout = Some(self.request_timeout);
+        if self.context_window.is_some() {
+            settings.context_window = self.context_window;
+        }
         settings
     }
 }
@@ -187,6 +201,7 @@ impl Default for Generation {
             sampling: Sampling::default(),
             token_param: TokenParam::Auto,
             tool_mode: ToolMode::Native,
+            context_window: None,
         }
     }
 }

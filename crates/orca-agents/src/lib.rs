@@ -19,6 +19,7 @@ pub mod backend;
 pub mod cli;
 pub mod config;
 pub mod confine;
+pub mod context_window;
 pub mod error;
 pub mod generation;
 mod http;

@@ -197,3 +197,67 @@ fn bad_generation_and_prices_name_the_field() {
         assert!(err.contains(field), "{toml}: {err}");
     }
 }
+
+/// With `context_window` set, a conversation that outgrows it is fitted (older tool results
+/// left out) and, when it cannot be, fails before anything is sent.
+#[tokio::test]
+async fn requests_are_fitted_into_the_context_window_or_fail_unsent() {
+    let (server, recorder) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let toml = |window: u64| {
+        format!(
+            "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.limits]\nmax_turns = 4\n\n[agents.coder.generation]\ncontext_window = {window}\nmax_output_tokens = 500\n",
+            server.uri()
+        )
+    };
+    // Each `lookup` result is ~3 000 tokens; a 8 000-token window holds about two of them.
+    let tools = BigTools(10_000);
+    let reply = agents(dir.path(), &toml(8_000))
+        .run_task(task("coder", Budget::UNLIMITED), &tools)
+        .await;
+    let bodies = recorder.0.lock().unwrap().clone();
+    let largest = bodies.iter().map(|b| b.to_string().len()).max().unwrap();
+    let elided: usize = bodies
+        .iter()
+        .map(|b| b.to_string().matches("left out to fit").count())
+        .sum();
+    println!(
+        "window 8000: {} requests, largest body {largest} bytes, {elided} elided results; {:?}",
+        bodies.len(),
+        reply.outcome
+    );
+    assert_eq!(bodies.len(), 4, "every turn was sent");
+    assert!(largest < 8_000 * 4, "a body outgrew the window: {largest}");
+    assert!(elided > 0);
+
+    recorder.0.lock().unwrap().clear();
+    let reply = agents(dir.path(), &toml(600))
+        .run_task(task("coder", Budget::UNLIMITED), &tools)
+        .await;
+    let sent = recorder.0.lock().unwrap().len();
+    println!("window 600: {sent} requests sent; {:?}", reply.outcome);
+    assert_eq!(sent, 0);
+    assert!(
+        matches!(&reply.outcome, TaskResult::Failure(f) if f.message.contains("context window") && f.message.contains("context_window")),
+        "{:?}",
+        reply.outcome
+    );
+}
+
+/// Offers `lookup`, answering with `.0` characters.
+struct BigTools(usize);
+
+#[async_trait::async_trait]
+impl orca_core::ToolHost for BigTools {
+    fn specs(&self) -> Vec<orca_core::ToolSpec> {
+        vec![orca_core::ToolSpec {
+            name: "lookup".into(),
+            description: "look a key up".into(),
+            parameters: json!({"type": "object"}),
+        }]
+    }
+
+    async fn call(&self, _: &orca_core::ToolCall) -> Result<Value, orca_core::ToolError> {
+        Ok(Value::String("y".repeat(self.0)))
+    }
+}
