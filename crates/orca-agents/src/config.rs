@@ -120,6 +120,8 @@ struct RawConfig {
     #[serde(default)]
     sandbox_writable: Option<Vec<PathBuf>>,
     #[serde(default)]
+    project_instructions: Option<bool>,
+    #[serde(default)]
     defaults: Option<toml::Value>,
     #[serde(default)]
     agents: BTreeMap<String, toml::Value>,
@@ -272,6 +274,9 @@ pub struct Config {
     pub agents: BTreeMap<AgentId, AgentSettings>,
     /// The shipped price table with the config's `[prices]` applied.
     pub prices: PriceTable,
+    /// Whether `AGENTS.md` / `CLAUDE.md` are kept out of the planner's and specialists'
+    /// prompts (`project_instructions = false`; by default they go in).
+    pub skip_project_instructions: bool,
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -427,6 +432,7 @@ impl Config {
         Ok(Self {
             file,
             prices,
+            skip_project_instructions: raw.project_instructions == Some(false),
             env: raw.env,
             env_file: raw.env_file,
             sandbox,

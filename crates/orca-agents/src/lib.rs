@@ -29,6 +29,7 @@ pub mod pricing;
 mod process;
 pub mod process_group;
 pub mod profile;
+pub mod project_instructions;
 pub mod registry;
 pub mod sandbox;
 pub mod schema;

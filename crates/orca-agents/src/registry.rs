@@ -47,6 +47,7 @@ pub struct Agents {
     settings: LoopSettings,
     env: EnvPolicy,
     sandbox: Option<Arc<SandboxPolicy>>,
+    project_instructions: bool,
 }
 
 impl Agents {
@@ -69,6 +70,7 @@ impl Agents {
             settings: LoopSettings::default(),
             env: EnvPolicy::default(),
             sandbox: None,
+            project_instructions: true,
         }
     }
 
@@ -148,6 +150,7 @@ impl Agents {
         let profiles = config.profiles(&root, env)?;
         let mut agents = Self::shell_only(root);
         agents.settings = settings;
+        agents.project_instructions = !config.skip_project_instructions;
         for profile in profiles {
             let generation = config.generation(&profile.id);
             agents.insert_with(profile, generation, &config.prices)?;
@@ -254,6 +257,33 @@ impl Agents {
             .map_or_else(Generation::default, |e| e.generation)
     }
 
+    /// Whether `AGENTS.md` / `CLAUDE.md` from the root are added to the planner's and the
+    /// model-backed specialists' prompts (default: yes).
+    #[must_use]
+    pub const fn with_project_instructions(mut self, on: bool) -> Self {
+        self.project_instructions = on;
+        self
+    }
+
+    /// `prompt` with the project instructions, when they are on and present.
+    fn with_instructions(&self, prompt: &str) -> String {
+        match self
+            .project_instructions
+            .then(|| crate::project_instructions::section(&self.root))
+            .flatten()
+        {
+            Some(section) => format!("{prompt}{section}"),
+            None => prompt.to_owned(),
+        }
+    }
+
+    /// The profile a model sees: its prompt with the project instructions.
+    fn seen_profile(&self, entry: &Entry) -> Profile {
+        let mut profile = entry.profile.clone();
+        profile.prompt = self.with_instructions(&profile.prompt);
+        profile
+    }
+
     /// The loop settings of one agent: the registry's, with the agent's generation settings.
     fn loop_settings(&self, entry: &Entry) -> LoopSettings {
         entry.generation.apply_to(self.settings)
@@ -336,9 +366,10 @@ impl AgentPort for Agents {
                 names.extend(request.step.env.iter().cloned());
                 let budget = request.budget.min(&entry.profile.limits);
                 let settings = self.loop_settings(entry);
+                let profile = self.seen_profile(entry);
                 let run = agent_loop::run_task(
                     backend.as_ref(),
-                    &entry.profile,
+                    &profile,
                     &request,
                     budget,
                     tools,
@@ -389,9 +420,10 @@ impl AgentPort for Agents {
             }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
+                let profile = self.seen_profile(entry);
                 agent_loop::ask(
                     backend.as_ref(),
-                    &entry.profile,
+                    &profile,
                     &request,
                     budget,
                     tools,
@@ -410,7 +442,7 @@ impl AgentPort for Agents {
         match &entry.runtime {
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
-                let system = self.planner_prompt(&entry.profile.prompt);
+                let system = self.with_instructions(&self.planner_prompt(&entry.profile.prompt));
                 agent_loop::plan(
                     backend.as_ref(),
                     &entry.profile,

@@ -261,3 +261,44 @@ impl orca_core::ToolHost for BigTools {
         Ok(Value::String("y".repeat(self.0)))
     }
 }
+
+/// `AGENTS.md` reaches a model-backed specialist's system prompt (the planner's goes through
+/// the same `with_instructions`); `project_instructions = false` keeps it out.
+#[tokio::test]
+async fn project_instructions_reach_planner_and_specialists_unless_off() {
+    let (server, recorder) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("AGENTS.md"), "MARKER-use-tabs").unwrap();
+    let toml = format!(
+        "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.limits]\nmax_turns = 1\n",
+        server.uri()
+    );
+    let seen = |off: bool| {
+        let toml = if off {
+            format!("project_instructions = false\n{toml}")
+        } else {
+            toml.clone()
+        };
+        let dir = dir.path().to_owned();
+        let recorder = recorder;
+        async move {
+            recorder.0.lock().unwrap().clear();
+            let _ = agents(&dir, &toml)
+                .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+                .await;
+            let body = recorder.0.lock().unwrap()[0].clone();
+            body["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .contains("MARKER-use-tabs")
+        }
+    };
+    assert!(
+        seen(false).await,
+        "AGENTS.md missing from the specialist's prompt"
+    );
+    assert!(
+        !seen(true).await,
+        "project_instructions = false was ignored"
+    );
+}
