@@ -71,11 +71,23 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # Extra places steps may write in "kernel" mode (absolute, or ~/...), e.g. build caches:
 # sandbox_writable = ["~/.cargo/registry", "~/.npm"]
 
+# AGENTS.md / CLAUDE.md in the project root go into the planner's and specialists' prompts
+# (16 KiB at most). This line, before any [table], keeps them out:
+# project_instructions = false
+
 # Settings every agent starts from.
 # [defaults]
 # backend = "anthropic"
 # model = "claude-sonnet-4-5"
 # api_key_env = "ANTHROPIC_API_KEY"
+
+# Prices in USD per million tokens, overriding or adding to the shipped table (dated
+# 2025-08-15); models not in the table (local ones) cost 0. Budgets use these.
+# [prices."gpt-4.1"]
+# input = 2.0
+# output = 8.0
+# cache_read = 0.5
+# cache_write = 0.0
 
 # Override a built-in agent (orca, planner, coder, tester, reviewer, researcher,
 # document-writer, architect).
@@ -91,6 +103,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # max_tokens = 200000
 # max_cost_micro_usd = 500000
 # max_wall_secs = 600
+#
+# Generation settings, per agent or under [defaults.generation] (an agent's win field by field).
+# [agents.reviewer.generation]
+# max_output_tokens = 4096        # per turn (default 8192); a cut answer fails and says so
+# request_timeout_secs = 300      # per model request; a timed-out turn is not re-sent
+# temperature = 0.2               # also top_p, seed; reasoning_effort = "low" (OpenAI o-series/gpt-5)
+# token_param = "auto"            # or "max_tokens", "max_completion_tokens"
+# tool_mode = "native"            # "json" for small local models with weak tool calling
+# context_window = 32768          # fit requests into the window, or fail before sending
 
 # A custom agent: the planner lists it with its description.
 # [agents.db-expert]
