@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::cli::{CliKind, CliSpec};
 use crate::error::ConfigError;
-use crate::generation::{Generation, GenerationSettings};
+use crate::generation::{Generation, GenerationSettings, WireApi};
 use crate::pricing::PriceTable;
 use crate::profile::{
     ALL_TOOLS, ANTHROPIC_BASE_URL, BUILT_INS, BackendSpec, DEFAULT_ANTHROPIC_MODEL,
@@ -204,6 +204,9 @@ pub struct AgentSettings {
     /// Generation settings (`[agents.NAME.generation]`; see [`crate::generation`]).
     #[serde(default)]
     pub generation: Option<GenerationSettings>,
+    /// The wire format of an `openai` backend: `chat` (default) or `responses`.
+    #[serde(default)]
+    pub api: Option<WireApi>,
 }
 
 impl AgentSettings {
@@ -267,6 +270,11 @@ impl AgentSettings {
             limits: self.limits.or(base.limits),
             command: pick(&self.command, &base.command),
             script: self.script.clone().or_else(|| base.script.clone()),
+            api: if backend_changed {
+                self.api
+            } else {
+                self.api.or(base.api)
+            },
             generation: match (self.generation, base.generation) {
                 (Some(mine), Some(theirs)) => Some(mine.merged_over(&theirs)),
                 (mine, theirs) => mine.or(theirs),
@@ -555,6 +563,12 @@ impl Config {
             return Err(invalid("model", "must not be empty".to_owned()));
         }
         if let Some(b) = s.backend.as_deref() {
+            if s.api == Some(WireApi::Responses) && b != "openai" {
+                return Err(invalid(
+                    "api",
+                    format!("only the openai backend speaks the Responses API, not \"{b}\""),
+                ));
+            }
             if s.script.is_some() && b != "scripted" {
                 return Err(invalid(
                     "script",
@@ -755,11 +769,18 @@ impl Config {
     #[must_use]
     pub fn generation(&self, agent: &AgentId) -> Generation {
         let base = self.defaults.generation.unwrap_or_default();
-        self.agents
+        let mut g = self
+            .agents
             .get(agent)
             .and_then(|s| s.generation)
             .map_or(base, |g| g.merged_over(&base))
-            .resolve()
+            .resolve();
+        let merged = self
+            .agents
+            .get(agent)
+            .map_or_else(|| self.defaults.clone(), |s| s.merged_over(&self.defaults));
+        g.api = merged.api.unwrap_or_default();
+        g
     }
 
     /// Where `agent`'s key comes from (for `orca doctor`); `env` decides the default backend.

@@ -25,6 +25,17 @@ pub enum ToolMode {
     Json,
 }
 
+/// The wire format of an OpenAI-compatible backend (`api = "…"` in an agent's table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireApi {
+    /// Chat Completions (`/chat/completions`), what every compatible server speaks.
+    #[default]
+    Chat,
+    /// The Responses API (`/responses`), which Codex-class models need.
+    Responses,
+}
+
 /// The `token_param` setting: which field carries the output-token cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,6 +156,7 @@ impl GenerationSettings {
             token_param: self.token_param.map_or(TokenParam::Auto, TokenParam::from),
             tool_mode: self.tool_mode.unwrap_or_default(),
             context_window: self.context_window,
+            api: WireApi::Chat,
         }
     }
 }
@@ -164,6 +176,8 @@ pub struct Generation {
     pub tool_mode: ToolMode,
     /// The model's context window in tokens, if known.
     pub context_window: Option<u64>,
+    /// The wire format (OpenAI-compatible backends).
+    pub api: WireApi,
 }
 
 impl Generation {
@@ -202,6 +216,7 @@ impl Default for Generation {
             token_param: TokenParam::Auto,
             tool_mode: ToolMode::Native,
             context_window: None,
+            api: WireApi::Chat,
         }
     }
 }

@@ -10,9 +10,10 @@ use crate::anthropic::AnthropicBackend;
 use crate::backend::ChatBackend;
 use crate::cli::CliSpec;
 use crate::error::ConfigError;
-use crate::generation::Generation;
+use crate::generation::{Generation, WireApi};
 use crate::openai::OpenAiBackend;
 use crate::pricing::PriceTable;
+use crate::responses::ResponsesBackend;
 use crate::scripted::ScriptedBackend;
 use crate::secret::ApiKey;
 
@@ -141,6 +142,14 @@ impl BackendSpec {
             message,
         };
         Ok(match self {
+            Self::OpenAi {
+                base_url,
+                model,
+                api_key,
+            } if generation.api == WireApi::Responses => Arc::new(
+                ResponsesBackend::new(base_url, model, api_key.clone(), generation.request_timeout)
+                    .with_prices(prices.clone()),
+            ),
             Self::OpenAi {
                 base_url,
                 model,
