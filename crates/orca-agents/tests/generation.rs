@@ -280,7 +280,6 @@ async fn project_instructions_reach_planner_and_specialists_unless_off() {
             toml.clone()
         };
         let dir = dir.path().to_owned();
-        let recorder = recorder;
         async move {
             recorder.0.lock().unwrap().clear();
             let _ = agents(&dir, &toml)

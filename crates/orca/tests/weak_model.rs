@@ -3,7 +3,6 @@
 //! as a weak model does: plain text holding one JSON object (sometimes in a fenced block, the
 //! result once written bare in prose), and it checks that it was offered no native tools and
 //! given the call schema as `response_format`.
-#![expect(clippy::unwrap_used, reason = "tests")]
 
 mod common;
 
