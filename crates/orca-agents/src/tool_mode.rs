@@ -40,7 +40,7 @@ pub fn instructions(tools: &[ToolSpec]) -> String {
     );
     for t in tools {
         s.push_str(&format!(
-            "- `{}`: {} Arguments schema: {}\n",
+            "- `{}`: {}\n  arguments schema: {}\n",
             t.name, t.description, t.parameters
         ));
     }

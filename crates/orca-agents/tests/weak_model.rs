@@ -162,3 +162,38 @@ async fn json_mode_ask_answers() {
     let answer = reply.outcome.unwrap();
     assert_eq!(answer.answer, "42");
 }
+
+/// The request bodies of a `json` mode turn, as the OpenAI-compatible and Responses adapters
+/// send them: no native tools, the call schema as `response_format` / `text.format`.
+#[test]
+fn json_mode_request_bodies() {
+    use orca_agents::{ChatRequest, OpenAiBackend, ResponsesBackend, Sampling, ToolChoice};
+    let tools = vec![orca_core::ToolSpec {
+        name: "submit_result".into(),
+        description: "submit".into(),
+        parameters: json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+    }];
+    let request = ChatRequest {
+        system: format!("prompt{}", orca_agents::tool_mode::instructions(&tools)),
+        messages: vec![Message::User {
+            text: "what?".into(),
+        }],
+        tools: vec![],
+        tool_choice: ToolChoice::Required,
+        max_output_tokens: Some(512),
+        sampling: Sampling {
+            temperature: Some(0.2),
+            ..Sampling::default()
+        },
+        output_schema: Some(orca_agents::tool_mode::output_schema(&tools)),
+    };
+    let chat = OpenAiBackend::new("http://127.0.0.1:8080/v1", "qwen2.5-coder:1.5b", None);
+    insta::assert_json_snapshot!("json_mode_chat_body", chat.request_body(&request));
+    let responses = ResponsesBackend::new(
+        "http://127.0.0.1:8080/v1",
+        "gpt-4.1-mini",
+        None,
+        std::time::Duration::from_secs(5),
+    );
+    insta::assert_json_snapshot!("json_mode_responses_body", responses.request_body(&request));
+}
