@@ -156,3 +156,50 @@ async fn ask_approve_run_with_a_model_that_never_calls_tools_natively() {
     assert_eq!(bad, 0);
     assert_eq!(requests, 9, "8 planner turns and 1 tester turn");
 }
+
+/// The same flow against a real local model, when `ORCA_LIVE_BASE_URL` (up to `/v1`) and
+/// `ORCA_LIVE_MODEL` are set (README: "Trying a small local model"); skipped loudly otherwise.
+/// `ORCA_LIVE_TOOL_MODE` picks `json` (default) or `native`.
+#[test]
+fn live_ask_approve_run_with_a_local_model() {
+    let (Ok(url), Ok(model)) = (
+        std::env::var("ORCA_LIVE_BASE_URL"),
+        std::env::var("ORCA_LIVE_MODEL"),
+    ) else {
+        println!("skipped: set ORCA_LIVE_BASE_URL and ORCA_LIVE_MODEL to run the live flow");
+        return;
+    };
+    let mode = std::env::var("ORCA_LIVE_TOOL_MODE").unwrap_or_else(|_| "json".into());
+    let dir = tempfile::tempdir().unwrap();
+    let config_home = tempfile::tempdir().unwrap();
+    let out = common::orca(dir.path(), config_home.path(), &["init"]);
+    assert!(out.status.success());
+    std::fs::write(
+        dir.path().join(".orca/config.toml"),
+        format!(
+            "[defaults]\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"{model}\"\n\n\
+             [defaults.generation]\ntool_mode = \"{mode}\"\nmax_output_tokens = 2048\nrequest_timeout_secs = 900\ntemperature = 0.2\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = common::isolated(dir.path(), config_home.path());
+    cmd.args([
+        "ask",
+        "Create a file hello.txt containing the word hello, using the shell agent with the command `echo hello > hello.txt`.",
+        "--yes",
+    ]);
+    let out = cmd.output().unwrap();
+    println!(
+        "live {model} ({mode}): exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.txt"))
+            .unwrap()
+            .trim(),
+        "hello"
+    );
+}
