@@ -15,9 +15,12 @@ use serde_json::Value;
 use crate::backend::{
     ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
 };
+use crate::context_window::{self, Fit};
 use crate::error::BackendError;
+use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
+use crate::tool_mode;
 
 /// Tools that only read: when every call of a turn is one of these, the calls run
 /// concurrently; otherwise they run one at a time, in order (plan builder calls, writes and
@@ -88,6 +91,12 @@ pub struct LoopSettings {
     pub max_output_tokens: Option<u32>,
     /// Sampling settings sent with every turn.
     pub sampling: crate::backend::Sampling,
+    /// How the model makes tool calls (native, or JSON in its text).
+    pub tool_mode: ToolMode,
+    /// The backend's request timeout, named when a turn times out (`None`: unknown).
+    pub request_timeout: Option<Duration>,
+    /// The model's context window in tokens: each request is fitted into it or fails.
+    pub context_window: Option<u64>,
 }
 
 impl Default for LoopSettings {
@@ -98,6 +107,9 @@ impl Default for LoopSettings {
             max_repairs: 2,
             max_output_tokens: Some(8192),
             sampling: crate::backend::Sampling::default(),
+            tool_mode: ToolMode::Native,
+            request_timeout: None,
+            context_window: None,
         }
     }
 }
@@ -158,6 +170,16 @@ impl Run<'_> {
             .budget
             .max_turns
             .unwrap_or(self.settings.default_max_turns);
+        let json_mode = self.settings.tool_mode == ToolMode::Json;
+        let (system, offered, output_schema) = if json_mode {
+            (
+                format!("{}{}", self.system, tool_mode::instructions(&tools)),
+                Vec::new(),
+                Some(tool_mode::output_schema(&tools)),
+            )
+        } else {
+            (self.system.clone(), tools.clone(), None)
+        };
         let mut messages = vec![Message::User { text: first }];
         let mut repairs = 0u32;
         loop {
@@ -170,25 +192,40 @@ impl Run<'_> {
                     ),
                 ));
             }
-            let request = ChatRequest {
-                system: self.system.clone(),
+            let mut request = ChatRequest {
+                system: system.clone(),
                 messages: messages.clone(),
-                tools: tools.clone(),
+                tools: offered.clone(),
                 tool_choice: ToolChoice::Required,
                 max_output_tokens: self.settings.max_output_tokens,
                 sampling: self.settings.sampling,
+                output_schema: output_schema.clone(),
             };
+            if let Some(window) = self.settings.context_window {
+                let reserve = u64::from(self.settings.max_output_tokens.unwrap_or(0));
+                match context_window::fit(&mut request, window, reserve) {
+                    Fit::Fits => {}
+                    Fit::Trimmed(n) => {
+                        tracing::info!(
+                            elided = n,
+                            window,
+                            "older tool results left out to fit the context window"
+                        );
+                        messages.clone_from(&request.messages);
+                    }
+                    Fit::TooLarge(estimate) => {
+                        return Err(failure(
+                            ErrorCode::AgentError,
+                            format!(
+                                "the request is about {estimate} tokens, more than the context window of {window} tokens less {reserve} kept for the answer, even with older tool results left out: raise `context_window` (if the model allows it) or lower `max_output_tokens` in this agent's [generation] settings"
+                            ),
+                        ));
+                    }
+                }
+            }
             let response = call_with_retry(self.backend, &request, &self.settings.retry)
                 .await
-                .map_err(|e| {
-                    let code = match e {
-                        BackendError::Unreachable { .. } | BackendError::Auth { .. } => {
-                            ErrorCode::BackendUnavailable
-                        }
-                        _ => ErrorCode::AgentError,
-                    };
-                    failure(code, e.to_string())
-                })?;
+                .map_err(|e| backend_failure(&e, self.settings))?;
             let mut turn_usage = response.usage;
             turn_usage.turns = 1;
             usage.add(&turn_usage);
@@ -212,12 +249,45 @@ impl Run<'_> {
                 ));
             }
             let ChatResponse {
-                text, tool_calls, ..
+                text,
+                mut tool_calls,
+                ..
             } = response;
-            messages.push(Message::Assistant {
-                text: text.clone(),
-                tool_calls: tool_calls.clone(),
-            });
+            if tool_calls.is_empty() {
+                // A call (or the result itself) written as JSON in the text is taken when it
+                // validates: weak tool callers do this, and in `json` mode it is the only way.
+                for found in tool_mode::calls_in_text(text.as_deref().unwrap_or(""), &tools) {
+                    match found {
+                        tool_mode::TextCall::Call(mut call) => {
+                            call.id = crate::backend::generated_call_id(tool_calls.len());
+                            tool_calls.push(call);
+                        }
+                        tool_mode::TextCall::Bare(value) => {
+                            if let Ok(result) = validate(&value) {
+                                tracing::debug!(turns = usage.turns, "result written as JSON text");
+                                return Ok(result);
+                            }
+                        }
+                    }
+                }
+            }
+            if json_mode {
+                // The transcript stays plain text: the server was offered no native tools.
+                messages.push(Message::Assistant {
+                    text: text.clone().or_else(|| {
+                        tool_calls.first().map(|c| {
+                            serde_json::json!({"tool": c.name, "arguments": c.arguments})
+                                .to_string()
+                        })
+                    }),
+                    tool_calls: Vec::new(),
+                });
+            } else {
+                messages.push(Message::Assistant {
+                    text: text.clone(),
+                    tool_calls: tool_calls.clone(),
+                });
+            }
             if tool_calls.is_empty() {
                 repairs += 1;
                 if repairs > self.settings.max_repairs {
@@ -228,12 +298,18 @@ impl Run<'_> {
                         ),
                     ));
                 }
-                messages.push(Message::User {
-                    text: format!(
+                let text = if json_mode {
+                    format!(
+                        "Answer with exactly one JSON object {{\"tool\": \"<name>\", \"arguments\": {{...}}}}; finish with {{\"tool\": \"{SUBMIT_TOOL}\", \"arguments\": <your {}>}}.",
+                        self.what
+                    )
+                } else {
+                    format!(
                         "You must finish by calling the `{SUBMIT_TOOL}` tool with your {}; do not answer in plain text.",
                         self.what
-                    ),
-                });
+                    )
+                };
+                messages.push(Message::User { text });
                 continue;
             }
 
@@ -309,10 +385,44 @@ impl Run<'_> {
             for ((i, _), outcome) in pending.iter().zip(outcomes) {
                 results[*i] = Some(outcome);
             }
-            messages.push(Message::Tool {
-                results: results.into_iter().flatten().collect(),
-            });
+            let results: Vec<ToolResult> = results.into_iter().flatten().collect();
+            if json_mode {
+                let mut text = String::new();
+                for r in &results {
+                    let status = if r.is_error { "error" } else { "result" };
+                    text.push_str(&format!("{status} of `{}`:\n{}\n\n", r.name, r.content));
+                }
+                messages.push(Message::User {
+                    text: text.trim_end().to_owned(),
+                });
+            } else {
+                messages.push(Message::Tool { results });
+            }
         }
+    }
+}
+
+/// A failed backend call as one line the user can act on.
+fn backend_failure(e: &BackendError, settings: &LoopSettings) -> TaskFailure {
+    match e {
+        BackendError::Unreachable { .. } | BackendError::Auth { .. } => {
+            failure(ErrorCode::BackendUnavailable, e.to_string())
+        }
+        BackendError::Timeout { endpoint } => {
+            let limit = settings
+                .request_timeout
+                .map_or_else(String::new, |t| format!(" within {}s", t.as_secs()));
+            let cap = settings
+                .max_output_tokens
+                .map_or_else(String::new, |m| format!(" (now {m})"));
+            failure(
+                ErrorCode::Timeout,
+                format!(
+                    "the model at {endpoint} did not answer{limit}; the turn was not re-sent (it would most likely time out again): raise `request_timeout_secs` or lower `max_output_tokens`{cap} in this agent's [generation] settings"
+                ),
+            )
+        }
+        _ => failure(ErrorCode::AgentError, e.to_string()),
     }
 }
 
@@ -569,8 +679,11 @@ mod tests {
             Duration::from_secs(2),
             "capped by max_delay"
         );
-        let t = BackendError::Timeout {
+        let t = BackendError::Server {
             endpoint: "e".into(),
+            status: 500,
+            message: "m".into(),
+            retry_after: None,
         };
         for retry in 0..5 {
             let d = p.delay(retry, &t);

@@ -77,6 +77,11 @@ pub struct ChatRequest {
     /// Sampling settings; unset ones are not sent (the server's defaults apply).
     #[serde(default)]
     pub sampling: Sampling,
+    /// A JSON schema the answer's text must match (`tool_mode = "json"`): sent as
+    /// `response_format` `json_schema` by OpenAI-compatible adapters; adapters whose API has
+    /// no such constraint ignore it (the loop reads the call from the text either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// Generation settings of an agent, sent with every turn when set.

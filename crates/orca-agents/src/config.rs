@@ -12,6 +12,8 @@ use serde::Deserialize;
 
 use crate::cli::{CliKind, CliSpec};
 use crate::error::ConfigError;
+use crate::generation::{Generation, GenerationSettings, WireApi};
+use crate::pricing::PriceTable;
 use crate::profile::{
     ALL_TOOLS, ANTHROPIC_BASE_URL, BUILT_INS, BackendSpec, DEFAULT_ANTHROPIC_MODEL,
     DEFAULT_OLLAMA_MODEL, DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL, Profile,
@@ -69,11 +71,23 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # Extra places steps may write in "kernel" mode (absolute, or ~/...), e.g. build caches:
 # sandbox_writable = ["~/.cargo/registry", "~/.npm"]
 
+# AGENTS.md / CLAUDE.md in the project root go into the planner's and specialists' prompts
+# (16 KiB at most). This line, before any [table], keeps them out:
+# project_instructions = false
+
 # Settings every agent starts from.
 # [defaults]
 # backend = "anthropic"
 # model = "claude-sonnet-4-5"
 # api_key_env = "ANTHROPIC_API_KEY"
+
+# Prices in USD per million tokens, overriding or adding to the shipped table (dated
+# 2025-08-15); models not in the table (local ones) cost 0. Budgets use these.
+# [prices."gpt-4.1"]
+# input = 2.0
+# output = 8.0
+# cache_read = 0.5
+# cache_write = 0.0
 
 # Override a built-in agent (orca, planner, coder, tester, reviewer, researcher,
 # document-writer, architect).
@@ -89,6 +103,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # max_tokens = 200000
 # max_cost_micro_usd = 500000
 # max_wall_secs = 600
+#
+# Generation settings, per agent or under [defaults.generation] (an agent's win field by field).
+# [agents.reviewer.generation]
+# max_output_tokens = 4096        # per turn (default 8192); a cut answer fails and says so
+# request_timeout_secs = 300      # per model request; a timed-out turn is not re-sent
+# temperature = 0.2               # also top_p, seed; reasoning_effort = "low" (OpenAI o-series/gpt-5)
+# token_param = "auto"            # or "max_tokens", "max_completion_tokens"
+# tool_mode = "native"            # "json" for small local models with weak tool calling
+# context_window = 32768          # fit requests into the window, or fail before sending
 
 # A custom agent: the planner lists it with its description.
 # [agents.db-expert]
@@ -118,9 +141,14 @@ struct RawConfig {
     #[serde(default)]
     sandbox_writable: Option<Vec<PathBuf>>,
     #[serde(default)]
+    project_instructions: Option<bool>,
+    #[serde(default)]
     defaults: Option<toml::Value>,
     #[serde(default)]
     agents: BTreeMap<String, toml::Value>,
+    /// Price overrides (see [`crate::pricing`]).
+    #[serde(default)]
+    prices: BTreeMap<String, crate::pricing::PriceSetting>,
     #[serde(default)]
     store: Option<RawStore>,
 }
@@ -133,7 +161,7 @@ struct RawStore {
 }
 
 /// An agent's settings as written (all optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {
     /// What it is good at (custom agents).
@@ -182,6 +210,12 @@ pub struct AgentSettings {
     /// The script of a scripted backend, relative to the project root.
     #[serde(default)]
     pub script: Option<PathBuf>,
+    /// Generation settings (`[agents.NAME.generation]`; see [`crate::generation`]).
+    #[serde(default)]
+    pub generation: Option<GenerationSettings>,
+    /// The wire format of an `openai` backend: `chat` (default) or `responses`.
+    #[serde(default)]
+    pub api: Option<WireApi>,
 }
 
 impl AgentSettings {
@@ -245,12 +279,21 @@ impl AgentSettings {
             limits: self.limits.or(base.limits),
             command: pick(&self.command, &base.command),
             script: self.script.clone().or_else(|| base.script.clone()),
+            api: if backend_changed {
+                self.api
+            } else {
+                self.api.or(base.api)
+            },
+            generation: match (self.generation, base.generation) {
+                (Some(mine), Some(theirs)) => Some(mine.merged_over(&theirs)),
+                (mine, theirs) => mine.or(theirs),
+            },
         }
     }
 }
 
 /// A validated config.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     file: String,
     /// Names of environment variables every step receives.
@@ -270,6 +313,11 @@ pub struct Config {
     /// `[store] url`: a shared PostgreSQL store (`postgres://…`) instead of the files under
     /// `.orca/`; `None`: the file store.
     pub store_url: Option<String>,
+    /// The shipped price table with the config's `[prices]` applied.
+    pub prices: PriceTable,
+    /// Whether `AGENTS.md` / `CLAUDE.md` are kept out of the planner's and specialists'
+    /// prompts (`project_instructions = false`; by default they go in).
+    pub skip_project_instructions: bool,
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -424,8 +472,17 @@ impl Config {
                 ));
             }
         }
+        let mut prices = PriceTable::shipped();
+        for (model, setting) in &raw.prices {
+            setting
+                .validate()
+                .map_err(|(sub, message)| invalid(format!("prices.\"{model}\".{sub}"), message))?;
+            prices.set(model.clone(), setting.price());
+        }
         Ok(Self {
             file,
+            prices,
+            skip_project_instructions: raw.project_instructions == Some(false),
             env: raw.env,
             env_file: raw.env_file,
             sandbox,
@@ -500,6 +557,11 @@ impl Config {
                 ),
             ));
         }
+        if let Some(g) = &s.generation
+            && let Err((sub, message)) = g.validate()
+        {
+            return Err(invalid(&format!("generation.{sub}"), message));
+        }
         if s.prompt.is_some() && s.prompt_file.is_some() {
             return Err(invalid(
                 "prompt_file",
@@ -523,6 +585,12 @@ impl Config {
             return Err(invalid("model", "must not be empty".to_owned()));
         }
         if let Some(b) = s.backend.as_deref() {
+            if s.api == Some(WireApi::Responses) && b != "openai" {
+                return Err(invalid(
+                    "api",
+                    format!("only the openai backend speaks the Responses API, not \"{b}\""),
+                ));
+            }
             if s.script.is_some() && b != "scripted" {
                 return Err(invalid(
                     "script",
@@ -716,6 +784,25 @@ impl Config {
             }
         }
         Ok(policy)
+    }
+
+    /// The generation settings of `agent`: its `[agents.NAME.generation]` over
+    /// `[defaults.generation]`.
+    #[must_use]
+    pub fn generation(&self, agent: &AgentId) -> Generation {
+        let base = self.defaults.generation.unwrap_or_default();
+        let mut g = self
+            .agents
+            .get(agent)
+            .and_then(|s| s.generation)
+            .map_or(base, |g| g.merged_over(&base))
+            .resolve();
+        let merged = self
+            .agents
+            .get(agent)
+            .map_or_else(|| self.defaults.clone(), |s| s.merged_over(&self.defaults));
+        g.api = merged.api.unwrap_or_default();
+        g
     }
 
     /// Where `agent`'s key comes from (for `orca doctor`); `env` decides the default backend.

@@ -42,7 +42,8 @@ pub enum BackendError {
         /// How long the provider asked to wait.
         retry_after: Option<Duration>,
     },
-    /// The request timed out: retried.
+    /// The request timed out: not retried (the same request to the same slow model would most
+    /// likely time out again; the agent loop fails the turn with a message naming the setting).
     #[error("request to {endpoint} timed out")]
     Timeout {
         /// Where.
@@ -76,6 +77,16 @@ pub enum BackendError {
         /// The transport error.
         message: String,
     },
+    /// The server refused a request longer than the model's context window: never retried.
+    #[error(
+        "the request does not fit the model's context window at {endpoint}: {message}; set `context_window` in this agent's [generation] settings so orca fits requests before sending them"
+    )]
+    ContextLength {
+        /// Where.
+        endpoint: String,
+        /// The provider's message.
+        message: String,
+    },
     /// The request was refused for another reason (HTTP 4xx): never retried.
     #[error("request refused by {endpoint} (status {status}): {message}")]
     Refused {
@@ -102,10 +113,7 @@ impl BackendError {
     pub const fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::RateLimited { .. }
-                | Self::Overloaded { .. }
-                | Self::Server { .. }
-                | Self::Timeout { .. }
+            Self::RateLimited { .. } | Self::Overloaded { .. } | Self::Server { .. }
         )
     }
 

@@ -153,12 +153,30 @@ pub(crate) fn classify(
             retry_after,
         },
         _ if quota => BackendError::Quota { endpoint, message },
+        400 | 413 | 422 if is_context_length(&lower) => {
+            BackendError::ContextLength { endpoint, message }
+        }
         _ => BackendError::Refused {
             endpoint,
             status,
             message,
         },
     }
+}
+
+/// Context-length refusals as OpenAI, Anthropic, vLLM, llama.cpp and Ollama word them.
+fn is_context_length(lower_body: &str) -> bool {
+    [
+        "context_length_exceeded",
+        "maximum context length",
+        "context length",
+        "context window",
+        "exceeds the available context size",
+        "prompt is too long",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|m| lower_body.contains(m))
 }
 
 /// The provider's error message from a body: `error.message`, `message`, or the shortened text.
@@ -241,6 +259,24 @@ mod tests {
             400,
             r#"{"error":{"message":"bad request"}}"#,
             "Refused",
+            false,
+        );
+        check(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","code":"context_length_exceeded"}}"#,
+            "ContextLength",
+            false,
+        );
+        check(
+            400,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#,
+            "ContextLength",
+            false,
+        );
+        check(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+            "ContextLength",
             false,
         );
         let html = classify(502, None, "<!DOCTYPE html><html>…</html>", "http://x");

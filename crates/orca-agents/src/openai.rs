@@ -151,6 +151,12 @@ impl OpenAiBackend {
                 ToolChoice::Auto => "auto",
             });
         }
+        if let Some(schema) = &request.output_schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": "tool_call", "schema": schema},
+            });
+        }
         let token_field = self.token_param.field(&self.model);
         if let Some(max) = request.max_output_tokens {
             body[token_field] = json!(max);

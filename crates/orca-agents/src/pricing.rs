@@ -158,6 +158,53 @@ impl PriceTable {
     }
 }
 
+/// `[prices."MODEL"]` in the config: US dollars per million tokens. `input` and `output` are
+/// required; cache prices default to 0.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceSetting {
+    /// Uncached input tokens.
+    pub input: f64,
+    /// Output tokens (reasoning tokens included).
+    pub output: f64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read: f64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+impl PriceSetting {
+    /// The first negative or non-finite price: `(field, message)`.
+    ///
+    /// # Errors
+    ///
+    /// The field and what is wrong.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (field, v) in [
+            ("input", self.input),
+            ("output", self.output),
+            ("cache_read", self.cache_read),
+            ("cache_write", self.cache_write),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err((
+                    field,
+                    format!("{v} is not a price (USD per million tokens, 0 or more)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The price in micro-USD per million tokens.
+    #[must_use]
+    pub fn price(&self) -> ModelPrice {
+        ModelPrice::from_usd_per_mtok(self.input, self.output, self.cache_read, self.cache_write)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

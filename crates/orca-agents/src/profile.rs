@@ -10,7 +10,10 @@ use crate::anthropic::AnthropicBackend;
 use crate::backend::ChatBackend;
 use crate::cli::CliSpec;
 use crate::error::ConfigError;
+use crate::generation::{Generation, WireApi};
 use crate::openai::OpenAiBackend;
+use crate::pricing::PriceTable;
+use crate::responses::ResponsesBackend;
 use crate::scripted::ScriptedBackend;
 use crate::secret::ApiKey;
 
@@ -125,8 +128,14 @@ impl BackendSpec {
         }
     }
 
-    /// Builds the chat backend of a model-backed spec.
-    pub(crate) fn build_chat(&self, id: &AgentId) -> Result<Arc<dyn ChatBackend>, ConfigError> {
+    /// Builds the chat backend of a model-backed spec, with the agent's request timeout and
+    /// token parameter, pricing with `prices`.
+    pub(crate) fn build_chat(
+        &self,
+        id: &AgentId,
+        generation: &Generation,
+        prices: &PriceTable,
+    ) -> Result<Arc<dyn ChatBackend>, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid {
             file: "<profiles>".to_owned(),
             field: format!("agents.{id}.backend"),
@@ -137,12 +146,37 @@ impl BackendSpec {
                 base_url,
                 model,
                 api_key,
-            } => Arc::new(OpenAiBackend::new(base_url, model, api_key.clone())),
+            } if generation.api == WireApi::Responses => Arc::new(
+                ResponsesBackend::new(base_url, model, api_key.clone(), generation.request_timeout)
+                    .with_prices(prices.clone()),
+            ),
+            Self::OpenAi {
+                base_url,
+                model,
+                api_key,
+            } => Arc::new(
+                OpenAiBackend::with_timeout(
+                    base_url,
+                    model,
+                    api_key.clone(),
+                    generation.request_timeout,
+                )
+                .with_token_param(generation.token_param)
+                .with_prices(prices.clone()),
+            ),
             Self::Anthropic {
                 base_url,
                 model,
                 api_key,
-            } => Arc::new(AnthropicBackend::new(base_url, model, api_key.clone())),
+            } => Arc::new(
+                AnthropicBackend::with_timeout(
+                    base_url,
+                    model,
+                    api_key.clone(),
+                    generation.request_timeout,
+                )
+                .with_prices(prices.clone()),
+            ),
             Self::Scripted { path } => {
                 Arc::new(ScriptedBackend::from_file(path).map_err(|e| invalid(e.to_string()))?)
             }

@@ -15,6 +15,8 @@ use crate::agent_loop::{self, LoopSettings};
 use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
+use crate::generation::Generation;
+use crate::pricing::PriceTable;
 use crate::profile::{BackendSpec, Profile};
 use crate::sandbox::SandboxPolicy;
 use crate::shell;
@@ -32,6 +34,7 @@ enum Runtime {
 struct Entry {
     profile: Profile,
     runtime: Runtime,
+    generation: Generation,
 }
 
 /// The agents of a project: implements [`AgentPort`] over a set of [`Profile`]s.
@@ -44,6 +47,7 @@ pub struct Agents {
     settings: LoopSettings,
     env: EnvPolicy,
     sandbox: Option<Arc<SandboxPolicy>>,
+    project_instructions: bool,
 }
 
 impl Agents {
@@ -57,6 +61,7 @@ impl Agents {
             Entry {
                 profile: shell,
                 runtime: Runtime::Shell,
+                generation: Generation::default(),
             },
         );
         Self {
@@ -65,6 +70,7 @@ impl Agents {
             settings: LoopSettings::default(),
             env: EnvPolicy::default(),
             sandbox: None,
+            project_instructions: true,
         }
     }
 
@@ -107,16 +113,23 @@ impl Agents {
         agents.settings = settings;
         let backend = BackendSpec::default_from_env(env);
         for profile in crate::profile::built_in_profiles(&backend) {
-            let runtime = match backend.build_chat(&profile.id) {
+            let generation = Generation::default();
+            let runtime = match backend.build_chat(&profile.id, &generation, &PriceTable::shipped())
+            {
                 Ok(chat) => Runtime::Chat(chat),
                 Err(err) => {
                     tracing::warn!(%err, agent = %profile.id, "cannot build the default backend");
                     continue;
                 }
             };
-            agents
-                .entries
-                .insert(profile.id.clone(), Entry { profile, runtime });
+            agents.entries.insert(
+                profile.id.clone(),
+                Entry {
+                    profile,
+                    runtime,
+                    generation,
+                },
+            );
         }
         agents
     }
@@ -135,7 +148,14 @@ impl Agents {
     ) -> Result<Self, ConfigError> {
         let root = root.into();
         let profiles = config.profiles(&root, env)?;
-        Self::new(root, profiles, settings)
+        let mut agents = Self::shell_only(root);
+        agents.settings = settings;
+        agents.project_instructions = !config.skip_project_instructions;
+        for profile in profiles {
+            let generation = config.generation(&profile.id);
+            agents.insert_with(profile, generation, &config.prices)?;
+        }
+        Ok(agents)
     }
 
     /// Adds or replaces a profile (`shell` cannot be replaced).
@@ -144,6 +164,21 @@ impl Agents {
     ///
     /// A backend that cannot be built.
     pub fn insert(&mut self, profile: Profile) -> Result<(), ConfigError> {
+        self.insert_with(profile, Generation::default(), &PriceTable::shipped())
+    }
+
+    /// Adds or replaces a profile with its generation settings (output cap, request timeout,
+    /// sampling, token parameter, tool mode), pricing its usage with `prices`.
+    ///
+    /// # Errors
+    ///
+    /// A backend that cannot be built, or `shell`.
+    pub fn insert_with(
+        &mut self,
+        profile: Profile,
+        generation: Generation,
+        prices: &PriceTable,
+    ) -> Result<(), ConfigError> {
         if profile.id.as_str() == AgentId::SHELL {
             return Err(ConfigError::Invalid {
                 file: "<profiles>".to_owned(),
@@ -154,10 +189,16 @@ impl Agents {
         let runtime = match &profile.backend {
             BackendSpec::Shell => Runtime::Shell,
             BackendSpec::Cli(cli) => Runtime::Cli(CliAgent::new(cli.clone())),
-            other => Runtime::Chat(other.build_chat(&profile.id)?),
+            other => Runtime::Chat(other.build_chat(&profile.id, &generation, prices)?),
         };
-        self.entries
-            .insert(profile.id.clone(), Entry { profile, runtime });
+        self.entries.insert(
+            profile.id.clone(),
+            Entry {
+                profile,
+                runtime,
+                generation,
+            },
+        );
         Ok(())
     }
 
@@ -206,6 +247,46 @@ impl Agents {
     #[must_use]
     pub const fn settings(&self) -> &LoopSettings {
         &self.settings
+    }
+
+    /// The generation settings of an agent (the defaults for an unknown one).
+    #[must_use]
+    pub fn generation(&self, id: &AgentId) -> Generation {
+        self.entries
+            .get(id)
+            .map_or_else(Generation::default, |e| e.generation)
+    }
+
+    /// Whether `AGENTS.md` / `CLAUDE.md` from the root are added to the planner's and the
+    /// model-backed specialists' prompts (default: yes).
+    #[must_use]
+    pub const fn with_project_instructions(mut self, on: bool) -> Self {
+        self.project_instructions = on;
+        self
+    }
+
+    /// `prompt` with the project instructions, when they are on and present.
+    fn with_instructions(&self, prompt: &str) -> String {
+        match self
+            .project_instructions
+            .then(|| crate::project_instructions::section(&self.root))
+            .flatten()
+        {
+            Some(section) => format!("{prompt}{section}"),
+            None => prompt.to_owned(),
+        }
+    }
+
+    /// The profile a model sees: its prompt with the project instructions.
+    fn seen_profile(&self, entry: &Entry) -> Profile {
+        let mut profile = entry.profile.clone();
+        profile.prompt = self.with_instructions(&profile.prompt);
+        profile
+    }
+
+    /// The loop settings of one agent: the registry's, with the agent's generation settings.
+    fn loop_settings(&self, entry: &Entry) -> LoopSettings {
+        entry.generation.apply_to(self.settings)
     }
 
     fn entry(&self, id: &AgentId) -> Result<&Entry, TaskFailure> {
@@ -284,13 +365,15 @@ impl AgentPort for Agents {
                 let mut names = self.env.agent_names(&request.agent).to_vec();
                 names.extend(request.step.env.iter().cloned());
                 let budget = request.budget.min(&entry.profile.limits);
+                let settings = self.loop_settings(entry);
+                let profile = self.seen_profile(entry);
                 let run = agent_loop::run_task(
                     backend.as_ref(),
-                    &entry.profile,
+                    &profile,
                     &request,
                     budget,
                     tools,
-                    &self.settings,
+                    &settings,
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
                 match request.timeout {
@@ -337,13 +420,14 @@ impl AgentPort for Agents {
             }
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
+                let profile = self.seen_profile(entry);
                 agent_loop::ask(
                     backend.as_ref(),
-                    &entry.profile,
+                    &profile,
                     &request,
                     budget,
                     tools,
-                    &self.settings,
+                    &self.loop_settings(entry),
                 )
                 .await
             }
@@ -358,7 +442,7 @@ impl AgentPort for Agents {
         match &entry.runtime {
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
-                let system = self.planner_prompt(&entry.profile.prompt);
+                let system = self.with_instructions(&self.planner_prompt(&entry.profile.prompt));
                 agent_loop::plan(
                     backend.as_ref(),
                     &entry.profile,
@@ -366,7 +450,7 @@ impl AgentPort for Agents {
                     &request,
                     budget,
                     tools,
-                    &self.settings,
+                    &self.loop_settings(entry),
                 )
                 .await
             }

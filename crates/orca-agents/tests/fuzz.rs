@@ -77,6 +77,7 @@ fn request() -> ChatRequest {
         tool_choice: ToolChoice::Auto,
         max_output_tokens: Some(100),
         sampling: orca_agents::Sampling::default(),
+        output_schema: None,
     }
 }
 

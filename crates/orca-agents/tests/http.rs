@@ -432,7 +432,7 @@ async fn html_500_is_retried_then_reported() {
 }
 
 #[tokio::test]
-async fn request_timeout_is_classified_and_retried() {
+async fn request_timeout_is_classified_and_not_resent() {
     for fmt in BOTH {
         let s = server(
             fmt,
@@ -454,7 +454,10 @@ async fn request_timeout_is_classified_and_retried() {
             )),
         };
         let err = backend.chat(&fixed_request()).await.unwrap_err();
-        assert!(err.is_retryable(), "{err}");
+        assert!(
+            !err.is_retryable(),
+            "a timed-out turn is not re-sent: {err}"
+        );
         assert!(err.to_string().contains("timed out"), "{err}");
     }
 }
@@ -513,6 +516,7 @@ fn fixed_request() -> ChatRequest {
         tool_choice: ToolChoice::Required,
         max_output_tokens: Some(1024),
         sampling: orca_agents::Sampling::default(),
+        output_schema: None,
     }
 }
 

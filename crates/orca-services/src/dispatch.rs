@@ -36,7 +36,7 @@ impl DispatchService {
 
     /// Dispatches a task to its step's agent with its context. Tool calls are audited under
     /// `scope`. An unknown agent is a `unknown_agent` failure, not an error.
-    #[instrument(skip(self, request), fields(agent = %request.agent, step = %request.step.id, attempt = request.attempt))]
+    #[instrument(skip(self, request, scope), fields(agent = %request.agent, step = %request.step.id, attempt = request.attempt))]
     pub async fn dispatch_task(
         &self,
         request: TaskRequest,

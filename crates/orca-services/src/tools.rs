@@ -274,12 +274,13 @@ pub fn grants(info: &AgentInfo, mode: CallMode) -> BTreeSet<String> {
                 }
             }
         }
+        // Lean lists (issue 20): a specialist's step message already carries the plan and the
+        // earlier steps, so it gets no plan or agent tools, only a way to ask the human.
         (Role::Specialist, CallMode::Task) => {
-            add(&[ASK_AGENT, ASK_USER, PLANS_GET]);
+            add(&[ASK_USER]);
             out.extend(info.workspace_tools.iter().cloned());
         }
         (Role::Specialist, CallMode::Question) => {
-            add(&[PLANS_GET]);
             out.extend(
                 info.workspace_tools
                     .iter()
@@ -543,7 +544,7 @@ impl Gate {
                 match self.ctx.hitl.ask_text(&self.agent, &question).await {
                     Some(answer) => Ok(json!({ "answer": answer })),
                     None => Err(ToolError::new(
-                        "no human is available to answer now; proceed with stated assumptions or return an interruption with your question",
+                        "no human is available to answer now: proceed with an assumption you state in your result, or stop and put the question in what you submit with `submit_result` (a step: {\"status\": \"interruption\", \"reason\": \"...\", \"question\": \"...\"}; the planner: {\"type\": \"answer\", \"text\": \"<your question>\"})",
                     )),
                 }
             }
@@ -775,14 +776,14 @@ mod tests {
             Role::Specialist,
             &["read_file", "write_file"],
             CallMode::Task,
-            &[ASK_AGENT, ASK_USER, PLANS_GET, "read_file", "write_file"],
+            &[ASK_USER, "read_file", "write_file"],
         );
         // A question is read-only, even for the coder.
         check(
             Role::Specialist,
             &["read_file", "write_file", "edit_file", "run_command"],
             CallMode::Question,
-            &[PLANS_GET, "read_file"],
+            &["read_file"],
         );
     }
 

@@ -22,3 +22,4 @@ mod seals;
 mod secrets;
 mod store_input;
 mod tamper;
+mod weak_model;

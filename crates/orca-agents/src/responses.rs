@@ -1,0 +1,274 @@
+//! The OpenAI Responses API adapter (`api = "responses"`): the wire format Codex-class models
+//! are served by. Requests are stateless (`store: false`, the whole transcript each turn).
+//! Wire types are private and tolerant.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orca_core::{ToolCall, Usage};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::backend::{
+    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+};
+use crate::error::BackendError;
+use crate::http;
+use crate::openai::{TokenParam, parse_arguments};
+use crate::pricing::PriceTable;
+use crate::secret::ApiKey;
+
+/// An endpoint speaking OpenAI's Responses API (`POST {base_url}/responses`).
+#[derive(Debug, Clone)]
+pub struct ResponsesBackend {
+    base_url: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    client: reqwest::Client,
+    prices: PriceTable,
+}
+
+impl ResponsesBackend {
+    /// A backend for `base_url` (up to and including `/v1`) with a request timeout.
+    #[must_use]
+    pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>, timeout: Duration) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            api_key,
+            client: http::client(timeout),
+            prices: PriceTable::shipped(),
+        }
+    }
+
+    /// Prices the usage of each turn with `prices`.
+    #[must_use]
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// The JSON body sent for a request.
+    #[must_use]
+    pub fn request_body(&self, request: &ChatRequest) -> Value {
+        let mut input = Vec::new();
+        for m in &request.messages {
+            match m {
+                Message::User { text } => input.push(json!({"role": "user", "content": text})),
+                Message::Assistant { text, tool_calls } => {
+                    if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
+                        input.push(json!({"role": "assistant", "content": t}));
+                    }
+                    for c in tool_calls {
+                        let arguments = match &c.arguments {
+                            Value::String(raw) => raw.clone(),
+                            other => other.to_string(),
+                        };
+                        input.push(json!({"type": "function_call", "call_id": c.id,
+                            "name": c.name, "arguments": arguments}));
+                    }
+                }
+                Message::Tool { results } => {
+                    for r in results {
+                        input.push(json!({"type": "function_call_output",
+                            "call_id": r.call_id, "output": r.content}));
+                    }
+                }
+            }
+        }
+        let mut body = json!({
+            "model": self.model,
+            "instructions": request.system,
+            "input": input,
+            "store": false,
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "name": t.name, "description": t.description,
+                        "parameters": t.parameters})
+                })
+                .collect();
+            body["tool_choice"] = json!(match request.tool_choice {
+                ToolChoice::Required => "required",
+                ToolChoice::Auto => "auto",
+            });
+        }
+        if let Some(schema) = &request.output_schema {
+            body["text"] =
+                json!({"format": {"type": "json_schema", "name": "tool_call", "schema": schema}});
+        }
+        if let Some(max) = request.max_output_tokens {
+            body["max_output_tokens"] = json!(max);
+        }
+        let s = &request.sampling;
+        let reasoning = TokenParam::Auto.field(&self.model) == "max_completion_tokens";
+        // Reasoning models refuse sampling parameters; the Responses API has no seed.
+        if !reasoning {
+            if let Some(t) = s.temperature {
+                body["temperature"] = json!(t);
+            }
+            if let Some(p) = s.top_p {
+                body["top_p"] = json!(p);
+            }
+        }
+        if let Some(effort) = s.reasoning_effort
+            && reasoning
+        {
+            body["reasoning"] = json!({"effort": effort.as_str()});
+        }
+        body
+    }
+}
+
+fn invalid(endpoint: &str, message: impl Into<String>) -> BackendError {
+    BackendError::InvalidResponse {
+        endpoint: endpoint.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Parses a Responses API body.
+fn parse_response(body: &Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+    let output = body
+        .get("output")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid(endpoint, "the response has no output"))?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for item in output {
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                for part in item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(t) = part.get("text").and_then(Value::as_str) {
+                        text.push_str(t);
+                    }
+                }
+            }
+            Some("function_call") => {
+                let Some(name) = item.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let id = item
+                    .get("call_id")
+                    .or_else(|| item.get("id"))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map_or_else(|| generated_call_id(tool_calls.len()), str::to_owned);
+                tool_calls.push(ToolCall {
+                    id,
+                    name: name.to_owned(),
+                    arguments: parse_arguments(item.get("arguments").cloned()),
+                });
+            }
+            _ => {}
+        }
+    }
+    let incomplete = body.get("status").and_then(Value::as_str) == Some("incomplete");
+    let reason = body
+        .pointer("/incomplete_details/reason")
+        .and_then(Value::as_str);
+    let stop_reason = match (incomplete, reason) {
+        (true, Some("max_output_tokens")) => StopReason::MaxTokens,
+        (true, Some("content_filter")) => StopReason::ContentFilter,
+        (true, other) => StopReason::Other(other.unwrap_or("incomplete").to_owned()),
+        (false, _) if !tool_calls.is_empty() => StopReason::ToolUse,
+        (false, _) => StopReason::EndTurn,
+    };
+    let n = |p: &str| body.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let cached = n("/usage/input_tokens_details/cached_tokens");
+    let usage = Usage {
+        input_tokens: n("/usage/input_tokens").saturating_sub(cached),
+        // Reasoning tokens are part of output_tokens and billed as output.
+        output_tokens: n("/usage/output_tokens"),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+        turns: 1,
+        cost_micro_usd: 0,
+    };
+    Ok(ChatResponse {
+        text: (!text.is_empty()).then_some(text),
+        tool_calls,
+        stop_reason,
+        usage,
+    })
+}
+
+#[async_trait]
+impl ChatBackend for ResponsesBackend {
+    fn kind(&self) -> &str {
+        "openai"
+    }
+
+    fn model(&self) -> Option<&str> {
+        Some(&self.model)
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        let url = format!("{}/responses", self.base_url);
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &self.api_key {
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                    BackendError::Auth {
+                        endpoint: self.base_url.clone(),
+                        status: 0,
+                        message: "the API key contains characters not allowed in a header"
+                            .to_owned(),
+                    }
+                })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let body = self.request_body(request);
+        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
+        let mut response = parse_response(&response, &self.base_url)?;
+        response.usage = self.prices.priced(&self.model, response.usage);
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_items_usage_and_truncation() {
+        let r = parse_response(
+            &json!({"status": "completed", "output": [
+                {"type": "reasoning", "summary": []},
+                {"type": "message", "content": [{"type": "output_text", "text": "hi"}]},
+                {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": "{\"path\":\"a\"}"}
+            ], "usage": {"input_tokens": 100, "output_tokens": 30,
+                "input_tokens_details": {"cached_tokens": 40},
+                "output_tokens_details": {"reasoning_tokens": 20}}}),
+            "e",
+        )
+        .unwrap();
+        assert_eq!(r.text.as_deref(), Some("hi"));
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            (
+                r.usage.input_tokens,
+                r.usage.cache_read_tokens,
+                r.usage.output_tokens
+            ),
+            (60, 40, 30)
+        );
+        let cut = parse_response(
+            &json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []}),
+            "e",
+        )
+        .unwrap();
+        assert_eq!(cut.stop_reason, StopReason::MaxTokens);
+        assert!(parse_response(&json!({"error": null}), "e").is_err());
+    }
+}

@@ -1,0 +1,199 @@
+//! Models whose native tool calls are weak: `tool_mode = "json"` (no native tools, an output
+//! schema, calls read from the text) and, in native mode, a result written as a JSON block.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{TestTools, fast_settings, task};
+use orca_agents::{
+    Agents, BackendSpec, ChatBackend, Generation, Message, PriceTable, Profile, ScriptedBackend,
+    ToolMode,
+};
+use orca_core::{AgentId, AgentPort, Budget, ErrorCode, QuestionRequest, Role, TaskResult};
+use serde_json::{Value, json};
+
+fn text_turn(text: &str) -> Value {
+    json!({"text": text, "usage": {"input_tokens": 100, "output_tokens": 10}})
+}
+
+fn weak(turns: Value, mode: ToolMode) -> (Agents, Arc<ScriptedBackend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend =
+        Arc::new(ScriptedBackend::from_json(&json!({"turns": turns}).to_string(), "weak").unwrap());
+    let profile = Profile {
+        id: AgentId::parse("coder").unwrap(),
+        role: Role::Specialist,
+        description: "test".into(),
+        backend: BackendSpec::Custom(Arc::clone(&backend) as Arc<dyn ChatBackend>),
+        prompt: "prompt".into(),
+        workspace_tools: vec![],
+        limits: Budget::UNLIMITED,
+    };
+    let mut agents = Agents::new(dir.path(), [], fast_settings(0)).unwrap();
+    let generation = Generation {
+        tool_mode: mode,
+        ..Generation::default()
+    };
+    agents
+        .insert_with(profile, generation, &PriceTable::shipped())
+        .unwrap();
+    (agents, backend, dir)
+}
+
+/// A model that never makes a native call: a fenced call, then the result in prose. In json
+/// mode every request offers no native tools, carries the output schema of the allowed calls,
+/// and the transcript stays plain text.
+#[tokio::test]
+async fn json_mode_task_completes_without_native_tool_calls() {
+    let (agents, backend, _dir) = weak(
+        json!([
+            text_turn(
+                "I will look it up.\n```json\n{\"tool\": \"lookup\", \"arguments\": {\"key\": \"k\"}}\n```"
+            ),
+            text_turn("Done: {\"status\": \"success\", \"summary\": \"found it\"}"),
+        ]),
+        ToolMode::Json,
+    );
+    let tools = TestTools::new();
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &tools)
+        .await;
+    assert!(
+        matches!(&reply.outcome, TaskResult::Success(s) if s.summary == "found it"),
+        "{:?}",
+        reply.outcome
+    );
+    assert_eq!(tools.names(), ["lookup"]);
+    let requests = backend.requests();
+    let native_tools_offered: usize = requests.iter().map(|r| r.tools.len()).sum();
+    let without_schema = requests
+        .iter()
+        .filter(|r| {
+            let s = r
+                .output_schema
+                .as_ref()
+                .map(Value::to_string)
+                .unwrap_or_default();
+            !(s.contains("\"lookup\"") && s.contains("\"submit_result\""))
+        })
+        .count();
+    let native_messages = requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .filter(|m| {
+            matches!(m, Message::Tool { .. })
+                || matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty())
+        })
+        .count();
+    println!(
+        "json mode: {} requests, {native_tools_offered} native tools offered, {without_schema} without the call schema, {native_messages} native tool messages",
+        requests.len()
+    );
+    assert_eq!(requests.len(), 2);
+    assert_eq!(native_tools_offered, 0);
+    assert_eq!(without_schema, 0);
+    assert_eq!(native_messages, 0);
+    assert!(requests[0].system.contains("How to call tools"));
+    assert!(matches!(
+        requests[1].messages.last(),
+        Some(Message::User { text }) if text.contains("result of `lookup`")
+    ));
+}
+
+/// Native mode: a model that writes its answer as a fenced JSON block instead of calling
+/// `submit_result` is taken at its word when the block validates; prose is repaired, then fails.
+#[tokio::test]
+async fn native_mode_accepts_a_valid_json_block_and_repairs_prose() {
+    let (agents, _backend, _dir) = weak(
+        json!([text_turn(
+            "Here is my result:\n```json\n{\"status\": \"success\", \"summary\": \"ok\"}\n```"
+        )]),
+        ToolMode::Native,
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    assert!(matches!(&reply.outcome, TaskResult::Success(s) if s.summary == "ok"));
+
+    let (agents, backend, _dir) = weak(
+        json!([
+            text_turn("I think it works."),
+            text_turn("```json\n{\"status\": \"maybe\"}\n```"),
+            text_turn("still prose"),
+        ]),
+        ToolMode::Native,
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    assert!(
+        matches!(&reply.outcome, TaskResult::Failure(f) if f.code == ErrorCode::ParseError),
+        "{:?}",
+        reply.outcome
+    );
+    println!(
+        "native mode, prose and an invalid block: {} turns, then a parse error",
+        backend.requests().len()
+    );
+}
+
+/// `ask` in json mode: the answer arrives as a bare JSON call envelope.
+#[tokio::test]
+async fn json_mode_ask_answers() {
+    let (agents, _backend, _dir) = weak(
+        json!([text_turn(
+            "{\"tool\": \"submit_result\", \"arguments\": {\"answer\": \"42\"}}"
+        )]),
+        ToolMode::Json,
+    );
+    let reply = agents
+        .ask(
+            QuestionRequest {
+                agent: AgentId::parse("coder").unwrap(),
+                question: "what?".into(),
+                session: None,
+                budget: Budget::UNLIMITED,
+            },
+            &TestTools::new(),
+        )
+        .await;
+    let answer = reply.outcome.unwrap();
+    assert_eq!(answer.answer, "42");
+}
+
+/// The request bodies of a `json` mode turn, as the OpenAI-compatible and Responses adapters
+/// send them: no native tools, the call schema as `response_format` / `text.format`.
+#[test]
+fn json_mode_request_bodies() {
+    use orca_agents::{ChatRequest, OpenAiBackend, ResponsesBackend, Sampling, ToolChoice};
+    let tools = vec![orca_core::ToolSpec {
+        name: "submit_result".into(),
+        description: "submit".into(),
+        parameters: json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+    }];
+    let request = ChatRequest {
+        system: format!("prompt{}", orca_agents::tool_mode::instructions(&tools)),
+        messages: vec![Message::User {
+            text: "what?".into(),
+        }],
+        tools: vec![],
+        tool_choice: ToolChoice::Required,
+        max_output_tokens: Some(512),
+        sampling: Sampling {
+            temperature: Some(0.2),
+            ..Sampling::default()
+        },
+        output_schema: Some(orca_agents::tool_mode::output_schema(&tools)),
+    };
+    let chat = OpenAiBackend::new("http://127.0.0.1:8080/v1", "qwen2.5-coder:1.5b", None);
+    insta::assert_json_snapshot!("json_mode_chat_body", chat.request_body(&request));
+    let responses = ResponsesBackend::new(
+        "http://127.0.0.1:8080/v1",
+        "gpt-4.1-mini",
+        None,
+        std::time::Duration::from_secs(5),
+    );
+    insta::assert_json_snapshot!("json_mode_responses_body", responses.request_body(&request));
+}
