@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestTools, fast_settings, task};
 use fake_models::{ANTHROPIC_USAGE, CHAT_USAGE, EDITED, FakeModel, RESPONSES_USAGE};
+use orca_agents::sandbox::{KernelSupport, SandboxMode, SandboxPolicy, probe};
 use orca_agents::{Agents, BackendSpec, CliKind, CliSpec, EnvPolicy, Profile};
 use orca_core::{AgentId, AgentPort as _, Budget, Reply, Role, TaskResult};
 use wiremock::{Mock, MockServer, matchers::method};
@@ -98,6 +99,8 @@ enum Case {
     Edit,
     Denied,
     LongPrompt,
+    /// The edit, inside orca's kernel sandbox (as `orca run` starts agents by default).
+    Sandboxed,
 }
 
 struct Outcome {
@@ -105,6 +108,9 @@ struct Outcome {
     landed: bool,
     bodies: Vec<String>,
     secs: f64,
+    /// Whether the kernel sandbox could be used (always, except in `Case::Sandboxed` where the
+    /// kernel has no Landlock).
+    sandbox: bool,
 }
 
 /// Runs `kind` once as orca's `coder` agent against a fresh scripted model.
@@ -232,9 +238,27 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
         workspace_tools: vec![],
         limits: Budget::UNLIMITED,
     };
-    let agents = Agents::new(&project, [profile], fast_settings(0))
+    let mut agents = Agents::new(&project, [profile], fast_settings(0))
         .unwrap()
         .with_env_policy(policy);
+    if case == Case::Sandboxed {
+        let home = home.display().to_string();
+        let env = move |k: &str| (k == "HOME").then(|| home.clone());
+        let sandbox = SandboxPolicy::new(SandboxMode::Kernel, &project, &env).unwrap();
+        if !matches!(probe(&sandbox), KernelSupport::Available { .. }) {
+            return Outcome {
+                reply: Reply::new(TaskResult::Failure(orca_core::TaskFailure::new(
+                    orca_core::ErrorCode::Validation,
+                    "no kernel sandbox here",
+                ))),
+                landed: false,
+                bodies: Vec::new(),
+                secs: 0.0,
+                sandbox: false,
+            };
+        }
+        agents = agents.with_sandbox(Arc::new(sandbox));
+    }
     let mut request = task("coder", Budget::UNLIMITED);
     let text = match case {
         Case::LongPrompt => format!("Write hello.txt. Background follows.\n{big}"),
@@ -257,6 +281,7 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
         landed,
         bodies,
         secs,
+        sandbox: true,
     }
 }
 
@@ -326,6 +351,30 @@ async fn real_clis_edit_report_usage_fail_on_denial_and_take_long_prompts() {
             let escaped = serde_json::to_string(&big).unwrap();
             b.contains(escaped.trim_matches('"'))
         });
+        let boxed = run(kind, &bin, Case::Sandboxed, &trap, &big).await;
+        let boxed_ok = boxed.landed && matches!(boxed.reply.outcome, TaskResult::Success(_));
+        let boxed_cell = if boxed.sandbox { yes(boxed_ok) } else { "n/a" };
+        println!(
+            "{name}: in the kernel sandbox: {} in {:.1} s",
+            brief(&boxed.reply.outcome),
+            boxed.secs
+        );
+        if let TaskResult::Failure(f) = &boxed.reply.outcome {
+            println!("  cause: {:?}\n  output: {:?}", f.cause, f.output);
+        }
+        if !boxed_ok {
+            // What the agent's tool told the model (the cause of a failed edit).
+            for b in &boxed.bodies {
+                let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
+                let last = ["/input", "/messages"]
+                    .iter()
+                    .find_map(|p| v.pointer(p).and_then(serde_json::Value::as_array))
+                    .and_then(|a| a.last())
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                println!("  last message to the model: {last}");
+            }
+        }
         let long_ok = long.landed && intact && matches!(long.reply.outcome, TaskResult::Success(_));
         println!(
             "{name}: edit: {} in {:.1} s; denied: {} in {:.1} s; long: {} requests, intact {intact}, {} in {:.1} s",
@@ -339,7 +388,7 @@ async fn real_clis_edit_report_usage_fail_on_denial_and_take_long_prompts() {
         );
         let outside = trap.hits.load(Ordering::SeqCst) - hits_before;
         rows.push(format!(
-            "| {name:<11} | {:<11} | {:<40} | {:<13} | {:<14} | {:<7} | {outside:<7} |",
+            "| {name:<11} | {:<11} | {:<40} | {:<13} | {:<14} | {:<7} | {boxed_cell:<9} | {outside:<7} |",
             yes(edited),
             format!(
                 "{} (in {} out {} cache {} turns {})",
@@ -360,6 +409,7 @@ async fn real_clis_edit_report_usage_fail_on_denial_and_take_long_prompts() {
             ("long prompt ok", long_ok),
             ("session kept", session),
             ("no outside traffic", outside == 0),
+            ("edit in the sandbox", boxed_ok || !boxed.sandbox),
         ] {
             if !ok {
                 failures.push(format!("{name}: {what}"));
@@ -368,14 +418,14 @@ async fn real_clis_edit_report_usage_fail_on_denial_and_take_long_prompts() {
     }
     let outside = trap.hits.load(Ordering::SeqCst);
     println!(
-        "\n| agent       | edit landed | usage parsed                             | denial failed | long prompt ok | session | outside |\n\
-         |-------------|-------------|------------------------------------------|---------------|----------------|---------|---------|"
+        "\n| agent       | edit landed | usage parsed                             | denial failed | long prompt ok | session | sandboxed | outside |\n\
+         |-------------|-------------|------------------------------------------|---------------|----------------|---------|-----------|---------|"
     );
     for row in &rows {
         println!("{row}");
     }
     println!(
-        "outside connection attempts (proxy trap): {outside} {:?}; 9 runs in {:.1} s\n",
+        "outside connection attempts (proxy trap): {outside} {:?}; 12 runs in {:.1} s\n",
         trap.seen.lock().unwrap(),
         started.elapsed().as_secs_f64()
     );

@@ -26,7 +26,7 @@ use crate::agent_loop::task_message;
 use crate::pricing::PriceTable;
 use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
 use crate::profile::Profile;
-use crate::sandbox::SandboxPolicy;
+use crate::sandbox::{SandboxMode, SandboxPolicy};
 use crate::step_env::EnvPolicy;
 
 /// The hard timeout of a command-line agent run when neither the step nor the agent's limits
@@ -184,6 +184,20 @@ impl CliSpec {
             .unwrap_or_else(|| self.kind.default_permission_mode())
     }
 
+    /// The spec for a run in `sandbox`: inside orca's kernel sandbox, Codex's own sandbox
+    /// cannot work (its writes fail with "Failed to write file", seen with Codex 0.169), so
+    /// unless a mode was configured it runs with `danger-full-access` and orca's sandbox is
+    /// what confines it.
+    fn for_sandbox(&self, sandbox: Option<&SandboxPolicy>) -> std::borrow::Cow<'_, Self> {
+        let kernel = sandbox.is_some_and(|s| s.mode() == SandboxMode::Kernel);
+        if kernel && self.kind == CliKind::Codex && self.permission_mode.is_none() {
+            let mut spec = self.clone();
+            spec.permission_mode = Some("danger-full-access".to_owned());
+            return std::borrow::Cow::Owned(spec);
+        }
+        std::borrow::Cow::Borrowed(self)
+    }
+
     /// The arguments of one run: the prompt is read from stdin. `resume` continues a session;
     /// `in_git` says whether the project is inside a git repository (Codex refuses to run
     /// outside one unless told to).
@@ -324,10 +338,22 @@ impl CliAgent {
         caller: &dyn ToolHost,
     ) -> RunOutcome {
         let program = self.spec.program.clone();
+        if sandbox.is_some() {
+            // Only existing directories can be made writable in the kernel sandbox, and an agent
+            // run for the first time (a fresh HOME) fails when it cannot create its state.
+            if let Some((_, home)) = env.iter().find(|(k, _)| k == "HOME") {
+                for dir in self.spec.kind.state_dirs() {
+                    let _ = std::fs::create_dir_all(Path::new(home).join(dir));
+                }
+            }
+        }
         let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
         let run = process::run_captured(RunSpec {
             program: &program,
-            args: self.spec.invocation(resume, in_git_repo(root)),
+            args: self
+                .spec
+                .for_sandbox(sandbox.as_ref())
+                .invocation(resume, in_git_repo(root)),
             cwd: root,
             env,
             timeout: Some(timeout),
