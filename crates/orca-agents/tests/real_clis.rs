@@ -26,7 +26,10 @@ use common::{TestTools, fast_settings, task};
 use fake_models::{ANTHROPIC_USAGE, CHAT_USAGE, EDITED, FakeModel, RESPONSES_USAGE};
 use orca_agents::sandbox::{KernelSupport, SandboxMode, SandboxPolicy, probe};
 use orca_agents::{Agents, BackendSpec, CliKind, CliSpec, EnvPolicy, Profile};
-use orca_core::{AgentId, AgentPort as _, Budget, Reply, Role, TaskResult};
+use orca_core::{
+    AgentAnswer, AgentId, AgentPort as _, Budget, ErrorCode, QuestionRequest, Reply, Role,
+    TaskFailure, TaskResult, TaskSuccess,
+};
 use wiremock::{Mock, MockServer, matchers::method};
 
 /// Where the programs are installed: `$ORCA_REAL_CLIS_DIR`, else `<target>/real-clis`.
@@ -101,6 +104,8 @@ enum Case {
     LongPrompt,
     /// The edit, inside orca's kernel sandbox (as `orca run` starts agents by default).
     Sandboxed,
+    /// Two read-only questions, the second resuming the first one's session.
+    Resume,
 }
 
 struct Outcome {
@@ -259,29 +264,86 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
         }
         agents = agents.with_sandbox(Arc::new(sandbox));
     }
+    let started = Instant::now();
+    if case == Case::Resume {
+        let reply = resume(&agents).await;
+        return Outcome {
+            reply,
+            landed: target.exists(),
+            bodies: bodies(&server).await,
+            secs: started.elapsed().as_secs_f64(),
+            sandbox: true,
+        };
+    }
     let mut request = task("coder", Budget::UNLIMITED);
     let text = match case {
         Case::LongPrompt => format!("Write hello.txt. Background follows.\n{big}"),
         _ => "Write hello.txt.".to_owned(),
     };
     request.step = orca_core::Step::new(request.step.id.clone(), request.agent.clone(), text);
-    let started = Instant::now();
     let reply = agents.run_task(request, &TestTools::new()).await;
     let secs = started.elapsed().as_secs_f64();
     let landed = std::fs::read_to_string(&target).is_ok_and(|t| t == EDITED);
-    let bodies = server
+    Outcome {
+        reply,
+        landed,
+        bodies: bodies(&server).await,
+        secs,
+        sandbox: true,
+    }
+}
+
+async fn bodies(server: &MockServer) -> Vec<String> {
+    server
         .received_requests()
         .await
         .unwrap_or_default()
         .iter()
         .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
-    Outcome {
-        reply,
-        landed,
-        bodies,
-        secs,
-        sandbox: true,
+        .collect()
+}
+
+/// Asks twice, the second time in the first answer's session: a success whose summary is the
+/// second answer, or a failure saying what went wrong.
+async fn resume(agents: &Agents) -> Reply<TaskResult> {
+    let ask = |question: &str, session| QuestionRequest {
+        agent: AgentId::parse("coder").unwrap(),
+        question: question.to_owned(),
+        session,
+        budget: Budget::UNLIMITED,
+    };
+    let first = agents
+        .ask(
+            ask("FIRST-QUESTION: what is here?", None),
+            &TestTools::new(),
+        )
+        .await;
+    let fail = |m: String| {
+        Reply::new(TaskResult::Failure(TaskFailure::new(
+            ErrorCode::TaskFailed,
+            m,
+        )))
+    };
+    let session = match first.outcome {
+        Ok(AgentAnswer {
+            session_id: Some(s),
+            ..
+        }) => s,
+        other => return fail(format!("first question: {other:?}")),
+    };
+    let second = agents
+        .ask(
+            ask("SECOND-QUESTION: and then?", Some(session)),
+            &TestTools::new(),
+        )
+        .await;
+    match second.outcome {
+        Ok(a) if a.session_id == Some(session) => Reply {
+            outcome: TaskResult::Success(TaskSuccess::with_summary(a.answer)),
+            usage: second.usage,
+            session: a.session_id,
+        },
+        other => fail(format!("second question in {session}: {other:?}")),
     }
 }
 
@@ -296,6 +358,121 @@ fn brief(outcome: &TaskResult) -> String {
 
 fn yes(ok: bool) -> &'static str {
     if ok { "yes" } else { "NO" }
+}
+
+/// Every check for one agent: its table row, what failed, the outside connections tried.
+async fn check(kind: CliKind, bin: &Path, big: &str) -> (String, Vec<String>, Vec<String>) {
+    let name = kind.as_str();
+    let trap = Trap::start();
+    let mut failures = Vec::new();
+    let edit = run(kind, bin, Case::Edit, &trap, big).await;
+    let edited = edit.landed && matches!(edit.reply.outcome, TaskResult::Success(_));
+    let u = edit.reply.usage;
+    // Two model turns (the edit, the answer), each with the fake's fixed usage.
+    let expected = match kind {
+        CliKind::ClaudeCode => (2 * ANTHROPIC_USAGE.0, 0, 2 * ANTHROPIC_USAGE.1),
+        CliKind::Codex => (
+            2 * (RESPONSES_USAGE.0 - RESPONSES_USAGE.1),
+            2 * RESPONSES_USAGE.1,
+            2 * RESPONSES_USAGE.2,
+        ),
+        _ => (
+            2 * (CHAT_USAGE.0 - CHAT_USAGE.1),
+            2 * CHAT_USAGE.1,
+            2 * CHAT_USAGE.2,
+        ),
+    };
+    let usage = (u.input_tokens, u.cache_read_tokens, u.output_tokens) == expected;
+    let session = edit.reply.session.is_some();
+    let denied = run(kind, bin, Case::Denied, &trap, big).await;
+    let denial = !denied.landed && matches!(denied.reply.outcome, TaskResult::Failure(_));
+    let long = run(kind, bin, Case::LongPrompt, &trap, big).await;
+    let intact = long.bodies.iter().any(|b| {
+        // The prompt travels as a JSON string: compare escaped.
+        let escaped = serde_json::to_string(big).unwrap();
+        b.contains(escaped.trim_matches('"'))
+    });
+    let boxed = run(kind, bin, Case::Sandboxed, &trap, big).await;
+    let boxed_ok = boxed.landed && matches!(boxed.reply.outcome, TaskResult::Success(_));
+    let boxed_cell = if boxed.sandbox { yes(boxed_ok) } else { "n/a" };
+    println!(
+        "{name}: in the kernel sandbox: {} in {:.1} s",
+        brief(&boxed.reply.outcome),
+        boxed.secs
+    );
+    if let TaskResult::Failure(f) = &boxed.reply.outcome {
+        println!("  cause: {:?}\n  output: {:?}", f.cause, f.output);
+    }
+    if !boxed_ok {
+        // What the agent's tool told the model (the cause of a failed edit).
+        for b in &boxed.bodies {
+            let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
+            let last = ["/input", "/messages"]
+                .iter()
+                .find_map(|p| v.pointer(p).and_then(serde_json::Value::as_array))
+                .and_then(|a| a.last())
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            println!("  last message to the model: {last}");
+        }
+    }
+    let asked = run(kind, bin, Case::Resume, &trap, big).await;
+    // The second question's request carries the first conversation: resumed, not new.
+    let resumed = matches!(asked.reply.outcome, TaskResult::Success(_))
+        && !asked.landed
+        && asked
+            .bodies
+            .iter()
+            .any(|b| b.contains("FIRST-QUESTION") && b.contains("SECOND-QUESTION"));
+    println!(
+        "{name}: two questions, one session: {} in {:.1} s",
+        brief(&asked.reply.outcome),
+        asked.secs
+    );
+    let long_ok = long.landed && intact && matches!(long.reply.outcome, TaskResult::Success(_));
+    println!(
+        "{name}: edit: {} in {:.1} s; denied: {} in {:.1} s; long: {} requests, intact {intact}, {} in {:.1} s",
+        brief(&edit.reply.outcome),
+        edit.secs,
+        brief(&denied.reply.outcome),
+        denied.secs,
+        long.bodies.len(),
+        brief(&long.reply.outcome),
+        long.secs
+    );
+    let outside = trap.hits.load(Ordering::SeqCst);
+    let row = format!(
+        "| {name:<11} | {:<11} | {:<40} | {:<13} | {:<14} | {:<7} | {:<7} | {boxed_cell:<9} | {outside:<7} |",
+        yes(edited),
+        format!(
+            "{} (in {} out {} cache {} turns {})",
+            yes(usage),
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.turns
+        ),
+        yes(denial),
+        yes(long_ok),
+        yes(session),
+        yes(resumed),
+    );
+    for (what, ok) in [
+        ("edit landed", edited),
+        ("usage parsed", usage),
+        ("denial failed", denial),
+        ("long prompt ok", long_ok),
+        ("session kept", session),
+        ("session resumed", resumed),
+        ("no outside traffic", outside == 0),
+        ("edit in the sandbox", boxed_ok || !boxed.sandbox),
+    ] {
+        if !ok {
+            failures.push(format!("{name}: {what}"));
+        }
+    }
+    let seen = trap.seen.lock().unwrap().clone();
+    (row, failures, seen)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,119 +491,34 @@ async fn real_clis_edit_report_usage_fail_on_denial_and_take_long_prompts() {
         );
         return;
     };
-    let trap = Trap::start();
     let big: String = (0..200 * 1024 / 64)
         .map(|i| format!("line {i:06}: \"quoted\" 'single' $HOME `tick` \\ back — ü 🦀\n"))
         .collect();
     let started = Instant::now();
+    // The three agents side by side (each with its own model server and trap).
+    let (claude, codex, opencode) = tokio::join!(
+        check(CliKind::ClaudeCode, &bin, &big),
+        check(CliKind::Codex, &bin, &big),
+        check(CliKind::Opencode, &bin, &big),
+    );
     let mut rows = Vec::new();
     let mut failures = Vec::new();
-    for kind in [CliKind::ClaudeCode, CliKind::Codex, CliKind::Opencode] {
-        let name = kind.as_str();
-        let hits_before = trap.hits.load(Ordering::SeqCst);
-        let edit = run(kind, &bin, Case::Edit, &trap, &big).await;
-        let edited = edit.landed && matches!(edit.reply.outcome, TaskResult::Success(_));
-        let u = edit.reply.usage;
-        // Two model turns (the edit, the answer), each with the fake's fixed usage.
-        let expected = match kind {
-            CliKind::ClaudeCode => (2 * ANTHROPIC_USAGE.0, 0, 2 * ANTHROPIC_USAGE.1),
-            CliKind::Codex => (
-                2 * (RESPONSES_USAGE.0 - RESPONSES_USAGE.1),
-                2 * RESPONSES_USAGE.1,
-                2 * RESPONSES_USAGE.2,
-            ),
-            _ => (
-                2 * (CHAT_USAGE.0 - CHAT_USAGE.1),
-                2 * CHAT_USAGE.1,
-                2 * CHAT_USAGE.2,
-            ),
-        };
-        let usage = (u.input_tokens, u.cache_read_tokens, u.output_tokens) == expected;
-        let session = edit.reply.session.is_some();
-        let denied = run(kind, &bin, Case::Denied, &trap, &big).await;
-        let denial = !denied.landed && matches!(denied.reply.outcome, TaskResult::Failure(_));
-        let long = run(kind, &bin, Case::LongPrompt, &trap, &big).await;
-        let intact = long.bodies.iter().any(|b| {
-            // The prompt travels as a JSON string: compare escaped.
-            let escaped = serde_json::to_string(&big).unwrap();
-            b.contains(escaped.trim_matches('"'))
-        });
-        let boxed = run(kind, &bin, Case::Sandboxed, &trap, &big).await;
-        let boxed_ok = boxed.landed && matches!(boxed.reply.outcome, TaskResult::Success(_));
-        let boxed_cell = if boxed.sandbox { yes(boxed_ok) } else { "n/a" };
-        println!(
-            "{name}: in the kernel sandbox: {} in {:.1} s",
-            brief(&boxed.reply.outcome),
-            boxed.secs
-        );
-        if let TaskResult::Failure(f) = &boxed.reply.outcome {
-            println!("  cause: {:?}\n  output: {:?}", f.cause, f.output);
-        }
-        if !boxed_ok {
-            // What the agent's tool told the model (the cause of a failed edit).
-            for b in &boxed.bodies {
-                let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
-                let last = ["/input", "/messages"]
-                    .iter()
-                    .find_map(|p| v.pointer(p).and_then(serde_json::Value::as_array))
-                    .and_then(|a| a.last())
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                println!("  last message to the model: {last}");
-            }
-        }
-        let long_ok = long.landed && intact && matches!(long.reply.outcome, TaskResult::Success(_));
-        println!(
-            "{name}: edit: {} in {:.1} s; denied: {} in {:.1} s; long: {} requests, intact {intact}, {} in {:.1} s",
-            brief(&edit.reply.outcome),
-            edit.secs,
-            brief(&denied.reply.outcome),
-            denied.secs,
-            long.bodies.len(),
-            brief(&long.reply.outcome),
-            long.secs
-        );
-        let outside = trap.hits.load(Ordering::SeqCst) - hits_before;
-        rows.push(format!(
-            "| {name:<11} | {:<11} | {:<40} | {:<13} | {:<14} | {:<7} | {boxed_cell:<9} | {outside:<7} |",
-            yes(edited),
-            format!(
-                "{} (in {} out {} cache {} turns {})",
-                yes(usage),
-                u.input_tokens,
-                u.output_tokens,
-                u.cache_read_tokens,
-                u.turns
-            ),
-            yes(denial),
-            yes(long_ok),
-            yes(session),
-        ));
-        for (what, ok) in [
-            ("edit landed", edited),
-            ("usage parsed", usage),
-            ("denial failed", denial),
-            ("long prompt ok", long_ok),
-            ("session kept", session),
-            ("no outside traffic", outside == 0),
-            ("edit in the sandbox", boxed_ok || !boxed.sandbox),
-        ] {
-            if !ok {
-                failures.push(format!("{name}: {what}"));
-            }
-        }
+    let mut outside = Vec::new();
+    for (row, failed, seen) in [claude, codex, opencode] {
+        rows.push(row);
+        failures.extend(failed);
+        outside.extend(seen);
     }
-    let outside = trap.hits.load(Ordering::SeqCst);
     println!(
-        "\n| agent       | edit landed | usage parsed                             | denial failed | long prompt ok | session | sandboxed | outside |\n\
-         |-------------|-------------|------------------------------------------|---------------|----------------|---------|-----------|---------|"
+        "\n| agent       | edit landed | usage parsed                             | denial failed | long prompt ok | session | resumed | sandboxed | outside |\n\
+         |-------------|-------------|------------------------------------------|---------------|----------------|---------|---------|-----------|---------|"
     );
     for row in &rows {
         println!("{row}");
     }
     println!(
-        "outside connection attempts (proxy trap): {outside} {:?}; 12 runs in {:.1} s\n",
-        trap.seen.lock().unwrap(),
+        "outside connection attempts (proxy traps): {} {outside:?}; 15 runs in {:.1} s\n",
+        outside.len(),
         started.elapsed().as_secs_f64()
     );
     assert!(failures.is_empty(), "failed: {failures:?}");

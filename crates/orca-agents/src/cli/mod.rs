@@ -110,8 +110,9 @@ impl CliKind {
             ],
             // `codex exec -s`.
             Self::Codex => &["read-only", "workspace-write", "danger-full-access"],
-            // `auto`: `opencode run --auto`; `ask`: without it ("ask" permissions are rejected).
-            Self::Opencode => &["auto", "ask"],
+            // `auto`: `opencode run --auto`; `ask`: without it ("ask" permissions are rejected);
+            // `plan`: its read-only `plan` agent, without `--auto`.
+            Self::Opencode => &["auto", "ask", "plan"],
         }
     }
 
@@ -184,6 +185,18 @@ impl CliSpec {
             .unwrap_or_else(|| self.kind.default_permission_mode())
     }
 
+    /// The spec for a read-only question: Claude Code `plan`, Codex `read-only`, opencode's
+    /// `plan` agent, whatever the configured mode.
+    fn read_only(&self) -> Self {
+        let mode = match self.kind {
+            CliKind::ClaudeCode | CliKind::Opencode => "plan",
+            CliKind::Codex => "read-only",
+        };
+        let mut spec = self.clone();
+        spec.permission_mode = Some(mode.to_owned());
+        spec
+    }
+
     /// The spec for a run in `sandbox`: inside orca's kernel sandbox, Codex's own sandbox
     /// cannot work (its writes fail with "Failed to write file", seen with Codex 0.169), so
     /// unless a mode was configured it runs with `danger-full-access` and orca's sandbox is
@@ -227,6 +240,10 @@ pub struct CliAgent {
     /// Native session ids that are not UUIDs (opencode's `ses_…`), by the session id orca
     /// handed out for them. Claude Code and Codex ids are UUIDs and map to `sess_<uuid>`.
     sessions: Arc<Mutex<HashMap<SessionId, String>>>,
+    /// The last usage Codex reported per thread: in a resumed thread it reports the running
+    /// total of the whole thread (seen with Codex 0.169), so the run's own share is the
+    /// difference.
+    codex_totals: Arc<Mutex<HashMap<String, Usage>>>,
 }
 
 /// What was parsed from the agent's output.
@@ -274,6 +291,7 @@ impl CliAgent {
             spec,
             prices: PriceTable::shipped(),
             sessions: Arc::default(),
+            codex_totals: Arc::default(),
         }
     }
 
@@ -332,6 +350,7 @@ impl CliAgent {
         root: &Path,
         prompt: String,
         resume: Option<&str>,
+        read_only: bool,
         timeout: Duration,
         env: Vec<(String, String)>,
         sandbox: Option<&SandboxPolicy>,
@@ -350,10 +369,13 @@ impl CliAgent {
         let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
         let run = process::run_captured(RunSpec {
             program: &program,
-            args: self
-                .spec
-                .for_sandbox(sandbox.as_ref())
-                .invocation(resume, in_git_repo(root)),
+            args: if read_only {
+                self.spec.read_only().invocation(resume, in_git_repo(root))
+            } else {
+                self.spec
+                    .for_sandbox(sandbox.as_ref())
+                    .invocation(resume, in_git_repo(root))
+            },
             cwd: root,
             env,
             timeout: Some(timeout),
@@ -365,6 +387,19 @@ impl CliAgent {
         .await;
         let kind = self.spec.kind.as_str();
         let mut parsed = self.parse(&run.stdout);
+        if self.spec.kind == CliKind::Codex
+            && let Some(thread) = &parsed.session
+        {
+            let mut totals = self
+                .codex_totals
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let reported = parsed.usage;
+            if let Some(before) = resume.and_then(|r| totals.get(r)) {
+                parsed.usage = usage_since(before, &reported);
+            }
+            totals.insert(thread.clone(), reported);
+        }
         if !parsed.cost_reported
             && let Some(model) = &self.spec.model
         {
@@ -487,7 +522,7 @@ impl CliAgent {
         }));
         let env = policy.build(&profile.id, &request.step.env, request.identity().env());
         let run = self
-            .run(root, prompt, None, timeout, env, sandbox, tools)
+            .run(root, prompt, None, false, timeout, env, sandbox, tools)
             .await;
         let session = run.session.as_deref().map(|n| self.session_for(n));
         let note = run.session.as_deref().map(|n| self.resume_note(n));
@@ -558,6 +593,7 @@ impl CliAgent {
                 root,
                 prompt,
                 resume.as_deref(),
+                true,
                 timeout,
                 env,
                 sandbox,
@@ -609,6 +645,22 @@ fn json_values(stdout: &str) -> Vec<Value> {
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
             .collect(),
+    }
+}
+
+/// The tokens of `now` not already in `before` (turns are counted per run, not summed).
+fn usage_since(before: &Usage, now: &Usage) -> Usage {
+    Usage {
+        input_tokens: now.input_tokens.saturating_sub(before.input_tokens),
+        output_tokens: now.output_tokens.saturating_sub(before.output_tokens),
+        cache_read_tokens: now
+            .cache_read_tokens
+            .saturating_sub(before.cache_read_tokens),
+        cache_write_tokens: now
+            .cache_write_tokens
+            .saturating_sub(before.cache_write_tokens),
+        turns: now.turns,
+        cost_micro_usd: now.cost_micro_usd.saturating_sub(before.cost_micro_usd),
     }
 }
 

@@ -20,8 +20,10 @@ const DENIED: &[&str] = &[
 /// The arguments (the model and extra arguments follow).
 pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = vec!["run".into(), "--format".into(), "json".into()];
-    if permission_mode == "auto" {
-        args.push("--auto".into());
+    match permission_mode {
+        "auto" => args.push("--auto".into()),
+        "plan" => args.extend(["--agent".into(), "plan".into()]),
+        _ => {}
     }
     if let Some(id) = resume {
         args.push("--session".into());

@@ -184,7 +184,19 @@ fn invocations_read_the_prompt_from_stdin() {
     spec.permission_mode = Some("ask".into());
     assert_eq!(spec.invocation(None, true), ["run", "--format", "json"]);
     spec.permission_mode = Some("yolo".into());
-    assert!(spec.validate().unwrap_err().contains("auto, ask"));
+    assert!(spec.validate().unwrap_err().contains("auto, ask, plan"));
+    // A question is asked read-only, whatever the configured mode.
+    assert_eq!(
+        spec.read_only().invocation(None, true),
+        ["run", "--format", "json", "--agent", "plan"]
+    );
+    let codex = CliSpec::new(CliKind::Codex).read_only();
+    assert_eq!(
+        codex.invocation(None, true)[..4],
+        ["exec", "--json", "-s", "read-only"]
+    );
+    let claude = CliSpec::new(CliKind::ClaudeCode).read_only();
+    assert_eq!(claude.invocation(None, true)[4], "plan");
 }
 
 #[test]

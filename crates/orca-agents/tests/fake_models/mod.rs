@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use wiremock::{Request, Respond, ResponseTemplate};
 
+/// The words in a task that make the model write the file.
+pub(crate) const ASK_FOR_EDIT: &str = "Write hello.txt";
+
 /// What the model writes.
 pub(crate) const EDITED: &str = "edited by the model\n";
 
@@ -43,7 +46,7 @@ impl FakeModel {
     fn decide(&self, offers_edit: bool, tool_result: Option<&str>) -> Action {
         match tool_result {
             None if offers_edit => Action::Edit,
-            None => Action::Final("A title".into()),
+            None => Action::Final("An answer.".into()),
             Some(out) => {
                 let lower = out.to_lowercase();
                 let refused = [
@@ -233,7 +236,13 @@ impl FakeModel {
 
 impl Respond for FakeModel {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let mut body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        if !String::from_utf8_lossy(&request.body).contains(ASK_FOR_EDIT) {
+            // Nobody asked for the file (a question, a title): no tool is used.
+            if let Some(b) = body.as_object_mut() {
+                b.remove("tools");
+            }
+        }
         let path = request.url.path();
         let stream = if path.ends_with("/messages") {
             self.anthropic(&body)
