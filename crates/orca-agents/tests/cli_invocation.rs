@@ -216,3 +216,45 @@ echo '{"type":"text","sessionID":"ses_abc","part":{"text":"an answer"}}'"#;
         ErrorCode::SessionNotFound
     );
 }
+
+#[tokio::test]
+async fn a_resumed_codex_thread_reports_only_its_own_usage() {
+    // Codex reports the running total of a resumed thread (recorded: 100 then 150 input).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent");
+    let body = r#"n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count
+echo '{"type":"thread.started","thread_id":"01a2092b-e6de-7fd1-a3be-3895eed25023"}'
+echo '{"type":"item.completed","item":{"type":"agent_message","text":"an answer"}}'
+echo "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":$((n*50+50)),\"cached_input_tokens\":$((n*20+20)),\"output_tokens\":$((n*9+9))}}""#;
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let a = agents(
+        dir.path(),
+        CliSpec {
+            program: path.display().to_string(),
+            ..CliSpec::new(CliKind::Codex)
+        },
+    );
+    let ask = |session| QuestionRequest {
+        agent: AgentId::parse("coder").unwrap(),
+        question: "q".into(),
+        session,
+        budget: Budget::UNLIMITED,
+    };
+    let first = a.ask(ask(None), &TestTools::new()).await;
+    assert_eq!(
+        (first.usage.input_tokens, first.usage.output_tokens),
+        (60, 18)
+    );
+    let session = first.outcome.unwrap().session_id;
+    let second = a.ask(ask(session), &TestTools::new()).await;
+    assert_eq!(
+        (
+            second.usage.input_tokens,
+            second.usage.cache_read_tokens,
+            second.usage.output_tokens
+        ),
+        (30, 20, 9),
+        "the second run's share of the thread total"
+    );
+}
