@@ -10,6 +10,9 @@
 mod claude;
 mod codex;
 mod opencode;
+mod session;
+
+use session::usage_since;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -302,40 +305,6 @@ impl CliAgent {
         self
     }
 
-    /// The session id orca hands out for a native one.
-    fn session_for(&self, native: &str) -> SessionId {
-        if let Ok(id) = format!("sess_{native}").parse::<SessionId>() {
-            return id;
-        }
-        let mut map = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((id, _)) = map.iter().find(|(_, n)| n.as_str() == native) {
-            return *id;
-        }
-        let id = SessionId::new();
-        map.insert(id, native.to_owned());
-        id
-    }
-
-    /// The native session id of one orca handed out.
-    fn native_session(&self, id: SessionId) -> Option<String> {
-        let map = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(native) = map.get(&id) {
-            return Some(native.clone());
-        }
-        match self.spec.kind {
-            CliKind::ClaudeCode | CliKind::Codex => {
-                id.to_string().strip_prefix("sess_").map(str::to_owned)
-            }
-            CliKind::Opencode => None,
-        }
-    }
-
     fn timeout(&self, step: Option<Duration>) -> Duration {
         let own = self.spec.timeout.unwrap_or(DEFAULT_CLI_TIMEOUT);
         step.map_or(own, |s| s.min(own))
@@ -485,19 +454,6 @@ impl CliAgent {
         }
     }
 
-    /// How a person resumes a session, for the step record.
-    fn resume_note(&self, native: &str) -> String {
-        let how = match self.spec.kind {
-            CliKind::ClaudeCode => format!("claude --resume {native}"),
-            CliKind::Codex => format!("codex resume {native}"),
-            CliKind::Opencode => format!("opencode --session {native}"),
-        };
-        format!(
-            "{} session {native} (resume: `{how}`)",
-            self.spec.kind.as_str()
-        )
-    }
-
     /// Carries out a step.
     pub(crate) async fn run_task(
         &self,
@@ -645,22 +601,6 @@ fn json_values(stdout: &str) -> Vec<Value> {
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
             .collect(),
-    }
-}
-
-/// The tokens of `now` not already in `before` (turns are counted per run, not summed).
-fn usage_since(before: &Usage, now: &Usage) -> Usage {
-    Usage {
-        input_tokens: now.input_tokens.saturating_sub(before.input_tokens),
-        output_tokens: now.output_tokens.saturating_sub(before.output_tokens),
-        cache_read_tokens: now
-            .cache_read_tokens
-            .saturating_sub(before.cache_read_tokens),
-        cache_write_tokens: now
-            .cache_write_tokens
-            .saturating_sub(before.cache_write_tokens),
-        turns: now.turns,
-        cost_micro_usd: now.cost_micro_usd.saturating_sub(before.cost_micro_usd),
     }
 }
 
