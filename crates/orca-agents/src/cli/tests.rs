@@ -229,3 +229,26 @@ fn result_from_text_reads_a_json_block() {
     let r = result_from_text("just text");
     assert!(matches!(r, TaskResult::Success(s) if s.summary == "just text"));
 }
+
+#[test]
+fn codex_leaves_confinement_to_orcas_kernel_sandbox_unless_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_env = |_: &str| None;
+    let kernel = SandboxPolicy::new(SandboxMode::Kernel, dir.path(), &no_env).unwrap();
+    let tools = kernel.clone().with_mode(SandboxMode::Tools);
+    let codex = CliSpec::new(CliKind::Codex);
+    let mode = |spec: &CliSpec, sandbox: Option<&SandboxPolicy>| {
+        spec.for_sandbox(sandbox).invocation(None, true)[3].clone()
+    };
+    assert_eq!(mode(&codex, Some(&kernel)), "danger-full-access");
+    assert_eq!(mode(&codex, Some(&tools)), "workspace-write");
+    assert_eq!(mode(&codex, None), "workspace-write");
+    let mut configured = codex.clone();
+    configured.permission_mode = Some("workspace-write".into());
+    assert_eq!(mode(&configured, Some(&kernel)), "workspace-write");
+    let claude = CliSpec::new(CliKind::ClaudeCode);
+    assert_eq!(
+        claude.for_sandbox(Some(&kernel)).invocation(None, true)[4],
+        "acceptEdits"
+    );
+}
