@@ -127,6 +127,10 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # backend = "claude-code"
 # command = "claude"
 # env = ["ANTHROPIC_API_KEY"]
+# model = "claude-sonnet-4-5"
+# permission_mode = "acceptEdits"   # codex: "workspace-write", opencode: "auto" (the defaults)
+# args = ["--max-turns", "30"]      # extra flags, after orca's own
+# timeout_secs = 1800                # hard timeout per run
 "#;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -207,6 +211,16 @@ pub struct AgentSettings {
     /// The executable of a command-line agent.
     #[serde(default)]
     pub command: Option<String>,
+    /// Extra arguments of a command-line agent, after orca's own flags.
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+    /// A command-line agent's permission mode (Claude Code `--permission-mode`, Codex `-s`,
+    /// opencode `auto` / `ask`); by default the one that lets it edit the project.
+    #[serde(default)]
+    pub permission_mode: Option<String>,
+    /// A command-line agent's hard timeout per run, in seconds (default 1800).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
     /// The script of a scripted backend, relative to the project root.
     #[serde(default)]
     pub script: Option<PathBuf>,
@@ -278,6 +292,13 @@ impl AgentSettings {
             tools: self.tools.clone().or_else(|| base.tools.clone()),
             limits: self.limits.or(base.limits),
             command: pick(&self.command, &base.command),
+            args: if backend_changed {
+                self.args.clone()
+            } else {
+                self.args.clone().or_else(|| base.args.clone())
+            },
+            permission_mode: pick(&self.permission_mode, &base.permission_mode),
+            timeout_secs: self.timeout_secs.or(base.timeout_secs),
             script: self.script.clone().or_else(|| base.script.clone()),
             api: if backend_changed {
                 self.api
@@ -722,19 +743,23 @@ impl Config {
                 api_key: key(None)?,
             },
             Some(cli @ ("claude-code" | "codex" | "opencode")) => {
-                let kind = match cli {
-                    "claude-code" => CliKind::ClaudeCode,
-                    "codex" => CliKind::Codex,
-                    _ => CliKind::Opencode,
-                };
-                BackendSpec::Cli(CliSpec {
-                    kind,
+                let kind = CliKind::from_backend(cli).unwrap_or(CliKind::ClaudeCode);
+                if s.timeout_secs == Some(0) {
+                    return Err(invalid("timeout_secs", "must be at least 1".to_owned()));
+                }
+                let spec = CliSpec {
                     program: s
                         .command
                         .clone()
                         .unwrap_or_else(|| kind.default_program().to_owned()),
                     model: s.model.clone(),
-                })
+                    args: s.args.clone().unwrap_or_default(),
+                    permission_mode: s.permission_mode.clone(),
+                    timeout: s.timeout_secs.map(std::time::Duration::from_secs),
+                    ..CliSpec::new(kind)
+                };
+                spec.validate().map_err(|m| invalid("permission_mode", m))?;
+                BackendSpec::Cli(spec)
             }
             Some("scripted") => {
                 let script = s.script.as_ref().ok_or_else(|| {

@@ -8,7 +8,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use orca_core::ToolHost;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::process_group;
@@ -141,6 +141,9 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) owner: Option<&'a dyn ToolHost>,
     /// The sandbox to run it in (see [`crate::sandbox`]); `None`: unconfined.
     pub(crate) sandbox: Option<&'a crate::sandbox::SandboxPolicy>,
+    /// Bytes written to the child's stdin, which is then closed (a prompt: no argument-length
+    /// limit); `None`: stdin is `/dev/null`.
+    pub(crate) stdin: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RunSpec<'_> {
@@ -152,6 +155,7 @@ impl std::fmt::Debug for RunSpec<'_> {
             .field("timeout", &self.timeout)
             .field("cap", &self.cap)
             .field("sandbox", &self.sandbox)
+            .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
             .finish_non_exhaustive()
     }
 }
@@ -181,7 +185,11 @@ async fn spawn_retrying_busy(cmd: &mut Command) -> std::io::Result<tokio::proces
 pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     let mut cmd = Command::new(spec.program);
     cmd.current_dir(spec.cwd)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -246,6 +254,15 @@ pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     if let Some((gate, _)) = gate {
         // Recorded: the command may start (a gate dropped unopened makes it exit 125).
         gate.open();
+    }
+    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), spec.stdin) {
+        // In its own task: a child that reads slowly (or never) must not stall the output
+        // loop. The pipe closes when the task ends, so the child sees end of input; a child
+        // that exits without reading makes the write fail (EPIPE), which is not an error here.
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+        });
     }
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
@@ -413,6 +430,7 @@ mod tests {
             cap: 1024,
             owner: None,
             sandbox: None,
+            stdin: None,
         })
         .await;
         closer.join().unwrap();
@@ -435,6 +453,7 @@ mod tests {
             cap: 4096,
             owner: None,
             sandbox: None,
+            stdin: None,
         }
     }
 

@@ -462,6 +462,7 @@ mod tests {
                 cap: 1024,
                 owner: None,
                 sandbox: None,
+                stdin: None,
             })
             .await;
             assert!(matches!(out.end, crate::process::RunEnd::SpawnFailed(_)));

@@ -89,6 +89,7 @@ pub async fn run_shell_for(
         cap: OUTPUT_CAP,
         owner: Some(caller),
         sandbox,
+        stdin: None,
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

@@ -395,6 +395,7 @@ impl WorkspaceTools {
             cap: MAX_COMMAND_OUTPUT,
             owner: Some(caller),
             sandbox: self.policy.as_deref(),
+            stdin: None,
         })
         .await;
         match run.end {

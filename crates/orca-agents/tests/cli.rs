@@ -1,5 +1,6 @@
 //! Command-line agents with fake executables (sh scripts in a tempdir): success, error, hang,
-//! garbage, non-zero exit; for Claude Code, Codex and opencode output formats.
+//! garbage, non-zero exit; for Claude Code, Codex and opencode output formats. Invocation
+//! contracts (stdin, permissions, sessions, timeouts) are in `cli_invocation.rs`.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 mod common;
@@ -25,9 +26,9 @@ fn agents(dir: &Path, kind: CliKind, program: String) -> Agents {
         role: Role::Specialist,
         description: "codes".into(),
         backend: BackendSpec::Cli(CliSpec {
-            kind,
             program,
             model: Some("some-model".into()),
+            ..CliSpec::new(kind)
         }),
         prompt: "You are the coder.".into(),
         workspace_tools: vec![],
@@ -62,6 +63,7 @@ fn failure(outcome: &TaskResult) -> &orca_core::TaskFailure {
 #[tokio::test]
 async fn claude_code_success_with_args_and_usage() {
     let body = r#"printf '%s\n' "$@" > args.txt
+cat > prompt.txt
 printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"All done.\n```json\n{\"status\":\"success\",\"summary\":\"added tests\",\"relevant_files\":[\"t.rs\"]}\n```","total_cost_usd":0.002,"num_turns":4,"usage":{"input_tokens":10,"output_tokens":20,"cache_read_input_tokens":30,"cache_creation_input_tokens":40}}'"#;
     let (reply, dir) = run(CliKind::ClaudeCode, body, None).await;
     let TaskResult::Success(s) = &reply.outcome else {
@@ -80,12 +82,22 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"A
     let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
     let args: Vec<&str> = args.lines().collect();
     assert_eq!(
-        &args[..5],
-        ["-p", "--output-format", "json", "--model", "some-model"]
+        args,
+        [
+            "-p",
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "acceptEdits",
+            "--model",
+            "some-model"
+        ],
+        "no prompt among the arguments"
     );
+    let prompt = std::fs::read_to_string(dir.path().join("prompt.txt")).unwrap();
     assert!(
-        args[5..].join("\n").contains("do the work"),
-        "the prompt carries the step"
+        prompt.contains("do the work"),
+        "the prompt, on stdin, carries the step"
     );
 }
 

@@ -289,3 +289,50 @@ fn sandbox_settings_and_prompt_files_outside_the_project() {
     let profiles = config.profiles(&root, &no_env).unwrap();
     assert!(profiles.iter().any(|p| p.prompt == "You are fine."));
 }
+
+#[test]
+fn command_line_agent_settings() {
+    let text = "[agents.claude]\ndescription = \"c\"\nbackend = \"claude-code\"\nmodel = \"claude-sonnet-4-5\"\npermission_mode = \"default\"\nargs = [\"--max-turns\", \"30\"]\ntimeout_secs = 90\n\n[agents.cx]\ndescription = \"x\"\nbackend = \"codex\"\n";
+    let config = Config::parse(text, Path::new(".orca/config.toml")).unwrap();
+    let profiles = config.profiles(Path::new("/p"), &no_env).unwrap();
+    let spec = |id: &str| match &profiles
+        .iter()
+        .find(|p| p.id.as_str() == id)
+        .unwrap()
+        .backend
+    {
+        BackendSpec::Cli(spec) => spec.clone(),
+        other => panic!("{other:?}"),
+    };
+    let claude = spec("claude");
+    assert_eq!(claude.permission_mode.as_deref(), Some("default"));
+    assert_eq!(claude.args, ["--max-turns", "30"]);
+    assert_eq!(claude.timeout, Some(std::time::Duration::from_secs(90)));
+    let codex = spec("cx");
+    assert_eq!(
+        (codex.permission_mode, codex.args.len(), codex.timeout),
+        (None, 0, None)
+    );
+
+    for (setting, expected) in [
+        (
+            "permission_mode = \"yolo\"",
+            "agents.cx.permission_mode: unknown permission mode \"yolo\" for codex; expected one of: read-only, workspace-write, danger-full-access",
+        ),
+        (
+            "timeout_secs = 0",
+            "agents.cx.timeout_secs: must be at least 1",
+        ),
+    ] {
+        let text = format!("[agents.cx]\ndescription = \"x\"\nbackend = \"codex\"\n{setting}\n");
+        let config = Config::parse(&text, Path::new(".orca/config.toml")).unwrap();
+        let err = config
+            .profiles(Path::new("/p"), &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(expected),
+            "`{err}` does not contain `{expected}`"
+        );
+    }
+}

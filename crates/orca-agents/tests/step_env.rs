@@ -81,9 +81,8 @@ async fn a_cli_agent_gets_its_profile_names_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let program = fake_cli(dir.path());
     let backend = BackendSpec::Cli(CliSpec {
-        kind: CliKind::ClaudeCode,
         program,
-        model: None,
+        ..CliSpec::new(CliKind::ClaudeCode)
     });
     let agents = Agents::new(dir.path(), [profile(backend, vec![])], fast_settings(0))
         .unwrap()
