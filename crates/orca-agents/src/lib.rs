@@ -36,6 +36,7 @@ pub mod shell;
 pub mod step_env;
 pub mod tools;
 pub mod workspace;
+pub mod worktree;
 
 pub use agent_loop::{LoopSettings, RetryPolicy};
 pub use anthropic::AnthropicBackend;
@@ -57,3 +58,4 @@ pub use secret::ApiKey;
 pub use step_env::EnvPolicy;
 pub use tools::ToolSet;
 pub use workspace::WorkspaceTools;
+pub use worktree::{Applied, GitWorktrees};
