@@ -950,14 +950,26 @@ impl Runner {
             attempt,
         });
         let elapsed = run.started.elapsed().as_secs();
-        let budget = self
-            .config
-            .task_budget
-            .min(&self.config.execution_budget.remaining(&run.usage, elapsed));
+        // Hook (ADR 0017): the plan's approved budgets join the configured ones.
+        let limits = crate::budgets::StepLimits::new(
+            &self.config.task_budget,
+            &self.config.execution_budget,
+            run.plan.content(),
+            &step,
+        );
+        let budget = limits.request(&run.usage, elapsed);
         let timeout = step
             .timeout_secs
             .map(Duration::from_secs)
             .or(self.config.task_timeout);
+        let timeout = match limits.step.max_wall_secs.map(Duration::from_secs) {
+            Some(wall) => Some(timeout.map_or(wall, |t| t.min(wall))),
+            None => timeout,
+        };
+        // Hook (ADR 0017): the step carries its effective isolation (its own, else the
+        // plan's default for writing steps) for the dispatcher.
+        let mut step = step;
+        step.isolation = Some(orca_core::Isolation::of(&step, run.plan.content()));
         let request = TaskRequest {
             agent: step.agent.clone(),
             execution_id: run.id,
@@ -967,20 +979,23 @@ impl Runner {
             context,
             budget,
             timeout,
+            workdir: None,
         };
-        let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
+        let exhausted = limits.exhausted(&run.usage, elapsed);
+        let spent_before = run.usage;
+        let run_started = run.started;
         let dispatch = self.dispatch.clone();
         let scope = run.log_scope(Some(attempt_seq));
         let held_fds = locks.as_ref().map(|l| l.fds().to_vec()).unwrap_or_default();
         run.in_flight.insert(index, InFlight { _locks: locks });
         let executions = self.executions.clone();
         let (id, log) = (run.id, ExecutionService::log(run.plan.id(), run.id));
-        let task_budget = self.config.task_budget;
         let calls = run.calls.clone();
         let step_id = request.step.id.clone();
         let agents = self.dispatch.context().agents.clone();
         run.joins.spawn(async move {
             let mut started = started;
+            let attempt_started = Instant::now();
             let reply = if let Some(why) = exhausted {
                 Reply::new(TaskResult::Failure(TaskFailure::new(
                     ErrorCode::BudgetExceeded,
@@ -1010,12 +1025,15 @@ impl Runner {
                 crate::takeover::call_recording_groups(call, &executions, id, &mut started, &calls)
                     .await?
             };
-            let mut outcome = reply.outcome;
-            if let (TaskResult::Success(_), Some(why)) =
-                (&outcome, task_budget.exceeded(&reply.usage, 0))
-            {
-                outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
-            }
+            // Hook (ADR 0017): an overrun names the budget (the step's or the plan's).
+            let outcome = limits.check(
+                &step_id,
+                reply.outcome,
+                &reply.usage,
+                attempt_started.elapsed().as_secs(),
+                &spent_before,
+                run_started.elapsed().as_secs(),
+            );
             let recording = Recording {
                 index,
                 step: step_id,
@@ -1410,6 +1428,8 @@ impl Runner {
     async fn finish(&self, run: &mut Run) -> Result<RunOutcome> {
         let tasks = run.values();
         if tasks.iter().all(|t| t.status() == TaskStatus::Completed) {
+            // Hook (ADR 0017): the step worktrees go; the execution's branch stays.
+            crate::isolated::end(&self.dispatch, run.id, orca_core::WorkspaceEnd::Completed).await;
             self.executions.complete(run.id).await?;
             self.audit(run, "execution.completed", json!({ "usage": run.usage }))
                 .await?;
@@ -1435,6 +1455,7 @@ const fn retryable(code: ErrorCode) -> bool {
     !matches!(
         code,
         ErrorCode::BudgetExceeded
+            | ErrorCode::MergeConflict
             | ErrorCode::UnknownAgent
             | ErrorCode::Validation
             | ErrorCode::Cancelled
