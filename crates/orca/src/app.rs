@@ -177,7 +177,7 @@ impl App {
 }
 
 /// Every workspace tool: the services' gate narrows them to each role's grant.
-fn all_workspace_tools() -> Vec<String> {
+pub(crate) fn all_workspace_tools() -> Vec<String> {
     orca_agents::workspace::all_specs()
         .into_iter()
         .map(|s| s.name)
@@ -406,13 +406,18 @@ async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
                 });
             } else if app.json {
                 let mut value = json!(plan);
+                let budgets = crate::budget_view::json(&orca, &plan).await;
                 if let Some(obj) = value.as_object_mut() {
                     obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
+                    if !budgets.is_null() {
+                        obj.insert("budgets".to_owned(), budgets);
+                    }
                 }
                 out_json(&value);
             } else {
                 let mut text = render_plan(&plan);
                 text.push_str(&secrets::step_env_text(&plan, policy));
+                text.push_str(&crate::budget_view::text(&orca, &plan).await);
                 if graph {
                     text.push('\n');
                     text.push_str(&render::plan_graph(&plan));
@@ -526,6 +531,10 @@ async fn approve_and_run(
         PlanStage::Proposal if interactive() && !app.json => {
             // What each step will receive is part of what the human approves.
             say(&secrets::step_env_text(&plan, app.agents.env_policy()));
+            let budgets = crate::budget_view::text(orca, &plan).await;
+            if !budgets.is_empty() {
+                say(budgets.trim_end());
+            }
             let hitl = TerminalHitl { style: app.style };
             match orca.relay.approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
@@ -613,7 +622,17 @@ async fn drive(
             .filter(|t| matches!(t.value, Task::Completed(_)))
             .count();
         let progress = Arc::new(Progress::new(app.style, app.quiet || app.json, total, done));
-        let runner = orca.runner(run_config(options), progress);
+        let plan = orca
+            .planning
+            .plan(snap.execution.value.info().plan_id)
+            .await
+            .ok();
+        let workspaces =
+            crate::isolation::workspaces(app, plan.as_ref().map(orca_core::Plan::content)).await;
+        let runner = orca
+            .clone()
+            .with_workspaces(workspaces)
+            .runner(run_config(options), progress);
         let cancel = CancellationToken::new();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.
         let signals = crate::driver_signals::listen(exec, cancel.clone())?;
@@ -627,6 +646,12 @@ async fn drive(
         .await;
         let report = report?;
         let code = finish(app, orca, &report).await?;
+        if options.apply && matches!(report.outcome, RunOutcome::Completed) {
+            match crate::isolation::apply(app, report.execution_id).await {
+                Ok(line) => app.info(&line),
+                Err(e) => say(&format!("not applied: {e}")),
+            }
+        }
         match report.outcome {
             RunOutcome::Replanned {
                 execution_id: Some(next),
@@ -782,6 +807,10 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
                 if let Some(d) = crate::driver::driver_json(id, stage, lease.as_ref()) {
                     value["driver"] = d;
                 }
+                let (lines, worktrees) = crate::isolation::kept(app, id).await;
+                if !lines.is_empty() {
+                    value["worktrees"] = worktrees;
+                }
                 out_json(&value);
             } else {
                 let plan = orca
@@ -792,6 +821,10 @@ async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> {
                 out(&render::exec_show(&snap, plan.as_ref()));
                 if let Some(line) = crate::driver::driver_text(id, stage, lease.as_ref()) {
                     out(&line);
+                }
+                let (lines, _) = crate::isolation::kept(app, id).await;
+                if !lines.is_empty() {
+                    out(&lines.join("\n"));
                 }
             }
             Ok(Exit::Ok)

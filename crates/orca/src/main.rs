@@ -3,10 +3,12 @@
 
 mod app;
 mod audit_cmd;
+mod budget_view;
 mod cli;
 mod driver;
 mod driver_signals;
 mod exit;
+mod isolation;
 mod plan_doc;
 mod render;
 mod sandbox;
