@@ -181,6 +181,16 @@ impl GitWorktrees {
         Ok(())
     }
 
+    /// A merged step's worktree and branch are no longer needed: only failed steps keep theirs.
+    async fn drop_merged(&self, execution: ExecutionId, step: &StepId) -> Result<(), WorkspaceError> {
+        self.remove_worktree(&self.step_dir(execution, step)).await?;
+        let branch = Self::step_branch(execution, step);
+        if self.has_branch(&branch).await {
+            git(&self.top, &["branch", "--quiet", "-D", &branch]).await?;
+        }
+        Ok(())
+    }
+
     /// The integration branch and its worktree, created on first use from `HEAD`.
     async fn ensure_integration(&self, execution: ExecutionId) -> Result<PathBuf, WorkspaceError> {
         let branch = self.branch(execution);
@@ -309,7 +319,7 @@ impl StepWorkspaces for GitWorktrees {
             .await
             .is_ok()
         {
-            return Ok(());
+            return self.drop_merged(execution, step).await;
         }
         let message = format!("orca: merge step {step}");
         if git(
@@ -319,7 +329,7 @@ impl StepWorkspaces for GitWorktrees {
         .await
         .is_ok()
         {
-            return Ok(());
+            return self.drop_merged(execution, step).await;
         }
         let files = git(&integration, &["diff", "--name-only", "--diff-filter=U"])
             .await
