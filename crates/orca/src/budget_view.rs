@@ -27,13 +27,13 @@ pub(crate) struct Estimate {
 }
 
 fn prompt_estimate(content: &PlanContent, step: &Step, agent: Option<&AgentInfo>) -> Estimate {
-    let Some(model) = agent.and_then(|a| a.model.clone()) else {
+    if agent.is_none_or(|a| a.backend == "shell") {
         return Estimate {
             tokens: 0,
             cost_micro_usd: 0,
             source: "no model",
         };
-    };
+    }
     let chars = step.description.len()
         + step.command.as_ref().map_or(0, String::len)
         + content.goal.len();
@@ -42,11 +42,17 @@ fn prompt_estimate(content: &PlanContent, step: &Step, agent: Option<&AgentInfo>
         input_tokens: tokens,
         ..Usage::default()
     };
-    let priced = PriceTable::shipped().priced(&model, usage);
+    let price = agent
+        .and_then(|a| a.model.as_deref())
+        .and_then(|m| PriceTable::shipped().price(m));
     Estimate {
         tokens,
-        cost_micro_usd: priced.cost_micro_usd,
-        source: "prompt size, one turn",
+        cost_micro_usd: price.map_or(0, |p| p.cost(&usage)),
+        source: if price.is_some() {
+            "prompt size, one turn, list price"
+        } else {
+            "prompt size, one turn; model not priced"
+        },
     }
 }
 
