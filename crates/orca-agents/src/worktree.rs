@@ -25,7 +25,14 @@ use orca_core::{
 use tokio::process::Command;
 use tokio::sync::Mutex;
 
-use crate::WorkspaceTools;
+impl std::fmt::Debug for GitWorktrees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitWorktrees")
+            .field("top", &self.top)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Variables that would point git at another repository or index than the one asked for.
 const GIT_ENV: &[&str] = &[
@@ -50,8 +57,11 @@ pub enum Applied {
     UpToDate,
 }
 
+/// Builds the workspace tools of a step's worktree (the binary's grants, environment policy
+/// and sandbox, rooted in the worktree).
+pub type ToolsAt = Arc<dyn Fn(&Path) -> Option<Arc<dyn ToolHost>> + Send + Sync>;
+
 /// Worktrees of one git repository, for one project directory inside it.
-#[derive(Debug)]
 pub struct GitWorktrees {
     /// The top of the user's working tree.
     top: PathBuf,
@@ -59,8 +69,8 @@ pub struct GitWorktrees {
     sub: PathBuf,
     /// Where orca's worktrees live.
     base: PathBuf,
-    /// Workspace tools granted to model agents, re-rooted in a step's worktree.
-    grants: Option<Vec<String>>,
+    /// Workspace tools for model agents, re-rooted in a step's worktree.
+    tools: Option<ToolsAt>,
     /// One git operation at a time: worktree and ref updates of one repository are serialised.
     lock: Mutex<()>,
 }
@@ -93,15 +103,17 @@ impl GitWorktrees {
             top,
             sub,
             base: common.join("orca-worktrees"),
-            grants: None,
+            tools: None,
             lock: Mutex::new(()),
         })
     }
 
-    /// Offers model agents these workspace tools inside a step's worktree (builder style).
+    /// How model agents get their workspace tools inside a step's worktree (builder style).
+    /// Without it they are offered none there (never the project's, which act on the user's
+    /// tree).
     #[must_use]
-    pub fn with_tool_grants(mut self, grants: Vec<String>) -> Self {
-        self.grants = Some(grants);
+    pub fn with_tools(mut self, tools: ToolsAt) -> Self {
+        self.tools = Some(tools);
         self
     }
 
@@ -406,10 +418,7 @@ impl StepWorkspaces for GitWorktrees {
     }
 
     fn tools_at(&self, dir: &Path) -> Option<Arc<dyn ToolHost>> {
-        let grants = self.grants.as_ref()?;
-        WorkspaceTools::new(dir, grants)
-            .ok()
-            .map(|t| Arc::new(t) as Arc<dyn ToolHost>)
+        self.tools.as_ref().and_then(|f| f(dir))
     }
 }
 

@@ -17,7 +17,7 @@ pub(crate) async fn workspaces(
     plan: Option<&PlanContent>,
 ) -> Option<Arc<dyn StepWorkspaces>> {
     match GitWorktrees::discover(app.root()).await {
-        Ok(git) => Some(Arc::new(git.with_tool_grants(crate::app::all_workspace_tools()))),
+        Ok(git) => Some(Arc::new(git.with_tools(app.workspace_tools()))),
         Err(e) => {
             if plan.is_some_and(orca_core::isolation::any_worktree) {
                 crate::term::say(&format!(

@@ -137,6 +137,18 @@ impl Project {
         (code(&out), value, stderr(&out))
     }
 
+    /// Writes a plan document of steps `(id, command, depends_on, isolation)`; the agent is
+    /// `shell`, or `agent` when given.
+    fn plan_with(&self, agent: &str, steps: &[(&str, &str, &[&str], Option<&str>)]) -> String {
+        let path = self.plan(steps);
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for s in doc["steps"].as_array_mut().unwrap() {
+            s["agent"] = json!(agent);
+        }
+        std::fs::write(&path, doc.to_string()).unwrap();
+        path
+    }
+
     /// Writes a plan document of shell steps `(id, command, depends_on, isolation)`.
     fn plan(&self, steps: &[(&str, &str, &[&str], Option<&str>)]) -> String {
         let steps: Vec<Value> = steps
@@ -364,4 +376,33 @@ fn outside_a_git_repository_isolated_steps_run_in_place_with_a_clear_message() {
     assert!(err.contains("is not in a git repository"), "{err}");
     assert!(err.contains("run in place"), "{err}");
     assert_eq!(std::fs::read_to_string(p.path("here.txt")).unwrap(), "here\n");
+}
+
+#[test]
+fn a_model_agents_file_tools_act_in_its_worktree_never_in_the_users_tree() {
+    let p = Project::new(true);
+    let script = json!({ "turns": [
+        { "tool_calls": [{ "name": "write_file",
+            "arguments": { "path": "model.txt", "content": "from the model\n" } }] },
+        { "tool_calls": [{ "name": "write_file",
+            "arguments": { "path": "shared.txt", "content": "rewritten\n" } }] },
+        { "tool_calls": [{ "name": "submit_result",
+            "arguments": { "status": "success", "summary": "wrote" } }] }
+    ]});
+    std::fs::write(p.mark("script.json"), script.to_string()).unwrap();
+    std::fs::write(
+        p.path(".orca/config.toml"),
+        "[agents.writer]\nbackend = \"scripted\"\nscript = \"marks/script.json\"\ntools = [\"write_file\"]\ndescription = \"writes files\"\n",
+    )
+    .unwrap();
+    let before = p.user_state();
+    let plan = p.plan_with("writer", &[("write", "", &[], Some("worktree"))]);
+    let (c, v, err) = p.json(&["run", &plan, "--yes"]);
+    assert_eq!(c, 0, "{v} {err}");
+    let exec = v["execution_id"].as_str().unwrap();
+    assert_eq!(p.show(&format!("orca/{exec}:model.txt")), "from the model\n");
+    assert_eq!(p.show(&format!("orca/{exec}:shared.txt")), "rewritten\n");
+    let leaked = usize::from(p.path("model.txt").exists()) + usize::from(before != p.user_state());
+    println!("writes that reached the user's tree: {leaked}");
+    assert_eq!(leaked, 0);
 }
