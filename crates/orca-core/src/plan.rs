@@ -433,6 +433,12 @@ pub struct StepPatch {
     /// New environment variable names.
     #[serde(default)]
     pub env: Option<Vec<String>>,
+    /// New isolation (`Some(None)` restores the plan's default).
+    #[serde(default, with = "double_option")]
+    pub isolation: Option<Option<Isolation>>,
+    /// New budget (`Some(None)` removes it).
+    #[serde(default, with = "double_option")]
+    pub budget: Option<Option<Budget>>,
 }
 
 mod double_option {
@@ -575,6 +581,8 @@ impl DraftPlan {
             max_attempts,
             timeout_secs,
             env,
+            isolation,
+            budget,
         } = patch;
         if let Some(v) = agent {
             step.agent = v;
@@ -611,6 +619,12 @@ impl DraftPlan {
         }
         if let Some(v) = env {
             step.env = v;
+        }
+        if let Some(v) = isolation {
+            step.isolation = v;
+        }
+        if let Some(v) = budget {
+            step.budget = v;
         }
         Ok(())
     }

@@ -35,8 +35,8 @@ impl StepLimits {
 
     /// Names the budget an attempt crossed: the step's (its own usage, its own wall time), else
     /// the plan's (everything spent before it plus its usage, the execution's wall time).
-    /// A success that crossed one becomes a `budget_exceeded` failure; an agent's own
-    /// `budget_exceeded` failure gets the name of the budget it ran into.
+    /// A success that crossed the step's budget becomes a `budget_exceeded` failure; an agent's
+    /// own `budget_exceeded` failure gets the name of the budget it ran into.
     pub(crate) fn check(
         &self,
         step: &StepId,
@@ -57,8 +57,11 @@ impl StepLimits {
                     .exceeded(&total, run_secs)
                     .map(|why| format!("the plan's budget: {why}"))
             });
+        let step_overrun = self.step.exceeded(usage, attempt_secs).is_some();
         match (outcome, named) {
-            (TaskResult::Success(_), Some(why)) => {
+            // A success over its step's budget fails closed. A success that only takes the
+            // plan's total over keeps its result: the next step is refused before it starts.
+            (TaskResult::Success(_), Some(why)) if step_overrun => {
                 TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why))
             }
             (TaskResult::Failure(mut f), Some(why)) if f.code == ErrorCode::BudgetExceeded => {
