@@ -29,15 +29,15 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    /// The isolation `step` runs with: its own, else the plan's default for steps that declare
-    /// writes, else in place.
+    /// The isolation `step` runs with: its own, else (for a step that declares writes) the
+    /// plan's default, else `fallback` (the project config's), else in place.
     #[must_use]
-    pub fn of(step: &Step, plan: &PlanContent) -> Self {
+    pub fn of(step: &Step, plan: &PlanContent, fallback: Option<Self>) -> Self {
         step.isolation.unwrap_or_else(|| {
             if step.writes.is_empty() {
                 Self::InPlace
             } else {
-                plan.isolation.unwrap_or_default()
+                plan.isolation.or(fallback).unwrap_or_default()
             }
         })
     }
@@ -45,10 +45,10 @@ impl Isolation {
 
 /// Whether `plan` has any step that runs in a worktree.
 #[must_use]
-pub fn any_worktree(plan: &PlanContent) -> bool {
+pub fn any_worktree(plan: &PlanContent, fallback: Option<Isolation>) -> bool {
     plan.steps
         .iter()
-        .any(|s| Isolation::of(s, plan) == Isolation::Worktree)
+        .any(|s| Isolation::of(s, plan, fallback) == Isolation::Worktree)
 }
 
 /// Why a step's workspace could not be prepared or merged.

@@ -111,6 +111,8 @@ pub struct RunConfig {
     /// How long a driver's lease counts as live without a renewal (readers on other hosts
     /// use it; on the lease's own host a dead holder is seen at once). Renewed every third.
     pub lease_timeout: Duration,
+    /// The isolation of writing steps when neither they nor their plan name one (ADR 0017).
+    pub isolation: Option<orca_core::Isolation>,
 }
 
 impl RunConfig {
@@ -130,6 +132,7 @@ impl RunConfig {
             watch_interval: Duration::from_millis(200),
             holder,
             lease_timeout: Duration::from_secs(30),
+            isolation: None,
         }
     }
 }
@@ -969,7 +972,11 @@ impl Runner {
         // Hook (ADR 0017): the step carries its effective isolation (its own, else the
         // plan's default for writing steps) for the dispatcher.
         let mut step = step;
-        step.isolation = Some(orca_core::Isolation::of(&step, run.plan.content()));
+        step.isolation = Some(orca_core::Isolation::of(
+            &step,
+            run.plan.content(),
+            self.config.isolation,
+        ));
         let request = TaskRequest {
             agent: step.agent.clone(),
             execution_id: run.id,

@@ -157,6 +157,11 @@ impl App {
         })
     }
 
+    /// The config's default isolation of writing steps.
+    pub(crate) fn config_isolation(&self) -> Option<orca_core::Isolation> {
+        self.config.as_ref().and_then(|c| c.isolation)
+    }
+
     pub(crate) fn root(&self) -> &Path {
         &self.root
     }
@@ -637,10 +642,12 @@ async fn drive(
             .ok();
         let workspaces =
             crate::isolation::workspaces(app, plan.as_ref().map(orca_core::Plan::content)).await;
+        let mut config = run_config(options);
+        config.isolation = app.config_isolation();
         let runner = orca
             .clone()
             .with_workspaces(workspaces)
-            .runner(run_config(options), progress);
+            .runner(config, progress);
         let cancel = CancellationToken::new();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.
         let signals = crate::driver_signals::listen(exec, cancel.clone())?;

@@ -19,7 +19,8 @@ pub(crate) async fn workspaces(
     match GitWorktrees::discover(app.root()).await {
         Ok(git) => Some(Arc::new(git.with_tools(app.workspace_tools()))),
         Err(e) => {
-            if plan.is_some_and(orca_core::isolation::any_worktree) {
+            let fallback = app.config_isolation();
+            if plan.is_some_and(|p| orca_core::isolation::any_worktree(p, fallback)) {
                 crate::term::say(&format!(
                     "warning: {e}: steps with isolation \"worktree\" run in place, in {}",
                     app.root().display()

@@ -406,3 +406,43 @@ fn a_model_agents_file_tools_act_in_its_worktree_never_in_the_users_tree() {
     println!("writes that reached the user's tree: {leaked}");
     assert_eq!(leaked, 0);
 }
+
+#[test]
+fn the_example_plan_runs_in_worktrees_by_the_plans_default() {
+    let p = Project::new(true);
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/parallel-worktrees.json");
+    let example = example.display().to_string();
+    let out = p.run(&["plan", "validate", &example]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let before = p.user_state();
+    let (c, v, err) = p.json(&["run", &example, "--yes"]);
+    assert_eq!(c, 0, "{v} {err}");
+    let exec = v["execution_id"].as_str().unwrap();
+    assert!(p.show(&format!("orca/{exec}:src/greet.rs")).contains("hello"));
+    assert!(p.show(&format!("orca/{exec}:docs/greet.md")).contains("greet"));
+    assert_eq!(before, p.user_state(), "the example ran in worktrees, not in place");
+    let merges = git(p.dir.path(), &["log", "--merges", "--format=%s", &format!("orca/{exec}")]);
+    println!("merges on the run's branch: {}", merges.lines().count());
+    // `code` and `docs`; `check` changed nothing, so there is nothing of it to merge.
+    assert_eq!(merges.lines().count(), 2);
+}
+
+#[test]
+fn the_configs_default_isolates_writing_steps_only() {
+    let p = Project::new(true);
+    std::fs::write(p.path(".orca/config.toml"), "isolation = \"worktree\"\n").unwrap();
+    let path = p.plan(&[
+        ("writer", "echo w > w.txt", &[], None),
+        ("reader", "echo r > r.txt", &["writer"], None),
+    ]);
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["steps"][0]["writes"] = json!(["w.txt"]);
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let (c, v, err) = p.json(&["run", &path, "--yes"]);
+    assert_eq!(c, 0, "{v} {err}");
+    let exec = v["execution_id"].as_str().unwrap();
+    assert_eq!(p.show(&format!("orca/{exec}:w.txt")), "w\n");
+    assert!(!p.path("w.txt").exists(), "the writing step ran in a worktree");
+    assert!(p.path("r.txt").exists(), "a step declaring no writes runs in place");
+}
