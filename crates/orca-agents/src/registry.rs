@@ -260,14 +260,8 @@ impl AgentPort for Agents {
         let root = request.workdir.as_deref().unwrap_or(&self.root);
         match &entry.runtime {
             Runtime::Shell => Reply::new(
-                shell::run_shell_for(
-                    root,
-                    &request,
-                    &self.env,
-                    self.sandbox.as_deref(),
-                    tools,
-                )
-                .await,
+                shell::run_shell_for(root, &request, &self.env, self.sandbox.as_deref(), tools)
+                    .await,
             ),
             Runtime::Cli(cli) => {
                 cli.run_task(

@@ -83,9 +83,12 @@ impl GitWorktrees {
     /// cannot be run).
     pub async fn discover(project: &Path) -> Result<Self, WorkspaceError> {
         let not_repo = || WorkspaceError::NotARepository(project.to_path_buf());
-        let out = git(project, &["rev-parse", "--show-toplevel", "--git-common-dir"])
-            .await
-            .map_err(|_| not_repo())?;
+        let out = git(
+            project,
+            &["rev-parse", "--show-toplevel", "--git-common-dir"],
+        )
+        .await
+        .map_err(|_| not_repo())?;
         let mut lines = out.lines();
         let (Some(top), Some(common)) = (lines.next(), lines.next()) else {
             return Err(not_repo());
@@ -185,17 +188,22 @@ impl GitWorktrees {
             git(&self.top, &["worktree", "remove", "--force", "--force", &d]).await?;
         }
         if dir.exists() {
-            tokio::fs::remove_dir_all(dir)
-                .await
-                .map_err(|e| WorkspaceError::Git(format!("cannot remove {}: {e}", dir.display())))?;
+            tokio::fs::remove_dir_all(dir).await.map_err(|e| {
+                WorkspaceError::Git(format!("cannot remove {}: {e}", dir.display()))
+            })?;
         }
         git(&self.top, &["worktree", "prune"]).await?;
         Ok(())
     }
 
     /// A merged step's worktree and branch are no longer needed: only failed steps keep theirs.
-    async fn drop_merged(&self, execution: ExecutionId, step: &StepId) -> Result<(), WorkspaceError> {
-        self.remove_worktree(&self.step_dir(execution, step)).await?;
+    async fn drop_merged(
+        &self,
+        execution: ExecutionId,
+        step: &StepId,
+    ) -> Result<(), WorkspaceError> {
+        self.remove_worktree(&self.step_dir(execution, step))
+            .await?;
         let branch = Self::step_branch(execution, step);
         if self.has_branch(&branch).await {
             git(&self.top, &["branch", "--quiet", "-D", &branch]).await?;
@@ -207,14 +215,17 @@ impl GitWorktrees {
     async fn ensure_integration(&self, execution: ExecutionId) -> Result<PathBuf, WorkspaceError> {
         let branch = self.branch(execution);
         if !self.has_branch(&branch).await {
-            git(&self.top, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-                .await
-                .map_err(|_| {
-                    WorkspaceError::Git(format!(
-                        "{} has no commit yet: commit once before running isolated steps",
-                        self.top.display()
-                    ))
-                })?;
+            git(
+                &self.top,
+                &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+            )
+            .await
+            .map_err(|_| {
+                WorkspaceError::Git(format!(
+                    "{} has no commit yet: commit once before running isolated steps",
+                    self.top.display()
+                ))
+            })?;
             git(&self.top, &["branch", &branch, "HEAD"]).await?;
         }
         let dir = self.integration_dir(execution);
@@ -249,7 +260,11 @@ impl GitWorktrees {
                 "execution {execution} has no branch `{branch}`"
             )));
         }
-        let status = git(&self.top, &["status", "--porcelain", "--untracked-files=no"]).await?;
+        let status = git(
+            &self.top,
+            &["status", "--porcelain", "--untracked-files=no"],
+        )
+        .await?;
         if !status.trim().is_empty() {
             return Err(WorkspaceError::Git(format!(
                 "{} has uncommitted changes: commit or stash them, or merge `{branch}` yourself",
@@ -327,16 +342,27 @@ impl StepWorkspaces for GitWorktrees {
         }
         let integration = self.ensure_integration(execution).await?;
         let branch = Self::step_branch(execution, step);
-        if git(&integration, &["merge-base", "--is-ancestor", &branch, "HEAD"])
-            .await
-            .is_ok()
+        if git(
+            &integration,
+            &["merge-base", "--is-ancestor", &branch, "HEAD"],
+        )
+        .await
+        .is_ok()
         {
             return self.drop_merged(execution, step).await;
         }
         let message = format!("orca: merge step {step}");
         if git(
             &integration,
-            &["merge", "--no-ff", "--no-verify", "--quiet", "-m", &message, &branch],
+            &[
+                "merge",
+                "--no-ff",
+                "--no-verify",
+                "--quiet",
+                "-m",
+                &message,
+                &branch,
+            ],
         )
         .await
         .is_ok()
@@ -379,7 +405,11 @@ impl StepWorkspaces for GitWorktrees {
         }
         // Step branches whose worktree was already gone.
         let prefix = format!("refs/heads/orca-step/{execution}/");
-        let left = git(&self.top, &["for-each-ref", "--format=%(refname:short)", &prefix]).await?;
+        let left = git(
+            &self.top,
+            &["for-each-ref", "--format=%(refname:short)", &prefix],
+        )
+        .await?;
         for b in left.lines().filter(|l| !l.is_empty()) {
             git(&self.top, &["branch", "--quiet", "-D", b]).await?;
         }
@@ -424,9 +454,9 @@ impl StepWorkspaces for GitWorktrees {
 
 async fn create_parent(dir: &Path) -> Result<(), WorkspaceError> {
     if let Some(parent) = dir.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| {
-            WorkspaceError::Git(format!("cannot create {}: {e}", parent.display()))
-        })?;
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| WorkspaceError::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
     Ok(())
 }

@@ -102,7 +102,11 @@ pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
     /// Prepares a fresh checkout for an attempt of `step` (from the integration branch, which
     /// holds the execution's base commit and every merged result, its dependencies' included)
     /// and returns the directory it runs in.
-    async fn prepare(&self, execution: ExecutionId, step: &StepId) -> Result<PathBuf, WorkspaceError>;
+    async fn prepare(
+        &self,
+        execution: ExecutionId,
+        step: &StepId,
+    ) -> Result<PathBuf, WorkspaceError>;
 
     /// Commits what the attempt changed on its branch and merges the branch into the
     /// integration branch. A conflict leaves the integration branch as it was.

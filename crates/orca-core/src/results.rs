@@ -268,7 +268,9 @@ impl Usage {
 
 /// Limits that fail closed: the first one reached ends the call with `budget_exceeded`.
 /// `None` = no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
     /// Total tokens.

@@ -65,11 +65,8 @@ pub(crate) async fn integrate(
                     files.join(", ")
                 ),
             ),
-            other => TaskFailure::new(
-                ErrorCode::TaskFailed,
-                format!("cannot merge step `{step}`"),
-            )
-            .with_cause(other.to_string()),
+            other => TaskFailure::new(ErrorCode::TaskFailed, format!("cannot merge step `{step}`"))
+                .with_cause(other.to_string()),
         });
     }
     reply

@@ -89,7 +89,10 @@ impl Orca {
     /// Gives steps with `isolation = "worktree"` their own git worktrees (ADR 0017); `None`
     /// (outside a git repository) runs them in place.
     #[must_use]
-    pub fn with_workspaces(mut self, workspaces: Option<Arc<dyn orca_core::StepWorkspaces>>) -> Self {
+    pub fn with_workspaces(
+        mut self,
+        workspaces: Option<Arc<dyn orca_core::StepWorkspaces>>,
+    ) -> Self {
         self.dispatch = self.dispatch.with_workspaces(workspaces);
         self
     }

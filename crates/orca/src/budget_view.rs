@@ -34,9 +34,8 @@ fn prompt_estimate(content: &PlanContent, step: &Step, agent: Option<&AgentInfo>
             source: "no model",
         };
     }
-    let chars = step.description.len()
-        + step.command.as_ref().map_or(0, String::len)
-        + content.goal.len();
+    let chars =
+        step.description.len() + step.command.as_ref().map_or(0, String::len) + content.goal.len();
     let tokens = u64::try_from(chars / 4).unwrap_or(u64::MAX) + PROMPT_ALLOWANCE;
     let usage = Usage {
         input_tokens: tokens,
@@ -198,9 +197,7 @@ pub(crate) async fn json(orca: &Orca, plan: &Plan) -> Value {
         return Value::Null;
     }
     let (steps, total) = estimates(orca, plan).await;
-    let one = |b: Option<&Budget>, e: &Estimate| {
-        json!({ "budget": b, "estimate": { "tokens": e.tokens, "cost_micro_usd": e.cost_micro_usd, "source": e.source } })
-    };
+    let one = |b: Option<&Budget>, e: &Estimate| json!({ "budget": b, "estimate": { "tokens": e.tokens, "cost_micro_usd": e.cost_micro_usd, "source": e.source } });
     let steps: Vec<Value> = content
         .steps
         .iter()

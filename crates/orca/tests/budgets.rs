@@ -5,7 +5,6 @@
 //! without a new approval (the digest check refuses the run, nothing runs).
 
 #![expect(clippy::unwrap_used, reason = "tests")]
-#![expect(clippy::print_stdout, reason = "tests print what they counted")]
 
 mod common;
 
@@ -106,7 +105,9 @@ impl Project {
     fn log(&self, exec: &str) -> Vec<Value> {
         let mut out = Vec::new();
         walk(&self.path(".orca"), &mut |p| {
-            if p.to_string_lossy().ends_with(&format!("{exec}.audit.jsonl")) {
+            if p.to_string_lossy()
+                .ends_with(&format!("{exec}.audit.jsonl"))
+            {
                 for line in std::fs::read_to_string(p).unwrap().lines() {
                     out.push(serde_json::from_str(line).unwrap());
                 }
@@ -154,8 +155,10 @@ fn find_code(v: &Value, code: &str) -> Option<String> {
 fn a_step_crossing_its_budget_stops_at_that_turn_and_the_human_decides() {
     let p = Project::new();
     let plan = p.plan(&doc(
-        vec![json!({ "id": "think", "agent": "five", "description": "think hard",
-                     "budget": { "max_tokens": 250 } })],
+        vec![
+            json!({ "id": "think", "agent": "five", "description": "think hard",
+                     "budget": { "max_tokens": 250 } }),
+        ],
         None,
     ));
     let (c, v, err) = p.json(&["run", &plan, "--yes"]);
@@ -175,7 +178,11 @@ fn a_step_crossing_its_budget_stops_at_that_turn_and_the_human_decides() {
         .into_iter()
         .filter(|e| e["data"]["step_id"] == "think" && e["data"]["usage"].is_object())
         .collect();
-    assert_eq!(failed.len(), 1, "one attempt (budget overruns are not retried)");
+    assert_eq!(
+        failed.len(),
+        1,
+        "one attempt (budget overruns are not retried)"
+    );
     let turns = failed[0]["data"]["usage"]["turns"].as_u64().unwrap();
     let tokens = failed[0]["data"]["usage"]["input_tokens"].as_u64().unwrap();
     println!("model turns before the stop: {turns}, tokens: {tokens}");
@@ -184,7 +191,9 @@ fn a_step_crossing_its_budget_stops_at_that_turn_and_the_human_decides() {
     let plan_id = v["plan_id"].as_str().unwrap();
     let text = String::from_utf8_lossy(&p.run(&["plan", "show", plan_id]).stdout).into_owned();
     assert!(
-        text.contains("think: tokens ≤ 250; estimate ~300 tokens, ~$0.000000 (recorded usage of earlier runs)"),
+        text.contains(
+            "think: tokens ≤ 250; estimate ~300 tokens, ~$0.000000 (recorded usage of earlier runs)"
+        ),
         "{text}"
     );
 }
@@ -209,8 +218,7 @@ fn the_plans_budget_stops_the_step_that_crosses_it() {
     println!("decision: {why}");
     assert_eq!(shown["decision"]["request"]["step_id"], "two");
     assert!(
-        why.starts_with("the plan's budget: token budget exceeded: ")
-            && why.contains("over by"),
+        why.starts_with("the plan's budget: token budget exceeded: ") && why.contains("over by"),
         "{why}"
     );
 }
@@ -219,35 +227,53 @@ fn the_plans_budget_stops_the_step_that_crosses_it() {
 fn plan_show_prints_budgets_next_to_an_estimate() {
     let p = Project::new();
     let plan = p.plan(&doc(
-        vec![json!({ "id": "think", "agent": "five", "description": "think hard",
-                     "budget": { "max_tokens": 250, "max_wall_secs": 60 } })],
+        vec![
+            json!({ "id": "think", "agent": "five", "description": "think hard",
+                     "budget": { "max_tokens": 250, "max_wall_secs": 60 } }),
+        ],
         Some(json!({ "max_cost_micro_usd": 2_000_000 })),
     ));
     let out = p.run(&["plan", "create", "--file", &plan]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let (_, list, _) = p.json(&["plan", "list"]);
-    let id = list[0]["plan_id"].as_str().or(list[0]["id"].as_str()).unwrap().to_owned();
+    let id = list[0]["plan_id"]
+        .as_str()
+        .or(list[0]["id"].as_str())
+        .unwrap()
+        .to_owned();
     let text = String::from_utf8_lossy(&p.run(&["plan", "show", &id]).stdout).into_owned();
     println!("{text}");
     assert!(text.contains("Budgets (approved with the plan"), "{text}");
     assert!(text.contains("plan: cost ≤ $2.000000; estimate"), "{text}");
-    assert!(text.contains("think: tokens ≤ 250, wall ≤ 60s; estimate ~20"), "{text}");
+    assert!(
+        text.contains("think: tokens ≤ 250, wall ≤ 60s; estimate ~20"),
+        "{text}"
+    );
     let (_, shown, _) = p.json(&["plan", "show", &id]);
-    assert_eq!(shown["budgets"]["steps"][0]["budget"]["max_tokens"], 250, "{shown}");
+    assert_eq!(
+        shown["budgets"]["steps"][0]["budget"]["max_tokens"], 250,
+        "{shown}"
+    );
 }
 
 #[test]
 fn an_approved_budget_cannot_change_without_a_new_approval() {
     let p = Project::new();
     let plan = p.plan(&doc(
-        vec![json!({ "id": "think", "agent": "two", "description": "think",
-                     "budget": { "max_tokens": 250 } })],
+        vec![
+            json!({ "id": "think", "agent": "two", "description": "think",
+                     "budget": { "max_tokens": 250 } }),
+        ],
         Some(json!({ "max_tokens": 1000 })),
     ));
     let out = p.run(&["plan", "create", "--file", &plan]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let (_, list, _) = p.json(&["plan", "list"]);
-    let id = list[0]["plan_id"].as_str().or(list[0]["id"].as_str()).unwrap().to_owned();
+    let id = list[0]["plan_id"]
+        .as_str()
+        .or(list[0]["id"].as_str())
+        .unwrap()
+        .to_owned();
     let out = p.run(&["plan", "approve", &id]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let file = p.path(&format!(".orca/plans/{id}.json"));
@@ -268,7 +294,11 @@ fn an_approved_budget_cannot_change_without_a_new_approval() {
         }
         std::fs::write(&file, v.to_string()).unwrap();
         let out = p.run(&["run", &id]);
-        println!("{edit} budget raised (digest recomputed: {recompute}): exit {}: {}", code(&out), stderr(&out).trim());
+        println!(
+            "{edit} budget raised (digest recomputed: {recompute}): exit {}: {}",
+            code(&out),
+            stderr(&out).trim()
+        );
         if code(&out) == 5 {
             refused += 1;
         }

@@ -8,7 +8,6 @@
 //! Deadlines are generous (a loaded 2-core CI box); the counts are printed.
 
 #![expect(clippy::unwrap_used, reason = "tests")]
-#![expect(clippy::print_stdout, reason = "tests print what they counted")]
 
 mod common;
 
@@ -141,7 +140,8 @@ impl Project {
     /// `shell`, or `agent` when given.
     fn plan_with(&self, agent: &str, steps: &[(&str, &str, &[&str], Option<&str>)]) -> String {
         let path = self.plan(steps);
-        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let mut doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for s in doc["steps"].as_array_mut().unwrap() {
             s["agent"] = json!(agent);
         }
@@ -173,7 +173,10 @@ impl Project {
     /// tracked and untracked file's content in the working tree (`.orca/` aside).
     fn user_state(&self) -> String {
         let d = self.dir.path();
-        let listed = git(d, &["ls-files", "--cached", "--others", "--exclude-standard"]);
+        let listed = git(
+            d,
+            &["ls-files", "--cached", "--others", "--exclude-standard"],
+        );
         let mut hashes = String::new();
         for f in listed.lines() {
             let content = std::fs::read(self.path(f)).unwrap_or_default();
@@ -199,7 +202,11 @@ impl Project {
     fn step_branches(&self) -> usize {
         git(
             self.dir.path(),
-            &["for-each-ref", "--format=%(refname)", "refs/heads/orca-step/"],
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/heads/orca-step/",
+            ],
         )
         .lines()
         .count()
@@ -230,7 +237,12 @@ fn two_parallel_steps_editing_different_files_merge_cleanly_and_leave_the_user_u
             &[],
             Some("worktree"),
         ),
-        ("after", "test -f left.txt && test -f right.txt", &["left", "right"], Some("worktree")),
+        (
+            "after",
+            "test -f left.txt && test -f right.txt",
+            &["left", "right"],
+            Some("worktree"),
+        ),
     ]);
     let (c, v, err) = p.json(&["run", &plan, "--yes"]);
     assert_eq!(c, 0, "{v} {err}");
@@ -248,7 +260,10 @@ fn two_parallel_steps_editing_different_files_merge_cleanly_and_leave_the_user_u
     println!("worktrees after a completed run: {wt} (the user's own), step branches left: {sb}");
     assert_eq!(wt, 1);
     assert_eq!(sb, 0);
-    assert!(!p.path("left.txt").exists(), "a step wrote into the user's tree");
+    assert!(
+        !p.path("left.txt").exists(),
+        "a step wrote into the user's tree"
+    );
 }
 
 #[test]
@@ -257,8 +272,18 @@ fn same_line_conflict_is_a_decision_and_a_retry_completes() {
     let before = p.user_state();
     // No declared writes (so plan validation cannot see it): the worktree merge catches it.
     let plan = p.plan(&[
-        ("first", "sed -i '1s/.*/A/' shared.txt", &[], Some("worktree")),
-        ("second", "sleep 1; sed -i '1s/.*/B/' shared.txt", &[], Some("worktree")),
+        (
+            "first",
+            "sed -i '1s/.*/A/' shared.txt",
+            &[],
+            Some("worktree"),
+        ),
+        (
+            "second",
+            "sleep 1; sed -i '1s/.*/B/' shared.txt",
+            &[],
+            Some("worktree"),
+        ),
     ]);
     let (c, v, err) = p.json(&["run", &plan, "--yes"]);
     assert_eq!(c, 4, "awaiting the decision: {v} {err}");
@@ -273,11 +298,24 @@ fn same_line_conflict_is_a_decision_and_a_retry_completes() {
     let text = String::from_utf8_lossy(&p.run(&["exec", "show", &exec]).stdout).into_owned();
     assert!(text.contains("worktrees kept for inspection"), "{text}");
     // The human decides: retry. The step restarts from the merged results (A) and wins.
-    let (c, v, err) = p.json(&["exec", "decide", &exec, "retry", "--guidance", "edit on top of first"]);
+    let (c, v, err) = p.json(&[
+        "exec",
+        "decide",
+        &exec,
+        "retry",
+        "--guidance",
+        "edit on top of first",
+    ]);
     assert_eq!(c, 0, "{v} {err}");
     assert_eq!(v["stage"], "completed", "{v}");
-    assert_eq!(p.show(&format!("orca/{exec}:shared.txt")), "B\nline2\nline3\n");
-    let log = git(p.dir.path(), &["log", "--format=%s", &format!("orca/{exec}")]);
+    assert_eq!(
+        p.show(&format!("orca/{exec}:shared.txt")),
+        "B\nline2\nline3\n"
+    );
+    let log = git(
+        p.dir.path(),
+        &["log", "--format=%s", &format!("orca/{exec}")],
+    );
     assert!(log.contains("orca: merge step first"), "{log}");
     assert!(log.contains("orca: merge step second"), "{log}");
     assert_eq!(before, p.user_state());
@@ -315,7 +353,10 @@ fn kill_9_mid_run_then_resume_recreates_worktrees_and_leaks_none() {
     let mut child = p.command(&["run", &plan, "--yes"]).spawn().unwrap();
     let start = Instant::now();
     while !started.exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the slow step never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the slow step never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // Let `quick` merge too, then kill -9 the runner mid-run.
@@ -340,7 +381,10 @@ fn kill_9_mid_run_then_resume_recreates_worktrees_and_leaks_none() {
         .unwrap_or(0);
     println!("after resume: worktrees {wt}, step branches {sb}, orca worktree dirs {dirs}");
     assert_eq!((wt, sb, dirs), (1, 0, 0));
-    assert_eq!(std::fs::read_to_string(&started).unwrap().lines().count(), 2);
+    assert_eq!(
+        std::fs::read_to_string(&started).unwrap().lines().count(),
+        2
+    );
 }
 
 #[test]
@@ -355,7 +399,10 @@ fn apply_fast_forwards_a_clean_checkout() {
         git(p.dir.path(), &["rev-parse", &format!("orca/{exec}")])
     );
     assert_eq!(std::fs::read_to_string(p.path("new.txt")).unwrap(), "new\n");
-    assert_eq!(git(p.dir.path(), &["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");
+    assert_eq!(
+        git(p.dir.path(), &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/main"
+    );
 
     // A dirty tree is never touched: --apply refuses and says so.
     std::fs::write(p.path("shared.txt"), "dirty\n").unwrap();
@@ -375,7 +422,10 @@ fn outside_a_git_repository_isolated_steps_run_in_place_with_a_clear_message() {
     assert_eq!(c, 0, "{v} {err}");
     assert!(err.contains("is not in a git repository"), "{err}");
     assert!(err.contains("run in place"), "{err}");
-    assert_eq!(std::fs::read_to_string(p.path("here.txt")).unwrap(), "here\n");
+    assert_eq!(
+        std::fs::read_to_string(p.path("here.txt")).unwrap(),
+        "here\n"
+    );
 }
 
 #[test]
@@ -400,7 +450,10 @@ fn a_model_agents_file_tools_act_in_its_worktree_never_in_the_users_tree() {
     let (c, v, err) = p.json(&["run", &plan, "--yes"]);
     assert_eq!(c, 0, "{v} {err}");
     let exec = v["execution_id"].as_str().unwrap();
-    assert_eq!(p.show(&format!("orca/{exec}:model.txt")), "from the model\n");
+    assert_eq!(
+        p.show(&format!("orca/{exec}:model.txt")),
+        "from the model\n"
+    );
     assert_eq!(p.show(&format!("orca/{exec}:shared.txt")), "rewritten\n");
     let leaked = usize::from(p.path("model.txt").exists()) + usize::from(before != p.user_state());
     println!("writes that reached the user's tree: {leaked}");
@@ -419,10 +472,23 @@ fn the_example_plan_runs_in_worktrees_by_the_plans_default() {
     let (c, v, err) = p.json(&["run", &example, "--yes"]);
     assert_eq!(c, 0, "{v} {err}");
     let exec = v["execution_id"].as_str().unwrap();
-    assert!(p.show(&format!("orca/{exec}:src/greet.rs")).contains("hello"));
-    assert!(p.show(&format!("orca/{exec}:docs/greet.md")).contains("greet"));
-    assert_eq!(before, p.user_state(), "the example ran in worktrees, not in place");
-    let merges = git(p.dir.path(), &["log", "--merges", "--format=%s", &format!("orca/{exec}")]);
+    assert!(
+        p.show(&format!("orca/{exec}:src/greet.rs"))
+            .contains("hello")
+    );
+    assert!(
+        p.show(&format!("orca/{exec}:docs/greet.md"))
+            .contains("greet")
+    );
+    assert_eq!(
+        before,
+        p.user_state(),
+        "the example ran in worktrees, not in place"
+    );
+    let merges = git(
+        p.dir.path(),
+        &["log", "--merges", "--format=%s", &format!("orca/{exec}")],
+    );
     println!("merges on the run's branch: {}", merges.lines().count());
     // `code` and `docs`; `check` changed nothing, so there is nothing of it to merge.
     assert_eq!(merges.lines().count(), 2);
@@ -443,6 +509,12 @@ fn the_configs_default_isolates_writing_steps_only() {
     assert_eq!(c, 0, "{v} {err}");
     let exec = v["execution_id"].as_str().unwrap();
     assert_eq!(p.show(&format!("orca/{exec}:w.txt")), "w\n");
-    assert!(!p.path("w.txt").exists(), "the writing step ran in a worktree");
-    assert!(p.path("r.txt").exists(), "a step declaring no writes runs in place");
+    assert!(
+        !p.path("w.txt").exists(),
+        "the writing step ran in a worktree"
+    );
+    assert!(
+        p.path("r.txt").exists(),
+        "a step declaring no writes runs in place"
+    );
 }
