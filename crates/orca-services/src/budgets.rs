@@ -86,3 +86,122 @@ impl StepLimits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
+
+    use orca_core::{AgentId, TaskSuccess};
+
+    use super::*;
+
+    fn limits(step: Option<Budget>, plan: Option<Budget>) -> (StepLimits, StepId) {
+        let id = StepId::parse("think").unwrap();
+        let mut s = Step::new(id.clone(), AgentId::parse("coder").unwrap(), "think");
+        s.budget = step;
+        let content = PlanContent {
+            budget: plan,
+            steps: vec![s.clone()],
+            ..PlanContent::default()
+        };
+        let config = Budget {
+            max_turns: Some(50),
+            ..Budget::UNLIMITED
+        };
+        (
+            StepLimits::new(&config, &Budget::UNLIMITED, &content, &s),
+            id,
+        )
+    }
+
+    fn tokens(n: u64) -> Usage {
+        Usage {
+            input_tokens: n,
+            ..Usage::default()
+        }
+    }
+
+    fn success() -> TaskResult {
+        TaskResult::Success(TaskSuccess::with_summary("done"))
+    }
+
+    fn message(r: &TaskResult) -> Option<&str> {
+        match r {
+            TaskResult::Failure(f) if f.code == ErrorCode::BudgetExceeded => Some(&f.message),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_tighter_limit_wins_and_the_plans_remainder_bounds_the_request() {
+        let (l, _) = limits(
+            Some(Budget {
+                max_tokens: Some(250),
+                ..Budget::UNLIMITED
+            }),
+            Some(Budget {
+                max_tokens: Some(1_000),
+                ..Budget::UNLIMITED
+            }),
+        );
+        assert_eq!(l.step.max_turns, Some(50), "the runner's limit stays");
+        assert_eq!(l.request(&tokens(0), 0).max_tokens, Some(250));
+        assert_eq!(l.request(&tokens(900), 0).max_tokens, Some(100));
+        assert!(l.exhausted(&tokens(1_000), 0).is_none());
+        assert_eq!(
+            l.exhausted(&tokens(1_001), 0).unwrap(),
+            "the plan's budget: token budget exceeded: 1001 > 1000, over by 1"
+        );
+    }
+
+    #[test]
+    fn an_overrun_names_the_budget_and_by_how_much() {
+        let (l, id) = limits(
+            Some(Budget {
+                max_tokens: Some(250),
+                ..Budget::UNLIMITED
+            }),
+            Some(Budget {
+                max_tokens: Some(300),
+                ..Budget::UNLIMITED
+            }),
+        );
+        let step_over = l.check(&id, success(), &tokens(260), 0, &tokens(0), 0);
+        assert_eq!(
+            message(&step_over).unwrap(),
+            "step `think`'s budget: token budget exceeded: 260 > 250, over by 10"
+        );
+        // Within its own budget, but the plan's total is crossed: the result stays.
+        let plan_over = l.check(&id, success(), &tokens(200), 0, &tokens(200), 0);
+        assert!(matches!(plan_over, TaskResult::Success(_)));
+        // The agent stopped itself on the plan's remainder: the failure names the plan's budget.
+        let agent = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, "x"));
+        let named = l.check(&id, agent, &tokens(200), 0, &tokens(200), 0);
+        assert_eq!(
+            message(&named).unwrap(),
+            "the plan's budget: token budget exceeded: 400 > 300, over by 100"
+        );
+    }
+
+    #[test]
+    fn a_timeout_at_the_steps_wall_budget_is_a_budget_failure() {
+        let (l, id) = limits(
+            Some(Budget {
+                max_wall_secs: Some(5),
+                ..Budget::UNLIMITED
+            }),
+            None,
+        );
+        let timeout = TaskResult::Failure(TaskFailure::new(ErrorCode::Timeout, "slow"));
+        let named = l.check(&id, timeout.clone(), &tokens(0), 5, &tokens(0), 5);
+        assert_eq!(
+            message(&named).unwrap(),
+            "step `think`'s budget: time budget exceeded: 5s >= 5s"
+        );
+        let early = l.check(&id, timeout, &tokens(0), 2, &tokens(0), 2);
+        assert!(
+            message(&early).is_none(),
+            "a shorter timeout is the step's own"
+        );
+    }
+}
