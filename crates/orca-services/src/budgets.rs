@@ -89,8 +89,6 @@ impl StepLimits {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
-
     use orca_core::{AgentId, TaskSuccess};
 
     use super::*;
