@@ -246,6 +246,26 @@ impl GitWorktrees {
         Ok(dir)
     }
 
+    /// Starts `next`'s branch where `previous`'s ends (a replan continues from the merged
+    /// results of the plan it replaces, not from `HEAD`). Nothing happens when `next` already
+    /// has a branch or `previous` has none.
+    ///
+    /// # Errors
+    /// A git failure.
+    pub async fn continue_from(
+        &self,
+        previous: ExecutionId,
+        next: ExecutionId,
+    ) -> Result<bool, WorkspaceError> {
+        let _guard = self.lock.lock().await;
+        let (from, to) = (self.branch(previous), self.branch(next));
+        if self.has_branch(&to).await || !self.has_branch(&from).await {
+            return Ok(false);
+        }
+        git(&self.top, &["branch", &to, &from]).await?;
+        Ok(true)
+    }
+
     /// Fast-forwards the user's checked-out branch to the execution's branch, only when the
     /// working tree is clean and the move is a fast-forward.
     ///
@@ -335,13 +355,17 @@ impl StepWorkspaces for GitWorktrees {
     ) -> Result<(), WorkspaceError> {
         let _guard = self.lock.lock().await;
         let dir = self.step_dir(execution, step);
+        let branch = Self::step_branch(execution, step);
+        if !self.is_registered(&dir).await? && !self.has_branch(&branch).await {
+            // Merged and dropped already (integrating again after a crash changes nothing).
+            return Ok(());
+        }
         git(&dir, &["add", "--all"]).await?;
         if git(&dir, &["diff", "--cached", "--quiet"]).await.is_err() {
             let message = format!("orca: step {step} (execution {execution}, attempt {attempt})");
             git(&dir, &["commit", "--quiet", "--no-verify", "-m", &message]).await?;
         }
         let integration = self.ensure_integration(execution).await?;
-        let branch = Self::step_branch(execution, step);
         if git(
             &integration,
             &["merge-base", "--is-ancestor", &branch, "HEAD"],

@@ -675,6 +675,8 @@ async fn drive(
                 app.info(&format!(
                     "running the new plan {plan_id} as execution {next}"
                 ));
+                // ADR 0017: the new run's branch starts from the merged results so far.
+                crate::isolation::continue_from(app, exec, next).await;
                 exec = next;
             }
             _ => return Ok(code),

@@ -59,3 +59,19 @@ pub(crate) async fn apply(app: &App, exec: ExecutionId) -> Result<String, Worksp
         Applied::UpToDate => format!("applied: the checked-out branch already holds {branch}"),
     })
 }
+
+/// A replan's execution continues from the merged results of the one it replaces.
+pub(crate) async fn continue_from(app: &App, previous: ExecutionId, next: ExecutionId) {
+    let Ok(git) = GitWorktrees::discover(app.root()).await else {
+        return;
+    };
+    match git.continue_from(previous, next).await {
+        Ok(true) => app.info(&format!(
+            "{} starts from {}",
+            git.branch(next),
+            git.branch(previous)
+        )),
+        Ok(false) => {}
+        Err(e) => crate::term::say(&format!("warning: {e}")),
+    }
+}
