@@ -182,10 +182,15 @@ impl GitWorktrees {
     }
 
     /// Removes a worktree whether or not git still knows it; nothing left behind.
+    ///
+    /// A `kill -9` during `git worktree add` leaves the entry locked ("initializing") and maybe
+    /// without its directory: it is unlocked, removed as far as git can, its directory deleted
+    /// and the rest pruned; only an entry git still lists after all that is an error.
     async fn remove_worktree(&self, dir: &Path) -> Result<(), WorkspaceError> {
+        let d = dir.to_string_lossy();
         if self.is_registered(dir).await? {
-            let d = dir.to_string_lossy();
-            git(&self.top, &["worktree", "remove", "--force", "--force", &d]).await?;
+            let _ = git(&self.top, &["worktree", "unlock", &d]).await;
+            let _ = git(&self.top, &["worktree", "remove", "--force", "--force", &d]).await;
         }
         if dir.exists() {
             tokio::fs::remove_dir_all(dir).await.map_err(|e| {
@@ -193,6 +198,11 @@ impl GitWorktrees {
             })?;
         }
         git(&self.top, &["worktree", "prune"]).await?;
+        if self.is_registered(dir).await? {
+            return Err(WorkspaceError::Git(format!(
+                "git still lists the worktree {d} after removing it"
+            )));
+        }
         Ok(())
     }
 

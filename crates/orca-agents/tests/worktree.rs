@@ -176,3 +176,30 @@ async fn a_repository_without_a_commit_says_so() {
         .unwrap_err();
     assert!(err.to_string().contains("has no commit yet"), "{err}");
 }
+
+#[tokio::test]
+async fn a_worktree_left_locked_and_half_made_by_a_crash_is_recreated() {
+    let r = repo();
+    let root = r.path();
+    let git = GitWorktrees::discover(root).await.unwrap();
+    let exec = ExecutionId::new();
+    let dir = git.prepare(exec, &step("a")).await.unwrap();
+    // What `kill -9` during `git worktree add` leaves: the entry locked, the directory gone.
+    ok(
+        root,
+        &[
+            "worktree",
+            "lock",
+            "--reason",
+            "initializing",
+            &dir.to_string_lossy(),
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let again = git.prepare(exec, &step("a")).await.unwrap();
+    assert_eq!(again, dir);
+    assert!(again.join("f.txt").exists());
+    let n = worktrees(root);
+    println!("worktrees after re-creating a locked, half-made one: {n}");
+    assert_eq!(n, 3, "the user's, the integration one, a's");
+}
