@@ -3,7 +3,7 @@
 //! its holder.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 #![expect(clippy::unwrap_used, reason = "tests")]
 #![expect(clippy::print_stderr, reason = "tests print the counts they check")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

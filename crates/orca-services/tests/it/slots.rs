@@ -7,7 +7,7 @@
 //! of missing and duplicated entries is printed (it must be 0).
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
