@@ -9,6 +9,7 @@ mod driver;
 mod driver_signals;
 mod exit;
 mod isolation;
+mod mcp;
 mod plan_doc;
 mod render;
 mod sandbox;
