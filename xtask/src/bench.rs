@@ -3,6 +3,8 @@
 //! Runs (each several times; the table shows the median and the spread min–max):
 //! - the store benchmark example `orca-store/examples/store_bench.rs`, if it exists;
 //! - the runner benchmark `orca-services/examples/runner_bench.rs`;
+//! - the PostgreSQL store benchmark `orca-store-postgres/examples/pg_bench.rs` (a throwaway
+//!   server, fsync on): claim + complete per task, tasks/s with 1, 4 and 8 workers;
 //! - the CLI: cold start of `orca plan list` with 100 plans, and listing 10,000 plans (wall
 //!   time and peak memory of the process). The plans are one real plan created by the CLI,
 //!   copied under fresh ids by a small helper (not 10,000 CLI calls).
@@ -95,6 +97,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             &["-p", "orca-store", "--example", "store_bench"],
         )?;
     }
+    util::build(
+        opts.profile,
+        &["-p", "orca-store-postgres", "--example", "pg_bench"],
+    )?;
 
     let mut rows: Vec<Row> = Vec::new();
     for rep in 0..opts.reps {
@@ -112,6 +118,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         example(
             &bin,
             &out_dir.join(format!("runner-{rep}.json")),
+            opts.quick,
+            &mut rows,
+        )?;
+        // The PostgreSQL store on a throwaway durable server (ADR 0021, 0022).
+        let bin = util::built(root, opts.profile, "examples/pg_bench");
+        example(
+            &bin,
+            &out_dir.join(format!("pg-{rep}.json")),
             opts.quick,
             &mut rows,
         )?;
