@@ -70,6 +70,9 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # sandbox = "kernel"
 # Extra places steps may write in "kernel" mode (absolute, or ~/...), e.g. build caches:
 # sandbox_writable = ["~/.cargo/registry", "~/.npm"]
+# Where steps that declare `writes` run when neither they nor their plan say (ADR 0017):
+# "worktree" gives each its own git worktree, merged into the run's branch orca/<execution>.
+# isolation = "in_place"
 
 # AGENTS.md / CLAUDE.md in the project root go into the planner's and specialists' prompts
 # (16 KiB at most). This line, before any [table], keeps them out:
@@ -146,6 +149,8 @@ struct RawConfig {
     sandbox_writable: Option<Vec<PathBuf>>,
     #[serde(default)]
     project_instructions: Option<bool>,
+    #[serde(default)]
+    isolation: Option<orca_core::Isolation>,
     #[serde(default)]
     defaults: Option<toml::Value>,
     #[serde(default)]
@@ -327,6 +332,8 @@ pub struct Config {
     /// Extra paths shell steps, `run_command` and command-line agents may write in `kernel`
     /// mode (absolute, or `~/…`), besides the project and a per-step temporary directory.
     pub sandbox_writable: Vec<PathBuf>,
+    /// The isolation of writing steps when neither they nor their plan name one (ADR 0017).
+    pub isolation: Option<orca_core::Isolation>,
     /// Settings every agent starts from.
     pub defaults: AgentSettings,
     /// Per-agent settings (built-in overrides and custom agents).
@@ -508,6 +515,7 @@ impl Config {
             env_file: raw.env_file,
             sandbox,
             sandbox_writable,
+            isolation: raw.isolation,
             defaults,
             agents,
             store_url,

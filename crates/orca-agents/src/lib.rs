@@ -41,6 +41,7 @@ pub mod step_env;
 pub mod tool_mode;
 pub mod tools;
 pub mod workspace;
+pub mod worktree;
 
 pub use agent_loop::{LoopSettings, RetryPolicy};
 pub use anthropic::AnthropicBackend;
@@ -64,3 +65,4 @@ pub use secret::ApiKey;
 pub use step_env::EnvPolicy;
 pub use tools::ToolSet;
 pub use workspace::WorkspaceTools;
+pub use worktree::{Applied, GitWorktrees};

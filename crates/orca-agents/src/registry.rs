@@ -337,20 +337,16 @@ impl AgentPort for Agents {
             Ok(e) => e,
             Err(f) => return Reply::new(TaskResult::Failure(f)),
         };
+        // An isolated step runs in its own worktree (ADR 0017).
+        let root = request.workdir.as_deref().unwrap_or(&self.root);
         match &entry.runtime {
             Runtime::Shell => Reply::new(
-                shell::run_shell_for(
-                    &self.root,
-                    &request,
-                    &self.env,
-                    self.sandbox.as_deref(),
-                    tools,
-                )
-                .await,
+                shell::run_shell_for(root, &request, &self.env, self.sandbox.as_deref(), tools)
+                    .await,
             ),
             Runtime::Cli(cli) => {
                 cli.run_task(
-                    &self.root,
+                    root,
                     &entry.profile,
                     &request,
                     &self.env,

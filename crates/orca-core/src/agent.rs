@@ -188,6 +188,9 @@ pub struct TaskRequest {
     pub budget: Budget,
     /// The wall-clock limit of this attempt.
     pub timeout: Option<Duration>,
+    /// Where the attempt runs when it is not the project root: its own worktree (ADR 0017).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 impl TaskRequest {

@@ -72,7 +72,7 @@ pub enum Problem {
         /// The lock as written.
         lock: String,
     },
-    /// `max_attempts: 0` or `timeout_secs: 0`.
+    /// `max_attempts: 0`, `timeout_secs: 0` or a zero limit in the step's `budget`.
     ZeroLimit {
         /// The step.
         step: StepId,
@@ -486,9 +486,14 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
                 });
             }
         }
+        let b = step.budget.unwrap_or_default();
         for (field, zero) in [
             ("max_attempts", step.max_attempts == Some(0)),
             ("timeout_secs", step.timeout_secs == Some(0)),
+            ("budget.max_tokens", b.max_tokens == Some(0)),
+            ("budget.max_cost_micro_usd", b.max_cost_micro_usd == Some(0)),
+            ("budget.max_turns", b.max_turns == Some(0)),
+            ("budget.max_wall_secs", b.max_wall_secs == Some(0)),
         ] {
             if zero {
                 problems.push(Problem::ZeroLimit {

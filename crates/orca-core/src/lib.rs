@@ -95,6 +95,7 @@ pub mod format;
 pub mod graph;
 pub mod hitl;
 pub mod id;
+pub mod isolation;
 pub mod ownership;
 pub mod plan;
 pub mod redact;
@@ -129,6 +130,7 @@ pub use hitl::{
     InterruptionAction, Touchpoint, TwoQuestion, match_action,
 };
 pub use id::{AgentId, ExecutionId, PlanId, SessionId, StepId};
+pub use isolation::{Isolation, KeptWorktree, StepWorkspaces, WorkspaceEnd, WorkspaceError};
 pub use ownership::{ProcessGroup, ReapOutcome, StepIdentity};
 pub use plan::{
     Approval, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanEvent, PlanStage, ProposalPlan,

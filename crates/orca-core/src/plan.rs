@@ -22,6 +22,8 @@ use crate::error::{BuilderError, DocumentError};
 use crate::format::{Digest, FormatVersion};
 use crate::graph::{self, Problem};
 use crate::id::{AgentId, PlanId, StepId};
+use crate::isolation::Isolation;
+use crate::results::Budget;
 
 /// One step of a plan: which agent does what, and after which other steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -67,6 +69,15 @@ pub struct Step {
     /// (`["GITHUB_TOKEN"]`): names, never values. Part of the approved content (and digest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+    /// Where the step runs: `in_place` or `worktree` (its own git worktree, merged into the
+    /// execution's branch; ADR 0017). Omitted: the plan's default for steps that declare
+    /// `writes`, else in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// Limits of this step (tokens, cost, turns, wall seconds), approved with the plan; an
+    /// attempt crossing one fails closed with `budget_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Whether `name` can be named in a step's `env`: an environment variable name (ASCII letters,
@@ -99,6 +110,8 @@ impl Step {
             max_attempts: None,
             timeout_secs: None,
             env: Vec::new(),
+            isolation: None,
+            budget: None,
         }
     }
 
@@ -150,6 +163,13 @@ pub struct PlanContent {
     pub risks: Vec<String>,
     /// How the result will be checked (at least one).
     pub verification: Vec<String>,
+    /// The isolation of every step that declares `writes` and names none itself (ADR 0017).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// Limits of the whole execution (tokens, cost and turns summed over its steps; wall
+    /// seconds since it started), approved with the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 impl PlanContent {
@@ -413,6 +433,12 @@ pub struct StepPatch {
     /// New environment variable names.
     #[serde(default)]
     pub env: Option<Vec<String>>,
+    /// New isolation (`Some(None)` restores the plan's default).
+    #[serde(default, with = "double_option")]
+    pub isolation: Option<Option<Isolation>>,
+    /// New budget (`Some(None)` removes it).
+    #[serde(default, with = "double_option")]
+    pub budget: Option<Option<Budget>>,
 }
 
 mod double_option {
@@ -555,6 +581,8 @@ impl DraftPlan {
             max_attempts,
             timeout_secs,
             env,
+            isolation,
+            budget,
         } = patch;
         if let Some(v) = agent {
             step.agent = v;
@@ -591,6 +619,12 @@ impl DraftPlan {
         }
         if let Some(v) = env {
             step.env = v;
+        }
+        if let Some(v) = isolation {
+            step.isolation = v;
+        }
+        if let Some(v) = budget {
+            step.budget = v;
         }
         Ok(())
     }

@@ -34,6 +34,9 @@ pub enum ErrorCode {
     /// The agent's model could not be used at all: nothing answered at its endpoint, or the
     /// endpoint refused its credentials. A configuration problem, not a failed attempt.
     BackendUnavailable,
+    /// The step's worktree branch did not merge cleanly into the execution's branch (ADR
+    /// 0017): the message lists the conflicting files; the human decides.
+    MergeConflict,
 }
 
 impl ErrorCode {
@@ -53,6 +56,7 @@ impl ErrorCode {
             Self::ToolRefused => "tool_refused",
             Self::TaskFailed => "task_failed",
             Self::BackendUnavailable => "backend_unavailable",
+            Self::MergeConflict => "merge_conflict",
         }
     }
 }
@@ -264,7 +268,9 @@ impl Usage {
 
 /// Limits that fail closed: the first one reached ends the call with `budget_exceeded`.
 /// `None` = no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
     /// Total tokens.
@@ -290,36 +296,56 @@ impl Budget {
         max_wall_secs: None,
     };
 
-    /// The first limit `usage` (after `elapsed_secs`) has exceeded, as a message.
+    /// The first limit `usage` (after `elapsed_secs`) has exceeded, as a message saying by
+    /// how much (`token budget exceeded: 300 > 250, over by 50`).
     #[must_use]
     pub fn exceeded(&self, usage: &Usage, elapsed_secs: u64) -> Option<String> {
+        let over = |used: u64, max: u64| used.saturating_sub(max);
         if let Some(max) = self.max_tokens
             && usage.total_tokens() > max
         {
+            let used = usage.total_tokens();
             return Some(format!(
-                "token budget exceeded: {} > {max}",
-                usage.total_tokens()
+                "token budget exceeded: {used} > {max}, over by {}",
+                over(used, max)
             ));
         }
         if let Some(max) = self.max_cost_micro_usd
             && usage.cost_micro_usd > max
         {
+            let used = usage.cost_micro_usd;
             return Some(format!(
-                "cost budget exceeded: {} > {max} micro-USD",
-                usage.cost_micro_usd
+                "cost budget exceeded: {used} > {max} micro-USD, over by {}",
+                over(used, max)
             ));
         }
         if let Some(max) = self.max_turns
             && usage.turns > max
         {
-            return Some(format!("turn budget exceeded: {} > {max}", usage.turns));
+            return Some(format!(
+                "turn budget exceeded: {} > {max}, over by {}",
+                usage.turns,
+                usage.turns.saturating_sub(max)
+            ));
         }
         if let Some(max) = self.max_wall_secs
             && elapsed_secs > max
         {
-            return Some(format!("time budget exceeded: {elapsed_secs}s > {max}s"));
+            return Some(format!(
+                "time budget exceeded: {elapsed_secs}s > {max}s, over by {}s",
+                over(elapsed_secs, max)
+            ));
         }
         None
+    }
+
+    /// Whether no limit is set.
+    #[must_use]
+    pub const fn is_unlimited(&self) -> bool {
+        self.max_tokens.is_none()
+            && self.max_cost_micro_usd.is_none()
+            && self.max_turns.is_none()
+            && self.max_wall_secs.is_none()
     }
 
     /// What is left of this budget after `usage` and `elapsed_secs` (saturating at zero).

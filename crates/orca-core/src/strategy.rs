@@ -114,6 +114,8 @@ pub fn plan_content(max_steps: usize) -> impl Strategy<Value = PlanContent> {
                 assumptions,
                 risks,
                 verification,
+                isolation: None,
+                budget: None,
             }
         })
 }

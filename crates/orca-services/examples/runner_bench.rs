@@ -139,6 +139,8 @@ fn content(steps: Vec<Step>) -> PlanContent {
         assumptions: vec!["a benchmark".to_owned()],
         risks: vec!["none".to_owned()],
         verification: vec!["every task completes".to_owned()],
+        isolation: None,
+        budget: None,
     }
 }
 

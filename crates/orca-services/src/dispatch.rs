@@ -5,6 +5,9 @@ use orca_core::{
     AgentAnswer, AgentId, AgentInfo, ErrorCode, QuestionRequest, Reply, Role, SessionId,
     TaskFailure, TaskRequest, TaskResult,
 };
+use std::sync::Arc;
+
+use orca_core::StepWorkspaces;
 use tracing::instrument;
 
 use crate::tools::{AuditScope, CallMode, Gate, ProcessSink, StepOwner, ToolContext};
@@ -13,13 +16,31 @@ use crate::tools::{AuditScope, CallMode, Gate, ProcessSink, StepOwner, ToolConte
 #[derive(Debug, Clone)]
 pub struct DispatchService {
     ctx: ToolContext,
+    /// Worktrees for isolated steps, if the project is in a git repository (ADR 0017).
+    workspaces: Option<Arc<dyn StepWorkspaces>>,
 }
 
 impl DispatchService {
     /// A dispatcher over the tool context (agents, hitl, planning, store).
     #[must_use]
     pub const fn new(ctx: ToolContext) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            workspaces: None,
+        }
+    }
+
+    /// Gives isolated steps their own worktrees (builder style).
+    #[must_use]
+    pub fn with_workspaces(mut self, workspaces: Option<Arc<dyn StepWorkspaces>>) -> Self {
+        self.workspaces = workspaces;
+        self
+    }
+
+    /// The worktrees of isolated steps, if any.
+    #[must_use]
+    pub fn workspaces(&self) -> Option<&Arc<dyn StepWorkspaces>> {
+        self.workspaces.as_ref()
     }
 
     /// The tool context.
@@ -49,7 +70,7 @@ impl DispatchService {
     /// [`Self::dispatch_task`], reporting the process groups the attempt starts to `sink`.
     pub async fn dispatch_task_owned(
         &self,
-        request: TaskRequest,
+        mut request: TaskRequest,
         scope: Option<AuditScope>,
         sink: Option<ProcessSink>,
         held_fds: Vec<i32>,
@@ -63,7 +84,19 @@ impl DispatchService {
                 format!("no specialist agent `{}` is available", request.agent),
             )));
         };
-        let mut gate = Gate::new(self.ctx.clone(), &info, CallMode::Task, scope);
+        // Hook (ADR 0017): an isolated step runs in a fresh worktree of its own.
+        let isolated = self
+            .workspaces
+            .as_ref()
+            .filter(|_| crate::isolated::wanted(&request));
+        let ctx = match isolated {
+            Some(ws) => match crate::isolated::prepare(ws, &self.ctx, &mut request).await {
+                Ok(ctx) => ctx,
+                Err(failure) => return Reply::new(TaskResult::Failure(failure)),
+            },
+            None => self.ctx.clone(),
+        };
+        let mut gate = Gate::new(ctx, &info, CallMode::Task, scope);
         if let Some(sink) = sink {
             gate = gate.for_step(StepOwner {
                 identity: request.identity(),
@@ -71,7 +104,14 @@ impl DispatchService {
                 held_fds,
             });
         }
-        self.ctx.agents.run_task(request, &gate).await
+        match isolated {
+            Some(ws) => {
+                let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
+                // Hook (ADR 0017): a success counts once it is merged.
+                crate::isolated::integrate(ws, &request, reply).await
+            }
+            None => self.ctx.agents.run_task(request, &gate).await,
+        }
     }
 
     /// Asks a specialist a read-only question (write tools withheld), optionally continuing a

@@ -11,6 +11,7 @@
 //! nothing here speaks HTTP. [`Orca`] wires the services together for a binary.
 
 pub mod approval;
+mod budgets;
 pub mod dispatch;
 pub mod error;
 pub mod events;
@@ -18,6 +19,7 @@ pub mod execution;
 pub mod fork;
 pub mod hitl;
 pub mod integrity;
+mod isolated;
 pub mod locks;
 pub mod planning;
 pub mod record;
@@ -89,6 +91,17 @@ impl Orca {
             relay: OrcaService::new(tools.clone(), planner_budget),
             tools,
         }
+    }
+
+    /// Gives steps with `isolation = "worktree"` their own git worktrees (ADR 0017); `None`
+    /// (outside a git repository) runs them in place.
+    #[must_use]
+    pub fn with_workspaces(
+        mut self,
+        workspaces: Option<Arc<dyn orca_core::StepWorkspaces>>,
+    ) -> Self {
+        self.dispatch = self.dispatch.with_workspaces(workspaces);
+        self
     }
 
     /// A runner with this configuration, reporting progress to `observer`.

@@ -71,6 +71,14 @@ fn plan_id_schema() -> Value {
     json!({ "type": "string", "description": "the plan id (plan_…) returned by orca_plan_create_draft" })
 }
 
+/// Limits approved with the plan (a step's, or the plan's).
+fn budget_schema() -> Value {
+    let n = json!({ "type": "integer", "minimum": 1 });
+    json!({ "type": "object", "additionalProperties": false,
+        "description": "limits approved with the plan; crossing one stops the step for the human to decide",
+        "properties": { "max_tokens": n, "max_cost_micro_usd": n, "max_turns": n, "max_wall_secs": n } })
+}
+
 fn step_schema() -> Value {
     json!({
         "type": "object",
@@ -93,7 +101,10 @@ fn step_schema() -> Value {
             "max_attempts": { "type": "integer", "minimum": 1 },
             "timeout_secs": { "type": "integer", "minimum": 1 },
             "env": { "type": "array", "items": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },
-                "description": "NAMES of environment variables the step needs (e.g. GITHUB_TOKEN), never values; the human approves them with the plan" }
+                "description": "NAMES of environment variables the step needs (e.g. GITHUB_TOKEN), never values; the human approves them with the plan" },
+            "isolation": { "type": "string", "enum": ["in_place", "worktree"],
+                "description": "worktree: the step runs in its own git worktree, merged into the run's branch when it completes" },
+            "budget": budget_schema()
         }
     })
 }

@@ -115,6 +115,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         assumptions: vec!["none".into()],
         risks: vec!["none".into()],
         verification: vec!["both steps complete".into()],
+        isolation: None,
+        budget: None,
     };
     let proposal = orca.planning.create_proposal(content, None).await?;
     orca.planning

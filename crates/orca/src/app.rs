@@ -188,14 +188,7 @@ impl App {
 
     pub(crate) fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
-        let workspace = WorkspaceTools::new(&self.root, &all_workspace_tools())
-            .ok()
-            .map(|w| {
-                Arc::new(
-                    w.with_env_policy(self.agents.env_policy().clone())
-                        .with_policy(self.sandbox.policy.clone()),
-                ) as Arc<dyn orca_core::ToolHost>
-            });
+        let workspace = self.workspace_tools()(&self.root);
         Orca::new(
             self.store.clone(),
             agents,
@@ -203,6 +196,26 @@ impl App {
             workspace,
             Budget::UNLIMITED,
         )
+    }
+
+    /// The workspace tools rooted at a directory (the project, or a step's worktree): every
+    /// tool, with the steps' environment policy and the run's sandbox.
+    pub(crate) fn workspace_tools(&self) -> orca_agents::worktree::ToolsAt {
+        let env = self.agents.env_policy().clone();
+        let policy = self.sandbox.policy.clone();
+        Arc::new(move |dir: &Path| {
+            WorkspaceTools::new(dir, &all_workspace_tools())
+                .ok()
+                .map(|w| {
+                    Arc::new(w.with_env_policy(env.clone()).with_policy(policy.clone()))
+                        as Arc<dyn orca_core::ToolHost>
+                })
+        })
+    }
+
+    /// The config's default isolation of writing steps.
+    pub(crate) fn config_isolation(&self) -> Option<orca_core::Isolation> {
+        self.config.as_ref().and_then(|c| c.isolation)
     }
 
     pub(crate) fn root(&self) -> &Path {

@@ -3,6 +3,7 @@
 
 mod app;
 mod audit_cmd;
+mod budget_view;
 mod cli;
 mod cmd;
 mod config_layers;
@@ -10,6 +11,7 @@ mod driver;
 mod driver_signals;
 mod exit;
 mod ids;
+mod isolation;
 mod mcp;
 mod plan_doc;
 mod render;

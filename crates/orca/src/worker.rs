@@ -110,8 +110,13 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         max_attempts: 2,
         kill_grace: args.kill_grace,
         lease_timeout: 30,
+        apply: false,
     };
-    let orca = Arc::new(app.orca(Arc::new(NoHuman)));
+    // ADR 0017: isolated steps get their worktrees here too (none outside a git repository).
+    let orca = Arc::new(
+        app.orca(Arc::new(NoHuman))
+            .with_workspaces(crate::isolation::workspaces(app, None).await),
+    );
     let store = app.store().clone();
     let cancel = CancellationToken::new();
     {
@@ -174,10 +179,10 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
                         }
                         let id = s.execution_id;
                         inflight.insert(id);
-                        let runner = orca.runner(
-                            crate::cmd::run::run_config(&options),
-                            Arc::new(Progress::new(app.style(), true, 0, 0)),
-                        );
+                        let mut config = crate::cmd::run::run_config(&options);
+                        config.isolation = app.config_isolation();
+                        let runner =
+                            orca.runner(config, Arc::new(Progress::new(app.style(), true, 0, 0)));
                         let token = cancel.child_token();
                         joins.spawn(async move {
                             let r = runner.run(id, token).await;

@@ -44,6 +44,7 @@ pub fn task(agent: &str, budget: Budget) -> TaskRequest {
         },
         budget,
         timeout: None,
+        workdir: None,
     }
 }
 

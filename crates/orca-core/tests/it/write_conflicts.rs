@@ -82,6 +82,8 @@ fn content(steps: &[RandomStep]) -> PlanContent {
         assumptions: vec!["a".to_owned()],
         risks: vec!["r".to_owned()],
         verification: vec!["v".to_owned()],
+        isolation: None,
+        budget: None,
     }
 }
 

@@ -47,6 +47,8 @@ pub struct RunConfig {
     /// How long a driver's lease counts as live without a renewal (readers on other hosts
     /// use it; on the lease's own host a dead holder is seen at once). Renewed every third.
     pub lease_timeout: Duration,
+    /// The isolation of writing steps when neither they nor their plan name one (ADR 0017).
+    pub isolation: Option<orca_core::Isolation>,
 }
 
 impl RunConfig {
@@ -66,6 +68,7 @@ impl RunConfig {
             watch_interval: Duration::from_millis(200),
             holder,
             lease_timeout: Duration::from_secs(30),
+            isolation: None,
         }
     }
 }

@@ -203,14 +203,30 @@ impl Runner {
             attempt,
         });
         let elapsed = run.started.elapsed().as_secs();
-        let budget = self
-            .config
-            .task_budget
-            .min(&self.config.execution_budget.remaining(&run.usage, elapsed));
+        // Hook (ADR 0017): the plan's approved budgets join the configured ones.
+        let limits = crate::budgets::StepLimits::new(
+            &self.config.task_budget,
+            &self.config.execution_budget,
+            run.plan.content(),
+            &step,
+        );
+        let budget = limits.request(&run.usage, elapsed);
         let timeout = step
             .timeout_secs
             .map(Duration::from_secs)
             .or(self.config.task_timeout);
+        let timeout = match limits.step.max_wall_secs.map(Duration::from_secs) {
+            Some(wall) => Some(timeout.map_or(wall, |t| t.min(wall))),
+            None => timeout,
+        };
+        // Hook (ADR 0017): the step carries its effective isolation (its own, else the
+        // plan's or the config's default for writing steps) for the dispatcher.
+        let mut step = step;
+        step.isolation = Some(orca_core::Isolation::of(
+            &step,
+            run.plan.content(),
+            self.config.isolation,
+        ));
         let request = TaskRequest {
             agent: step.agent.clone(),
             execution_id: run.id,
@@ -220,20 +236,23 @@ impl Runner {
             context,
             budget,
             timeout,
+            workdir: None,
         };
-        let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
+        let exhausted = limits.exhausted(&run.usage, elapsed);
+        let spent_before = run.usage;
+        let run_started = run.started;
         let dispatch = self.dispatch.clone();
         let scope = run.log_scope(Some(attempt_seq));
         let held_fds = locks.as_ref().map(|l| l.fds().to_vec()).unwrap_or_default();
         run.set(index, Slot::InFlight { _locks: locks });
         let executions = self.executions.clone();
         let (id, execution) = (run.id, run.execution.clone());
-        let task_budget = self.config.task_budget;
         let calls = run.calls.clone();
         let step_id = request.step.id.clone();
         let agents = self.dispatch.context().agents.clone();
         run.joins.spawn(async move {
             let mut started = started;
+            let attempt_started = Instant::now();
             let reply = if let Some(why) = exhausted {
                 Reply::new(TaskResult::Failure(TaskFailure::new(
                     ErrorCode::BudgetExceeded,
@@ -263,12 +282,15 @@ impl Runner {
                 crate::takeover::call_recording_groups(call, &executions, id, &mut started, &calls)
                     .await?
             };
-            let mut outcome = reply.outcome;
-            if let (TaskResult::Success(_), Some(why)) =
-                (&outcome, task_budget.exceeded(&reply.usage, 0))
-            {
-                outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
-            }
+            // Hook (ADR 0017): an overrun names the budget (the step's or the plan's).
+            let outcome = limits.check(
+                &step_id,
+                reply.outcome,
+                &reply.usage,
+                attempt_started.elapsed().as_secs(),
+                &spent_before,
+                run_started.elapsed().as_secs(),
+            );
             let recording = Recording {
                 index,
                 step: step_id,

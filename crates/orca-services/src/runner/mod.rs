@@ -404,6 +404,8 @@ impl Runner {
     async fn finish(&self, run: &mut Run) -> Result<RunOutcome> {
         let tasks = run.values();
         if tasks.iter().all(|t| t.status() == TaskStatus::Completed) {
+            // Hook (ADR 0017): the step worktrees go; the execution's branch stays.
+            crate::isolated::end(&self.dispatch, run.id, orca_core::WorkspaceEnd::Completed).await;
             self.executions.record_completed(run.id, &run.usage).await?;
             return Ok(RunOutcome::Completed);
         }

@@ -216,6 +216,7 @@ pub(super) const fn retryable(code: ErrorCode) -> bool {
     !matches!(
         code,
         ErrorCode::BudgetExceeded
+            | ErrorCode::MergeConflict
             | ErrorCode::UnknownAgent
             | ErrorCode::Validation
             | ErrorCode::Cancelled

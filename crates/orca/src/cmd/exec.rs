@@ -101,6 +101,10 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if let Some(d) = crate::driver::driver_json(id, stage, lease.as_ref()) {
                     value["driver"] = d;
                 }
+                let (lines, worktrees) = crate::isolation::kept(app, id).await;
+                if !lines.is_empty() {
+                    value["worktrees"] = worktrees;
+                }
                 out_json(&value);
             } else {
                 let plan = orca
@@ -111,6 +115,10 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 out(&render::exec_show(&snap, plan.as_ref(), &totals));
                 if let Some(line) = crate::driver::driver_text(id, stage, lease.as_ref()) {
                     out(&line);
+                }
+                let (lines, _) = crate::isolation::kept(app, id).await;
+                if !lines.is_empty() {
+                    out(&lines.join("\n"));
                 }
             }
             Ok(Exit::Ok)

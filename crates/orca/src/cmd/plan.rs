@@ -72,8 +72,12 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
             } else if app.json {
                 // `plan_id`, as in every other output (the stored document says `id`).
                 let mut value = crate::app::renamed(json!(plan), "id", "plan_id");
+                let budgets = crate::budget_view::json(&orca, &plan).await;
                 if let Some(obj) = value.as_object_mut() {
                     obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
+                    if !budgets.is_null() {
+                        obj.insert("budgets".to_owned(), budgets);
+                    }
                 }
                 out_json(&value);
             } else {
@@ -81,6 +85,7 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 text.push('\n');
                 text.push_str(&render::plan_decision(&plan));
                 text.push_str(&secrets::step_env_text(&plan, policy));
+                text.push_str(&crate::budget_view::text(&orca, &plan).await);
                 if graph {
                     text.push('\n');
                     text.push_str(&render::plan_graph(&plan));

@@ -77,6 +77,10 @@ pub(crate) async fn approve_and_run(
         PlanStage::Proposal if interactive() && !app.json => {
             // What each step will receive is part of what the human approves.
             say(&secrets::step_env_text(&plan, app.agents.env_policy()));
+            let budgets = crate::budget_view::text(orca, &plan).await;
+            if !budgets.is_empty() {
+                say(budgets.trim_end());
+            }
             let hitl = TerminalHitl { style: app.style };
             match orca.relay.approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
@@ -163,7 +167,19 @@ pub(crate) async fn drive(
             .filter(|t| matches!(t.value, Task::Completed(_)))
             .count();
         let progress = Arc::new(Progress::new(app.style, app.quiet || app.json, total, done));
-        let runner = orca.runner(run_config(options), progress);
+        let plan = orca
+            .planning
+            .plan(snap.execution.value.info().plan_id)
+            .await
+            .ok();
+        let workspaces =
+            crate::isolation::workspaces(app, plan.as_ref().map(orca_core::Plan::content)).await;
+        let mut config = run_config(options);
+        config.isolation = app.config_isolation();
+        let runner = orca
+            .clone()
+            .with_workspaces(workspaces)
+            .runner(config, progress);
         let cancel = CancellationToken::new();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.
         let signals = crate::driver_signals::listen(exec, cancel.clone())?;
@@ -177,6 +193,12 @@ pub(crate) async fn drive(
         .await;
         let report = report?;
         let code = finish(app, orca, &report).await?;
+        if options.apply && matches!(report.outcome, RunOutcome::Completed) {
+            match crate::isolation::apply(app, report.execution_id).await {
+                Ok(line) => app.info(&line),
+                Err(e) => say(&format!("not applied: {e}")),
+            }
+        }
         match report.outcome {
             RunOutcome::Replanned {
                 execution_id: Some(next),
@@ -185,6 +207,8 @@ pub(crate) async fn drive(
                 app.info(&format!(
                     "running the new plan {plan_id} as execution {next}"
                 ));
+                // ADR 0017: the new run's branch starts from the merged results so far.
+                crate::isolation::continue_from(app, exec, next).await;
                 exec = next;
             }
             _ => return Ok(code),

@@ -8,6 +8,7 @@ mod mcp_support;
 mod tamper_support;
 
 mod ask_tty;
+mod budgets;
 mod cli;
 mod commands;
 mod e2e;
@@ -23,3 +24,4 @@ mod secrets;
 mod store_input;
 mod tamper;
 mod weak_model;
+mod worktrees;

@@ -1,0 +1,135 @@
+//! Worktree isolation: where a step runs, and the port that gives it its own checkout.
+//!
+//! A step with `isolation: "worktree"` (or every step that declares `writes`, when the plan's
+//! default says so) runs in a checkout of its own, on a branch named after the execution and the
+//! step, and its result is merged into the execution's integration branch when it completes.
+//! orca-core only names the rule and the port; the git code is in `orca-agents` (`worktree.rs`)
+//! and the binary wires it (ADR 0017).
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::ToolHost;
+use crate::id::{ExecutionId, StepId};
+use crate::plan::{PlanContent, Step};
+
+/// Where a step runs.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// In the project directory itself.
+    #[default]
+    InPlace,
+    /// In a git worktree of its own, merged into the execution's branch when it completes.
+    Worktree,
+}
+
+impl Isolation {
+    /// The isolation `step` runs with: its own, else (for a step that declares writes) the
+    /// plan's default, else `fallback` (the project config's), else in place.
+    #[must_use]
+    pub fn of(step: &Step, plan: &PlanContent, fallback: Option<Self>) -> Self {
+        step.isolation.unwrap_or_else(|| {
+            if step.writes.is_empty() {
+                Self::InPlace
+            } else {
+                plan.isolation.or(fallback).unwrap_or_default()
+            }
+        })
+    }
+}
+
+/// Whether `plan` has any step that runs in a worktree.
+#[must_use]
+pub fn any_worktree(plan: &PlanContent, fallback: Option<Isolation>) -> bool {
+    plan.steps
+        .iter()
+        .any(|s| Isolation::of(s, plan, fallback) == Isolation::Worktree)
+}
+
+/// Why a step's workspace could not be prepared or merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceError {
+    /// The project is not in a git repository: isolated steps run in place.
+    #[error("{0} is not in a git repository")]
+    NotARepository(PathBuf),
+    /// The step's branch does not merge cleanly into the execution's branch.
+    #[error("merging step `{step}` into `{branch}` conflicts in {}", files.join(", "))]
+    Conflict {
+        /// The step.
+        step: StepId,
+        /// The integration branch.
+        branch: String,
+        /// The conflicting files, relative to the repository.
+        files: Vec<String>,
+    },
+    /// A git command failed.
+    #[error("{0}")]
+    Git(String),
+}
+
+/// A kept worktree, for `exec show`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptWorktree {
+    /// The step.
+    pub step: StepId,
+    /// Its branch.
+    pub branch: String,
+    /// Where it is checked out.
+    pub path: PathBuf,
+}
+
+/// How the execution's isolated workspaces ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceEnd {
+    /// Every step completed: the step worktrees and branches go, the integration branch stays.
+    Completed,
+    /// Failed or stopped: everything is kept for inspection.
+    Kept,
+}
+
+/// Gives isolated steps their own checkout and merges their results. Every operation is
+/// idempotent: after a `kill -9` the runner calls it again and it reuses or re-creates what it
+/// finds, so nothing leaks.
+#[async_trait]
+pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
+    /// Prepares a fresh checkout for an attempt of `step` (from the integration branch, which
+    /// holds the execution's base commit and every merged result, its dependencies' included)
+    /// and returns the directory it runs in.
+    async fn prepare(
+        &self,
+        execution: ExecutionId,
+        step: &StepId,
+    ) -> Result<PathBuf, WorkspaceError>;
+
+    /// Commits what the attempt changed on its branch and merges the branch into the
+    /// integration branch. A conflict leaves the integration branch as it was.
+    async fn integrate(
+        &self,
+        execution: ExecutionId,
+        step: &StepId,
+        attempt: u32,
+    ) -> Result<(), WorkspaceError>;
+
+    /// The execution ended: removes or keeps its worktrees.
+    async fn end(&self, execution: ExecutionId, end: WorkspaceEnd) -> Result<(), WorkspaceError>;
+
+    /// The worktrees kept for `execution`.
+    async fn kept(&self, execution: ExecutionId) -> Result<Vec<KeptWorktree>, WorkspaceError>;
+
+    /// The integration branch of `execution`.
+    fn branch(&self, execution: ExecutionId) -> String;
+
+    /// Workspace tools rooted at `dir` (a step's worktree), for model agents: the same grants
+    /// as the project's. `None`: no workspace tools are offered.
+    fn tools_at(&self, dir: &std::path::Path) -> Option<std::sync::Arc<dyn ToolHost>> {
+        let _ = dir;
+        None
+    }
+}

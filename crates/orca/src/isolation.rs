@@ -1,0 +1,77 @@
+//! Worktree isolation in the binary (ADR 0017): picks [`GitWorktrees`] for the project, says
+//! clearly when the project is not in a git repository (isolated steps then run in place),
+//! lists kept worktrees for `exec show`, and `--apply`.
+
+use std::sync::Arc;
+
+use orca_agents::{Applied, GitWorktrees};
+use orca_core::{ExecutionId, PlanContent, StepWorkspaces, WorkspaceError};
+use serde_json::{Value, json};
+
+use crate::app::App;
+
+/// The worktrees of the project's repository, for a run of `plan`. Outside a repository:
+/// `None`, and a warning when the plan has isolated steps.
+pub(crate) async fn workspaces(
+    app: &App,
+    plan: Option<&PlanContent>,
+) -> Option<Arc<dyn StepWorkspaces>> {
+    match GitWorktrees::discover(app.root()).await {
+        Ok(git) => Some(Arc::new(git.with_tools(app.workspace_tools()))),
+        Err(e) => {
+            let fallback = app.config_isolation();
+            if plan.is_some_and(|p| orca_core::isolation::any_worktree(p, fallback)) {
+                crate::term::say(&format!(
+                    "warning: {e}: steps with isolation \"worktree\" run in place, in {}",
+                    app.root().display()
+                ));
+            }
+            None
+        }
+    }
+}
+
+/// The worktrees kept for `exec` (after a failure), as lines for `exec show`, and as JSON.
+pub(crate) async fn kept(app: &App, exec: ExecutionId) -> (Vec<String>, Value) {
+    let Ok(git) = GitWorktrees::discover(app.root()).await else {
+        return (Vec::new(), Value::Null);
+    };
+    let branch = git.branch(exec);
+    let kept = git.kept(exec).await.unwrap_or_default();
+    let mut lines = Vec::new();
+    if !kept.is_empty() {
+        lines.push(format!("worktrees kept for inspection (branch {branch}):"));
+        for k in &kept {
+            lines.push(format!("  {}  {}  {}", k.step, k.branch, k.path.display()));
+        }
+    }
+    (lines, json!({ "branch": branch, "kept": kept }))
+}
+
+/// `--apply`: fast-forwards the user's checked-out branch to the execution's branch.
+pub(crate) async fn apply(app: &App, exec: ExecutionId) -> Result<String, WorkspaceError> {
+    let git = GitWorktrees::discover(app.root()).await?;
+    let branch = git.branch(exec);
+    Ok(match git.apply(exec).await? {
+        Applied::FastForwarded { to } => {
+            format!("applied: fast-forwarded the checked-out branch to {branch} ({to})")
+        }
+        Applied::UpToDate => format!("applied: the checked-out branch already holds {branch}"),
+    })
+}
+
+/// A replan's execution continues from the merged results of the one it replaces.
+pub(crate) async fn continue_from(app: &App, previous: ExecutionId, next: ExecutionId) {
+    let Ok(git) = GitWorktrees::discover(app.root()).await else {
+        return;
+    };
+    match git.continue_from(previous, next).await {
+        Ok(true) => app.info(&format!(
+            "{} starts from {}",
+            git.branch(next),
+            git.branch(previous)
+        )),
+        Ok(false) => {}
+        Err(e) => crate::term::say(&format!("warning: {e}")),
+    }
+}
