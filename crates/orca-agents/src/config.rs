@@ -121,6 +121,12 @@ struct RawConfig {
     defaults: Option<toml::Value>,
     #[serde(default)]
     agents: BTreeMap<String, toml::Value>,
+    /// `orca serve`'s settings: read by the binary (`serve.rs`), not here.
+    #[serde(default, rename = "serve")]
+    _serve: Option<toml::Value>,
+    /// The notifier: read by the binary (`serve.rs`), not here.
+    #[serde(default, rename = "notify")]
+    _notify: Option<toml::Value>,
 }
 
 /// An agent's settings as written (all optional).

@@ -89,7 +89,7 @@ pub(crate) struct App {
 }
 
 impl App {
-    fn open(
+    pub(crate) fn open(
         global: &Global,
         create: bool,
         key_use: KeyUse,
@@ -216,6 +216,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             out_json(&PlanContent::json_schema());
             return Ok(Exit::Ok);
         }
+        Command::Serve(args) => return crate::serve::run(args, global).await,
         _ => {}
     }
     // Commands that create something may create the `--root` directory.
@@ -259,7 +260,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             }
             Ok(Exit::Ok)
         }
-        Command::Completions { .. } | Command::Man => unreachable_init(),
+        Command::Completions { .. } | Command::Man | Command::Serve(_) => unreachable_init(),
     }
 }
 

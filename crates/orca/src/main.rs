@@ -11,6 +11,7 @@ mod plan_doc;
 mod render;
 mod sandbox;
 mod secrets;
+mod serve;
 mod term;
 mod trust;
 
