@@ -200,10 +200,13 @@ fn render(view: &ExecutionView, nonce: &dyn Fn() -> String) -> String {
         let (started, timing, detail) = task_row(&t.value);
         let _ = write!(
             out,
-            "<tr class=\"task\"><td><code>{}</code></td><td>{} <span class=\"mut\">×{}</span></td><td class=\"opt\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"task\"><td><code>{}</code></td><td>{}{}</td><td class=\"opt\">{}</td><td>{}</td><td>{}</td></tr>",
             esc(t.value.step_id().as_str()),
             badge(&t.value.status().to_string()),
-            t.value.attempts().len(),
+            match t.value.attempts().len() {
+                0 | 1 => String::new(),
+                n => format!(" <span class=\"mut\">{n} attempts</span>"),
+            },
             esc(&started),
             esc(&timing),
             esc(&cut(&detail, 300))
@@ -243,7 +246,13 @@ pub(crate) async fn events(
     };
     let poll = web.settings.poll;
     let started = tokio::time::Instant::now();
-    let state = (web, me, String::new(), false);
+    // The page holds the state as of now: only changes are sent (re-sending it would replace
+    // a form under the user's cursor).
+    let first = match views::execution(&web.orca, web.store.as_ref(), id).await {
+        Ok(view) => render(&view, &String::new),
+        Err(_) => String::new(),
+    };
+    let state = (web, me, first, false);
     let stream = futures_util::stream::unfold(state, move |(web, me, last, ended)| async move {
         if ended {
             return None;
