@@ -24,6 +24,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     ("orca-services", &["reqwest", "hyper", "orca-agents"]),
     ("orca-agents", &["orca-store", "orca-services"]),
+    // The web layer speaks HTTP over the services; agents are the binary's choice.
+    ("orca-web", &["orca-agents", "reqwest"]),
 ];
 
 /// Source text that must not appear in a crate's `src/` (I/O in the pure domain, concrete
@@ -49,6 +51,7 @@ const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
         "orca-services",
         &["reqwest", "FileStore", "MemoryStore", "orca_agents"],
     ),
+    ("orca-web", &["FileStore", "MemoryStore", "orca_agents"]),
 ];
 
 /// Runs every check; returns every problem found.

@@ -498,3 +498,51 @@ async fn expired_decisions_are_denied_and_audited() {
     assert_eq!(plan["rejection"]["by"], "expiry:default-deny");
     assert!(actor_in_audit(&p, "expiry:default-deny") >= 2, "both expiries are audited");
 }
+
+/// The shipped example notifier (`examples/notify-webhook.sh`) posts the decision, with its
+/// link, to a webhook: a local listener here stands for Slack & co.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn example_webhook_script_posts_the_pending_decision() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let hook = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/hook", hook.local_addr().unwrap());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notify-webhook.sh");
+    let p = Project::new();
+    let _token = p.token("me");
+    p.config(&format!(
+        "[notify]\ncommand = \"ORCA_WEBHOOK_URL={hook_url} sh '{}'\"\n",
+        script.display()
+    ));
+    let id = p.proposal("hooked", &plan(&[("one", "true", &[])]));
+    let _server = Server::start(&p, &[]);
+    let (mut conn, _) = tokio::time::timeout(Duration::from_secs(30), hook.accept())
+        .await
+        .expect("the webhook is called")
+        .unwrap();
+    let mut request = Vec::new();
+    let mut buf = [0u8; 8192];
+    let body = loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        request.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&request).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .unwrap_or(0);
+            if body.len() >= len {
+                break body.to_owned();
+            }
+        }
+        assert!(n > 0, "the request ended early");
+    };
+    conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let text = v["text"].as_str().unwrap();
+    assert!(text.starts_with("orca: approve plan"), "{text}");
+    assert!(text.contains(&format!("/plans/{id}")), "{text}");
+    assert_eq!(v["orca"]["item"]["plan_id"], id.as_str());
+}
