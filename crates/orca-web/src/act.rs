@@ -23,8 +23,13 @@ fn refused(message: &str) -> Response {
 }
 
 fn parse_plan(id: &str) -> Result<PlanId, Response> {
-    id.parse()
-        .map_err(|e| status_page(StatusCode::NOT_FOUND, "Not found", &format!("plan {id}: {e}")))
+    id.parse().map_err(|e| {
+        status_page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            &format!("plan {id}: {e}"),
+        )
+    })
 }
 
 fn parse_exec(id: &str) -> Result<ExecutionId, Response> {
@@ -199,7 +204,9 @@ pub(crate) async fn run(
         return status_page(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Not started",
-            &format!("execution {exec} was created but cannot be started here: {message}; run `orca exec resume {exec}`"),
+            &format!(
+                "execution {exec} was created but cannot be started here: {message}; run `orca exec resume {exec}`"
+            ),
         );
     }
     Redirect::to(&format!("/executions/{exec}")).into_response()
@@ -226,13 +233,12 @@ async fn exec_conflict(web: &Web, id: ExecutionId, e: orca_services::ServiceErro
         (Some(by), _) => refused(&format!(
             "execution {id}: the decision was already made, by {by}"
         )),
-        (None, Execution::Running(r)) if r.decision.is_none() => refused(&format!(
-            "execution {id} is not waiting for a decision"
-        )),
-        (None, other) if other.stage().is_terminal() => refused(&format!(
-            "execution {id} has ended ({})",
-            other.stage()
-        )),
+        (None, Execution::Running(r)) if r.decision.is_none() => {
+            refused(&format!("execution {id} is not waiting for a decision"))
+        }
+        (None, other) if other.stage().is_terminal() => {
+            refused(&format!("execution {id} has ended ({})", other.stage()))
+        }
         _ => error_response(&e.into()),
     }
 }

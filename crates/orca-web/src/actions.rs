@@ -38,7 +38,9 @@ pub enum Refusal {
         at: String,
     },
     /// Never issued, or too old.
-    #[error("this form is expired or unknown (forms are single-use and last 30 minutes); reload the page and try again")]
+    #[error(
+        "this form is expired or unknown (forms are single-use and last 30 minutes); reload the page and try again"
+    )]
     Unknown,
     /// Issued to another token or for another action.
     #[error("this form was issued for another action or another token; reload the page")]
@@ -65,7 +67,10 @@ impl ActionTokens {
             return nonce;
         }
         let now = Instant::now();
-        let mut live = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut live = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         live.retain(|_, g| g.expires > now);
         live.insert(
             nonce.clone(),
@@ -85,7 +90,10 @@ impl ActionTokens {
     /// [`Refusal`] when the token was used, is unknown or expired, or is not for this action.
     pub fn redeem(&self, nonce: &str, holder: &TokenName, action: &str) -> Result<(), Refusal> {
         let grant = {
-            let mut live = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut live = self
+                .live
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             match live.get(nonce) {
                 Some(g) if g.holder != *holder || g.action != action => {
                     return Err(Refusal::Mismatch);
@@ -94,7 +102,10 @@ impl ActionTokens {
                 None => None,
             }
         };
-        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match grant {
             Some(g) if g.expires > Instant::now() => {
                 used.insert(

@@ -88,7 +88,10 @@ pub fn badge(text: &str) -> String {
 /// A hidden action-token field.
 #[must_use]
 pub fn nonce_field(nonce: &str) -> String {
-    format!("<input type=\"hidden\" name=\"nonce\" value=\"{}\">", esc(nonce))
+    format!(
+        "<input type=\"hidden\" name=\"nonce\" value=\"{}\">",
+        esc(nonce)
+    )
 }
 
 #[cfg(test)]
@@ -97,9 +100,6 @@ mod tests {
 
     #[test]
     fn escapes_everything_that_could_open_markup() {
-        assert_eq!(
-            esc("<script>\"'&"),
-            "&lt;script&gt;&quot;&#39;&amp;"
-        );
+        assert_eq!(esc("<script>\"'&"), "&lt;script&gt;&quot;&#39;&amp;");
     }
 }

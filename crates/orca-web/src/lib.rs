@@ -10,8 +10,13 @@
 //! names a concrete store or agent backend (the binary picks them). [`views`] holds the read
 //! models (inbox, one execution) any other front end can reuse.
 
-pub mod actions;
+#![allow(
+    clippy::result_large_err,
+    reason = "handlers return an axum response as their error: one per request, never in a loop"
+)]
+
 mod act;
+pub mod actions;
 pub mod error;
 pub mod html;
 mod live;

@@ -106,18 +106,16 @@ fn task_row(task: &Task) -> (String, String, String) {
             })
             .unwrap_or_default(),
     };
-    (
-        started.map(when).unwrap_or_default(),
-        timing,
-        detail,
-    )
+    (started.map(when).unwrap_or_default(), timing, detail)
 }
 
 /// The live part of an execution page. `me` gets fresh action tokens for the decision forms.
 pub(crate) fn fragment(web: &Web, view: &ExecutionView, me: &TokenName) -> String {
     let issue = || {
-        web.actions
-            .issue(me, &format!("exec:{}:decide", view.snapshot.execution.value.id()))
+        web.actions.issue(
+            me,
+            &format!("exec:{}:decide", view.snapshot.execution.value.id()),
+        )
     };
     render(view, &issue)
 }

@@ -133,10 +133,7 @@ async fn expire(web: &Web, item: &InboxItem) -> bool {
     if age < expiry {
         return false;
     }
-    let reason = format!(
-        "no decision within {}s: default deny",
-        expiry.as_secs()
-    );
+    let reason = format!("no decision within {}s: default deny", expiry.as_secs());
     match item {
         InboxItem::PlanApproval { plan_id, .. } => {
             match web

@@ -64,7 +64,10 @@ fn login_form(message: Option<&str>) -> String {
 pub(crate) fn login_needed() -> Response {
     (
         StatusCode::UNAUTHORIZED,
-        Html(page("Sign in", &login_form(Some("a valid access token is needed")))),
+        Html(page(
+            "Sign in",
+            &login_form(Some("a valid access token is needed")),
+        )),
     )
         .into_response()
 }
@@ -85,7 +88,11 @@ fn sign_in(web: &Web, secret: &str) -> Response {
             let cookie = format!(
                 "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000{}",
                 secret.trim(),
-                if web.settings.secure_cookie { "; Secure" } else { "" }
+                if web.settings.secure_cookie {
+                    "; Secure"
+                } else {
+                    ""
+                }
             );
             (
                 StatusCode::SEE_OTHER,
@@ -98,7 +105,10 @@ fn sign_in(web: &Web, secret: &str) -> Response {
         }
         Ok(None) => (
             StatusCode::UNAUTHORIZED,
-            Html(page("Sign in", &login_form(Some("that token is not valid")))),
+            Html(page(
+                "Sign in",
+                &login_form(Some("that token is not valid")),
+            )),
         )
             .into_response(),
         Err(e) => error_response(&e),
@@ -239,7 +249,7 @@ fn steps_table(plan: &Plan) -> String {
             out,
             "<tr><td><code>{}</code></td><td>{}</td><td class=\"opt\">{}</td><td>{}{}</td></tr>",
             esc(s.id.as_str()),
-            esc(&s.agent.to_string()),
+            esc(s.agent.as_ref()),
             esc(&after.join(", ")),
             esc(&s.description),
             s.command
@@ -577,7 +587,7 @@ pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuer
             }
         }
     }
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     let total = rows.len();
     rows.truncate(300);
     let mut body = String::from("<h1>Audit timeline</h1>");
@@ -588,7 +598,11 @@ pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuer
         body,
         "<p class=\"mut\">{} entries{}, newest first.</p><table><tr><th>When</th><th>What</th><th class=\"opt\">Log</th><th>Details</th></tr>",
         total,
-        if total > 300 { " (the newest 300 shown)" } else { "" }
+        if total > 300 {
+            " (the newest 300 shown)"
+        } else {
+            ""
+        }
     );
     for (at, log, kind, data) in rows {
         let link = match log {

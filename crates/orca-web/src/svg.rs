@@ -102,7 +102,11 @@ pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>) -> String {
             x + W / 2,
             y + 35,
             esc(&short(
-                &format!("{}{}", s.agent, st.map(|t| format!(" · {t}")).unwrap_or_default()),
+                &format!(
+                    "{}{}",
+                    s.agent,
+                    st.map(|t| format!(" · {t}")).unwrap_or_default()
+                ),
                 26
             )),
         );

@@ -116,8 +116,7 @@ pub(crate) fn random_hex() -> Result<String, WebError> {
 /// Compares without stopping at the first difference.
 pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -248,14 +247,19 @@ mod tests {
     fn a_token_is_stored_hashed_and_checks() {
         let dir = tempfile::tempdir().unwrap();
         let file = TokenFile::new(dir.path().join("orca/web-tokens.json"));
-        let new = file.create(TokenName::try_from("phone".to_owned()).unwrap()).unwrap();
+        let new = file
+            .create(TokenName::try_from("phone".to_owned()).unwrap())
+            .unwrap();
         let text = std::fs::read_to_string(file.path()).unwrap();
         assert!(!text.contains(&new.secret), "the secret is never stored");
         assert_eq!(file.check(&new.secret).unwrap().unwrap().as_str(), "phone");
         assert!(file.check("orca_wrong").unwrap().is_none());
         let again = file.create(new.name.clone()).unwrap();
         assert!(again.replaced);
-        assert!(file.check(&new.secret).unwrap().is_none(), "replaced token is dead");
+        assert!(
+            file.check(&new.secret).unwrap().is_none(),
+            "replaced token is dead"
+        );
     }
 
     #[test]

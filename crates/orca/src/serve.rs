@@ -157,12 +157,18 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         let name = TokenName::try_from(name).map_err(web_error)?;
         let new = tokens.create(name).map_err(web_error)?;
         if global.json {
-            out_json(&json!({ "name": new.name, "token": new.secret, "replaced": new.replaced, "file": tokens.path() }));
+            out_json(
+                &json!({ "name": new.name, "token": new.secret, "replaced": new.replaced, "file": tokens.path() }),
+            );
         } else {
             out(&new.secret);
             say(&format!(
                 "{} access token `{}` (shown once; only its hash is kept in {}). Sign in at /login with it; actions are recorded as {}",
-                if new.replaced { "replaced the" } else { "created the" },
+                if new.replaced {
+                    "replaced the"
+                } else {
+                    "created the"
+                },
                 new.name,
                 tokens.path().display(),
                 new.name.actor()
@@ -176,7 +182,10 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         .addr
         .or(config.addr)
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7777)));
-    let tls = match (args.tls_cert.or(config.tls_cert), args.tls_key.or(config.tls_key)) {
+    let tls = match (
+        args.tls_cert.or(config.tls_cert),
+        args.tls_key.or(config.tls_key),
+    ) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         (None, None) => None,
         _ => {
@@ -224,7 +233,9 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         }),
         settings,
     ));
-    say(&format!("orca serve: listening on {scheme}://{bound} (sign in with an access token; Ctrl-C stops)"));
+    say(&format!(
+        "orca serve: listening on {scheme}://{bound} (sign in with an access token; Ctrl-C stops)"
+    ));
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

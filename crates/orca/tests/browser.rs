@@ -4,6 +4,8 @@
 //! sent events, no reload), then stops a failed step from its page. Screenshots go to a temp
 //! dir, or to `$ORCA_SCREENSHOTS` (e.g. `docs/screenshots`) when set.
 
+#![allow(clippy::unwrap_used, clippy::print_stdout, reason = "tests")]
+
 mod common;
 mod web_support;
 
@@ -43,7 +45,10 @@ fn which(var: &str, names: &[&str]) -> PathBuf {
             }
         }
     }
-    panic!("{} not found: install Debian's chromium and chromium-driver (`.ci/setup` does), or set {var}", names[0]);
+    panic!(
+        "{} not found: install Debian's chromium and chromium-driver (`.ci/setup` does), or set {var}",
+        names[0]
+    );
 }
 
 impl Driver {
@@ -75,7 +80,10 @@ impl Driver {
             {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(30), "chromedriver did not start");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "chromedriver did not start"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let caps = json!({ "capabilities": { "alwaysMatch": {
@@ -129,10 +137,18 @@ impl Driver {
 
     async fn find_all(&self, css: &str) -> Vec<String> {
         let v = self
-            .call("POST", "/elements", Some(json!({ "using": "css selector", "value": css })))
+            .call(
+                "POST",
+                "/elements",
+                Some(json!({ "using": "css selector", "value": css })),
+            )
             .await;
         v.as_array()
-            .map(|a| a.iter().filter_map(|e| e[ELEMENT].as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e[ELEMENT].as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -148,7 +164,8 @@ impl Driver {
 
     async fn click(&self, css: &str) {
         let e = self.find(css).await;
-        self.call("POST", &format!("/element/{e}/click"), None).await;
+        self.call("POST", &format!("/element/{e}/click"), None)
+            .await;
     }
 
     async fn text(&self, css: &str) -> String {
@@ -169,7 +186,11 @@ impl Driver {
     }
 
     async fn title(&self) -> String {
-        self.call("GET", "/title", None).await.as_str().unwrap_or_default().to_owned()
+        self.call("GET", "/title", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     async fn screenshot(&self, dir: &Path, name: &str) -> PathBuf {
@@ -208,7 +229,11 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
         ("lint", "sleep 2 && echo 'lint: 0 warnings'", &["prepare"]),
         ("unit-tests", "sleep 3 && echo '42 passed'", &["prepare"]),
         ("docs", "sleep 1 && echo 'docs built'", &["prepare"]),
-        ("package", "sleep 1 && echo 'orca-0.1.0.tar.gz'", &["lint", "unit-tests", "docs"]),
+        (
+            "package",
+            "sleep 1 && echo 'orca-0.1.0.tar.gz'",
+            &["lint", "unit-tests", "docs"],
+        ),
     ]);
     doc["goal"] = json!("Check and package a release");
     let plan_id = p.proposal("release", &doc);
@@ -230,13 +255,27 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     assert_eq!(items, 2);
     let inbox = d.screenshot(&shots, "inbox.png").await;
     // The same inbox on a phone-sized window.
-    d.call("POST", "/window/rect", Some(json!({ "width": 412, "height": 880 }))).await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 412, "height": 880 })),
+    )
+    .await;
     d.screenshot(&shots, "inbox-phone.png").await;
-    d.call("POST", "/window/rect", Some(json!({ "width": 900, "height": 1150 }))).await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 900, "height": 1150 })),
+    )
+    .await;
 
     // Open the plan from the inbox: its DAG is drawn.
-    d.click(&format!("a.decide[href=\"/plans/{plan_id}\"]")).await;
-    assert!(!d.find_all("svg.dag").await.is_empty(), "the DAG is on the page");
+    d.click(&format!("a.decide[href=\"/plans/{plan_id}\"]"))
+        .await;
+    assert!(
+        !d.find_all("svg.dag").await.is_empty(),
+        "the DAG is on the page"
+    );
     let plan_shot = d.screenshot(&shots, "plan.png").await;
 
     // Approve through the confirmation page.
@@ -244,14 +283,19 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     assert!(d.title().await.starts_with("Approve"));
     d.click("#confirm").await;
     let result = d.text("#result").await;
-    assert!(result.contains("approved plan") && result.contains("web:laptop"), "{result}");
+    assert!(
+        result.contains("approved plan") && result.contains("web:laptop"),
+        "{result}"
+    );
 
     // Start it and watch: the page is never reloaded; the live fragment changes by itself.
     d.click("#run").await;
     // Caught while the three middle steps run in parallel (or some of them).
-    d.wait_text("#live", "1/5 steps done", Duration::from_secs(60)).await;
+    d.wait_text("#live", "1/5 steps done", Duration::from_secs(60))
+        .await;
     let running = d.screenshot(&shots, "execution-running.png").await;
-    d.wait_text("#live", "5/5 steps done", Duration::from_secs(90)).await;
+    d.wait_text("#live", "5/5 steps done", Duration::from_secs(90))
+        .await;
     assert_eq!(
         d.attr("#live", "data-ended").await.as_deref(),
         Some("1"),
@@ -269,7 +313,11 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
 
     for shot in [&inbox, &plan_shot, &running] {
         let size = std::fs::metadata(shot).unwrap().len();
-        assert!(size > 5_000, "{} is a real picture ({size} bytes)", shot.display());
+        assert!(
+            size > 5_000,
+            "{} is a real picture ({size} bytes)",
+            shot.display()
+        );
     }
     println!(
         "browser test: {:.1}s; screenshots in {}",

@@ -2,6 +2,8 @@
 //! every action, the token and single-use checks, races with the command line, the bind
 //! policy, TLS, notifications and default-deny expiry.
 
+#![allow(clippy::unwrap_used, clippy::print_stdout, reason = "tests")]
+
 mod common;
 mod web_support;
 
@@ -39,7 +41,13 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// No page carries inline script, inline style or an inline event handler (the CSP would
 /// block them, so the page would break); every response carries the CSP.
 fn assert_clean(url: &str, body: &str) {
-    for bad in ["<script>", "style=\"", " onclick=", " onload=", "javascript:"] {
+    for bad in [
+        "<script>",
+        "style=\"",
+        " onclick=",
+        " onload=",
+        "javascript:",
+    ] {
         assert!(!body.contains(bad), "{url}: `{bad}` in the page");
     }
 }
@@ -62,7 +70,13 @@ async fn every_page_and_action_end_to_end() {
     let c = client();
 
     // Without a token, or with a wrong one, nothing but the login page.
-    for path in ["/inbox", "/plans", &format!("/plans/{plan_id}"), "/executions", "/audit"] {
+    for path in [
+        "/inbox",
+        "/plans",
+        &format!("/plans/{plan_id}"),
+        "/executions",
+        "/audit",
+    ] {
         let r = c.get(server.url(path)).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 401, "{path} without a token");
         let (status, _) = get(&c, &server.url(path), "orca_0000").await;
@@ -77,9 +91,17 @@ async fn every_page_and_action_end_to_end() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 303);
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let pair = cookie.split(';').next().unwrap().to_owned();
-    let r = c.get(server.url("/inbox")).header("cookie", &pair).send().await.unwrap();
+    let r = c
+        .get(server.url("/inbox"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
 
     // The inbox: both decisions, oldest first.
@@ -107,19 +129,42 @@ async fn every_page_and_action_end_to_end() {
         "/static/live.js".to_owned(),
         "/login".to_owned(),
     ] {
-        let r = c.get(server.url(&path)).bearer_auth(&token).send().await.unwrap();
+        let r = c
+            .get(server.url(&path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status().as_u16(), 200, "{path}");
-        let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
-        assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+        let csp = r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+            "{csp}"
+        );
         assert_clean(&path, &r.text().await.unwrap());
         pages += 1;
     }
     println!("pages served with CSP and no inline code: {pages}");
-    let (_, svg) = get(&c, &server.url(&format!("/plans/{plan_id}/dag.svg")), &token).await;
+    let (_, svg) = get(
+        &c,
+        &server.url(&format!("/plans/{plan_id}/dag.svg")),
+        &token,
+    )
+    .await;
     assert_eq!(svg.matches("<rect").count(), 4, "one box per step");
-    assert_eq!(svg.matches("marker-end").count(), 4, "one edge per dependency");
+    assert_eq!(
+        svg.matches("marker-end").count(),
+        4,
+        "one edge per dependency"
+    );
     let (_, page) = get(&c, &server.url(&format!("/executions/{waiting}")), &token).await;
-    assert!(page.contains("Decision needed") && page.contains("nope"), "{page}");
+    assert!(
+        page.contains("Decision needed") && page.contains("nope"),
+        "{page}"
+    );
     // Unknown ids are a clear 404.
     let (status, body) = get(&c, &server.url("/plans/plan_zzz"), &token).await;
     assert!(status == 404 || status == 400, "{status} {body}");
@@ -127,7 +172,12 @@ async fn every_page_and_action_end_to_end() {
     // Approve: the form needs the confirmation step, then works once.
     let (_, plan_page) = get(&c, &server.url(&format!("/plans/{plan_id}")), &token).await;
     assert!(plan_page.contains(&format!("href=\"/plans/{plan_id}/approve\"")));
-    let (_, confirm) = get(&c, &server.url(&format!("/plans/{plan_id}/approve")), &token).await;
+    let (_, confirm) = get(
+        &c,
+        &server.url(&format!("/plans/{plan_id}/approve")),
+        &token,
+    )
+    .await;
     assert!(confirm.contains("signing key"), "the page says what signs");
     let n = nonce(&confirm, Some(&format!("/plans/{plan_id}/approve")));
     let url = server.url(&format!("/plans/{plan_id}/approve"));
@@ -144,24 +194,37 @@ async fn every_page_and_action_end_to_end() {
     assert_eq!(shown["stage"], "approved");
     assert_eq!(shown["approval"]["by"], "web:me");
     let verify = p.orca(&["audit", "verify", "--all"]);
-    assert!(verify.status.success(), "the web approval is signed and verifies: {verify:?}");
+    assert!(
+        verify.status.success(),
+        "the web approval is signed and verifies: {verify:?}"
+    );
 
     // Run it from the page: it goes to the execution, which completes.
     let (_, plan_page) = get(&c, &server.url(&format!("/plans/{plan_id}")), &token).await;
     let n = nonce(&plan_page, Some(&format!("/plans/{plan_id}/run")));
-    let (status, _, location) =
-        post(&c, &server.url(&format!("/plans/{plan_id}/run")), &token, &[("nonce", &n)]).await;
+    let (status, _, location) = post(
+        &c,
+        &server.url(&format!("/plans/{plan_id}/run")),
+        &token,
+        &[("nonce", &n)],
+    )
+    .await;
     assert_eq!(status, 303);
     let exec_path = location.unwrap();
-    eventually(Duration::from_secs(90), "the web-started run to complete", || {
-        let c = c.clone();
-        let url = server.url(&exec_path);
-        let token = token.clone();
-        async move {
-            let (_, page) = get(&c, &url, &token).await;
-            page.contains("b-completed\">completed</span> 4/4").then_some(())
-        }
-    })
+    eventually(
+        Duration::from_secs(90),
+        "the web-started run to complete",
+        || {
+            let c = c.clone();
+            let url = server.url(&exec_path);
+            let token = token.clone();
+            async move {
+                let (_, page) = get(&c, &url, &token).await;
+                page.contains("b-completed\">completed</span> 4/4")
+                    .then_some(())
+            }
+        },
+    )
     .await;
 
     // Retry the failed step with guidance: recorded, and the run continues (it fails again:
@@ -173,20 +236,28 @@ async fn every_page_and_action_end_to_end() {
         &c,
         &decide,
         &token,
-        &[("nonce", &n), ("decision", "retry"), ("guidance", "try harder")],
+        &[
+            ("nonce", &n),
+            ("decision", "retry"),
+            ("guidance", "try harder"),
+        ],
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    eventually(Duration::from_secs(90), "the retried step to fail again", || {
-        let p = &p;
-        let waiting = waiting.clone();
-        async move {
-            let out = p.orca(&["--json", "exec", "show", &waiting]);
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-            let attempts = v["tasks"][0]["attempts"].as_array()?.len();
-            (attempts == 2 && v["decision"].is_object()).then_some(())
-        }
-    })
+    eventually(
+        Duration::from_secs(90),
+        "the retried step to fail again",
+        || {
+            let p = &p;
+            let waiting = waiting.clone();
+            async move {
+                let out = p.orca(&["--json", "exec", "show", &waiting]);
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+                let attempts = v["tasks"][0]["attempts"].as_array()?.len();
+                (attempts == 2 && v["decision"].is_object()).then_some(())
+            }
+        },
+    )
     .await;
     // Now stop it.
     let (_, page) = get(&c, &server.url(&format!("/executions/{waiting}")), &token).await;
@@ -229,7 +300,10 @@ async fn every_page_and_action_end_to_end() {
     assert_eq!(status, 200, "{body}");
     // A form of one plan cannot act on another.
     let (_, page) = get(&c, &server.url(&format!("/plans/{second}")), &token).await;
-    assert!(!page.contains("/changes\""), "a draft has no decision forms");
+    assert!(
+        !page.contains("/changes\""),
+        "a draft has no decision forms"
+    );
     let (status, body, _) = post(
         &c,
         &server.url(&format!("/plans/{second}/reject")),
@@ -252,7 +326,10 @@ async fn every_page_and_action_end_to_end() {
 
     let web_entries = actor_in_audit(&p, "web:me");
     println!("audit entries naming web:me: {web_entries}");
-    assert!(web_entries >= 5, "approve, 2 decisions, changes, reject are audited as web:me");
+    assert!(
+        web_entries >= 5,
+        "approve, 2 decisions, changes, reject are audited as web:me"
+    );
     let _ = PAGES_WITH_FORMS;
 }
 
@@ -279,8 +356,7 @@ async fn web_and_cli_race_exactly_one_wins() {
         };
         // Staggered, so that either side can be first.
         tokio::time::sleep(Duration::from_millis(60 * i as u64)).await;
-        let (status, body, _) =
-            post(&c, &url, &token, &[("nonce", &n), ("confirm", "yes")]).await;
+        let (status, body, _) = post(&c, &url, &token, &[("nonce", &n), ("confirm", "yes")]).await;
         let cli = cli.join().unwrap();
         let web_won = status == 200;
         let cli_won = cli.status.success();
@@ -320,7 +396,11 @@ async fn web_and_cli_race_exactly_one_wins() {
             let home = p.home.clone();
             let exec = exec.clone();
             std::thread::spawn(move || {
-                common::orca(&root, &home, &["exec", "decide", &exec, "retry", "--no-run"])
+                common::orca(
+                    &root,
+                    &home,
+                    &["exec", "decide", &exec, "retry", "--no-run"],
+                )
             })
         };
         tokio::time::sleep(Duration::from_millis(150 * i as u64)).await;
@@ -352,12 +432,18 @@ fn binding_beyond_localhost_needs_tls_and_a_token() {
     let p = Project::new();
     let out = p.orca(&["serve", "--addr", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--new-token"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--new-token"),
+        "{out:?}"
+    );
     let _ = p.token("me");
     let out = p.orca(&["serve", "--addr", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("without TLS") && err.contains("--tls-cert"), "{err}");
+    assert!(
+        err.contains("without TLS") && err.contains("--tls-cert"),
+        "{err}"
+    );
     // The token file holds a hash, never the secret, and lives outside the project.
     let secret = p.token("phone");
     let file = p.home.join("orca/web-tokens.json");
@@ -372,7 +458,18 @@ async fn tls_serves_on_any_address() {
     let token = p.token("me");
     let (cert, key) = (p.dir.path().join("cert.pem"), p.dir.path().join("key.pem"));
     let ok = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
         .arg(&key)
         .arg("-out")
         .arg(&cert)
@@ -381,20 +478,39 @@ async fn tls_serves_on_any_address() {
     assert!(ok.status.success(), "{ok:?}");
     let server = Server::start(
         &p,
-        &["--addr", "0.0.0.0:0", "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()],
+        &[
+            "--addr",
+            "0.0.0.0:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
     );
-    assert!(server.base.starts_with("https://0.0.0.0:"), "{}", server.base);
+    assert!(
+        server.base.starts_with("https://0.0.0.0:"),
+        "{}",
+        server.base
+    );
     let url = server.base.replace("0.0.0.0", "127.0.0.1");
     let c = reqwest::Client::builder()
         .danger_accept_invalid_certs(true)
         .build()
         .unwrap();
-    let r = c.get(format!("{url}/inbox")).bearer_auth(&token).send().await.unwrap();
+    let r = c
+        .get(format!("{url}/inbox"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let r = c.get(format!("{url}/inbox")).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
     // Plain HTTP on the TLS port gets nothing.
-    let plain = client().get(format!("{}/inbox", url.replace("https", "http"))).send().await;
+    let plain = client()
+        .get(format!("{}/inbox", url.replace("https", "http")))
+        .send()
+        .await;
     assert!(plain.is_err() || !plain.unwrap().status().is_success());
 }
 
@@ -425,11 +541,15 @@ async fn notifier_gets_json_with_the_inbox_link_and_a_bad_one_never_blocks() {
     assert_eq!(v["item"]["kind"], "plan_approval");
     // A new deviation is notified too (once).
     let exec = p.waiting_execution("fails");
-    eventually(Duration::from_secs(30), "the deviation notification", || {
-        let sink = sink.clone();
-        let exec = exec.clone();
-        async move { web_support::read(&sink).contains(&exec).then_some(()) }
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the deviation notification",
+        || {
+            let sink = sink.clone();
+            let exec = exec.clone();
+            async move { web_support::read(&sink).contains(&exec).then_some(()) }
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     // (The failing plan's proposal may be seen and notified too in the instant before
@@ -447,28 +567,49 @@ async fn notifier_gets_json_with_the_inbox_link_and_a_bad_one_never_blocks() {
         distinct.len(),
         urls.len() - distinct.len()
     );
-    assert_eq!(urls.len(), distinct.len(), "each pending decision is notified once");
+    assert_eq!(
+        urls.len(),
+        distinct.len(),
+        "each pending decision is notified once"
+    );
     drop(server);
 
     // A notifier that hangs, and one that fails: logged, killed after its limit; the server
     // answers meanwhile and runs are unaffected.
-    for (command, expect) in [("sleep 600", "did not finish within 1s"), ("echo broken >&2; exit 7", "broken")] {
+    for (command, expect) in [
+        ("sleep 600", "did not finish within 1s"),
+        ("echo broken >&2; exit 7", "broken"),
+    ] {
         let q = Project::new();
         let token = q.token("me");
-        q.config(&format!("[notify]\ncommand = \"{command}\"\ntimeout_secs = 1\n"));
+        q.config(&format!(
+            "[notify]\ncommand = \"{command}\"\ntimeout_secs = 1\n"
+        ));
         let _ = q.proposal("wait", &plan(&[("one", "true", &[])]));
         let server = Server::start(&q, &[]);
         let c = client();
         let start = std::time::Instant::now();
         let (status, _) = get(&c, &server.url("/inbox"), &token).await;
         assert_eq!(status, 200);
-        assert!(start.elapsed() < Duration::from_secs(5), "the server is not blocked");
-        let run = q.orca(&["--json", "run", "--yes", &q.proposal("go", &plan(&[("a", "true", &[])]))]);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the server is not blocked"
+        );
+        let run = q.orca(&[
+            "--json",
+            "run",
+            "--yes",
+            &q.proposal("go", &plan(&[("a", "true", &[])])),
+        ]);
         assert!(run.status.success(), "{run:?}");
-        eventually(Duration::from_secs(30), "the notifier problem in the log", || {
-            let log = server.log();
-            async move { log.contains(expect).then_some(()) }
-        })
+        eventually(
+            Duration::from_secs(30),
+            "the notifier problem in the log",
+            || {
+                let log = server.log();
+                async move { log.contains(expect).then_some(()) }
+            },
+        )
         .await;
     }
     let _ = token;
@@ -496,7 +637,10 @@ async fn expired_decisions_are_denied_and_audited() {
     let plan = p.orca(&["--json", "plan", "show", &id]);
     let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
     assert_eq!(plan["rejection"]["by"], "expiry:default-deny");
-    assert!(actor_in_audit(&p, "expiry:default-deny") >= 2, "both expiries are audited");
+    assert!(
+        actor_in_audit(&p, "expiry:default-deny") >= 2,
+        "both expiries are audited"
+    );
 }
 
 /// The shipped example notifier (`examples/notify-webhook.sh`) posts the decision, with its
@@ -506,7 +650,8 @@ async fn example_webhook_script_posts_the_pending_decision() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let hook = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook_url = format!("http://{}/hook", hook.local_addr().unwrap());
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notify-webhook.sh");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notify-webhook.sh");
     let p = Project::new();
     let _token = p.token("me");
     p.config(&format!(
@@ -531,7 +676,11 @@ async fn example_webhook_script_posts_the_pending_decision() {
         if let Some((head, body)) = text.split_once("\r\n\r\n") {
             let len: usize = head
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
                 .unwrap_or(0);
             if body.len() >= len {
                 break body.to_owned();
@@ -539,7 +688,9 @@ async fn example_webhook_script_posts_the_pending_decision() {
         }
         assert!(n > 0, "the request ended early");
     };
-    conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+    conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        .await
+        .unwrap();
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     let text = v["text"].as_str().unwrap();
     assert!(text.starts_with("orca: approve plan"), "{text}");

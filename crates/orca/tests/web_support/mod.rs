@@ -2,6 +2,7 @@
 //! and an HTTP client that keeps no cookies and follows no redirects.
 
 #![allow(dead_code, reason = "each test binary uses a part of this module")]
+#![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -163,7 +164,13 @@ pub(crate) async fn post(
     token: &str,
     form: &[(&str, &str)],
 ) -> (u16, String, Option<String>) {
-    let r = c.post(url).bearer_auth(token).form(form).send().await.unwrap();
+    let r = c
+        .post(url)
+        .bearer_auth(token)
+        .form(form)
+        .send()
+        .await
+        .unwrap();
     let loc = r
         .headers()
         .get("location")
