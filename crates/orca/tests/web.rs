@@ -697,3 +697,53 @@ async fn example_webhook_script_posts_the_pending_decision() {
     assert!(text.contains(&format!("/plans/{id}")), "{text}");
     assert_eq!(v["orca"]["item"]["plan_id"], id.as_str());
 }
+
+/// Hostile text in a plan (from a planner model, say) is shown as text on every page: no
+/// markup from the plan reaches the browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_plan_text_is_escaped_everywhere() {
+    let p = Project::new();
+    let token = p.token("me");
+    let evil = "<img src=x onerror=alert(1)><script>alert(2)</script>\"'&";
+    let mut doc = plan(&[("one", "echo '<script>alert(3)</script>'; exit 3", &[])]);
+    doc["goal"] = serde_json::json!(evil);
+    doc["summary"] = serde_json::json!(evil);
+    doc["risks"] = serde_json::json!([evil]);
+    doc["steps"][0]["description"] = serde_json::json!(evil);
+    let id = p.proposal("evil", &doc);
+    let run = p.orca(&[
+        "--json",
+        "run",
+        &p.proposal("evil2", &doc),
+        "--yes",
+        "--max-attempts",
+        "1",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let server = Server::start(&p, &[]);
+    let c = client();
+    let mut leaks = 0;
+    let mut pages = 0;
+    for path in [
+        "/inbox".to_owned(),
+        "/plans".to_owned(),
+        format!("/plans/{id}"),
+        format!("/plans/{id}/approve"),
+        format!("/plans/{id}/dag.svg"),
+        format!("/executions/{exec}"),
+        "/audit".to_owned(),
+    ] {
+        let (status, body) = get(&c, &server.url(&path), &token).await;
+        assert_eq!(status, 200, "{path}");
+        pages += 1;
+        for bad in ["<img src=x", "<script>alert", "onerror=alert(1)>"] {
+            if body.contains(bad) {
+                leaks += 1;
+                eprintln!("{path}: raw `{bad}`");
+            }
+        }
+    }
+    println!("hostile markup reaching the page unescaped: {leaks} (over {pages} pages)");
+    assert_eq!(leaks, 0);
+}
