@@ -747,3 +747,103 @@ async fn hostile_plan_text_is_escaped_everywhere() {
     println!("hostile markup reaching the page unescaped: {leaks} (over {pages} pages)");
     assert_eq!(leaks, 0);
 }
+
+/// Secrets a step prints (from the project's env file) reach no page, no event stream, no
+/// notification and no server log: counted over every output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_secrets_reach_no_page_stream_notification_or_log() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const GITHUB: &str = "ghp_FAKEgithub0123456789abcdefghijklmn";
+    const PASSWORD: &str = "correct-horse-battery-staple-42";
+    let p = Project::new();
+    let token = p.token("me");
+    let env = p.root.join(".orca/step.env");
+    std::fs::write(
+        &env,
+        format!("GITHUB_TOKEN={GITHUB}\nMY_SERVICE_PASSWORD={PASSWORD}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let sink = p.dir.path().join("notified.jsonl");
+    std::fs::write(
+        p.root.join(".orca/config.toml"),
+        format!(
+            "env_file = \".orca/step.env\"\n\n[notify]\ncommand = \"cat >> '{}'\"\n",
+            sink.display()
+        ),
+    )
+    .unwrap();
+    let mut doc = plan(&[(
+        "leaky",
+        "echo \"token $GITHUB_TOKEN pw $MY_SERVICE_PASSWORD\"; echo \"failing with $MY_SERVICE_PASSWORD\" >&2; exit 3",
+        &[],
+    )]);
+    doc["steps"][0]["env"] = serde_json::json!(["GITHUB_TOKEN", "MY_SERVICE_PASSWORD"]);
+    let id = p.proposal("leaky", &doc);
+    let run = p.orca(&["--json", "run", &id, "--yes", "--max-attempts", "1"]);
+    assert_eq!(run.status.code(), Some(4), "{run:?}");
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let server = Server::start(&p, &[]);
+    let c = client();
+    eventually(Duration::from_secs(30), "the notification", || {
+        let sink = sink.clone();
+        async move { (!web_support::read(&sink).is_empty()).then_some(()) }
+    })
+    .await;
+    let mut outputs = vec![("notification".to_owned(), web_support::read(&sink))];
+    for path in [
+        "/inbox".to_owned(),
+        "/api/inbox".to_owned(),
+        format!("/plans/{id}"),
+        format!("/executions/{exec}"),
+        format!("/audit?exec={exec}"),
+        "/audit".to_owned(),
+    ] {
+        let (status, body) = get(&c, &server.url(&path), &token).await;
+        assert_eq!(status, 200, "{path}");
+        outputs.push((path, body));
+    }
+    // The event stream: its first event, after a change (a decision elsewhere).
+    let stream = c
+        .get(server.url(&format!("/executions/{exec}/events")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let out = p.orca(&["exec", "decide", &exec, "retry", "--no-run"]);
+    assert!(out.status.success(), "{out:?}");
+    let mut stream = stream;
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.chunk())
+        .await
+        .expect("an event after the change")
+        .unwrap()
+        .unwrap_or_default();
+    let first = String::from_utf8_lossy(&first).into_owned();
+    assert!(first.contains("event: update"), "{first}");
+    outputs.push(("event stream".to_owned(), first));
+    outputs.push(("server log".to_owned(), server.log()));
+    let mut leaks = 0;
+    for (what, text) in &outputs {
+        for secret in [GITHUB, PASSWORD] {
+            if text.contains(secret) {
+                leaks += 1;
+                eprintln!("{what}: leaks {secret}");
+            }
+        }
+    }
+    println!(
+        "secrets leaked over {} outputs of orca serve: {leaks}",
+        outputs.len()
+    );
+    assert_eq!(leaks, 0);
+    let page = &outputs
+        .iter()
+        .find(|(w, _)| w.starts_with("/executions"))
+        .unwrap()
+        .1;
+    assert!(
+        page.contains("token ") && page.contains("[redacted"),
+        "the output is shown, redacted: {page}"
+    );
+}
