@@ -278,7 +278,10 @@ pub(crate) async fn events(
                     .data(html);
                 return Some((Ok(ev), (web, me, probe, terminal)));
             }
-            tokio::time::sleep(poll).await;
+            tokio::select! {
+                () = web.closing.cancelled() => return None,
+                () = tokio::time::sleep(poll) => {}
+            }
         }
     });
     Sse::new(stream)

@@ -207,6 +207,12 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), WebError> {
     let watcher = tokio::spawn(crate::notify::watch(web.clone(), shutdown.clone()));
+    let closing = web.closing.clone();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        closing.cancel();
+    });
     let app = router(web);
     let result = match tls {
         None => axum::serve(listener, app)

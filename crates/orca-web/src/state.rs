@@ -76,6 +76,9 @@ pub struct Web {
     pub(crate) actions: ActionTokens,
     pub(crate) runs: Arc<dyn RunStarter>,
     pub(crate) settings: Settings,
+    /// Cancelled when the server stops: open event streams end, so shutdown never waits on
+    /// a page left open.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Web {
@@ -104,6 +107,7 @@ impl Web {
             actions: ActionTokens::default(),
             runs,
             settings,
+            closing: tokio_util::sync::CancellationToken::new(),
         }
     }
 }

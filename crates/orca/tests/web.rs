@@ -847,3 +847,28 @@ async fn planted_secrets_reach_no_page_stream_notification_or_log() {
         "the output is shown, redacted: {page}"
     );
 }
+
+/// SIGTERM stops the server promptly even with a live page open (its event stream ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_stops_promptly_with_a_live_page_open() {
+    let p = Project::new();
+    let token = p.token("me");
+    let exec = p.waiting_execution("open");
+    let mut server = Server::start(&p, &[]);
+    let c = client();
+    let stream = c
+        .get(server.url(&format!("/executions/{exec}/events")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let start = std::time::Instant::now();
+    let code = server.terminate(Duration::from_secs(30));
+    println!(
+        "server stopped {:.1}s after SIGTERM with a stream open",
+        start.elapsed().as_secs_f64()
+    );
+    assert_eq!(code, Some(0), "a clean exit, not a kill");
+    drop(stream);
+}

@@ -131,6 +131,22 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// Sends SIGTERM and waits up to `limit` for the exit code (None: it did not exit).
+    pub(crate) fn terminate(&mut self, limit: Duration) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
