@@ -872,3 +872,86 @@ async fn the_server_stops_promptly_with_a_live_page_open() {
     assert_eq!(code, Some(0), "a clean exit, not a kill");
     drop(stream);
 }
+
+/// A fake OpenAI-compatible model: it asks which colour, unless the conversation holds the
+/// answer ("blue"); then it succeeds.
+struct Asker;
+
+impl wiremock::Respond for Asker {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body = String::from_utf8_lossy(&request.body);
+        let args = if body.contains("blue") {
+            serde_json::json!({"status": "success", "summary": "painted the button blue"})
+        } else {
+            serde_json::json!({"status": "interruption", "reason": "the colour is not given",
+                "question": "Which colour should the button be?"})
+        };
+        wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "chatcmpl-test", "object": "chat.completion", "model": "asker-model",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+                "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "submit_result", "arguments": args.to_string()}}]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+        }))
+    }
+}
+
+/// A step's question answered in the page: the run continues with the answer and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steps_question_is_answered_in_the_page_and_the_run_completes() {
+    let model = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Asker)
+        .mount(&model)
+        .await;
+    let p = Project::new();
+    let token = p.token("me");
+    std::fs::write(
+        p.root.join(".orca/config.toml"),
+        format!(
+            "[agents.asker]\ndescription = \"asks before it paints\"\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"asker-model\"\n",
+            model.uri()
+        ),
+    )
+    .unwrap();
+    let mut doc = plan(&[("paint", "", &[])]);
+    doc["steps"][0] = serde_json::json!({"id": "paint", "agent": "asker",
+        "description": "paint the button", "depends_on": []});
+    let id = p.proposal("paint", &doc);
+    let run = p.orca(&["--json", "run", &id, "--yes"]);
+    assert_eq!(run.status.code(), Some(4), "{run:?}");
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let server = Server::start(&p, &[]);
+    let c = client();
+    let (_, inbox) = get(&c, &server.url("/inbox"), &token).await;
+    assert!(
+        inbox.contains("Which colour should the button be?"),
+        "{inbox}"
+    );
+    let (_, page) = get(&c, &server.url(&format!("/executions/{exec}")), &token).await;
+    assert!(page.contains("id=\"answer\""), "an answer form: {page}");
+    let n = nonce(&page, Some(&format!("/executions/{exec}/decide")));
+    let (status, body, _) = post(
+        &c,
+        &server.url(&format!("/executions/{exec}/decide")),
+        &token,
+        &[("nonce", &n), ("decision", "answer"), ("guidance", "blue")],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    eventually(
+        Duration::from_secs(90),
+        "the answered run to complete",
+        || {
+            let c = c.clone();
+            let url = server.url(&format!("/executions/{exec}"));
+            let token = token.clone();
+            async move {
+                let (_, page) = get(&c, &url, &token).await;
+                page.contains("painted the button blue").then_some(())
+            }
+        },
+    )
+    .await;
+}
