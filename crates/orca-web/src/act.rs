@@ -282,16 +282,16 @@ pub(crate) async fn decide(
     if let Err(e) = web.orca.executions.decide(id, decision, &me.actor()).await {
         return exec_conflict(&web, id, e).await;
     }
+    // Always asked to continue: `exec resume` takes over from a driver that is gone (at once
+    // on this host) and exits, changing nothing, when a live one holds the execution — which
+    // then applies the decision itself.
     let driven = views::execution(&web.orca, web.store.as_ref(), id)
         .await
         .is_ok_and(|v| views::driven(&v));
-    let note = if driven {
-        "the process driving it applies it now".to_owned()
-    } else {
-        match web.runs.continue_run(id) {
-            Ok(()) => "the run continues here".to_owned(),
-            Err(m) => format!("it could not be continued here ({m}); run `orca exec resume {id}`"),
-        }
+    let note = match web.runs.continue_run(id) {
+        Ok(()) if driven => "the process driving it applies it".to_owned(),
+        Ok(()) => "the run continues here".to_owned(),
+        Err(m) => format!("it could not be continued here ({m}); run `orca exec resume {id}`"),
     };
     let body = format!(
         "<h1>Decided</h1><p class=\"msg ok\" id=\"result\">recorded the decision `{}` for execution {id} as {}; {}</p><p><a href=\"/executions/{id}\">Follow the execution</a> · <a href=\"/inbox\">Inbox</a></p>",
