@@ -227,3 +227,29 @@ where
 pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
+
+/// How many times `who` appears in the audit logs under `.orca/`.
+pub(crate) fn actor_in_audit(project: &Project, who: &str) -> usize {
+    let mut count = 0;
+    for entry in walk(&project.root.join(".orca")) {
+        if entry.extension().is_some_and(|e| e == "jsonl") {
+            count += read(&entry).matches(who).count();
+        }
+    }
+    count
+}
+
+pub(crate) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
