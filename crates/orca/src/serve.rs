@@ -205,10 +205,15 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
     let scheme = if tls.is_some() { "https" } else { "http" };
     let settings = Settings {
         signer: format!(
-            "{}'s signing key {}",
+            "{}'s signing key {}{}",
             user(),
             crate::trust::key_path()
                 .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            app.store()
+                .authority()
+                .public_key()
+                .map(|k| format!(" ({k})"))
                 .unwrap_or_default()
         ),
         public_url: args

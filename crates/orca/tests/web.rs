@@ -87,6 +87,7 @@ async fn every_page_and_action_end_to_end() {
 
     // Every page answers, with the CSP and no inline code.
     let mut pages = 0;
+    let mut sizes = Vec::new();
     for path in [
         "/inbox".to_owned(),
         "/plans".to_owned(),
@@ -118,10 +119,13 @@ async fn every_page_and_action_end_to_end() {
             csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
             "{csp}"
         );
-        assert_clean(&path, &r.text().await.unwrap());
+        let body = r.text().await.unwrap();
+        assert_clean(&path, &body);
+        sizes.push(format!("{path} {}B", body.len()));
         pages += 1;
     }
     println!("pages served with CSP and no inline code: {pages}");
+    println!("page sizes: {}", sizes.join(", "));
     let (_, svg) = get(
         &c,
         &server.url(&format!("/plans/{plan_id}/dag.svg")),
