@@ -49,8 +49,52 @@ pub fn payload(item: &InboxItem, public_url: &str) -> serde_json::Value {
     })
 }
 
+/// The process groups of the notifiers running now, killed when the server stops.
+#[derive(Debug, Default)]
+pub struct Notifiers {
+    running: std::sync::Mutex<BTreeSet<u32>>,
+}
+
+impl Notifiers {
+    fn set(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills every notifier still running (their whole process groups).
+    pub async fn kill_all(&self) {
+        let groups: Vec<u32> = std::mem::take(&mut *self.set()).into_iter().collect();
+        for pgid in groups {
+            kill_group(pgid).await;
+        }
+    }
+
+    /// Runs the notifier once, its group registered while it runs.
+    ///
+    /// # Errors
+    ///
+    /// What went wrong, for the log.
+    pub async fn run(
+        &self,
+        config: &NotifyConfig,
+        input: &serde_json::Value,
+    ) -> Result<(), String> {
+        run_notifier(config, input, Some(self)).await
+    }
+}
+
 /// Runs the notifier once; returns what happened (for the log). Bounded by its timeout.
-pub async fn run_notifier(config: &NotifyConfig, input: &serde_json::Value) -> Result<(), String> {
+///
+/// # Errors
+///
+/// The command could not start, failed, or did not finish in time (then its process group is
+/// killed).
+pub async fn run_notifier(
+    config: &NotifyConfig,
+    input: &serde_json::Value,
+    registry: Option<&Notifiers>,
+) -> Result<(), String> {
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&config.command)
@@ -61,6 +105,10 @@ pub async fn run_notifier(config: &NotifyConfig, input: &serde_json::Value) -> R
         .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
+    let group = child.id();
+    if let (Some(r), Some(g)) = (registry, group) {
+        r.set().insert(g);
+    }
     let text = serde_json::to_vec(input).unwrap_or_default();
     let limit = Duration::from_secs(config.timeout_secs.max(1));
     let work = async {
@@ -70,7 +118,11 @@ pub async fn run_notifier(config: &NotifyConfig, input: &serde_json::Value) -> R
         }
         child.wait_with_output().await
     };
-    match tokio::time::timeout(limit, work).await {
+    let outcome = tokio::time::timeout(limit, work).await;
+    if let (Some(r), Some(g)) = (registry, group) {
+        r.set().remove(&g);
+    }
+    match outcome {
         Ok(Ok(out)) if out.status.success() => Ok(()),
         Ok(Ok(out)) => Err(format!(
             "`{}` failed ({}): {}",
@@ -79,12 +131,33 @@ pub async fn run_notifier(config: &NotifyConfig, input: &serde_json::Value) -> R
             String::from_utf8_lossy(&out.stderr).trim()
         )),
         Ok(Err(e)) => Err(format!("`{}`: {e}", config.command)),
-        // The child is dropped with the future: kill_on_drop ends it.
-        Err(_) => Err(format!(
-            "`{}` did not finish within {}s; killed",
-            config.command,
-            limit.as_secs()
-        )),
+        // The child is dropped with the future (kill_on_drop ends it); what it started is in
+        // its process group, which is killed too.
+        Err(_) => {
+            if let Some(pgid) = group {
+                kill_group(pgid).await;
+            }
+            Err(format!(
+                "`{}` did not finish within {}s; killed",
+                config.command,
+                limit.as_secs()
+            ))
+        }
+    }
+}
+
+/// SIGKILLs a notifier's process group (it was started as its leader), through `kill(1)`:
+/// this crate has no `unsafe`.
+async fn kill_group(pgid: u32) {
+    let status = tokio::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
+    if let Err(e) = status {
+        tracing::warn!("cannot kill the notifier's process group {pgid}: {e}");
     }
 }
 
@@ -105,8 +178,9 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
                     if let Some(config) = web.settings.notify.clone() {
                         let input = payload(item, &web.settings.public_url);
                         let key = item.key();
+                        let notifiers = web.notifiers.clone();
                         tokio::spawn(async move {
-                            match run_notifier(&config, &input).await {
+                            match notifiers.run(&config, &input).await {
                                 Ok(()) => tracing::info!("notified: {key}"),
                                 Err(e) => tracing::warn!("notifier: {e}"),
                             }
@@ -118,7 +192,10 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
             Err(e) => tracing::warn!("cannot read the inbox: {e}"),
         }
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => {
+                web.notifiers.kill_all().await;
+                return;
+            }
             () = tokio::time::sleep(web.settings.poll.max(Duration::from_millis(200))) => {}
         }
     }

@@ -79,6 +79,8 @@ pub struct Web {
     /// Cancelled when the server stops: open event streams end, so shutdown never waits on
     /// a page left open.
     pub(crate) closing: tokio_util::sync::CancellationToken,
+    /// Notifiers running now (killed when the server stops).
+    pub(crate) notifiers: Arc<crate::notify::Notifiers>,
 }
 
 impl std::fmt::Debug for Web {
@@ -108,6 +110,7 @@ impl Web {
             runs,
             settings,
             closing: tokio_util::sync::CancellationToken::new(),
+            notifiers: Arc::default(),
         }
     }
 }

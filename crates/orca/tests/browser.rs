@@ -9,6 +9,7 @@
 mod common;
 mod web_support;
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,7 +28,12 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// The driver leads its own process group, which the browser joins: a failing test
+    /// (no session deleted) leaves no browser behind.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -61,8 +67,15 @@ impl Driver {
             .local_addr()
             .unwrap()
             .port();
+        let home = profile.with_extension("home");
+        std::fs::create_dir_all(&home).unwrap();
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
+            .process_group(0)
+            // The browser's own files (crash reports, caches) stay in the test's temp dir.
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -94,6 +107,7 @@ impl Driver {
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync",
+                    "--disable-breakpad", "--disable-crash-reporter",
                     "--window-size=900,1150",
                     format!("--user-data-dir={}", profile.display()),
                 ]
@@ -254,6 +268,10 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     println!("inbox items shown in the browser: {items}");
     assert_eq!(items, 2);
     let inbox = d.screenshot(&shots, "inbox.png").await;
+    assert!(
+        std::env::var_os("ORCA_TEST_PANIC").is_none(),
+        "forced failure"
+    );
     // The same inbox on a phone-sized window.
     d.call(
         "POST",

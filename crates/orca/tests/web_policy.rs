@@ -165,8 +165,12 @@ async fn notifier_gets_json_with_the_inbox_link_and_a_bad_one_never_blocks() {
 
     // A notifier that hangs, and one that fails: logged, killed after its limit; the server
     // answers meanwhile and runs are unaffected.
+    // The hanging one leaves a grandchild behind (in its process group): it must die too.
+    let pids = p.dir.path().join("notifier-grandchildren");
+    let hang = format!("sleep 600 & echo $! >> '{}'; wait", pids.display());
+    let mut orphans = 0;
     for (command, expect) in [
-        ("sleep 600", "did not finish within 1s"),
+        (hang.as_str(), "did not finish within 1s"),
         ("echo broken >&2; exit 7", "broken"),
     ] {
         let q = Project::new();
@@ -200,7 +204,36 @@ async fn notifier_gets_json_with_the_inbox_link_and_a_bad_one_never_blocks() {
             },
         )
         .await;
+        // Stopped as a service manager stops it: notifiers still running are ended with it.
+        let mut server = server;
+        assert_eq!(server.terminate(Duration::from_secs(30)), Some(0));
     }
+    let grandchildren: Vec<String> = web_support::read(&pids)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(!grandchildren.is_empty(), "the hanging notifier ran");
+    for pid in &grandchildren {
+        let alive = || {
+            std::process::Command::new("kill")
+                .args(["-0", pid])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let start = std::time::Instant::now();
+        while alive() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if alive() {
+            orphans += 1;
+        }
+    }
+    println!(
+        "hanging notifiers' grandchildren left alive after the time limit: {orphans} of {}",
+        grandchildren.len()
+    );
+    assert_eq!(orphans, 0);
     let _ = token;
 }
 
