@@ -264,7 +264,6 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     d.goto(&server.url(&format!("/login?token={token}"))).await;
     assert!(d.title().await.starts_with("Inbox"), "{}", d.title().await);
     let items = d.find_all(".inbox-item").await.len();
-
     println!("inbox items shown in the browser: {items}");
     assert_eq!(items, 2);
     let inbox = d.screenshot(&shots, "inbox.png").await;
