@@ -72,7 +72,8 @@ pub fn page(title: &str, body: &str) -> String {
 <title>{} · orca</title><link rel=\"stylesheet\" href=\"/static/orca.css\">\
 <script src=\"/static/live.js\" defer></script></head><body>\
 <nav><a class=\"brand\" href=\"/inbox\">orca</a> <a href=\"/inbox\">Inbox</a> \
-<a href=\"/plans\">Plans</a> <a href=\"/executions\">Executions</a> <a href=\"/audit\">Audit</a></nav>\
+<a href=\"/plans\">Plans</a> <a href=\"/executions\">Executions</a> <a href=\"/audit\">Audit</a>\
+<form class=\"logout\" method=\"post\" action=\"/logout\"><button class=\"link\" type=\"submit\">Sign out</button></form></nav>\
 <main>{body}</main></body></html>",
         esc(title)
     );

@@ -129,6 +129,21 @@ pub(crate) async fn login_post(State(web): State<Arc<Web>>, Form(f): Form<LoginF
     sign_in(&web, &f.token)
 }
 
+/// Forgets the cookie (the token itself stays valid: revoke it with `--revoke-token`).
+pub(crate) async fn logout() -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (
+                header::SET_COOKIE,
+                format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+            ),
+            (header::LOCATION, "/login".to_owned()),
+        ],
+    )
+        .into_response()
+}
+
 pub(crate) async fn root() -> Redirect {
     Redirect::to("/inbox")
 }

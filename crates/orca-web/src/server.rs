@@ -74,6 +74,7 @@ pub fn router(web: Arc<Web>) -> Router {
         .route("/executions/{id}/decide", post(crate::act::decide))
         .route("/audit", get(crate::pages::audit))
         .route("/api/inbox", get(crate::pages::inbox_json))
+        .route("/logout", post(crate::pages::logout))
         .layer(middleware::from_fn_with_state(web.clone(), authenticate));
     Router::new()
         .route(

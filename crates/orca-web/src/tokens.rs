@@ -197,6 +197,36 @@ impl TokenFile {
         })
     }
 
+    /// Removes the token `name`: it stops working at once. True when it existed.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable or unwritable file.
+    pub fn revoke(&self, name: &TokenName) -> Result<bool, WebError> {
+        let mut doc = self.read()?;
+        let before = doc.tokens.len();
+        doc.tokens.retain(|t| t.name != *name);
+        if doc.tokens.len() == before {
+            return Ok(false);
+        }
+        self.write(&doc)?;
+        Ok(true)
+    }
+
+    /// The names of the tokens, with when each was created.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file.
+    pub fn list(&self) -> Result<Vec<(TokenName, OffsetDateTime)>, WebError> {
+        Ok(self
+            .read()?
+            .tokens
+            .into_iter()
+            .map(|t| (t.name, t.created_at))
+            .collect())
+    }
+
     /// The name of the token whose secret this is. The file is read on every call: a token
     /// removed from it stops working at once.
     ///

@@ -32,8 +32,14 @@ pub(crate) struct ServeArgs {
     /// Create (or replace) the access token NAME, print it once, and exit. Only its hash is
     /// kept, in `$XDG_CONFIG_HOME/orca/web-tokens.json`; actions with it are recorded as
     /// `web:NAME`.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["revoke_token", "list_tokens"])]
     pub(crate) new_token: Option<String>,
+    /// Remove the access token NAME (it stops working at once), and exit.
+    #[arg(long, value_name = "NAME", conflicts_with = "list_tokens")]
+    pub(crate) revoke_token: Option<String>,
+    /// List the access tokens (names and creation times, never secrets), and exit.
+    #[arg(long)]
+    pub(crate) list_tokens: bool,
     /// The TLS certificate chain (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub(crate) tls_cert: Option<PathBuf>,
@@ -173,6 +179,40 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
                 tokens.path().display(),
                 new.name.actor()
             ));
+        }
+        return Ok(Exit::Ok);
+    }
+    if let Some(name) = args.revoke_token {
+        let name = TokenName::try_from(name).map_err(web_error)?;
+        if !tokens.revoke(&name).map_err(web_error)? {
+            return Err(CliError::bad_input(format!(
+                "--revoke-token {name}: no such token in {}",
+                tokens.path().display()
+            )));
+        }
+        if global.json {
+            out_json(&json!({ "revoked": name }));
+        } else {
+            out(&format!("revoked the access token `{name}`"));
+        }
+        return Ok(Exit::Ok);
+    }
+    if args.list_tokens {
+        let list = tokens.list().map_err(web_error)?;
+        if global.json {
+            let items: Vec<serde_json::Value> = list
+                .iter()
+                .map(|(n, at)| json!({ "name": n, "created_at": orca_web::html::when(*at) }))
+                .collect();
+            out_json(&json!(items));
+        } else if list.is_empty() {
+            out("no access tokens (create one with `orca serve --new-token NAME`)");
+        } else {
+            let lines: Vec<String> = list
+                .iter()
+                .map(|(n, at)| format!("{n}  created {}", orca_web::html::when(*at)))
+                .collect();
+            out(&lines.join("\n"));
         }
         return Ok(Exit::Ok);
     }

@@ -494,3 +494,51 @@ async fn the_server_stops_promptly_with_a_live_page_open() {
     assert_eq!(code, Some(0), "a clean exit, not a kill");
     drop(stream);
 }
+
+/// A revoked token stops working at once, on a running server; listing never shows a secret;
+/// signing out clears the cookie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_stops_working_at_once() {
+    let p = Project::new();
+    let phone = p.token("phone");
+    let laptop = p.token("laptop");
+    let server = Server::start(&p, &[]);
+    let c = client();
+    assert_eq!(get(&c, &server.url("/inbox"), &phone).await.0, 200);
+    let listed = p.orca(&["serve", "--list-tokens"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains("phone") && listed.contains("laptop"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(&phone) && !listed.contains(&laptop),
+        "no secret listed"
+    );
+    let out = p.orca(&["serve", "--revoke-token", "phone"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        get(&c, &server.url("/inbox"), &phone).await.0,
+        401,
+        "revoked at once"
+    );
+    assert_eq!(
+        get(&c, &server.url("/inbox"), &laptop).await.0,
+        200,
+        "the others live"
+    );
+    let out = p.orca(&["serve", "--revoke-token", "phone"]);
+    assert_eq!(out.status.code(), Some(2), "no such token: {out:?}");
+    let r = c
+        .post(server.url("/logout"))
+        .bearer_auth(&laptop)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.starts_with("orca_token=;") && cookie.contains("Max-Age=0"),
+        "{cookie}"
+    );
+}
