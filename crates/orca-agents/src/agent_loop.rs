@@ -60,10 +60,13 @@ impl RetryPolicy {
         if let Some(after) = error.retry_after() {
             return after.min(self.max_delay);
         }
-        let exp = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(retry.min(20)))
-            .min(self.max_delay);
+        // The growth is the one retry definition (`orca_core::Backoff`); the jitter differs.
+        let exp = orca_core::Backoff {
+            base: self.base_delay,
+            max: self.max_delay,
+            jitter: 0.0,
+        }
+        .ceiling(retry);
         // Full jitter in [exp/2, exp].
         let half = exp / 2;
         let extra = half.as_nanos().min(u128::from(u64::MAX));

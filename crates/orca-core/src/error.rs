@@ -84,6 +84,19 @@ pub enum TransitionError {
     /// The step id is not in the plan.
     #[error("step `{0}` is not in the plan")]
     UnknownStep(StepId),
+    /// The task is not in the status the transition starts from.
+    #[error("step `{step}` is {status}; {expected}")]
+    TaskStatus {
+        /// The step.
+        step: StepId,
+        /// Its status.
+        status: crate::execution::TaskStatus,
+        /// What the transition needs, as a fragment (`only pending or failed tasks can start`).
+        expected: &'static str,
+    },
+    /// A step position past the end of the plan.
+    #[error("step {0} is not in the plan")]
+    NoStepAt(usize),
     /// A skip was asked of a task none of whose dependencies was abandoned.
     #[error("step `{0}` cannot be skipped: none of its dependencies was abandoned")]
     NothingAbandoned(StepId),

@@ -86,6 +86,8 @@
 //! ```
 
 pub mod agent;
+pub mod audit_kind;
+pub mod backoff;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -107,6 +109,8 @@ pub use agent::{
     AgentInfo, AgentPort, NoTools, PlannerRequest, QuestionRequest, Reply, Role, TaskRequest,
     ToolCall, ToolError, ToolHost, ToolSpec,
 };
+pub use audit_kind::{AuditKind, UNDER_EXECUTION};
+pub use backoff::Backoff;
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,

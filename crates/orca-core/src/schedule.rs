@@ -14,17 +14,19 @@ use crate::plan::PlanContent;
 #[must_use]
 pub fn ready(plan: &PlanContent, tasks: &[Task]) -> Vec<usize> {
     let deps = graph::dependency_indices(&plan.steps);
+    ready_with(&deps, |i| tasks.get(i).map(Task::status))
+}
+
+/// [`ready`] for a caller that keeps the dependency indices
+/// ([`graph::dependency_indices`]) and the task statuses itself (the runner): nothing is
+/// recomputed or copied. `status(i)` is the status of the task at plan position `i`.
+#[must_use]
+pub fn ready_with(deps: &[Vec<usize>], status: impl Fn(usize) -> Option<TaskStatus>) -> Vec<usize> {
     deps.iter()
         .enumerate()
         .filter(|(i, ds)| {
-            tasks
-                .get(*i)
-                .is_some_and(|t| t.status() == TaskStatus::Pending)
-                && ds.iter().all(|d| {
-                    tasks
-                        .get(*d)
-                        .is_some_and(|t| t.status() == TaskStatus::Completed)
-                })
+            status(*i) == Some(TaskStatus::Pending)
+                && ds.iter().all(|d| status(*d) == Some(TaskStatus::Completed))
         })
         .map(|(i, _)| i)
         .collect()
@@ -66,11 +68,26 @@ pub fn check_start(
         .position(step)
         .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
     let deps = graph::dependency_indices(&plan.steps);
+    check_start_with(plan, &deps, (index, step), |i| {
+        tasks.get(i).map(Task::status)
+    })?;
+    Ok(index)
+}
+
+/// [`check_start`] for a caller that keeps the dependency indices and the task statuses itself
+/// (see [`ready_with`]): `step`, at plan position `index`, may start now.
+///
+/// # Errors
+///
+/// [`TransitionError::DependencyNotCompleted`] naming the first dependency not completed.
+pub fn check_start_with(
+    plan: &PlanContent,
+    deps: &[Vec<usize>],
+    (index, step): (usize, &StepId),
+    status: impl Fn(usize) -> Option<TaskStatus>,
+) -> Result<(), TransitionError> {
     for &d in deps.get(index).map(Vec::as_slice).unwrap_or_default() {
-        if tasks
-            .get(d)
-            .is_none_or(|t| t.status() != TaskStatus::Completed)
-        {
+        if status(d) != Some(TaskStatus::Completed) {
             return Err(TransitionError::DependencyNotCompleted {
                 step: step.clone(),
                 dependency: plan
@@ -80,7 +97,7 @@ pub fn check_start(
             });
         }
     }
-    Ok(index)
+    Ok(())
 }
 
 /// Checks that the task of `step` may be skipped: it is downstream of an abandoned or skipped

@@ -18,7 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::error::Result;
 
 /// The kind of the approval entry.
-pub const APPROVED: &str = "plan.approved";
+pub const APPROVED: orca_core::AuditKind = orca_core::AuditKind::PlanApproved;
 
 fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()

@@ -1,7 +1,7 @@
 //! Service errors. User errors (bad input, unknown ids, wrong stage) are kept apart from
 //! internal ones (storage failures).
 
-use orca_core::{ExecutionId, ExecutionStage, PlanId, PlanStage, Problem};
+use orca_core::{ExecutionId, ExecutionStage, PlanId, PlanStage, Problem, TransitionError};
 use orca_store::StoreError;
 use thiserror::Error;
 
@@ -54,6 +54,26 @@ pub enum ServiceError {
     /// execution).
     #[error("{0}")]
     Tampered(String),
+    /// The domain refused a transition (a dependency not completed, a decision already
+    /// answered…). Nothing changed.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// A record kept changing under concurrent writers (another process deciding, stopping or
+    /// driving the same execution) past the retry limit: transient, nothing changed; try again.
+    #[error("execution {execution} kept changing concurrently; nothing was changed, try again")]
+    Contended {
+        /// The execution.
+        execution: ExecutionId,
+    },
+    /// The human chose Replan but no usable plan came of it. The execution was not ended and the
+    /// decision is open again (retry, stop, or a later replan still work).
+    #[error("replanning execution {execution} failed: {cause}; the decision is open again")]
+    ReplanFailed {
+        /// The execution.
+        execution: ExecutionId,
+        /// Why (no planner configured, the planner's answer was not a plan…).
+        cause: String,
+    },
     /// Storage failed (or reported bad data).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -78,6 +98,7 @@ impl ServiceError {
     pub const fn is_user_error(&self) -> bool {
         match self {
             Self::Store(e) => e.is_user_error() || matches!(e, StoreError::LeaseHeld { .. }),
+            Self::Contended { .. } => false,
             _ => true,
         }
     }
@@ -92,6 +113,21 @@ fn format_problems(problems: &[Problem]) -> String {
         out.push_str(&p.to_string());
     }
     out
+}
+
+/// The whole chain of an error, on one line.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out.replace('\n', " ")
 }
 
 /// A result of a service call.

@@ -6,16 +6,17 @@
 use std::sync::Arc;
 
 use orca_core::{
-    ApprovedPlan, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId, ExecutionStage,
-    Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task, TaskFailure,
-    TaskInterruption, TaskStatus, TaskSuccess, build_context_with, schedule,
+    ApprovedPlan, AuditKind, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId,
+    ExecutionStage, Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task,
+    TaskFailure, TaskInterruption, TaskStatus, TaskSuccess, TransitionError, UNDER_EXECUTION,
+    build_context_with, schedule,
 };
-use orca_store::audit::{AuditEntry, NewAuditEntry};
+use orca_store::audit::NewAuditEntry;
 use orca_store::{
     AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Revision, Store, StoreError,
     Versioned,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 use tracing::instrument;
 
@@ -81,24 +82,6 @@ impl ExecutionService {
         }
     }
 
-    /// Appends to an execution's audit log.
-    pub async fn audit(
-        &self,
-        execution: &Execution,
-        kind: &str,
-        parent: Option<u64>,
-        data: Value,
-    ) -> Result<AuditEntry> {
-        let info = execution.info();
-        Ok(self
-            .store
-            .append(
-                Self::log(info.plan_id, info.id),
-                NewAuditEntry::new(kind, data).with_parent(parent),
-            )
-            .await?)
-    }
-
     /// Creates an execution of an approved plan (and only of one whose content still matches
     /// its approval digest).
     #[instrument(skip(self))]
@@ -107,9 +90,9 @@ impl ExecutionService {
         let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now());
         let execution = Execution::Pending(pending);
         self.store.create_execution(&execution, &tasks).await?;
-        self.audit(
+        self.append(
             &execution,
-            "execution.created",
+            AuditKind::ExecutionCreated,
             None,
             json!({ "plan_id": plan_id, "plan_digest": plan.digest(), "steps": tasks.len() }),
         )
@@ -119,7 +102,7 @@ impl ExecutionService {
             .append(
                 AuditLogId::Runs { plan_id },
                 NewAuditEntry::new(
-                    "execution.created",
+                    AuditKind::ExecutionCreated,
                     json!({ "execution_id": execution.id(), "plan_digest": plan.digest() }),
                 ),
             )
@@ -184,10 +167,8 @@ impl ExecutionService {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(last_conflict.map_or_else(
-            || ServiceError::BadInput("the execution kept changing concurrently".to_owned()),
-            ServiceError::from,
-        ))
+        tracing::warn!(execution = %id, error = ?last_conflict, "the header kept changing concurrently");
+        Err(ServiceError::Contended { execution: id })
     }
 
     /// Starts a pending execution (no-op if already running).
@@ -198,20 +179,6 @@ impl ExecutionService {
             other => Err(terminal(&other, "it cannot start again")),
         })
         .await
-    }
-
-    /// Steps whose tasks are pending with every dependency completed, in plan order.
-    pub async fn claim_ready(&self, id: ExecutionId) -> Result<Vec<StepId>> {
-        let snap = self.get(id).await?;
-        let plan = self
-            .planning
-            .approved(snap.execution.value.info().plan_id)
-            .await?;
-        let tasks = snap.task_values();
-        Ok(schedule::ready(plan.content(), &tasks)
-            .into_iter()
-            .filter_map(|i| tasks.get(i).map(|t| t.step_id().clone()))
-            .collect())
     }
 
     /// Claims a task: a pending task whose dependencies completed, or a failed one (retry),
@@ -233,7 +200,7 @@ impl ExecutionService {
         let index = plan
             .content()
             .position(step)
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+            .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
         let deps = orca_core::graph::dependency_indices(&plan.content().steps);
         let claim = Claim {
             plan,
@@ -278,25 +245,15 @@ impl ExecutionService {
             .content()
             .steps
             .get(index)
-            .ok_or_else(|| ServiceError::BadInput(format!("step {index} is not in the plan")))?
+            .ok_or(TransitionError::NoStepAt(index))?
             .id;
-        for d in deps.get(index).into_iter().flatten() {
-            if tasks.get(*d).map(|t| t.value.status()) != Some(TaskStatus::Completed) {
-                let dep = plan
-                    .content()
-                    .steps
-                    .get(*d)
-                    .map(|s| s.id.to_string())
-                    .unwrap_or_default();
-                return Err(ServiceError::BadInput(format!(
-                    "step `{step}` cannot start: dependency `{dep}` has not completed"
-                )));
-            }
-        }
+        schedule::check_start_with(plan.content(), deps, (index, step), |i| {
+            tasks.get(i).map(|t| t.value.status())
+        })?;
         let current = tasks
             .get(index)
             .filter(|t| t.value.step_id() == step)
-            .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` has no task")))?;
+            .ok_or(TransitionError::TaskMismatch)?;
         // Guidance goes on the failed attempt before the context is built, so it is threaded.
         let mut task = current.value.clone();
         if let Task::Failed(f) = &mut task
@@ -318,15 +275,17 @@ impl ExecutionService {
             },
             limits,
         )
-        .ok_or_else(|| ServiceError::BadInput(format!("step `{step}` is not in the plan")))?;
+        .ok_or_else(|| TransitionError::UnknownStep(step.clone()))?;
         let running: RunningTask = match task {
             Task::Pending(p) => p.start(context, holder.clone(), now()),
             Task::Failed(f) => f.retry(None, context, holder.clone(), now()),
             other => {
-                return Err(ServiceError::BadInput(format!(
-                    "step `{step}` is {}; only pending or failed tasks can start",
-                    other.status()
-                )));
+                return Err(TransitionError::TaskStatus {
+                    step: step.clone(),
+                    status: other.status(),
+                    expected: "only pending or failed tasks can start",
+                }
+                .into());
             }
         };
         Ok(PreparedStart {
@@ -362,11 +321,12 @@ impl ExecutionService {
     ) -> Result<Versioned<Task>> {
         let Versioned { value, revision } = task;
         let Task::Running(running) = value else {
-            return Err(ServiceError::BadInput(format!(
-                "step `{}` is {}, not running",
-                value.step_id(),
-                value.status()
-            )));
+            return Err(TransitionError::TaskStatus {
+                step: value.step_id().clone(),
+                status: value.status(),
+                expected: "only a running task can finish",
+            }
+            .into());
         };
         let next = finish(running);
         let revision = self.store.update_task(execution, &next, revision).await?;
@@ -422,11 +382,12 @@ impl ExecutionService {
     ) -> Result<Versioned<Task>> {
         let Versioned { value, revision } = task;
         let Task::Pending(p) = value else {
-            return Err(ServiceError::BadInput(format!(
-                "step `{}` is {}, not pending",
-                value.step_id(),
-                value.status()
-            )));
+            return Err(TransitionError::TaskStatus {
+                step: value.step_id().clone(),
+                status: value.status(),
+                expected: "only a pending task can be skipped",
+            }
+            .into());
         };
         let next = Task::Skipped(p.skip(reason, now()));
         let revision = self.store.update_task(execution, &next, revision).await?;
@@ -449,10 +410,10 @@ impl ExecutionService {
                 let holder = r.holder.clone();
                 let next = Task::Failed(r.abandon(note, now()));
                 self.store.update_task(id, &next, t.revision).await?;
-                self.audit(
+                self.append(
                     &snap.execution.value,
-                    "task.attempt.abandoned",
-                    Some(0),
+                    AuditKind::TaskAttemptAbandoned,
+                    UNDER_EXECUTION,
                     json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
                 )
                 .await?;
@@ -469,7 +430,7 @@ impl ExecutionService {
             Execution::Running(r) => r
                 .complete(&tasks, now())
                 .map(|c| Some(Execution::Completed(c)))
-                .map_err(|f| ServiceError::BadInput(f.error.to_string())),
+                .map_err(|f| ServiceError::Transition(f.error)),
             Execution::Completed(_) => Ok(None),
             other => Err(terminal(&other, "it cannot complete")),
         })
@@ -498,10 +459,10 @@ impl ExecutionService {
         .await
     }
 
-    /// Stops an execution (pending or running; a no-op if it already ended stopped or failed).
-    /// A runner in another process notices and cancels its in-flight agent calls.
+    /// Stops an execution (pending or running; a no-op if it already ended stopped or failed),
+    /// without an audit entry: see [`Self::stop`] and [`Self::stop_by_decision`].
     #[instrument(skip(self, reason))]
-    pub async fn stop(
+    pub(crate) async fn stop_state(
         &self,
         id: ExecutionId,
         by: &str,
@@ -564,7 +525,7 @@ impl ExecutionService {
                 }
                 r.await_decision(request.clone(), now())
                     .map(|r| Some(Execution::Running(r)))
-                    .map_err(|f| ServiceError::BadInput(f.error.to_string()))
+                    .map_err(|f| ServiceError::Transition(f.error))
             }
             other => Err(terminal(
                 &other,
@@ -588,14 +549,14 @@ impl ExecutionService {
                 Execution::Running(r) => r
                     .answer_decision(decision.clone(), by, now())
                     .map(|r| Some(Execution::Running(r)))
-                    .map_err(|f| ServiceError::BadInput(f.error.to_string())),
+                    .map_err(|f| ServiceError::Transition(f.error)),
                 other => Err(terminal(&other, "there is no decision to make")),
             })
             .await?;
-        self.audit(
+        self.append(
             &updated.value,
-            "decision.answered",
-            Some(0),
+            AuditKind::DecisionAnswered,
+            UNDER_EXECUTION,
             json!({ "decision": decision, "by": by }),
         )
         .await?;

@@ -7,6 +7,7 @@
 //! result is not the one the log recorded, a log that does not begin with this execution's
 //! creation) is reported, located, and refused by `resume`.
 
+use orca_core::AuditKind;
 use orca_core::{
     Digest, Execution, ExecutionId, ExecutionStage, StepId, Task, TaskStatus, TaskSuccess,
 };
@@ -104,7 +105,7 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
     }
     let first = entries.first();
     let created = first.filter(|e| {
-        e.kind == "execution.created"
+        e.kind == AuditKind::ExecutionCreated
             && e.data.get("plan_id").and_then(Value::as_str) == Some(&info.plan_id.to_string())
             && e.data.get("plan_digest").and_then(Value::as_str)
                 == Some(&info.plan_digest.to_string())
@@ -132,7 +133,7 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
         };
         let step = done.step_id.to_string();
         let logged = entries.iter().rev().find(|e| {
-            e.kind == "task.attempt.completed"
+            e.kind == AuditKind::TaskAttemptCompleted
                 && e.data.get("step_id").and_then(Value::as_str) == Some(step.as_str())
         });
         let Some(logged) = logged else {

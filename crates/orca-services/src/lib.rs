@@ -16,7 +16,9 @@ pub mod error;
 pub mod execution;
 pub mod hitl;
 pub mod integrity;
+pub mod locks;
 pub mod planning;
+pub mod record;
 pub mod relay;
 pub mod runner;
 mod takeover;
@@ -31,7 +33,9 @@ pub use dispatch::DispatchService;
 pub use error::{Result, ServiceError};
 pub use execution::{Claim, ExecutionService, PreparedStart};
 pub use hitl::{Hitl, NoHuman, ScriptedHitl};
+pub use locks::LockHolder;
 pub use planning::{DraftEdit, PlanningService};
+pub use record::{AppliedPolicy, StartedAttempt};
 pub use relay::{ApprovalOutcome, OrcaService};
 pub use runner::{
     Backoff, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome, RunReport, Runner,

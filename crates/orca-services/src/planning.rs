@@ -4,6 +4,7 @@
 //! audit log. Nothing here can be reached by an agent except through the plan builder tools,
 //! and no tool approves a plan: `approve` / `reject` / `request_changes` are the human's.
 
+use orca_core::AuditKind;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -101,7 +102,7 @@ impl PlanningService {
         &self.known_agents
     }
 
-    async fn audit(&self, plan: PlanId, kind: &str, data: serde_json::Value) -> Result<()> {
+    async fn audit(&self, plan: PlanId, kind: AuditKind, data: serde_json::Value) -> Result<()> {
         self.store
             .append(
                 AuditLogId::Plan { plan_id: plan },
@@ -132,7 +133,7 @@ impl PlanningService {
         }
         self.audit(
             draft.id(),
-            "plan.created",
+            AuditKind::PlanCreated,
             json!({ "stage": "draft", "goal": draft.content().goal, "supersedes": supersedes }),
         )
         .await?;
@@ -180,7 +181,7 @@ impl PlanningService {
             .await?;
         self.audit(
             id,
-            "plan.edited",
+            AuditKind::PlanEdited,
             json!({ "operation": name, "detail": detail }),
         )
         .await?;
@@ -206,7 +207,7 @@ impl PlanningService {
                     .await?;
                 self.audit(
                     id,
-                    "plan.submitted",
+                    AuditKind::PlanSubmitted,
                     json!({ "steps": proposal.content().steps.len(), "digest": proposal.content().digest() }),
                 )
                 .await?;
@@ -216,7 +217,7 @@ impl PlanningService {
                 let problems = rejected.problems;
                 self.audit(
                     id,
-                    "plan.submit_refused",
+                    AuditKind::PlanSubmitRefused,
                     json!({ "problems": problems.iter().map(ToString::to_string).collect::<Vec<_>>() }),
                 )
                 .await?;
@@ -259,7 +260,7 @@ impl PlanningService {
         }
         self.audit(
             proposal.id(),
-            "plan.created",
+            AuditKind::PlanCreated,
             json!({ "stage": "proposal", "goal": proposal.content().goal, "supersedes": supersedes,
                     "digest": proposal.content().digest() }),
         )
@@ -289,7 +290,7 @@ impl PlanningService {
             .update_plan(&Plan::Approved(approved.clone()), revision)
             .await?;
         let entry = crate::approval::approval_entry(self.store.as_ref(), &approved);
-        self.audit(id, crate::approval::APPROVED, entry).await?;
+        self.audit(id, AuditKind::PlanApproved, entry).await?;
         // The plan's lifecycle is over: its log is sealed (executions go to its run register).
         self.store.seal(AuditLogId::Plan { plan_id: id }).await?;
         Ok(approved)
@@ -301,8 +302,12 @@ impl PlanningService {
         let (proposal, revision) = self.proposal(id).await?;
         let rejected = Plan::Rejected(proposal.reject(by, reason.clone(), now()));
         self.store.update_plan(&rejected, revision).await?;
-        self.audit(id, "plan.rejected", json!({ "by": by, "reason": reason }))
-            .await?;
+        self.audit(
+            id,
+            AuditKind::PlanRejected,
+            json!({ "by": by, "reason": reason }),
+        )
+        .await?;
         self.store.seal(AuditLogId::Plan { plan_id: id }).await?;
         Ok(rejected)
     }
@@ -322,7 +327,7 @@ impl PlanningService {
             .await?;
         self.audit(
             id,
-            "plan.changes_requested",
+            AuditKind::PlanChangesRequested,
             json!({ "by": by, "feedback": feedback }),
         )
         .await?;
@@ -340,7 +345,7 @@ impl PlanningService {
         self.store
             .append(
                 AuditLogId::Runs { plan_id: previous },
-                NewAuditEntry::new("plan.superseded", json!({ "by_plan": next })),
+                NewAuditEntry::new(AuditKind::PlanSuperseded, json!({ "by_plan": next })),
             )
             .await?;
         Ok(())
@@ -366,7 +371,7 @@ impl PlanningService {
                 .append(
                     AuditLogId::Runs { plan_id: id },
                     NewAuditEntry::new(
-                        "run.refused",
+                        AuditKind::RunRefused,
                         json!({ "entry": problem.entry, "problem": problem.problem }),
                     ),
                 )

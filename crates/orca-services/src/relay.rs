@@ -14,6 +14,15 @@ use crate::planning::DraftEdit;
 use crate::tools::{AuditScope, CallMode, Gate, ToolContext};
 
 /// Sends a message to the planner (with the planning tools) and checks what it says about plans.
+/// The configured planner agent.
+fn planner(ctx: &ToolContext) -> Result<AgentInfo> {
+    ctx.agents
+        .agents()
+        .into_iter()
+        .find(|a| a.role == Role::Planner)
+        .ok_or_else(|| ServiceError::BadInput("no planner agent is configured".to_owned()))
+}
+
 pub(crate) async fn ask_planner(
     ctx: &ToolContext,
     message: String,
@@ -21,12 +30,7 @@ pub(crate) async fn ask_planner(
     budget: Budget,
     scope: Option<AuditScope>,
 ) -> Result<Reply<PlannerResponse>> {
-    let info: AgentInfo = ctx
-        .agents
-        .agents()
-        .into_iter()
-        .find(|a| a.role == Role::Planner)
-        .ok_or_else(|| ServiceError::BadInput("no planner agent is configured".to_owned()))?;
+    let info = planner(ctx)?;
     let gate = Gate::new(ctx.clone(), &info, CallMode::Planning, scope);
     let mut reply = ctx
         .agents
@@ -193,6 +197,8 @@ impl OrcaService {
         old: &ApprovedPlan,
         report: &str,
     ) -> Result<(PlanId, Reply<PlannerResponse>)> {
+        // No draft is left behind when there is nobody to fill it.
+        planner(&self.ctx)?;
         let planning = &self.ctx.planning;
         let draft = planning
             .create_draft(Some(old.content().goal.clone()), Some(old.id()))

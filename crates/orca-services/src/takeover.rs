@@ -5,7 +5,7 @@
 //! interrupted so `resume` runs them again.
 
 use orca_core::{AgentPort, ExecutionId, ProcessGroup, ReapOutcome, StepId, Task};
-use orca_store::{StoreError, Versioned};
+use orca_store::Versioned;
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -110,10 +110,8 @@ pub(crate) async fn end_dead_runner_processes(
             .collect();
         info!(execution = %id, step = %running.step_id, ?outcomes, "ended a dead runner's process groups");
         executions
-            .audit(
+            .record_processes_ended(
                 &snap.execution.value,
-                "takeover.processes_ended",
-                Some(0),
                 json!({ "step_id": running.step_id, "attempt": running.attempt,
                         "holder": running.holder, "groups": groups }),
             )
@@ -133,49 +131,6 @@ pub(crate) async fn end_dead_runner_processes(
         ended.push(running.step_id.clone());
     }
     Ok(ended)
-}
-
-/// Records the attempts of `steps` that are still running as interrupted (abandoned: they do
-/// not count as attempts, and the next run retries them), with an audit entry each.
-pub(crate) async fn interrupt_attempts(
-    executions: &ExecutionService,
-    id: ExecutionId,
-    steps: &[StepId],
-    note: &str,
-) -> Result<Vec<StepId>> {
-    let header = executions.header(id).await?;
-    let mut interrupted = Vec::new();
-    for step in steps {
-        let task = executions.task(id, step).await?;
-        let Task::Running(running) = task.value else {
-            continue;
-        };
-        let attempt = running.attempt;
-        let groups = running.processes.clone();
-        let next = Task::Failed(running.abandon(note, time::OffsetDateTime::now_utc()));
-        match executions
-            .store()
-            .update_task(id, &next, task.revision)
-            .await
-        {
-            Ok(_) => {}
-            Err(StoreError::Conflict { .. } | StoreError::Immutable(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        executions
-            .audit(
-                &header.value,
-                "task.attempt.interrupted",
-                Some(0),
-                json!({ "step_id": step, "attempt": attempt, "note": note, "groups": groups }),
-            )
-            .await?;
-        interrupted.push(step.clone());
-    }
-    if !interrupted.is_empty() {
-        warn!(execution = %id, steps = ?interrupted, "recorded interrupted attempts");
-    }
-    Ok(interrupted)
 }
 
 /// Renews `lease` every `every` until dropped (the driver's heartbeat).

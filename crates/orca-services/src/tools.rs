@@ -4,6 +4,7 @@
 //! There is no tool that approves a plan or starts an execution: those belong to the human and
 //! the service layer.
 
+use orca_core::AuditKind;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -400,7 +401,7 @@ impl Gate {
         &self.granted
     }
 
-    async fn audit(&self, kind: &str, data: Value) {
+    async fn audit(&self, kind: AuditKind, data: Value) {
         if let Some(scope) = self.scope
             && let Err(e) = self
                 .ctx
@@ -673,7 +674,7 @@ impl ToolHost for Gate {
         if !self.granted.contains(&call.name) {
             warn!(agent = %self.agent, tool = %call.name, "refused a tool call the role was not granted");
             self.audit(
-                "tool.refused",
+                AuditKind::ToolRefused,
                 json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments }),
             )
             .await;
@@ -690,7 +691,7 @@ impl ToolHost for Gate {
             // A confinement rule refused it (a path into orca's records, a hard link…).
             warn!(agent = %self.agent, tool = %call.name, reason = %e.message, "refused a tool call");
             self.audit(
-                "tool.refused",
+                AuditKind::ToolRefused,
                 json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
                     "reason": e.message }),
             )
@@ -698,7 +699,7 @@ impl ToolHost for Gate {
             return result;
         }
         self.audit(
-            "tool.call",
+            AuditKind::ToolCall,
             json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
                 "ok": result.is_ok(), "error": result.as_ref().err().map(|e| e.message.clone()) }),
         )

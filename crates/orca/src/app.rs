@@ -599,12 +599,7 @@ async fn drive(
         let snap = orca.executions.get(exec).await?;
         if !snap.execution.value.stage().is_terminal() {
             orca.executions
-                .audit(
-                    &snap.execution.value,
-                    "sandbox",
-                    None,
-                    app.sandbox.audit_data(),
-                )
+                .record_sandbox(&snap.execution.value, app.sandbox.audit_data())
                 .await?;
         }
         let total = snap.tasks.len();

@@ -147,7 +147,7 @@ impl Report<'_> {
         let mut registered = BTreeMap::new();
         if self.files.audit_path(runs).exists() && self.log(runs).await?.is_some() {
             for e in store.entries(runs).await? {
-                if e.kind == "execution.created"
+                if e.kind == orca_core::AuditKind::ExecutionCreated
                     && let Some(x) = e
                         .data
                         .get("execution_id")

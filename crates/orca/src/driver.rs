@@ -133,14 +133,9 @@ pub(crate) async fn stop(app: &App, exec: &str, reason: Option<String>) -> Resul
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let header = orca.executions.header(id).await?;
-    orca.executions
-        .audit(
-            &header.value,
-            "execution.stop_requested",
-            Some(0),
-            json!({ "by": user(), "reason": reason, "driver": stopped_driver }),
-        )
+    let header = orca
+        .executions
+        .record_stop_requested(id, &user(), reason.as_deref(), stopped_driver.as_ref())
         .await?;
     let stage = header.value.stage();
     if app.json() {
@@ -194,14 +189,6 @@ pub(crate) async fn cancel(
     let orca = app.orca(std::sync::Arc::new(NoHuman));
     let id = orca.executions.resolve(exec).await?;
     let stopped = orca.executions.stop(id, &user(), reason.clone()).await?;
-    orca.executions
-        .audit(
-            &stopped.value,
-            "execution.stop_requested",
-            Some(0),
-            json!({ "by": user(), "reason": reason, "final": true }),
-        )
-        .await?;
     // No live process drives it: nobody else will seal its log (ADR 0013).
     if !is_live(app.store().lease(id).await?.as_ref()) {
         orca.executions.seal_if_ended(id).await?;

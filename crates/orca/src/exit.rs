@@ -14,6 +14,9 @@ pub(crate) enum Exit {
     ExecutionFailed = 3,
     AwaitingHuman = 4,
     Tampered = 5,
+    /// A record kept changing under concurrent writers past the retry limit: transient,
+    /// nothing changed, try again.
+    Conflict = 6,
     /// Stopped (Ctrl-C, `exec stop`) or found without a live driver: resumable.
     Interrupted = 130,
 }
@@ -73,6 +76,10 @@ impl From<ServiceError> for CliError {
     fn from(e: ServiceError) -> Self {
         let exit = if e.is_tampering() {
             Exit::Tampered
+        } else if matches!(e, ServiceError::Contended { .. }) {
+            Exit::Conflict
+        } else if matches!(e, ServiceError::ReplanFailed { .. }) {
+            Exit::AwaitingHuman
         } else if e.is_user_error() {
             Exit::BadInput
         } else {

@@ -306,6 +306,20 @@ impl Observer for Progress {
                     &format!("{step} skipped (an upstream step failed)"),
                 );
             }
+            RunEvent::WaitingForLock {
+                step,
+                resource,
+                holder,
+            } => {
+                let by = holder.as_ref().map_or_else(String::new, |h| {
+                    format!(" held by {} step {}", h.execution, h.step)
+                });
+                self.line(
+                    &s,
+                    &self.style.dim("…"),
+                    &format!("{step} waiting for lock `{resource}`{by}"),
+                );
+            }
             RunEvent::DecisionNeeded { request } => {
                 self.line(
                     &s,

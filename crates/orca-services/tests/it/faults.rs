@@ -10,7 +10,7 @@
 //! Also: an automatic retry waiting out its backoff when the runner stops is not lost.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -104,6 +104,13 @@ impl ScriptedAgents {
         })
     }
 
+    /// Agents with no planner configured.
+    pub(crate) fn without_planner() -> Arc<Self> {
+        let mut agents = Arc::into_inner(Self::new()).unwrap();
+        agents.infos.retain(|a| a.role != Role::Planner);
+        Arc::new(agents)
+    }
+
     pub(crate) fn script(&self, step: &str, acts: impl IntoIterator<Item = Act>) {
         self.scripts
             .lock()

@@ -2,7 +2,7 @@
 //! break an invariant of the runner.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The service flows of issue 4, on both store backends.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

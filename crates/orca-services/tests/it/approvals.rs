@@ -2,7 +2,7 @@
 //! for whoever trusts that key; a refusal is typed, names the plan-log entry, and is recorded in
 //! the plan's run register.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

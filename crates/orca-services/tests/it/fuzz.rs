@@ -15,7 +15,7 @@ use orca_store::{AuditLogId, AuditStore, FileStore};
 use proptest::prelude::*;
 use serde_json::Value;
 
-#[path = "../../../fuzz/engine.rs"]
+#[path = "../../../../fuzz/engine.rs"]
 mod engine;
 
 use engine::*;

@@ -1,0 +1,15 @@
+//! The crate's integration tests, one test binary (one link, one process start) with a
+//! module per area.
+
+mod context_bounds;
+mod execution_refusals;
+mod graph_properties;
+mod hitl_answers;
+mod malformed_plans;
+mod model_execution;
+mod model_plan;
+mod redact;
+mod serde_roundtrip;
+mod snapshots;
+mod step_env;
+mod write_conflicts;

@@ -1,0 +1,479 @@
+//! The one writer of durable transitions: each method here writes one transition of an
+//! execution or a task **and** its audit entry, with a typed [`AuditKind`]. The runner only
+//! schedules and calls these; the binary calls them too (`exec stop` / `exec cancel`, the
+//! sandbox entry). No other code appends to an execution's log (see `docs/architecture.md`).
+//!
+//! Order within a method is part of the contract (ADR 0013, ADR 0014): an attempt's reply is
+//! logged before its task state is written (a state file never holds a result the log does
+//! not); every other transition writes its state first, then its entry.
+
+use orca_core::{
+    AuditKind, Decision, DecisionRequest, Execution, ExecutionId, Holder, PlanId, PlannerResponse,
+    StepId, Task, TaskResult, UNDER_EXECUTION, Usage,
+};
+use orca_store::audit::NewAuditEntry;
+use orca_store::{AuditLogId, StoreError, Versioned};
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::execution::{ExecutionService, PreparedStart};
+
+/// An unattended failure policy applied instead of asking a human.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppliedPolicy {
+    /// The execution ends failed once running tasks finish.
+    Stop,
+    /// The failed step's dependents are skipped.
+    Skip,
+}
+
+impl AppliedPolicy {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Skip => "skip",
+        }
+    }
+}
+
+/// A task start written with its `task.attempt.started` entry.
+#[derive(Debug, Clone)]
+pub struct StartedAttempt {
+    /// The running task.
+    pub task: Versioned<Task>,
+    /// The seq of `task.attempt.started`: the parent of what the agent logs.
+    pub attempt_seq: u64,
+}
+
+impl ExecutionService {
+    /// Appends an entry to an execution's log.
+    pub(crate) async fn append(
+        &self,
+        execution: &Execution,
+        kind: AuditKind,
+        parent: Option<u64>,
+        data: Value,
+    ) -> Result<u64> {
+        let info = execution.info();
+        Ok(self
+            .store()
+            .append(
+                Self::log(info.plan_id, info.id),
+                NewAuditEntry::new(kind, data).with_parent(parent),
+            )
+            .await?
+            .seq)
+    }
+
+    /// The first entry of an execution whose creator died before writing it.
+    pub(crate) async fn record_created_late(
+        &self,
+        execution: &Execution,
+        plan_digest: &orca_core::Digest,
+        steps: usize,
+    ) -> Result<()> {
+        let plan_id = execution.info().plan_id;
+        self.append(
+            execution,
+            AuditKind::ExecutionCreated,
+            None,
+            json!({ "plan_id": plan_id, "plan_digest": plan_digest, "steps": steps,
+                    "recovered": true }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A run was refused: recorded in the plan's run register (the execution's own log cannot
+    /// be trusted). Best effort: the refusal must not be hidden by a failing register.
+    pub(crate) async fn record_run_refused(&self, plan_id: PlanId, data: Value) {
+        let _ = self
+            .store()
+            .append(
+                AuditLogId::Runs { plan_id },
+                NewAuditEntry::new(AuditKind::RunRefused, data),
+            )
+            .await;
+    }
+
+    /// A runner takes the execution: starts it if pending (`execution.started`), else
+    /// `execution.resumed`.
+    pub(crate) async fn begin(
+        &self,
+        id: ExecutionId,
+        holder: &Holder,
+        took_over: Option<&orca_store::LeaseInfo>,
+    ) -> Result<Versioned<Execution>> {
+        let was_pending =
+            self.header(id).await?.value.stage() == orca_core::ExecutionStage::Pending;
+        let started = self.start(id).await?;
+        if was_pending {
+            self.append(
+                &started.value,
+                AuditKind::ExecutionStarted,
+                UNDER_EXECUTION,
+                json!({ "holder": holder }),
+            )
+            .await?;
+        } else {
+            self.append(
+                &started.value,
+                AuditKind::ExecutionResumed,
+                UNDER_EXECUTION,
+                json!({ "holder": holder, "took_over": took_over }),
+            )
+            .await?;
+        }
+        Ok(started)
+    }
+
+    /// Writes a prepared start, then its `task.attempt.started` entry (one per attempt: it is
+    /// the agent call too, and what the agent logs hangs under it).
+    pub async fn record_attempt_started(
+        &self,
+        execution: &Execution,
+        start: PreparedStart,
+        step: &StepId,
+        agent: &orca_core::AgentId,
+    ) -> Result<StartedAttempt> {
+        let task = self.commit_start(start).await?;
+        let attempt = match &task.value {
+            Task::Running(r) => r.attempt,
+            _ => 0,
+        };
+        let attempt_seq = self
+            .append(
+                execution,
+                AuditKind::TaskAttemptStarted,
+                UNDER_EXECUTION,
+                json!({ "step_id": step, "agent": agent, "attempt": attempt }),
+            )
+            .await?;
+        Ok(StartedAttempt { task, attempt_seq })
+    }
+
+    /// An attempt's reply: its entry (under `parent`, the attempt's start) first, then the
+    /// task's new state. If the state cannot be written after the entry was, that is logged
+    /// too (`task.attempt.unrecorded`).
+    pub async fn record_reply(
+        &self,
+        execution: &Execution,
+        task: Versioned<Task>,
+        outcome: &TaskResult,
+        usage: &Usage,
+        parent: u64,
+    ) -> Result<Versioned<Task>> {
+        let step = task.value.step_id().clone();
+        let (kind, data) = match outcome {
+            TaskResult::Success(success) => (
+                AuditKind::TaskAttemptCompleted,
+                json!({ "step_id": step, "usage": usage, "summary": success.summary,
+                        crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(success) }),
+            ),
+            TaskResult::Failure(failure) => (
+                AuditKind::TaskAttemptFailed,
+                json!({ "step_id": step, "failure": failure, "usage": usage }),
+            ),
+            TaskResult::Interruption(interruption) => (
+                AuditKind::TaskAttemptInterrupted,
+                json!({ "step_id": step, "interruption": interruption }),
+            ),
+        };
+        self.append(execution, kind, Some(parent), data).await?;
+        let id = execution.id();
+        let done = match outcome {
+            TaskResult::Success(success) => self.complete_task(id, task, success.clone()).await,
+            TaskResult::Failure(failure) => self.fail_task(id, task, failure.clone()).await,
+            TaskResult::Interruption(interruption) => {
+                self.interrupt_task(id, task, interruption.clone()).await
+            }
+        };
+        if let Err(e) = &done {
+            let _ = self
+                .append(
+                    execution,
+                    AuditKind::TaskAttemptUnrecorded,
+                    Some(parent),
+                    json!({ "step_id": step, "error": e.to_string() }),
+                )
+                .await;
+        }
+        done
+    }
+
+    /// Skips a pending task (an upstream step was abandoned), with `task.skipped`.
+    pub async fn record_skip(
+        &self,
+        execution: &Execution,
+        task: Versioned<Task>,
+        reason: &str,
+    ) -> Result<Versioned<Task>> {
+        let step = task.value.step_id().clone();
+        let skipped = self.skip_task(execution.id(), task, reason).await?;
+        self.append(
+            execution,
+            AuditKind::TaskSkipped,
+            UNDER_EXECUTION,
+            json!({ "step_id": step }),
+        )
+        .await?;
+        Ok(skipped)
+    }
+
+    /// The run waits for a human decision (durably), with `decision.requested`.
+    pub async fn request_decision(
+        &self,
+        id: ExecutionId,
+        request: &DecisionRequest,
+    ) -> Result<Versioned<Execution>> {
+        let updated = self.await_decision(id, request.clone()).await?;
+        self.append(
+            &updated.value,
+            AuditKind::DecisionRequested,
+            UNDER_EXECUTION,
+            json!({ "request": request }),
+        )
+        .await?;
+        Ok(updated)
+    }
+
+    /// A Replan produced no usable plan: the decision is open again, with `replan.failed`.
+    pub async fn reopen_decision(
+        &self,
+        id: ExecutionId,
+        request: &DecisionRequest,
+        cause: &str,
+    ) -> Result<Versioned<Execution>> {
+        let updated = self.await_decision(id, request.clone()).await?;
+        self.append(
+            &updated.value,
+            AuditKind::ReplanFailed,
+            UNDER_EXECUTION,
+            json!({ "request": request, "cause": cause }),
+        )
+        .await?;
+        Ok(updated)
+    }
+
+    /// An unattended failure policy was applied instead of asking (`policy.applied`).
+    pub async fn record_policy(
+        &self,
+        execution: &Execution,
+        policy: AppliedPolicy,
+        request: &DecisionRequest,
+    ) -> Result<()> {
+        self.append(
+            execution,
+            AuditKind::PolicyApplied,
+            UNDER_EXECUTION,
+            json!({ "policy": policy.as_str(), "request": request }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The runner applies an answered decision (`decision.applied`).
+    pub async fn record_decision_applied(
+        &self,
+        execution: &Execution,
+        decision: &Decision,
+        by: &str,
+    ) -> Result<()> {
+        self.append(
+            execution,
+            AuditKind::DecisionApplied,
+            UNDER_EXECUTION,
+            json!({ "decision": decision, "by": by }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A human's Stop decision ends the execution (`execution.stopped`).
+    pub async fn stop_by_decision(
+        &self,
+        id: ExecutionId,
+        by: &str,
+        reason: &str,
+    ) -> Result<Versioned<Execution>> {
+        let stopped = self.stop_state(id, by, Some(reason.to_owned())).await?;
+        self.append(
+            &stopped.value,
+            AuditKind::ExecutionStopped,
+            UNDER_EXECUTION,
+            json!({ "by": by, "reason": reason }),
+        )
+        .await?;
+        Ok(stopped)
+    }
+
+    /// `exec cancel`: stops an execution for good (pending or running; a no-op on one that
+    /// already ended stopped), with `execution.stop_requested` (`final`). A runner in another
+    /// process notices and cancels its in-flight agent calls.
+    pub async fn stop(
+        &self,
+        id: ExecutionId,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<Versioned<Execution>> {
+        let stopped = self.stop_state(id, by, reason.clone()).await?;
+        self.append(
+            &stopped.value,
+            AuditKind::ExecutionStopRequested,
+            UNDER_EXECUTION,
+            json!({ "by": by, "reason": reason, "final": true }),
+        )
+        .await?;
+        Ok(stopped)
+    }
+
+    /// `exec stop`: the driving process (if any) was asked to stop; the execution stays
+    /// resumable (`execution.stop_requested`).
+    pub async fn record_stop_requested(
+        &self,
+        id: ExecutionId,
+        by: &str,
+        reason: Option<&str>,
+        driver: Option<&Holder>,
+    ) -> Result<Versioned<Execution>> {
+        let header = self.header(id).await?;
+        self.append(
+            &header.value,
+            AuditKind::ExecutionStopRequested,
+            UNDER_EXECUTION,
+            json!({ "by": by, "reason": reason, "driver": driver }),
+        )
+        .await?;
+        Ok(header)
+    }
+
+    /// The sandbox a run's steps run under (written before each run of an unfinished
+    /// execution).
+    pub async fn record_sandbox(&self, execution: &Execution, data: Value) -> Result<()> {
+        self.append(execution, AuditKind::Sandbox, None, data)
+            .await?;
+        Ok(())
+    }
+
+    /// A Replan produced `new_plan`: the execution ends failed, replanned
+    /// (`execution.replanned`, then the state).
+    pub async fn record_replanned(
+        &self,
+        execution: &Execution,
+        new_plan: PlanId,
+        planner: &PlannerResponse,
+    ) -> Result<Versioned<Execution>> {
+        self.append(
+            execution,
+            AuditKind::ExecutionReplanned,
+            UNDER_EXECUTION,
+            json!({ "new_plan": new_plan, "planner": planner }),
+        )
+        .await?;
+        let reason = format!("replanned as {new_plan}");
+        self.fail(execution.id(), &reason, Some(new_plan)).await
+    }
+
+    /// Every task completed: the execution completes (`execution.completed`).
+    pub async fn record_completed(
+        &self,
+        id: ExecutionId,
+        usage: &Usage,
+    ) -> Result<Versioned<Execution>> {
+        let completed = self.complete(id).await?;
+        self.append(
+            &completed.value,
+            AuditKind::ExecutionCompleted,
+            UNDER_EXECUTION,
+            json!({ "usage": usage }),
+        )
+        .await?;
+        Ok(completed)
+    }
+
+    /// The execution ends failed (`execution.failed`).
+    pub async fn record_failed(
+        &self,
+        id: ExecutionId,
+        reason: &str,
+    ) -> Result<Versioned<Execution>> {
+        let failed = self.fail(id, reason, None).await?;
+        self.append(
+            &failed.value,
+            AuditKind::ExecutionFailed,
+            UNDER_EXECUTION,
+            json!({ "reason": reason }),
+        )
+        .await?;
+        Ok(failed)
+    }
+
+    /// The run was interrupted; the execution stays resumable (`execution.interrupted`).
+    pub async fn record_interrupted(
+        &self,
+        execution: &Execution,
+        by: &str,
+        holder: &Holder,
+        steps: &[StepId],
+    ) -> Result<()> {
+        self.append(
+            execution,
+            AuditKind::ExecutionInterrupted,
+            UNDER_EXECUTION,
+            json!({ "by": by, "holder": holder, "steps": steps }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Records the attempts of `steps` that are still running as interrupted (abandoned: they
+    /// do not count as attempts, and the next run retries them), with an entry each.
+    pub async fn interrupt_attempts(
+        &self,
+        id: ExecutionId,
+        steps: &[StepId],
+        note: &str,
+    ) -> Result<Vec<StepId>> {
+        let header = self.header(id).await?;
+        let mut interrupted = Vec::new();
+        for step in steps {
+            let task = self.task(id, step).await?;
+            let Task::Running(running) = task.value else {
+                continue;
+            };
+            let attempt = running.attempt;
+            let groups = running.processes.clone();
+            let next = Task::Failed(running.abandon(note, time::OffsetDateTime::now_utc()));
+            match self.store().update_task(id, &next, task.revision).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. } | StoreError::Immutable(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            self.append(
+                &header.value,
+                AuditKind::TaskAttemptInterrupted,
+                UNDER_EXECUTION,
+                json!({ "step_id": step, "attempt": attempt, "note": note, "groups": groups }),
+            )
+            .await?;
+            interrupted.push(step.clone());
+        }
+        Ok(interrupted)
+    }
+
+    /// A dead runner's step processes were ended (`takeover.processes_ended`).
+    pub(crate) async fn record_processes_ended(
+        &self,
+        execution: &Execution,
+        data: Value,
+    ) -> Result<()> {
+        self.append(
+            execution,
+            AuditKind::TakeoverProcessesEnded,
+            UNDER_EXECUTION,
+            data,
+        )
+        .await?;
+        Ok(())
+    }
+}

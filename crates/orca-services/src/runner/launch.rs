@@ -1,0 +1,293 @@
+//! Launching: which ready steps start now (concurrency, resource locks), writing their
+//! starts through the writer, and handing each to its agent.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "the runner's parts share its imports"
+)]
+use super::*;
+
+impl Runner {
+    /// Starts ready tasks (and due retries) up to the concurrency: decides them one by one,
+    /// writes their starts concurrently (the file store's group commit turns N starts into a
+    /// few fsyncs), then hands each to its agent.
+    pub(super) async fn launch_ready(&self, run: &mut Run) -> Result<()> {
+        // Who wants to start: ready pending tasks, and failed ones to retry (due, or waiting
+        // for a lock), with their guidance.
+        let mut candidates: Vec<(usize, Option<String>)> = Vec::new();
+        for (i, slot) in run.slots.iter().enumerate() {
+            match slot {
+                Slot::RetryNow { guidance } if run.failed(i) => {
+                    candidates.push((i, guidance.clone()))
+                }
+                Slot::WaitingForLock { guidance } if run.failed(i) => {
+                    candidates.push((i, guidance.clone()));
+                }
+                _ => {}
+            }
+        }
+        for i in run.ready() {
+            if matches!(run.slot(i), Slot::Idle | Slot::WaitingForLock { .. }) {
+                candidates.push((i, None));
+            }
+        }
+        candidates.sort_by_key(|(i, _)| *i);
+        candidates.dedup_by_key(|(i, _)| *i);
+        // A wait for a step that no longer wants to start ends.
+        for i in run.where_slot(|s| matches!(s, Slot::WaitingForLock { .. })) {
+            if !candidates.iter().any(|(c, _)| *c == i) {
+                run.set(i, Slot::Idle);
+            }
+        }
+
+        // 1. Decide, in plan order, without writing.
+        let mut decided: Vec<(usize, Option<ResourceGuard>)> = Vec::new();
+        let mut starts: Vec<crate::PreparedStart> = Vec::new();
+        for (index, guidance) in candidates {
+            if run.joins.len() + decided.len() >= self.config.concurrency.max(1) {
+                break;
+            }
+            if matches!(run.slot(index), Slot::InFlight { .. }) {
+                continue;
+            }
+            let Some(step) = run.plan.content().steps.get(index) else {
+                continue;
+            };
+            let locks = if step.locks.is_empty() {
+                None
+            } else {
+                match self
+                    .executions
+                    .store()
+                    .try_lock_resources(&step.locks, &self.config.holder)
+                    .await?
+                {
+                    Some(guard) => Some(guard),
+                    None => {
+                        let (step_id, locks) = (step.id.clone(), step.locks.clone());
+                        let was = run.set(index, Slot::WaitingForLock { guidance });
+                        if !matches!(was, Slot::WaitingForLock { .. }) {
+                            let holding: Vec<usize> = run
+                                .where_slot(|s| matches!(s, Slot::InFlight { .. }))
+                                .into_iter()
+                                .chain(decided.iter().map(|(i, _)| *i))
+                                .collect();
+                            let own = (run.id, run.plan.content(), holding.as_slice());
+                            let (resource, holder) =
+                                crate::locks::find_holder(&self.executions, own, &locks).await?;
+                            self.observer.event(&RunEvent::WaitingForLock {
+                                step: step_id,
+                                resource,
+                                holder,
+                            });
+                        }
+                        continue;
+                    }
+                }
+            };
+            if let Slot::WaitingForLock { guidance } = run.slot(index) {
+                // The wait is over: the step starts now (the slot says so once it is in flight).
+                let slot = if run.failed(index) {
+                    Slot::RetryNow {
+                        guidance: guidance.clone(),
+                    }
+                } else {
+                    Slot::Idle
+                };
+                run.set(index, slot);
+            }
+            let claim = crate::execution::Claim {
+                plan: &run.plan,
+                execution: &run.execution,
+                tasks: &run.tasks,
+                deps: &run.deps,
+            };
+            let start = self.executions.prepare_start(
+                &claim,
+                index,
+                &self.config.holder,
+                guidance,
+                &self.config.context_limits,
+            )?;
+            decided.push((index, locks));
+            starts.push(start);
+        }
+        if decided.is_empty() {
+            return Ok(());
+        }
+
+        // 2. Write the starts and their audit entries, all at once.
+        let mut writes = JoinSet::new();
+        for (slot, ((index, _), start)) in decided.iter().zip(starts).enumerate() {
+            let Some(step) = run.plan.content().steps.get(*index) else {
+                continue;
+            };
+            let (step_id, agent) = (step.id.clone(), step.agent.clone());
+            let executions = self.executions.clone();
+            let execution = run.execution.clone();
+            writes.spawn(async move {
+                let started = executions
+                    .record_attempt_started(&execution, start, &step_id, &agent)
+                    .await?;
+                Ok::<_, ServiceError>((slot, started))
+            });
+        }
+        let mut written: Vec<Option<StartedAttempt>> = (0..decided.len()).map(|_| None).collect();
+        let mut first_error = None;
+        while let Some(joined) = writes.join_next().await {
+            match joined {
+                Ok(Ok((slot, started))) => {
+                    if let Some(w) = written.get_mut(slot) {
+                        *w = Some(started);
+                    }
+                }
+                Ok(Err(ServiceError::Store(StoreError::Conflict { .. }))) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(ServiceError::Store(StoreError::backend(
+                        "writing a task start",
+                        e,
+                    )));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            // Tasks whose start was written are recovered as interrupted attempts on resume.
+            return Err(e);
+        }
+
+        // 3. Hand each started task to its agent, in plan order.
+        let mut conflicted = false;
+        for ((index, locks), outcome) in decided.into_iter().zip(written) {
+            let Some(started) = outcome else {
+                // Someone else changed the task meanwhile.
+                conflicted = true;
+                continue;
+            };
+            self.dispatch_started(run, index, locks, started);
+        }
+        if conflicted {
+            self.refresh_all(run).await?;
+        }
+        Ok(())
+    }
+
+    /// Spawns the agent call of a task whose start is written.
+    pub(super) fn dispatch_started(
+        &self,
+        run: &mut Run,
+        index: usize,
+        locks: Option<ResourceGuard>,
+        started: StartedAttempt,
+    ) {
+        let StartedAttempt {
+            task: started,
+            attempt_seq,
+        } = started;
+        let Some(step) = run.plan.content().steps.get(index).cloned() else {
+            return;
+        };
+        let Task::Running(running) = &started.value else {
+            return;
+        };
+        let attempt = running.attempt;
+        let context = running.context.clone();
+        if let Some(slot) = run.tasks.get_mut(index) {
+            slot.clone_from(&started);
+        }
+        self.observer.event(&RunEvent::TaskStarted {
+            step: step.id.clone(),
+            agent: step.agent.to_string(),
+            attempt,
+        });
+        let elapsed = run.started.elapsed().as_secs();
+        let budget = self
+            .config
+            .task_budget
+            .min(&self.config.execution_budget.remaining(&run.usage, elapsed));
+        let timeout = step
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(self.config.task_timeout);
+        let request = TaskRequest {
+            agent: step.agent.clone(),
+            execution_id: run.id,
+            plan_id: run.plan.id(),
+            step,
+            attempt,
+            context,
+            budget,
+            timeout,
+        };
+        let exhausted = self.config.execution_budget.exceeded(&run.usage, elapsed);
+        let dispatch = self.dispatch.clone();
+        let scope = run.log_scope(Some(attempt_seq));
+        let held_fds = locks.as_ref().map(|l| l.fds().to_vec()).unwrap_or_default();
+        run.set(index, Slot::InFlight { _locks: locks });
+        let executions = self.executions.clone();
+        let (id, execution) = (run.id, run.execution.clone());
+        let task_budget = self.config.task_budget;
+        let calls = run.calls.clone();
+        let step_id = request.step.id.clone();
+        let agents = self.dispatch.context().agents.clone();
+        run.joins.spawn(async move {
+            let mut started = started;
+            let reply = if let Some(why) = exhausted {
+                Reply::new(TaskResult::Failure(TaskFailure::new(
+                    ErrorCode::BudgetExceeded,
+                    why,
+                )))
+            } else {
+                let agents = agents.clone();
+                let call = move |sink| async move {
+                    let call =
+                        dispatch.dispatch_task_owned(request, Some(scope), Some(sink), held_fds);
+                    match timeout {
+                        Some(limit) => match tokio::time::timeout(limit, call).await {
+                            Ok(reply) => reply,
+                            Err(_) => {
+                                // Its processes are being ended: wait for them before the
+                                // reply (and the locks) are let go.
+                                agents.settle().await;
+                                Reply::new(TaskResult::Failure(TaskFailure::new(
+                                    ErrorCode::Timeout,
+                                    format!("the attempt took longer than {}s", limit.as_secs()),
+                                )))
+                            }
+                        },
+                        None => call.await,
+                    }
+                };
+                crate::takeover::call_recording_groups(call, &executions, id, &mut started, &calls)
+                    .await?
+            };
+            let mut outcome = reply.outcome;
+            if let (TaskResult::Success(_), Some(why)) =
+                (&outcome, task_budget.exceeded(&reply.usage, 0))
+            {
+                outcome = TaskResult::Failure(TaskFailure::new(ErrorCode::BudgetExceeded, why));
+            }
+            let recording = Recording {
+                index,
+                step: step_id,
+                running_attempts: started.value.counted_attempts(),
+                task: started,
+                outcome,
+                usage: reply.usage,
+                parent: attempt_seq,
+            };
+            let written = executions
+                .record_reply(
+                    &execution,
+                    recording.task.clone(),
+                    &recording.outcome,
+                    &recording.usage,
+                    recording.parent,
+                )
+                .await;
+            Some((recording, written))
+        });
+    }
+}

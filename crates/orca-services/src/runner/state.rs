@@ -1,0 +1,223 @@
+//! The runner's view of one execution while it drives it: the stored task records (a mirror
+//! of the store, kept current from the runner's own writes) and, per task, ONE [`Slot`] saying
+//! what the runner is doing with it. Nothing else holds per-task runtime state.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "the runner's parts share its imports"
+)]
+use super::*;
+
+/// What the runner is doing with one task (by plan position). What the task *is* (pending,
+/// running, failed…) is its stored record; the slot is what the runner does about it.
+#[derive(Debug, Default)]
+pub(super) enum Slot {
+    /// Nothing: what happens next follows from the stored task (a pending task starts when
+    /// ready; a failed one is looked at by `reconcile_failed`).
+    #[default]
+    Idle,
+    /// Wants to start (ready, or a retry) but a resource lock is held elsewhere; the wait was
+    /// reported once. Keeps the guidance of a retry.
+    WaitingForLock {
+        /// Guidance for the retry, if it is one.
+        guidance: Option<String>,
+    },
+    /// Its attempt is in flight; the step's locks are held until the reply is in.
+    InFlight {
+        /// Released when the slot changes.
+        _locks: Option<ResourceGuard>,
+    },
+    /// Failed with attempts left: retried automatically at this time.
+    RetryAt(Instant),
+    /// To start again at once (a due retry, a human's Retry or Answer, a recovered attempt).
+    RetryNow {
+        /// Guidance for the next attempt.
+        guidance: Option<String>,
+    },
+    /// Failed and given up on (policy skip): never retried; its dependents are skipped.
+    Abandoned,
+}
+
+impl Slot {
+    /// The slot's state, for invariants and tests.
+    pub(super) const fn name(&self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::WaitingForLock { .. } => "waiting_for_lock",
+            Self::InFlight { .. } => "in_flight",
+            Self::RetryAt(_) => "retry_at",
+            Self::RetryNow { .. } => "retry_now",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// What an agent's task hands back: unless the call was cancelled, the reply and how writing
+/// it to the store went (the write happens in the agent's task, so the replies of parallel
+/// tasks are written in parallel).
+pub(super) type Joined = Option<(Recording, Result<Versioned<Task>>)>;
+
+/// An agent reply about to be written.
+pub(super) struct Recording {
+    pub(super) index: usize,
+    pub(super) step: StepId,
+    /// The running task the reply is for.
+    pub(super) task: Versioned<Task>,
+    /// Attempts counted before this one ended.
+    pub(super) running_attempts: u32,
+    pub(super) outcome: TaskResult,
+    pub(super) usage: Usage,
+    /// The audit entry of the attempt's start.
+    pub(super) parent: u64,
+}
+
+pub(super) struct Run {
+    pub(super) id: ExecutionId,
+    pub(super) plan: ApprovedPlan,
+    /// The plan's dependency indices, computed once.
+    pub(super) deps: Vec<Vec<usize>>,
+    pub(super) execution: Execution,
+    /// The stored task records, in plan order.
+    pub(super) tasks: Vec<Versioned<Task>>,
+    /// What the runner does with each task, in plan order.
+    pub(super) slots: Vec<Slot>,
+    pub(super) joins: JoinSet<Joined>,
+    /// Cancels the agent calls in `joins` (never their writes: a reply that is in gets written
+    /// whole, task and audit entry).
+    pub(super) calls: CancellationToken,
+    pub(super) usage: Usage,
+    pub(super) started: Instant,
+    /// When the execution header was last read.
+    pub(super) last_refresh: Instant,
+    pub(super) stop_after_drain: Option<String>,
+}
+
+impl Run {
+    pub(super) fn values(&self) -> Vec<Task> {
+        self.tasks.iter().map(|t| t.value.clone()).collect()
+    }
+
+    /// Pending tasks whose dependencies all completed, in plan order
+    /// ([`schedule::ready_with`], without copying tasks).
+    pub(super) fn ready(&self) -> Vec<usize> {
+        schedule::ready_with(&self.deps, |i| self.tasks.get(i).map(|t| t.value.status()))
+    }
+
+    /// Whether the stored task at `index` has failed.
+    pub(super) fn failed(&self, index: usize) -> bool {
+        self.tasks.get(index).map(|t| t.value.status()) == Some(TaskStatus::Failed)
+    }
+
+    pub(super) fn slot(&self, index: usize) -> &Slot {
+        self.slots.get(index).unwrap_or(&Slot::Idle)
+    }
+
+    /// Sets a task's slot; returns the slot it had.
+    pub(super) fn set(&mut self, index: usize, slot: Slot) -> Slot {
+        self.slots
+            .get_mut(index)
+            .map(|s| std::mem::replace(s, slot))
+            .unwrap_or_default()
+    }
+
+    /// Positions whose slot matches.
+    pub(super) fn where_slot(&self, pred: impl Fn(&Slot) -> bool) -> Vec<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| pred(s))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Steps given up on (their dependents are skipped).
+    pub(super) fn abandoned(&self) -> BTreeSet<StepId> {
+        self.where_slot(|s| matches!(s, Slot::Abandoned))
+            .into_iter()
+            .filter_map(|i| self.plan.content().steps.get(i).map(|s| s.id.clone()))
+            .collect()
+    }
+
+    /// Whether some retry is still to come (scheduled or due).
+    pub(super) fn retries_pending(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s, Slot::RetryAt(_) | Slot::RetryNow { .. }))
+    }
+
+    /// Whether a step waits for a lock (the loop polls for it).
+    pub(super) fn waiting_for_locks(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s, Slot::WaitingForLock { .. }))
+    }
+
+    /// The earliest scheduled retry.
+    pub(super) fn next_retry(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::RetryAt(at) => Some(*at),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Every slot whose attempt is in flight becomes idle (its locks are let go); returns
+    /// their positions.
+    pub(super) fn end_in_flight(&mut self) -> Vec<usize> {
+        let flights = self.where_slot(|s| matches!(s, Slot::InFlight { .. }));
+        for i in &flights {
+            self.set(*i, Slot::Idle);
+        }
+        flights
+    }
+
+    pub(super) fn log_scope(&self, parent: Option<u64>) -> AuditScope {
+        AuditScope {
+            log: ExecutionService::log(self.plan.id(), self.id),
+            parent,
+        }
+    }
+
+    /// The slot invariants against the stored records, as problems (none when they hold): a
+    /// task in flight is running (or was failed by a stop from another process meanwhile: its
+    /// reply is still to come); a task to retry or given up on has failed; a task waiting for
+    /// a lock is pending or failed. So no task is both in flight and done.
+    pub(super) fn slot_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (i, (slot, task)) in self.slots.iter().zip(&self.tasks).enumerate() {
+            let status = task.value.status();
+            let ok = match slot {
+                Slot::Idle => true,
+                Slot::WaitingForLock { .. } => {
+                    matches!(status, TaskStatus::Pending | TaskStatus::Failed)
+                }
+                Slot::InFlight { .. } => {
+                    matches!(status, TaskStatus::Running | TaskStatus::Failed)
+                }
+                Slot::RetryAt(_) | Slot::RetryNow { .. } | Slot::Abandoned => {
+                    status == TaskStatus::Failed
+                }
+            };
+            if !ok {
+                problems.push(format!(
+                    "task {i} is {status} but its slot is {}",
+                    slot.name()
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// Whether an automatic retry may help.
+pub(super) const fn retryable(code: ErrorCode) -> bool {
+    !matches!(
+        code,
+        ErrorCode::BudgetExceeded
+            | ErrorCode::UnknownAgent
+            | ErrorCode::Validation
+            | ErrorCode::Cancelled
+    )
+}

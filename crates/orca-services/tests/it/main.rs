@@ -1,0 +1,12 @@
+//! The crate's integration tests, one test binary (one link, one process start) with a
+//! module per area.
+
+mod approvals;
+mod faults;
+mod flows;
+mod fuzz;
+mod lock_waits;
+mod model;
+mod replan;
+mod slots;
+mod support;
