@@ -2,7 +2,7 @@
 //! built from the same service calls the command line uses; no HTML here.
 
 use orca_core::{
-    DecisionRequest, Execution, ExecutionId, Plan, PlanEvent, PlanId, PlanStage, StepId,
+    AuditKind, DecisionRequest, Execution, ExecutionId, Plan, PlanEvent, PlanId, PlanStage, StepId,
 };
 use orca_services::Orca;
 use orca_store::{AuditLogId, ExecutionSnapshot, LeaseInfo, Store};
@@ -238,10 +238,10 @@ pub async fn execution(
     let mut usage = UsageTotals::default();
     let mut last_decision_by = None;
     for e in &entries {
-        if e.kind == "decision.answered" {
+        if e.kind == AuditKind::DecisionAnswered {
             last_decision_by = e.data.get("by").and_then(|b| b.as_str()).map(str::to_owned);
         }
-        if e.kind == "execution.completed" {
+        if e.kind == AuditKind::ExecutionCompleted {
             continue;
         }
         if let Some(u) = e.data.get("usage") {
