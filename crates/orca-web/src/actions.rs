@@ -108,6 +108,10 @@ impl ActionTokens {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match grant {
             Some(g) if g.expires > Instant::now() => {
+                // A used form is remembered (to name who used it) as long as it could be
+                // replayed, and a day more.
+                let horizon = OffsetDateTime::now_utc() - time::Duration::days(1);
+                used.retain(|_, u| u.at > horizon);
                 used.insert(
                     nonce.to_owned(),
                     Used {
