@@ -26,6 +26,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("orca-agents", &["orca-store", "orca-services"]),
     // The web layer speaks HTTP over the services; agents are the binary's choice.
     ("orca-web", &["orca-agents", "reqwest"]),
+    // The MCP server names no concrete store or agent backend, and speaks no HTTP itself.
+    ("orca-mcp", &["orca-agents", "reqwest", "hyper"]),
 ];
 
 /// Source text that must not appear in a crate's `src/` (I/O in the pure domain, concrete
@@ -52,7 +54,15 @@ const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
         &["reqwest", "FileStore", "MemoryStore", "orca_agents"],
     ),
     ("orca-web", &["FileStore", "MemoryStore", "orca_agents"]),
+    (
+        "orca-mcp",
+        &["FileStore", "MemoryStore", "orca_agents", "std::process"],
+    ),
 ];
+
+/// Calls that may appear in one file of a crate only (ADR 0019: in `orca-mcp` only the
+/// elicitation module approves, with a human's answer).
+const ONLY_IN: &[(&str, &str, &str)] = &[("orca-mcp", ".approve(", "approval.rs")];
 
 /// Runs every check; returns every problem found.
 pub(crate) fn run(root: &Path) -> Result<(), Vec<String>> {
@@ -220,6 +230,19 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) {
             for needle in forbidden_text(&text, needles) {
                 problems.push(format!(
                     "{}: `{needle}` is not allowed in {krate}",
+                    file.display()
+                ));
+            }
+        }
+    }
+    for (krate, needle, only) in ONLY_IN {
+        let mut files = Vec::new();
+        rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            if text.contains(needle) && !file.ends_with(only) {
+                problems.push(format!(
+                    "{}: `{needle}` is allowed in {krate} only in {only}",
                     file.display()
                 ));
             }

@@ -161,6 +161,10 @@ impl App {
         &self.files
     }
 
+    pub(crate) fn env_policy(&self) -> &orca_agents::step_env::EnvPolicy {
+        self.agents.env_policy()
+    }
+
     pub(crate) const fn json(&self) -> bool {
         self.json
     }
@@ -228,6 +232,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Mcp(_)
             | Command::Plan(PlanCommand::Approve { .. } | PlanCommand::Reject { .. })
             | Command::Exec(
                 ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Stop { .. }
@@ -238,6 +243,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Mcp(_)
             | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
     );
     let app = App::open(global, creates, key_use, runs_agents)?;
@@ -252,6 +258,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             crate::audit_cmd::verify(&app, exec.as_deref()).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
+        Command::Mcp(args) => crate::mcp::serve(&app, global, &args).await,
         Command::Doctor => {
             let report = secrets::doctor(&app.agents, app.config.as_ref(), &app.root, app.json);
             match report {

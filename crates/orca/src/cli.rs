@@ -92,6 +92,9 @@ pub(crate) enum Command {
     /// Audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Serve orca to an agent host (Claude Code, Codex, opencode…) as an MCP server on
+    /// stdin/stdout. No tool approves a plan: approval stays the human's (ADR 0019).
+    Mcp(crate::mcp::McpArgs),
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),

@@ -7,6 +7,7 @@ mod cli;
 mod driver;
 mod driver_signals;
 mod exit;
+mod mcp;
 mod plan_doc;
 mod render;
 mod sandbox;

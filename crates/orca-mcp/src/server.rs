@@ -1,0 +1,461 @@
+//! The MCP server: its tools. Each is the service call the command line makes; none approves
+//! (approval: [`crate::approval`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use orca_core::{Decision, Execution, ExecutionStage, Plan, PlanContent, PlanRefStage, PlanStage};
+use orca_core::{ErrorCode, ExecutionId, PlannerResponse, StepId};
+use orca_services::{ExecutionService, Orca, ServiceError};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::{InputResponses, RequestState};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, tool, tool_router};
+use serde_json::{Value, json};
+
+use crate::approval::PendingApproval;
+use crate::host::{Host, Settings};
+use crate::params::{
+    AnswerDeviation, CreatePlan, DeviationChoice, ExecutionFilter, ExecutionRef, NoArgs, PlanRef,
+    PlanRequest, StepRef, Watch,
+};
+use crate::view;
+
+/// How long a decision waits for the driver that asked it to exit before leaving the run to it.
+const HANDOVER: Duration = Duration::from_secs(20);
+
+/// The longest `execution_watch` waits for something new.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// orca's MCP server over one project.
+#[derive(Clone)]
+pub struct OrcaMcp {
+    pub(crate) inner: Arc<Inner>,
+    tool_router: ToolRouter<Self>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) orca: Orca,
+    pub(crate) host: Arc<dyn Host>,
+    pub(crate) settings: Settings,
+    /// Plans shown to a human in an approval round that waits for its retry (ADR 0019).
+    pub(crate) pending: Mutex<HashMap<String, PendingApproval>>,
+}
+
+impl std::fmt::Debug for OrcaMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrcaMcp")
+            .field("root", &self.inner.settings.root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool's answer: JSON, or an error the model sees.
+pub(crate) type ToolResult = Result<CallToolResult, ErrorData>;
+
+impl OrcaMcp {
+    /// A server over `orca`'s services; `host` starts drivers, `settings` say how to talk to
+    /// people.
+    #[must_use]
+    pub fn new(orca: Orca, host: Arc<dyn Host>, settings: Settings) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                orca,
+                host,
+                settings,
+                pending: Mutex::new(HashMap::new()),
+            }),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    pub(crate) fn router(&self) -> &ToolRouter<Self> {
+        &self.tool_router
+    }
+
+    /// A successful answer, redacted.
+    pub(crate) fn ok(&self, value: Value) -> ToolResult {
+        let value = self.inner.settings.redactor.redact_strings(value);
+        let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".to_owned());
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+    }
+
+    /// A refusal or failure the model reads (a tool error, not a protocol error), redacted.
+    pub(crate) fn fail(&self, message: impl AsRef<str>) -> ToolResult {
+        let text = self.inner.settings.redactor.redact(message.as_ref());
+        Ok(CallToolResult::error(vec![ContentBlock::text(text)]))
+    }
+
+    pub(crate) fn service_error(&self, e: &ServiceError) -> ToolResult {
+        self.fail(error_chain(e))
+    }
+
+    /// What a human does to approve `plan`: the command, and the inbox if there is one.
+    pub(crate) fn human_approval(&self, plan: &str) -> Value {
+        let s = &self.inner.settings;
+        json!({
+            "who": "a human; no tool of this server approves a plan",
+            "command": s.approve_command(plan),
+            "inbox": s.inbox_url,
+            "or": "the plan_ask_human tool, which asks the human in your host's UI (MCP elicitation) when the host supports it",
+        })
+    }
+
+    fn created(&self, plan: &Plan, message: Option<String>) -> ToolResult {
+        let id = plan.id().to_string();
+        self.ok(json!({
+            "plan_id": id,
+            "stage": plan.stage(),
+            "steps": plan.content().steps.len(),
+            "message": message,
+            "plan": plan,
+            "approval": self.human_approval(&id),
+        }))
+    }
+}
+
+/// An error with its sources, on one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+macro_rules! tri {
+    ($self:ident, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return $self.service_error(&e),
+        }
+    };
+}
+
+#[tool_router]
+impl OrcaMcp {
+    #[tool(
+        description = "Create a plan proposal from a plan document (the JSON format `orca plan schema` prints). The proposal does not run until a human approves it; the answer says how."
+    )]
+    async fn plan_create(&self, Parameters(args): Parameters<CreatePlan>) -> ToolResult {
+        let text = match &args.document {
+            Value::String(s) => s.clone(),
+            Value::Object(_) => args.document.to_string(),
+            _ => return self.fail("document: expected a JSON object (or that object as a string)"),
+        };
+        let content = match PlanContent::from_json(&text) {
+            Ok(c) => c,
+            Err(e) => return self.fail(format!("document: {e}")),
+        };
+        let proposal = tri!(
+            self,
+            self.inner
+                .orca
+                .planning
+                .create_proposal(content, None)
+                .await
+        );
+        self.created(&Plan::Proposal(proposal), None)
+    }
+
+    #[tool(
+        description = "Ask orca's planner (a model configured in .orca/config.toml) to build a plan for a request. It answers in words or creates a plan proposal, which a human must approve."
+    )]
+    async fn plan_from_request(&self, Parameters(args): Parameters<PlanRequest>) -> ToolResult {
+        if args.request.trim().is_empty() {
+            return self.fail("request: empty");
+        }
+        let reply = tri!(self, self.inner.orca.relay.invoke(&args.request).await);
+        match reply.outcome {
+            PlannerResponse::Answer { text } => self.ok(json!({ "answer": text })),
+            PlannerResponse::Plan {
+                plan_id, message, stage,
+            } => {
+                let plan = tri!(self, self.inner.orca.planning.plan(plan_id).await);
+                if stage == PlanRefStage::Draft {
+                    return self.ok(json!({
+                        "plan_id": plan_id, "stage": "draft", "message": message,
+                        "note": "the planner left a draft; it cannot be approved or run until it is submitted",
+                    }));
+                }
+                self.created(&plan, message)
+            }
+            PlannerResponse::Failure(f) if f.code == ErrorCode::BackendUnavailable => self.fail(
+                format!(
+                    "the planner cannot run: {f} (configure the planner's model in .orca/config.toml, or create the plan from a document with plan_create)"
+                ),
+            ),
+            PlannerResponse::Failure(f) => self.fail(format!("the planner failed: {f}")),
+        }
+    }
+
+    #[tool(description = "List the plans, newest first: id, goal, stage, steps, executions.")]
+    async fn plan_list(&self, Parameters(NoArgs {}): Parameters<NoArgs>) -> ToolResult {
+        let listing = tri!(self, self.inner.orca.planning.list().await);
+        self.ok(json!({ "plans": listing.items, "unreadable": problems(&listing.problems) }))
+    }
+
+    #[tool(description = "Show one plan: its steps, stage, digest and approval.")]
+    async fn plan_show(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
+        let p = &self.inner.orca.planning;
+        let id = tri!(self, p.resolve(&args.plan).await);
+        let plan = tri!(self, p.plan(id).await);
+        let mut value = json!({ "plan": plan });
+        if plan.stage() == PlanStage::Proposal {
+            value["approval"] = self.human_approval(&id.to_string());
+        }
+        self.ok(value)
+    }
+
+    #[tool(
+        description = "Ask the human to approve or decline a plan proposal, in your host's UI (MCP elicitation). Only the human answers; you cannot. Without elicitation support it returns the command the human runs."
+    )]
+    async fn plan_ask_human(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<PlanRef>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> Result<CallToolResponse, ErrorData> {
+        crate::approval::ask_human(self, &context, &args.plan, state, responses).await
+    }
+
+    #[tool(
+        description = "Run an approved plan. The run is driven by a separate orca process (it goes on if this session ends); the answer gives the execution id to watch."
+    )]
+    async fn plan_run(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
+        let orca = &self.inner.orca;
+        let id = tri!(self, orca.planning.resolve(&args.plan).await);
+        let plan = tri!(self, orca.planning.plan(id).await);
+        match plan.stage() {
+            PlanStage::Approved => {}
+            PlanStage::Proposal => {
+                return self.fail(format!(
+                    "plan {id} is a proposal: a human must approve it first ({}{})",
+                    self.inner.settings.approve_command(&id.to_string()),
+                    self.inner
+                        .settings
+                        .inbox_url
+                        .as_ref()
+                        .map(|u| format!(", or the inbox at {u}"))
+                        .unwrap_or_default()
+                ));
+            }
+            other => return self.fail(format!("plan {id} is {other}; only an approved plan runs")),
+        }
+        let (_, exec) = tri!(self, orca.executions.create(id).await);
+        match self.inner.host.launch(exec) {
+            Ok(l) => self.ok(json!({
+                "execution_id": exec,
+                "plan_id": id,
+                "driver_pid": l.pid,
+                "next": "execution_watch with this execution id",
+            })),
+            Err(e) => self.fail(format!(
+                "execution {exec} was created but its driver did not start: {e} (resume it: orca exec resume {exec})"
+            )),
+        }
+    }
+
+    #[tool(description = "List executions, newest first (optionally of one plan).")]
+    async fn execution_list(&self, Parameters(args): Parameters<ExecutionFilter>) -> ToolResult {
+        let orca = &self.inner.orca;
+        let plan = match args.plan {
+            Some(p) => Some(tri!(self, orca.planning.resolve(&p).await)),
+            None => None,
+        };
+        let listing = tri!(self, orca.executions.list(plan).await);
+        self.ok(json!({ "executions": listing.items, "unreadable": problems(&listing.problems) }))
+    }
+
+    #[tool(
+        description = "Show one execution: every task record, the pending decision, and who drives it."
+    )]
+    async fn execution_show(&self, Parameters(args): Parameters<ExecutionRef>) -> ToolResult {
+        let orca = &self.inner.orca;
+        let id = tri!(self, orca.executions.resolve(&args.execution).await);
+        let snap = tri!(self, orca.executions.get(id).await);
+        let mut value = view::snapshot(&snap);
+        value["driver"] = json!(self.driver(&snap.execution.value).await);
+        value["decision"] = json!(view::pending_decision(&snap.execution.value));
+        self.ok(value)
+    }
+
+    #[tool(
+        description = "Watch an execution: its status, each task's status, the pending decision, and the audit events since `cursor` (pass back `next_cursor`). Waits up to `wait_seconds` (max 30) for something new."
+    )]
+    async fn execution_watch(&self, Parameters(args): Parameters<Watch>) -> ToolResult {
+        let orca = &self.inner.orca;
+        let id = tri!(self, orca.executions.resolve(&args.execution).await);
+        let cursor = args.cursor.unwrap_or(0);
+        let wait = Duration::from_secs(args.wait_seconds.unwrap_or(0)).min(MAX_WAIT);
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let snap = tri!(self, orca.executions.get(id).await);
+            let info = snap.execution.value.info();
+            let log = ExecutionService::log(info.plan_id, info.id);
+            let entries = tri!(
+                self,
+                orca.executions
+                    .store()
+                    .entries(log)
+                    .await
+                    .map_err(ServiceError::from)
+            );
+            let (events, next) = view::events_since(&entries, cursor);
+            let stage = snap.execution.value.stage();
+            let decision = view::pending_decision(&snap.execution.value);
+            if !events.is_empty() || stage.is_terminal() || tokio::time::Instant::now() >= deadline
+            {
+                let tasks: Vec<Value> = snap
+                    .tasks
+                    .iter()
+                    .map(|t| view::task_brief(&t.value))
+                    .collect();
+                return self.ok(json!({
+                    "execution_id": id,
+                    "plan_id": info.plan_id,
+                    "stage": stage,
+                    "ended": stage.is_terminal(),
+                    "driver": self.driver(&snap.execution.value).await,
+                    "decision": decision,
+                    "tasks": tasks,
+                    "events": events,
+                    "next_cursor": next,
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    #[tool(
+        description = "Read a step's output in an execution: its result and every attempt (secrets redacted)."
+    )]
+    async fn step_output(&self, Parameters(args): Parameters<StepRef>) -> ToolResult {
+        let orca = &self.inner.orca;
+        let id = tri!(self, orca.executions.resolve(&args.execution).await);
+        let step: StepId = match args.step.parse() {
+            Ok(s) => s,
+            Err(e) => return self.fail(format!("step: {e}")),
+        };
+        let task = tri!(self, orca.executions.task(id, &step).await);
+        self.ok(json!({ "execution_id": id, "task": task.value }))
+    }
+
+    #[tool(
+        description = "Answer the decision an execution waits for after a step failed: `retry` (optionally with guidance) or `stop`. The run then goes on in a separate orca process."
+    )]
+    async fn decision_answer(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<AnswerDeviation>,
+    ) -> ToolResult {
+        let orca = &self.inner.orca;
+        let id = tri!(self, orca.executions.resolve(&args.execution).await);
+        let header = tri!(self, orca.executions.header(id).await);
+        let Execution::Running(running) = &header.value else {
+            return self.fail(format!(
+                "execution {id} is {}; there is no decision to make",
+                header.value.stage()
+            ));
+        };
+        let Some(pending) = &running.decision else {
+            return self.fail(format!("execution {id} waits for no decision"));
+        };
+        if pending.answer.is_some() {
+            return self.fail(format!(
+                "the decision of execution {id} is already answered"
+            ));
+        }
+        let decision = match args.action {
+            DeviationChoice::Retry => Decision::Retry {
+                guidance: args.guidance,
+            },
+            DeviationChoice::Stop => Decision::Stop,
+        };
+        let by = crate::approval::actor("mcp", &context);
+        tri!(self, orca.executions.decide(id, decision, &by).await);
+        let launched = match self.continue_run(id).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                return self.fail(format!(
+                    "the decision is recorded, but no driver started: {e} (resume it: orca exec resume {id})"
+                ));
+            }
+        };
+        self.ok(json!({
+            "execution_id": id,
+            "recorded": args.action,
+            "by": by,
+            "driver_pid": launched,
+            "next": "execution_watch",
+        }))
+    }
+}
+
+impl OrcaMcp {
+    /// After a decision: a live driver applies it (it may be one still running other steps);
+    /// when there is none — or the one that asked is exiting — a new driver is started. Waits
+    /// a bounded time for an exiting driver to let go of the lease.
+    async fn continue_run(&self, id: ExecutionId) -> Result<Option<u32>, String> {
+        let deadline = tokio::time::Instant::now() + HANDOVER;
+        loop {
+            let header = self
+                .inner
+                .orca
+                .executions
+                .header(id)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            let Execution::Running(running) = &header.value else {
+                return Ok(None);
+            };
+            let untaken = running
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.answer.is_some());
+            let driver = self.driver(&header.value).await;
+            let live = driver.as_ref().is_some_and(|d| d["state"] == "running");
+            if !live {
+                return self.inner.host.launch(id).map(|l| Some(l.pid));
+            }
+            if !untaken || tokio::time::Instant::now() >= deadline {
+                // The live driver took the answer (or holds the run and will).
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Who drives an execution now.
+    pub(crate) async fn driver(&self, execution: &Execution) -> Option<Value> {
+        let id = execution.id();
+        let stage: ExecutionStage = execution.stage();
+        let lease = self
+            .inner
+            .orca
+            .executions
+            .store()
+            .lease(id)
+            .await
+            .ok()
+            .flatten();
+        self.inner.host.driver(id, stage, lease.as_ref())
+    }
+}
+
+fn problems(problems: &[orca_store::ListingProblem]) -> Vec<Value> {
+    problems
+        .iter()
+        .map(|p| json!({ "location": p.location, "message": p.message }))
+        .collect()
+}
