@@ -22,7 +22,20 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "orca-store",
         &["reqwest", "hyper", "orca-services", "orca-agents"],
     ),
-    ("orca-services", &["reqwest", "hyper", "orca-agents"]),
+    (
+        "orca-services",
+        &[
+            "reqwest",
+            "hyper",
+            "orca-agents",
+            "orca-store-postgres",
+            "tokio-postgres",
+        ],
+    ),
+    (
+        "orca-store-postgres",
+        &["reqwest", "hyper", "orca-services", "orca-agents"],
+    ),
     ("orca-agents", &["orca-store", "orca-services"]),
     // The web layer speaks HTTP over the services; agents are the binary's choice.
     ("orca-web", &["orca-agents", "reqwest"]),
@@ -51,7 +64,14 @@ const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
     ),
     (
         "orca-services",
-        &["reqwest", "FileStore", "MemoryStore", "orca_agents"],
+        &[
+            "reqwest",
+            "FileStore",
+            "MemoryStore",
+            "PgStore",
+            "orca_agents",
+            "orca_store_postgres",
+        ],
     ),
     ("orca-web", &["FileStore", "MemoryStore", "orca_agents"]),
     (

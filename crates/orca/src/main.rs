@@ -13,8 +13,10 @@ mod render;
 mod sandbox;
 mod secrets;
 mod serve;
+mod store_cmd;
 mod term;
 mod trust;
+mod worker;
 
 use std::process::ExitCode;
 
