@@ -37,6 +37,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         &["reqwest", "hyper", "orca-services", "orca-agents"],
     ),
     ("orca-agents", &["orca-store", "orca-services"]),
+    // The web layer speaks HTTP over the services; agents are the binary's choice.
+    ("orca-web", &["orca-agents", "reqwest"]),
     // The MCP server names no concrete store or agent backend, and speaks no HTTP itself.
     ("orca-mcp", &["orca-agents", "reqwest", "hyper"]),
 ];
@@ -71,6 +73,7 @@ const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
             "orca_store_postgres",
         ],
     ),
+    ("orca-web", &["FileStore", "MemoryStore", "orca_agents"]),
     (
         "orca-mcp",
         &["FileStore", "MemoryStore", "orca_agents", "std::process"],

@@ -158,6 +158,12 @@ struct RawConfig {
     /// Price overrides (see [`crate::pricing`]).
     #[serde(default)]
     prices: BTreeMap<String, crate::pricing::PriceSetting>,
+    /// `orca serve`'s settings: read by the binary (`serve.rs`), not here.
+    #[serde(default, rename = "serve")]
+    _serve: Option<toml::Value>,
+    /// The notifier: read by the binary (`serve.rs`), not here.
+    #[serde(default, rename = "notify")]
+    _notify: Option<toml::Value>,
     #[serde(default)]
     store: Option<RawStore>,
 }

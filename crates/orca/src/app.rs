@@ -140,7 +140,7 @@ pub(crate) struct App {
 }
 
 impl App {
-    async fn open(
+    pub(crate) async fn open(
         global: &Global,
         create: bool,
         key_use: KeyUse,
@@ -314,6 +314,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             out_json_document(&PlanContent::json_schema());
             return Ok(Exit::Ok);
         }
+        Command::Serve(args) => return crate::serve::run(args, global).await,
         Command::Store(cmd) => return crate::store_cmd::run(cmd, global).await,
         _ => {}
     }
@@ -375,6 +376,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         | Command::Completions { .. }
         | Command::Man
         | Command::Config(_)
+        | Command::Serve(_)
         | Command::Store(_) => unreachable_init(),
     }
 }

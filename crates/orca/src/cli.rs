@@ -122,6 +122,11 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// The decision inbox and dashboard in a browser (localhost; a token on every request).
+    #[command(
+        after_help = "Examples:\n  orca serve --new-token phone   # prints the token once\n  orca serve                     # http://127.0.0.1:7777/login\n  orca serve --addr 0.0.0.0:7777 --tls-cert cert.pem --tls-key key.pem"
+    )]
+    Serve(crate::serve::ServeArgs),
     /// Drive executions of the (shared) store as they become ready, until stopped: on any
     /// host, as many worker processes as you like (ADR 0022).
     Worker(crate::worker::WorkerArgs),

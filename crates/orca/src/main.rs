@@ -17,6 +17,7 @@ mod plan_doc;
 mod render;
 mod sandbox;
 mod secrets;
+mod serve;
 mod store_cmd;
 mod term;
 mod trust;

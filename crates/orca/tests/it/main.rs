@@ -6,8 +6,10 @@
 mod common;
 mod mcp_support;
 mod tamper_support;
+mod web_support;
 
 mod ask_tty;
+mod browser;
 mod budgets;
 mod cli;
 mod commands;
@@ -24,4 +26,6 @@ mod secrets;
 mod store_input;
 mod tamper;
 mod weak_model;
+mod web;
+mod web_policy;
 mod worktrees;

@@ -1,0 +1,244 @@
+//! The watcher beside the server: when a decision becomes pending it runs the `[notify]`
+//! command (JSON on stdin, with the inbox link), and it applies default-deny expiry: a
+//! proposal unanswered for longer than the expiry is rejected, a step decision stops its
+//! execution. A notifier that fails or hangs is logged and killed after its time limit; it
+//! never blocks the watcher, the server or a run.
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use orca_core::Decision;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::AsyncWriteExt as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::Web;
+use crate::views::{self, InboxItem};
+
+/// The actor recorded for a decision made by expiry.
+pub const EXPIRY_ACTOR: &str = "expiry:default-deny";
+
+/// `[notify]` in `.orca/config.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// Run with `sh -c`, the notification as JSON on stdin.
+    pub command: String,
+    /// Seconds it may take before it is killed (default 10).
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+}
+
+const fn default_timeout() -> u64 {
+    10
+}
+
+/// The JSON a notifier receives.
+#[must_use]
+pub fn payload(item: &InboxItem, public_url: &str) -> serde_json::Value {
+    let base = public_url.trim_end_matches('/');
+    json!({
+        "event": "decision_pending",
+        "headline": item.headline(),
+        "item": item,
+        "inbox_url": format!("{base}/inbox"),
+        "url": format!("{base}{}", item.path()),
+    })
+}
+
+/// The process groups of the notifiers running now, killed when the server stops.
+#[derive(Debug, Default)]
+pub struct Notifiers {
+    running: std::sync::Mutex<BTreeSet<u32>>,
+}
+
+impl Notifiers {
+    fn set(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills every notifier still running (their whole process groups).
+    pub async fn kill_all(&self) {
+        let groups: Vec<u32> = std::mem::take(&mut *self.set()).into_iter().collect();
+        for pgid in groups {
+            kill_group(pgid).await;
+        }
+    }
+
+    /// Runs the notifier once, its group registered while it runs.
+    ///
+    /// # Errors
+    ///
+    /// What went wrong, for the log.
+    pub async fn run(
+        &self,
+        config: &NotifyConfig,
+        input: &serde_json::Value,
+    ) -> Result<(), String> {
+        run_notifier(config, input, Some(self)).await
+    }
+}
+
+/// Runs the notifier once; returns what happened (for the log). Bounded by its timeout.
+///
+/// # Errors
+///
+/// The command could not start, failed, or did not finish in time (then its process group is
+/// killed).
+pub async fn run_notifier(
+    config: &NotifyConfig,
+    input: &serde_json::Value,
+    registry: Option<&Notifiers>,
+) -> Result<(), String> {
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(&config.command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
+    let group = child.id();
+    if let (Some(r), Some(g)) = (registry, group) {
+        r.set().insert(g);
+    }
+    let text = serde_json::to_vec(input).unwrap_or_default();
+    let limit = Duration::from_secs(config.timeout_secs.max(1));
+    let work = async {
+        if let Some(mut stdin) = child.stdin.take() {
+            // A notifier that does not read stdin is not an error.
+            let _ = stdin.write_all(&text).await;
+        }
+        child.wait_with_output().await
+    };
+    let outcome = tokio::time::timeout(limit, work).await;
+    if let (Some(r), Some(g)) = (registry, group) {
+        r.set().remove(&g);
+    }
+    match outcome {
+        Ok(Ok(out)) if out.status.success() => Ok(()),
+        Ok(Ok(out)) => Err(format!(
+            "`{}` failed ({}): {}",
+            config.command,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Ok(Err(e)) => Err(format!("`{}`: {e}", config.command)),
+        // The child is dropped with the future (kill_on_drop ends it); what it started is in
+        // its process group, which is killed too.
+        Err(_) => {
+            if let Some(pgid) = group {
+                kill_group(pgid).await;
+            }
+            Err(format!(
+                "`{}` did not finish within {}s; killed",
+                config.command,
+                limit.as_secs()
+            ))
+        }
+    }
+}
+
+/// SIGKILLs a notifier's process group (it was started as its leader), through `kill(1)`:
+/// this crate has no `unsafe`.
+async fn kill_group(pgid: u32) {
+    let status = tokio::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
+    if let Err(e) = status {
+        tracing::warn!("cannot kill the notifier's process group {pgid}: {e}");
+    }
+}
+
+/// Watches the inbox until `shutdown`.
+pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    loop {
+        match views::inbox(&web.orca).await {
+            Ok(items) => {
+                let now: BTreeSet<String> = items.iter().map(InboxItem::key).collect();
+                for item in &items {
+                    if expire(&web, item).await {
+                        continue;
+                    }
+                    if seen.contains(&item.key()) {
+                        continue;
+                    }
+                    if let Some(config) = web.settings.notify.clone() {
+                        let input = payload(item, &web.settings.public_url);
+                        let key = item.key();
+                        let notifiers = web.notifiers.clone();
+                        tokio::spawn(async move {
+                            match notifiers.run(&config, &input).await {
+                                Ok(()) => tracing::info!("notified: {key}"),
+                                Err(e) => tracing::warn!("notifier: {e}"),
+                            }
+                        });
+                    }
+                }
+                seen = now;
+            }
+            Err(e) => tracing::warn!("cannot read the inbox: {e}"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                web.notifiers.kill_all().await;
+                return;
+            }
+            () = tokio::time::sleep(web.settings.poll.max(Duration::from_millis(200))) => {}
+        }
+    }
+}
+
+/// Applies default-deny to an expired item; true when it did.
+async fn expire(web: &Web, item: &InboxItem) -> bool {
+    let Some(expiry) = web.settings.expiry else {
+        return false;
+    };
+    let age = time::OffsetDateTime::now_utc() - item.since();
+    if age < expiry {
+        return false;
+    }
+    let reason = format!("no decision within {}s: default deny", expiry.as_secs());
+    match item {
+        InboxItem::PlanApproval { plan_id, .. } => {
+            match web
+                .orca
+                .planning
+                .reject(*plan_id, EXPIRY_ACTOR, Some(reason))
+                .await
+            {
+                Ok(_) => tracing::info!("plan {plan_id}: approval expired; rejected"),
+                Err(e) => tracing::debug!("plan {plan_id}: expiry not applied: {e}"),
+            }
+        }
+        InboxItem::StepDecision { execution_id, .. } => {
+            match web
+                .orca
+                .executions
+                .decide(*execution_id, Decision::Stop, EXPIRY_ACTOR)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!("execution {execution_id}: decision expired; stopping");
+                    if let Err(e) = web.runs.continue_run(*execution_id) {
+                        tracing::warn!("execution {execution_id}: cannot apply the stop: {e}");
+                    }
+                }
+                Err(e) => tracing::debug!("execution {execution_id}: expiry not applied: {e}"),
+            }
+        }
+    }
+    true
+}

@@ -1,0 +1,653 @@
+//! The pages (GET): inbox, plans, one plan, executions, one execution, the audit timeline,
+//! the approval confirmation and the login page.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Form;
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use orca_core::{ExecutionId, Plan, PlanEvent, PlanId, StepId, graph};
+use orca_store::AuditLogId;
+use serde::Deserialize;
+
+use crate::html::{badge, esc, nonce_field, page, when};
+use crate::server::COOKIE;
+use crate::state::Web;
+use crate::tokens::TokenName;
+use crate::views::{self, InboxItem};
+
+/// A page with a status and one message.
+pub(crate) fn status_page(status: StatusCode, title: &str, message: &str) -> Response {
+    let class = if status.is_success() { "ok" } else { "bad" };
+    (
+        status,
+        Html(page(
+            title,
+            &format!(
+                "<h1>{}</h1><p class=\"msg {class}\">{}</p><p><a href=\"/inbox\">Back to the inbox</a></p>",
+                esc(title),
+                esc(message)
+            ),
+        )),
+    )
+        .into_response()
+}
+
+pub(crate) fn error_response(e: &crate::error::WebError) -> Response {
+    use orca_services::ServiceError;
+    let status = match e {
+        crate::error::WebError::Service(ServiceError::UnknownId(_)) => StatusCode::NOT_FOUND,
+        crate::error::WebError::BadInput(_) | crate::error::WebError::Service(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    status_page(status, "Error", &e.to_string())
+}
+
+fn login_form(message: Option<&str>) -> String {
+    format!(
+        "<h1>Sign in</h1>{}<p>Paste an access token (create one with <code>orca serve --new-token NAME</code>).</p>\
+<form class=\"stack\" method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" autocomplete=\"current-password\" aria-label=\"access token\">\
+<p><button type=\"submit\">Sign in</button></p></form>",
+        message
+            .map(|m| format!("<p class=\"msg bad\">{}</p>", esc(m)))
+            .unwrap_or_default()
+    )
+}
+
+pub(crate) fn login_needed() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        Html(page(
+            "Sign in",
+            &login_form(Some("a valid access token is needed")),
+        )),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LoginQuery {
+    token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LoginForm {
+    token: String,
+}
+
+fn sign_in(web: &Web, secret: &str) -> Response {
+    match web.tokens.check(secret.trim()) {
+        Ok(Some(_)) => {
+            let cookie = format!(
+                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000{}",
+                secret.trim(),
+                if web.settings.secure_cookie {
+                    "; Secure"
+                } else {
+                    ""
+                }
+            );
+            (
+                StatusCode::SEE_OTHER,
+                [
+                    (header::SET_COOKIE, cookie),
+                    (header::LOCATION, "/inbox".to_owned()),
+                ],
+            )
+                .into_response()
+        }
+        Ok(None) => (
+            StatusCode::UNAUTHORIZED,
+            Html(page(
+                "Sign in",
+                &login_form(Some("that token is not valid")),
+            )),
+        )
+            .into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+pub(crate) async fn login_page(
+    State(web): State<Arc<Web>>,
+    Query(q): Query<LoginQuery>,
+) -> Response {
+    match q.token {
+        Some(t) => sign_in(&web, &t),
+        None => Html(page("Sign in", &login_form(None))).into_response(),
+    }
+}
+
+pub(crate) async fn login_post(State(web): State<Arc<Web>>, Form(f): Form<LoginForm>) -> Response {
+    sign_in(&web, &f.token)
+}
+
+/// Forgets the cookie (the token itself stays valid: revoke it with `--revoke-token`).
+pub(crate) async fn logout() -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (
+                header::SET_COOKIE,
+                format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+            ),
+            (header::LOCATION, "/login".to_owned()),
+        ],
+    )
+        .into_response()
+}
+
+pub(crate) async fn root() -> Redirect {
+    Redirect::to("/inbox")
+}
+
+pub(crate) async fn inbox_json(State(web): State<Arc<Web>>) -> Response {
+    match views::inbox(&web.orca).await {
+        Ok(items) => Json(items).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+pub(crate) async fn inbox(State(web): State<Arc<Web>>) -> Response {
+    let items = match views::inbox(&web.orca).await {
+        Ok(items) => items,
+        Err(e) => return error_response(&e),
+    };
+    let mut body = format!(
+        "<h1>Inbox <span class=\"mut\">({} waiting)</span></h1>",
+        items.len()
+    );
+    if items.is_empty() {
+        body.push_str("<p class=\"mut\">Nothing waits for a decision.</p>");
+    }
+    for item in &items {
+        let (kind, id) = match item {
+            InboxItem::PlanApproval { plan_id, .. } => ("plan approval", plan_id.to_string()),
+            InboxItem::StepDecision { execution_id, .. } => {
+                ("step decision", execution_id.to_string())
+            }
+        };
+        let _ = write!(
+            body,
+            "<div class=\"card inbox-item\"><div class=\"meta\">{} · waiting since {} · <span class=\"id\">{}</span></div>\
+<p>{}</p><a class=\"decide\" href=\"{}\">Decide →</a></div>",
+            esc(kind),
+            esc(&when(item.since())),
+            esc(&id),
+            esc(&item.headline()),
+            esc(&item.path())
+        );
+    }
+    Html(page("Inbox", &body)).into_response()
+}
+
+pub(crate) async fn plans(State(web): State<Arc<Web>>) -> Response {
+    let listing = match web.orca.planning.list().await {
+        Ok(l) => l,
+        Err(e) => return error_response(&e.into()),
+    };
+    let mut body = String::from(
+        "<h1>Plans</h1><table><tr><th>Plan</th><th>Goal</th><th>Stage</th><th class=\"opt\">Steps</th><th class=\"opt\">Created</th></tr>",
+    );
+    for p in &listing.items {
+        let _ = write!(
+            body,
+            "<tr><td><a class=\"id\" href=\"/plans/{0}\">{1}</a></td><td>{2}</td><td>{3}</td><td class=\"opt\">{4}</td><td class=\"opt\">{5}</td></tr>",
+            p.plan_id,
+            esc(&short_id(&p.plan_id.to_string())),
+            esc(&p.goal),
+            badge(&p.stage.to_string()),
+            p.steps,
+            esc(&when(p.created_at))
+        );
+    }
+    body.push_str("</table>");
+    problems(&mut body, &listing.problems);
+    Html(page("Plans", &body)).into_response()
+}
+
+fn problems(body: &mut String, problems: &[orca_store::ListingProblem]) {
+    for p in problems {
+        let _ = write!(
+            body,
+            "<p class=\"msg bad\">{}: {}</p>",
+            esc(&p.location),
+            esc(&p.message)
+        );
+    }
+}
+
+pub(crate) fn short_id(id: &str) -> String {
+    id.chars().take(18).collect()
+}
+
+async fn resolve_plan(web: &Web, text: &str) -> Result<PlanId, Response> {
+    web.orca
+        .planning
+        .resolve(text)
+        .await
+        .map_err(|e| error_response(&e.into()))
+}
+
+async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, Response> {
+    web.orca
+        .executions
+        .resolve(text)
+        .await
+        .map_err(|e| error_response(&e.into()))
+}
+
+fn steps_table(plan: &Plan) -> String {
+    let steps = &plan.content().steps;
+    let deps = graph::dependency_indices(steps);
+    let mut out = String::from(
+        "<table><tr><th>Step</th><th>Agent</th><th class=\"opt\">After</th><th>What</th></tr>",
+    );
+    for (i, s) in steps.iter().enumerate() {
+        let after: Vec<&str> = deps
+            .get(i)
+            .map(|d| {
+                d.iter()
+                    .filter_map(|&j| steps.get(j))
+                    .map(|s| s.id.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = write!(
+            out,
+            "<tr><td><code>{}</code></td><td>{}</td><td class=\"opt\">{}</td><td>{}{}</td></tr>",
+            esc(s.id.as_str()),
+            esc(s.agent.as_ref()),
+            esc(&after.join(", ")),
+            esc(&s.description),
+            s.command
+                .as_ref()
+                .map(|c| format!("<br><code>{}</code>", esc(c)))
+                .unwrap_or_default()
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+fn history(plan: &Plan) -> String {
+    let mut out = String::from("<dl class=\"kv\">");
+    let _ = write!(
+        out,
+        "<dt>created</dt><dd>{}</dd>",
+        esc(&when(plan.created_at()))
+    );
+    for e in plan.history() {
+        match e {
+            PlanEvent::Submitted { at } => {
+                let _ = write!(out, "<dt>submitted</dt><dd>{}</dd>", esc(&when(*at)));
+            }
+            PlanEvent::ChangesRequested { at, by, feedback } => {
+                let _ = write!(
+                    out,
+                    "<dt>changes requested</dt><dd>by {} at {}: {}</dd>",
+                    esc(by),
+                    esc(&when(*at)),
+                    esc(feedback)
+                );
+            }
+            _ => {}
+        }
+    }
+    match plan {
+        Plan::Approved(p) => {
+            let a = p.approval();
+            let _ = write!(
+                out,
+                "<dt>approved</dt><dd>by {} at {}{} · digest <code>{}</code></dd>",
+                esc(&a.by),
+                esc(&when(a.at)),
+                a.note
+                    .as_ref()
+                    .map(|n| format!(" — {}", esc(n)))
+                    .unwrap_or_default(),
+                esc(&a.digest.to_string())
+            );
+        }
+        Plan::Rejected(p) => {
+            let r = p.rejection();
+            let _ = write!(
+                out,
+                "<dt>rejected</dt><dd>by {} at {}{}</dd>",
+                esc(&r.by),
+                esc(&when(r.at)),
+                r.reason
+                    .as_ref()
+                    .map(|n| format!(" — {}", esc(n)))
+                    .unwrap_or_default()
+            );
+        }
+        _ => {}
+    }
+    out.push_str("</dl>");
+    out
+}
+
+pub(crate) async fn plan(
+    State(web): State<Arc<Web>>,
+    Extension(me): Extension<TokenName>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match resolve_plan(&web, &id).await {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    let plan = match web.orca.planning.plan(id).await {
+        Ok(p) => p,
+        Err(e) => return error_response(&e.into()),
+    };
+    let c = plan.content();
+    let mut body = format!(
+        "<h1>{} {}</h1><dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>digest</dt><dd><code>{}</code></dd></dl>",
+        esc(&c.goal),
+        badge(&plan.stage().to_string()),
+        esc(&c.digest().to_string()),
+    );
+    if let Some(s) = &c.summary {
+        let _ = write!(body, "<p>{}</p>", esc(s));
+    }
+    match &plan {
+        Plan::Proposal(_) => {
+            let reject = web.actions.issue(&me, &format!("plan:{id}:reject"));
+            let changes = web.actions.issue(&me, &format!("plan:{id}:changes"));
+            let _ = write!(
+                body,
+                "<div class=\"card\"><h2>Your decision</h2>\
+<p><a href=\"/plans/{id}/approve\"><button type=\"button\" id=\"approve\">Approve…</button></a> <span class=\"mut\">(you confirm on the next page)</span></p>\
+<form class=\"stack\" method=\"post\" action=\"/plans/{id}/changes\">{}<label>What should change<textarea name=\"feedback\" rows=\"2\" required></textarea></label><button class=\"sec\" type=\"submit\">Request changes</button></form>\
+<form class=\"stack\" method=\"post\" action=\"/plans/{id}/reject\">{}<label>Why reject (optional)<input type=\"text\" name=\"reason\"></label><button class=\"bad\" type=\"submit\">Reject</button></form></div>",
+                nonce_field(&changes),
+                nonce_field(&reject)
+            );
+        }
+        Plan::Approved(_) => {
+            let run = web.actions.issue(&me, &format!("plan:{id}:run"));
+            let _ = write!(
+                body,
+                "<form class=\"act\" method=\"post\" action=\"/plans/{id}/run\">{}<button type=\"submit\" id=\"run\">Run it now</button></form>",
+                nonce_field(&run)
+            );
+        }
+        _ => {}
+    }
+    let _ = write!(
+        body,
+        "<h2>Steps</h2>{}{}<h2>History</h2>{}",
+        crate::svg::dag(c, &BTreeMap::new()),
+        steps_table(&plan),
+        history(&plan)
+    );
+    for (title, items) in [
+        ("Assumptions", &c.assumptions),
+        ("Risks", &c.risks),
+        ("Verification", &c.verification),
+    ] {
+        if !items.is_empty() {
+            let _ = write!(body, "<h2>{title}</h2><ul>");
+            for i in items {
+                let _ = write!(body, "<li>{}</li>", esc(i));
+            }
+            body.push_str("</ul>");
+        }
+    }
+    if let Ok(listing) = web.orca.executions.list(Some(id)).await
+        && !listing.items.is_empty()
+    {
+        body.push_str("<h2>Executions</h2>");
+        body.push_str(&exec_table(&listing.items));
+    }
+    let _ = write!(
+        body,
+        "<p><a href=\"/audit?plan={id}\">Audit trail of this plan</a></p>"
+    );
+    Html(page(&c.goal, &body)).into_response()
+}
+
+pub(crate) async fn plan_svg(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Response {
+    let id = match resolve_plan(&web, &id).await {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    match web.orca.planning.plan(id).await {
+        Ok(p) => (
+            [(header::CONTENT_TYPE, "image/svg+xml")],
+            crate::svg::dag(p.content(), &BTreeMap::new()),
+        )
+            .into_response(),
+        Err(e) => error_response(&e.into()),
+    }
+}
+
+/// The confirmation step before an approval is signed.
+pub(crate) async fn approve_confirm(
+    State(web): State<Arc<Web>>,
+    Extension(me): Extension<TokenName>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match resolve_plan(&web, &id).await {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    let plan = match web.orca.planning.plan(id).await {
+        Ok(p) => p,
+        Err(e) => return error_response(&e.into()),
+    };
+    if !matches!(plan, Plan::Proposal(_)) {
+        let who = views::plan_decided_by(&plan).unwrap_or_else(|| plan.stage().to_string());
+        return status_page(
+            StatusCode::CONFLICT,
+            "Already decided",
+            &format!("plan {id} is no longer waiting for approval: {who}"),
+        );
+    }
+    let nonce = web.actions.issue(&me, &format!("plan:{id}:approve"));
+    let c = plan.content();
+    let body = format!(
+        "<h1>Approve this plan?</h1><div class=\"card\"><p><strong>{}</strong></p>\
+<dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>steps</dt><dd>{}</dd><dt>digest</dt><dd><code>{}</code></dd>\
+<dt>recorded as</dt><dd>{}</dd><dt>signed with</dt><dd>{}</dd></dl>\
+<p>Approving signs the digest above with the server user's key. Only this exact content can then run.</p>\
+<form class=\"stack\" method=\"post\" action=\"/plans/{id}/approve\">{}<input type=\"hidden\" name=\"confirm\" value=\"yes\">\
+<label>Note (optional)<input type=\"text\" name=\"note\"></label>\
+<button type=\"submit\" id=\"confirm\">Confirm and sign the approval</button> <a href=\"/plans/{id}\">Cancel</a></form></div>{}",
+        esc(&c.goal),
+        c.steps.len(),
+        esc(&c.digest().to_string()),
+        esc(&me.actor()),
+        esc(&web.settings.signer),
+        nonce_field(&nonce),
+        crate::svg::dag(c, &BTreeMap::new()),
+    );
+    Html(page("Approve", &body)).into_response()
+}
+
+fn exec_table(items: &[orca_store::ExecutionSummary]) -> String {
+    let mut out = String::from(
+        "<table><tr><th>Execution</th><th>Stage</th><th>Done</th><th class=\"opt\">Plan</th><th class=\"opt\">Created</th></tr>",
+    );
+    for e in items {
+        let _ = write!(
+            out,
+            "<tr><td><a class=\"id\" href=\"/executions/{0}\">{1}</a></td><td>{2}{3}</td><td>{4}/{5}</td><td class=\"opt\"><a class=\"id\" href=\"/plans/{6}\">{7}</a></td><td class=\"opt\">{8}</td></tr>",
+            e.execution_id,
+            esc(&short_id(&e.execution_id.to_string())),
+            badge(&e.stage.to_string()),
+            if e.awaiting_decision {
+                format!(" {}", badge("waiting"))
+            } else {
+                String::new()
+            },
+            e.completed,
+            e.total,
+            e.plan_id,
+            esc(&short_id(&e.plan_id.to_string())),
+            esc(&when(e.created_at))
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+pub(crate) async fn executions(State(web): State<Arc<Web>>) -> Response {
+    match web.orca.executions.list(None).await {
+        Ok(listing) => {
+            let mut body = format!("<h1>Executions</h1>{}", exec_table(&listing.items));
+            problems(&mut body, &listing.problems);
+            Html(page("Executions", &body)).into_response()
+        }
+        Err(e) => error_response(&e.into()),
+    }
+}
+
+pub(crate) async fn execution(
+    State(web): State<Arc<Web>>,
+    Extension(me): Extension<TokenName>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match resolve_exec(&web, &id).await {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    let view = match views::execution(&web.orca, web.store.as_ref(), id).await {
+        Ok(v) => v,
+        Err(e) => return error_response(&e),
+    };
+    let info = view.snapshot.execution.value.info();
+    let goal = view
+        .plan
+        .as_ref()
+        .map(|p| p.content().goal.clone())
+        .unwrap_or_default();
+    let fragment = crate::live::fragment(&web, &view, &me);
+    let ended = view.snapshot.execution.value.stage().is_terminal();
+    let body = format!(
+        "<h1>Execution <span class=\"id\">{}</span></h1><p>{} · plan <a class=\"id\" href=\"/plans/{}\">{}</a></p>\
+<div id=\"live\" data-events=\"{}\"{}>{fragment}</div>\
+<noscript><p class=\"mut\">Live updates need JavaScript; reload the page to refresh.</p></noscript>\
+<p><a href=\"/audit?exec={}\">Audit trail of this execution</a></p>",
+        esc(&short_id(&id.to_string())),
+        esc(&goal),
+        info.plan_id,
+        esc(&short_id(&info.plan_id.to_string())),
+        if ended {
+            String::new()
+        } else {
+            format!("/executions/{id}/events")
+        },
+        if ended { " data-ended=\"1\"" } else { "" },
+        id
+    );
+    Html(page("Execution", &body)).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct AuditQuery {
+    plan: Option<String>,
+    exec: Option<String>,
+}
+
+pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuery>) -> Response {
+    let logs = match web.store.audit_logs().await {
+        Ok(l) => l,
+        Err(e) => return error_response(&orca_services::ServiceError::from(e).into()),
+    };
+    let plan = match &q.plan {
+        Some(p) => match resolve_plan(&web, p).await {
+            Ok(id) => Some(id),
+            Err(r) => return r,
+        },
+        None => None,
+    };
+    let exec = match &q.exec {
+        Some(e) => match resolve_exec(&web, e).await {
+            Ok(id) => Some(id),
+            Err(r) => return r,
+        },
+        None => None,
+    };
+    let wanted = |log: &AuditLogId| match (plan, exec, log) {
+        (_, Some(e), AuditLogId::Execution { execution_id, .. }) => *execution_id == e,
+        (_, Some(_), _) => false,
+        (Some(p), None, AuditLogId::Plan { plan_id })
+        | (Some(p), None, AuditLogId::Runs { plan_id })
+        | (Some(p), None, AuditLogId::Execution { plan_id, .. }) => *plan_id == p,
+        (None, None, _) => true,
+    };
+    let mut rows = Vec::new();
+    let mut verified = String::new();
+    for log in logs.iter().filter(|l| wanted(l)) {
+        if plan.is_some() || exec.is_some() {
+            let v = match web.store.verify(*log).await {
+                Ok(r) if r.is_intact() => badge("ok"),
+                Ok(_) => badge("failed"),
+                Err(_) => badge("failed"),
+            };
+            let _ = write!(verified, "<li>{} {v}</li>", esc(&log.to_string()));
+        }
+        if let Ok(entries) = web.store.entries(*log).await {
+            for e in entries {
+                rows.push((e.at, *log, e.kind, e.data));
+            }
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let total = rows.len();
+    rows.truncate(300);
+    let mut body = String::from("<h1>Audit timeline</h1>");
+    if !verified.is_empty() {
+        let _ = write!(body, "<p>Verified logs:</p><ul>{verified}</ul>");
+    }
+    let _ = write!(
+        body,
+        "<p class=\"mut\">{} entries{}, newest first.</p><table><tr><th>When</th><th>What</th><th class=\"opt\">Log</th><th>Details</th></tr>",
+        total,
+        if total > 300 {
+            " (the newest 300 shown)"
+        } else {
+            ""
+        }
+    );
+    for (at, log, kind, data) in rows {
+        let link = match log {
+            AuditLogId::Execution { execution_id, .. } => format!(
+                "<a class=\"id\" href=\"/executions/{execution_id}\">{}</a>",
+                esc(&short_id(&execution_id.to_string()))
+            ),
+            AuditLogId::Plan { plan_id } | AuditLogId::Runs { plan_id } => format!(
+                "<a class=\"id\" href=\"/plans/{plan_id}\">{}</a>",
+                esc(&short_id(&plan_id.to_string()))
+            ),
+        };
+        let data = serde_json::to_string(&data).unwrap_or_default();
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td><code>{}</code></td><td class=\"opt\">{link}</td><td><code>{}</code></td></tr>",
+            esc(&when(at)),
+            esc(&kind),
+            esc(&crate::html::cut(&data, 240))
+        );
+    }
+    body.push_str("</table>");
+    Html(page("Audit", &body)).into_response()
+}
+
+/// The step statuses of an execution, for the graph.
+pub(crate) fn statuses(snapshot: &orca_store::ExecutionSnapshot) -> BTreeMap<StepId, String> {
+    snapshot
+        .tasks
+        .iter()
+        .map(|t| (t.value.step_id().clone(), t.value.status().to_string()))
+        .collect()
+}

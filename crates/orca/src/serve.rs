@@ -1,0 +1,299 @@
+//! `orca serve`: the decision inbox and dashboard (the `orca-web` crate) over this project's
+//! store, and `orca serve --new-token NAME`. Runs continue in the background as
+//! `orca exec resume`, exactly as after `orca exec decide`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use orca_core::ExecutionId;
+use orca_services::NoHuman;
+use orca_web::{NotifyConfig, RunStarter, Settings, TlsFiles, TokenFile, TokenName, Web};
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{App, out, out_json, user};
+use crate::cli::Global;
+use crate::exit::{CliError, Exit};
+use crate::term::say;
+use crate::trust::KeyUse;
+
+/// `orca serve` options.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (default 127.0.0.1:7777; port 0 picks a free port). A
+    /// non-loopback address needs --tls-cert and --tls-key.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) addr: Option<SocketAddr>,
+    /// Create (or replace) the access token NAME, print it once, and exit. Only its hash is
+    /// kept, in `$XDG_CONFIG_HOME/orca/web-tokens.json`; actions with it are recorded as
+    /// `web:NAME`.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["revoke_token", "list_tokens"])]
+    pub(crate) new_token: Option<String>,
+    /// Remove the access token NAME (it stops working at once), and exit.
+    #[arg(long, value_name = "NAME", conflicts_with = "list_tokens")]
+    pub(crate) revoke_token: Option<String>,
+    /// List the access tokens (names and creation times, never secrets), and exit.
+    #[arg(long)]
+    pub(crate) list_tokens: bool,
+    /// The TLS certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// The address people open, for links in notifications (default: the listening address).
+    #[arg(long, value_name = "URL")]
+    pub(crate) public_url: Option<String>,
+    /// Seconds a decision may wait; then default-deny: a proposal is rejected, a step decision
+    /// stops its execution (recorded in the audit as `expiry:default-deny`).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) expire_after: Option<u64>,
+}
+
+/// `[serve]` in `.orca/config.toml`; the flags win.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeConfig {
+    addr: Option<SocketAddr>,
+    public_url: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    expire_after_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Sections {
+    #[serde(default)]
+    serve: Option<toml::Value>,
+    #[serde(default)]
+    notify: Option<toml::Value>,
+}
+
+/// The `[serve]` and `[notify]` sections (the rest of the file is the agents' config).
+fn sections(root: &Path) -> Result<(ServeConfig, Option<NotifyConfig>), CliError> {
+    let path = root.join(".orca").join("config.toml");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok((ServeConfig::default(), None));
+    };
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        CliError::bad_input(format!("{}: [{what}]: {e}", path.display()))
+    };
+    let raw: Sections = toml::from_str(&text).map_err(|e| bad("serve", &e))?;
+    let serve = match raw.serve {
+        Some(v) => v.try_into().map_err(|e| bad("serve", &e))?,
+        None => ServeConfig::default(),
+    };
+    let notify = match raw.notify {
+        Some(v) => Some(v.try_into().map_err(|e| bad("notify", &e))?),
+        None => None,
+    };
+    Ok((serve, notify))
+}
+
+/// Where access tokens live: outside every project.
+fn token_file() -> Result<TokenFile, CliError> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })
+        .ok_or_else(|| {
+            CliError::bad_input("there is no place for access tokens: set XDG_CONFIG_HOME or HOME")
+        })?;
+    Ok(TokenFile::new(base.join("orca").join("web-tokens.json")))
+}
+
+fn web_error(e: orca_web::WebError) -> CliError {
+    match e {
+        orca_web::WebError::Internal(m) => CliError::internal(m),
+        orca_web::WebError::Service(s) => CliError::from(s),
+        other => CliError::bad_input(other.to_string()),
+    }
+}
+
+/// Continues a run as `orca exec resume ID` in the background (no terminal: a new decision
+/// makes it wait again, exit 4, and it shows up in the inbox).
+#[derive(Debug)]
+struct Resume {
+    root: PathBuf,
+    trusted: Vec<PathBuf>,
+}
+
+impl RunStarter for Resume {
+    fn continue_run(&self, execution: ExecutionId) -> Result<(), String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find orca itself: {e}"))?;
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.arg("--root").arg(&self.root).arg("--quiet");
+        for k in &self.trusted {
+            cmd.arg("--trusted-key").arg(k);
+        }
+        cmd.args(["exec", "resume", &execution.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start `orca exec resume`: {e}"))?;
+        tokio::spawn(async move {
+            match child.wait_with_output().await {
+                Ok(o) => tracing::info!(
+                    "orca exec resume {execution}: {} {}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                Err(e) => tracing::warn!("orca exec resume {execution}: {e}"),
+            }
+        });
+        Ok(())
+    }
+}
+
+/// `orca serve`.
+pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliError> {
+    let tokens = token_file()?;
+    if let Some(name) = args.new_token {
+        let name = TokenName::try_from(name).map_err(web_error)?;
+        let new = tokens.create(name).map_err(web_error)?;
+        if global.json {
+            out_json(
+                &json!({ "name": new.name, "token": new.secret, "replaced": new.replaced, "file": tokens.path() }),
+            );
+        } else {
+            out(&new.secret);
+            say(&format!(
+                "{} access token `{}` (shown once; only its hash is kept in {}). Sign in at /login with it; actions are recorded as {}",
+                if new.replaced {
+                    "replaced the"
+                } else {
+                    "created the"
+                },
+                new.name,
+                tokens.path().display(),
+                new.name.actor()
+            ));
+        }
+        return Ok(Exit::Ok);
+    }
+    if let Some(name) = args.revoke_token {
+        let name = TokenName::try_from(name).map_err(web_error)?;
+        if !tokens.revoke(&name).map_err(web_error)? {
+            return Err(CliError::bad_input(format!(
+                "--revoke-token {name}: no such token in {}",
+                tokens.path().display()
+            )));
+        }
+        if global.json {
+            out_json(&json!({ "revoked": name }));
+        } else {
+            out(&format!("revoked the access token `{name}`"));
+        }
+        return Ok(Exit::Ok);
+    }
+    if args.list_tokens {
+        let list = tokens.list().map_err(web_error)?;
+        if global.json {
+            let items: Vec<serde_json::Value> = list
+                .iter()
+                .map(|(n, at)| json!({ "name": n, "created_at": orca_web::html::when(*at) }))
+                .collect();
+            out_json(&json!(items));
+        } else if list.is_empty() {
+            out("no access tokens (create one with `orca serve --new-token NAME`)");
+        } else {
+            let lines: Vec<String> = list
+                .iter()
+                .map(|(n, at)| format!("{n}  created {}", orca_web::html::when(*at)))
+                .collect();
+            out(&lines.join("\n"));
+        }
+        return Ok(Exit::Ok);
+    }
+    let app = App::open(global, false, KeyUse::Sign, false).await?;
+    let (config, notify) = sections(app.root())?;
+    let addr = args
+        .addr
+        .or(config.addr)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7777)));
+    let tls = match (
+        args.tls_cert.or(config.tls_cert),
+        args.tls_key.or(config.tls_key),
+    ) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        (None, None) => None,
+        _ => {
+            return Err(CliError::bad_input(
+                "[serve] in .orca/config.toml: tls_cert and tls_key go together",
+            ));
+        }
+    };
+    orca_web::check_bind(addr, tls.is_some(), tokens.any().map_err(web_error)?)
+        .map_err(web_error)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::bad_input(format!("--addr {addr}: cannot listen: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let settings = Settings {
+        signer: format!(
+            "{}'s signing key {}{}",
+            user(),
+            crate::trust::key_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            app.store()
+                .authority()
+                .public_key()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default()
+        ),
+        public_url: args
+            .public_url
+            .or(config.public_url)
+            .unwrap_or_else(|| format!("{scheme}://{bound}")),
+        secure_cookie: tls.is_some(),
+        expiry: args
+            .expire_after
+            .or(config.expire_after_secs)
+            .map(Duration::from_secs),
+        notify,
+        poll: Duration::from_millis(500),
+    };
+    let web = Arc::new(Web::new(
+        app.orca(Arc::new(NoHuman)),
+        app.store().clone(),
+        tokens,
+        Arc::new(Resume {
+            root: app.root().to_path_buf(),
+            trusted: global.trusted_key.clone(),
+        }),
+        settings,
+    ));
+    say(&format!(
+        "orca serve: listening on {scheme}://{bound} (sign in with an access token; Ctrl-C stops)"
+    ));
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+        stop.cancel();
+    });
+    orca_web::serve(web, listener, tls.as_ref(), shutdown)
+        .await
+        .map_err(web_error)?;
+    Ok(Exit::Ok)
+}
