@@ -6,6 +6,7 @@
 
 #![expect(clippy::unwrap_used, clippy::print_stderr, reason = "tests")]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@
 //! billed as input.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Mutex;

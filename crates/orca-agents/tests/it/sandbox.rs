@@ -3,7 +3,7 @@
 //! top-level entries, TMPDIR, /dev/null) still works.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

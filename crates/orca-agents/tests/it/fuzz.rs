@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[path = "../../../fuzz/engine.rs"]
+#[path = "../../../../fuzz/engine.rs"]
 mod engine;
 
 use engine::*;

@@ -1,7 +1,7 @@
 //! Generation settings and prices from `.orca/config.toml`, reaching the wire and the budget.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Mutex;

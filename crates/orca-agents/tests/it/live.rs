@@ -2,7 +2,7 @@
 //! `ORCA_LIVE_OPENAI_BASE_URL` is set (with `ORCA_LIVE_OPENAI_MODEL`, and the key, if any, in
 //! `ORCA_LIVE_OPENAI_API_KEY`); otherwise it prints that it was skipped and passes.
 
-mod common;
+use crate::common;
 
 use common::{TestTools, fast_settings, task};
 use orca_agents::{Agents, ApiKey, BackendSpec, Profile};

@@ -1,7 +1,7 @@
 //! A custom backend implemented outside the crate, with no HTTP dependency: it implements
 //! `ChatBackend` and runs through the real agent loop.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -11,8 +11,8 @@
 //! `ORCA_REQUIRE_REAL_CLIS=1` (then that is a failure); `ORCA_SKIP_REAL_CLIS=1` skips on purpose.
 #![expect(clippy::unwrap_used, clippy::print_stdout, reason = "tests")]
 
-mod common;
-mod fake_models;
+use crate::common;
+use crate::fake_models;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;

@@ -3,7 +3,7 @@
 //! contracts (stdin, permissions, sessions, timeouts) are in `cli_invocation.rs`.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;

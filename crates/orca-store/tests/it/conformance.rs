@@ -3,7 +3,7 @@
 
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Loop scenarios with the scripted backend: the real loop, replayed model turns.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

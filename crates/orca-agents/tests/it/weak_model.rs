@@ -2,7 +2,7 @@
 //! schema, calls read from the text) and, in native mode, a result written as a JSON block.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

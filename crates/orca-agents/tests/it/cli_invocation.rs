@@ -5,7 +5,7 @@
 //! agent reports none. Against the real programs: `real_clis.rs`.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! Planted keys are counted in what each process saw.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! through the real loop.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Mutex;

@@ -1,7 +1,7 @@
 //! The `shell` agent through the registry: success, failure, timeout and drop kill the group,
 //! environment variables.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

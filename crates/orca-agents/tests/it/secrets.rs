@@ -1,7 +1,7 @@
 //! API keys never appear in Debug output or in tracing logs, even at TRACE level.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

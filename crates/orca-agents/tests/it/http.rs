@@ -1,7 +1,7 @@
 //! Both HTTP formats against local fake servers (wiremock), through the real agent loop.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

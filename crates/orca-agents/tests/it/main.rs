@@ -1,0 +1,25 @@
+//! The crate's integration tests, one test binary (one link, one process start) with a
+//! module per area.
+
+mod agent_loop;
+mod anthropic_cache;
+mod cli;
+mod cli_invocation;
+mod common;
+mod config;
+mod confinement;
+mod custom_backend;
+mod fake_models;
+mod fuzz;
+mod generation;
+mod http;
+mod live;
+mod real_clis;
+mod responses;
+mod sandbox;
+mod secrets;
+mod shell;
+mod step_env;
+mod weak_model;
+mod workspace;
+mod worktree;

@@ -1,0 +1,9 @@
+//! The crate's integration tests, one test binary (one link, one process start) with a
+//! module per area.
+
+mod chain_head;
+mod common;
+mod conformance;
+mod differential;
+mod format;
+mod redaction;
