@@ -9,6 +9,11 @@ pub(super) fn tool_err(e: crate::ServiceError) -> ToolError {
     ToolError::new(e.to_string())
 }
 
+/// A store error as the model reads it.
+pub(super) fn store_err(e: orca_store::StoreError) -> ToolError {
+    ToolError::new(e.to_string())
+}
+
 /// A required argument.
 pub(super) fn arg<T: for<'de> Deserialize<'de>>(args: &Value, name: &str) -> Result<T, ToolError> {
     let v = args

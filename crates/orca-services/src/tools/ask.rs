@@ -2,11 +2,14 @@
 //! (`orca_ask_agent`, read-only, nesting at most [`MAX_DEPTH`] deep) and the planner
 //! (`orca_invoke`, the relay's one tool).
 
-use orca_core::{AgentId, Budget, QuestionRequest, Role, SessionId, ToolError};
+use orca_core::{
+    AgentAnswer, AgentId, AgentInfo, Budget, QuestionRequest, Reply, Role, SessionId, TaskFailure,
+    ToolError,
+};
 use serde_json::{Value, json};
 
 use super::args::{arg, opt_arg, tool_err};
-use super::gate::Gate;
+use super::gate::{Gate, ToolContext};
 use super::grants::CallMode;
 use super::table::HandlerFuture;
 
@@ -52,24 +55,51 @@ pub(super) fn ask_agent<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
             .into_iter()
             .find(|a| a.id == agent && a.role == Role::Specialist)
             .ok_or_else(|| ToolError::new(format!("unknown specialist `{agent}`")))?;
-        let mut nested = Gate::new(g.ctx.clone(), &info, CallMode::Question, g.scope);
-        nested.depth = g.depth + 1;
-        let reply = g
-            .ctx
-            .agents
-            .ask(
-                QuestionRequest {
-                    agent,
-                    question,
-                    session,
-                    budget: Budget::UNLIMITED,
-                },
-                &nested,
-            )
-            .await;
+        let reply = ask_specialist(
+            &g.ctx,
+            &info,
+            Some(g),
+            agent,
+            question,
+            session,
+            Budget::UNLIMITED,
+        )
+        .await;
         match reply.outcome {
             Ok(answer) => Ok(json!(answer)),
             Err(failure) => Err(ToolError::new(failure.to_string())),
         }
     })
+}
+
+/// Asks `info`'s specialist a read-only question through a question-mode gate (write tools
+/// withheld): one question deeper than the gate `from` that asks, if a tool call asks, with its
+/// audit scope.
+pub(crate) async fn ask_specialist(
+    ctx: &ToolContext,
+    info: &AgentInfo,
+    from: Option<&Gate>,
+    agent: AgentId,
+    question: String,
+    session: Option<SessionId>,
+    budget: Budget,
+) -> Reply<Result<AgentAnswer, TaskFailure>> {
+    let mut gate = Gate::new(
+        ctx.clone(),
+        info,
+        CallMode::Question,
+        from.and_then(|g| g.scope),
+    );
+    gate.depth = from.map_or(0, |g| g.depth + 1);
+    ctx.agents
+        .ask(
+            QuestionRequest {
+                agent,
+                question,
+                session,
+                budget,
+            },
+            &gate,
+        )
+        .await
 }

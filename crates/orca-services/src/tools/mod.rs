@@ -20,6 +20,7 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use ask::ask_specialist;
 pub use gate::{AuditScope, Gate, ProcessSink, StepOwner, ToolContext};
 pub use grants::{CallMode, grants};
 pub use table::{TABLE, ToolDef, definitions, names};

@@ -4,7 +4,7 @@
 use orca_core::{ExecutionId, PlanId, Step, StepId, StepPatch, ToolError};
 use serde_json::{Value, json};
 
-use super::args::{arg, opt_arg, tool_err};
+use super::args::{arg, opt_arg, store_err, tool_err};
 use super::gate::Gate;
 use super::table::HandlerFuture;
 use crate::planning::DraftEdit;
@@ -126,12 +126,7 @@ pub(super) fn submit<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
 pub(super) fn executions_list<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let plan: Option<PlanId> = opt_arg(args, "plan_id")?;
-        let listing = g
-            .ctx
-            .store
-            .list_executions(plan)
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?;
+        let listing = g.ctx.store.list_executions(plan).await.map_err(store_err)?;
         Ok(json!(listing.items))
     })
 }
@@ -139,12 +134,7 @@ pub(super) fn executions_list<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture
 pub(super) fn execution_get<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let id: ExecutionId = arg(args, "execution_id")?;
-        let snap = g
-            .ctx
-            .store
-            .execution(id)
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?;
+        let snap = g.ctx.store.execution(id).await.map_err(store_err)?;
         let tasks: Vec<Value> = snap
             .tasks
             .iter()
