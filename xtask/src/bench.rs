@@ -3,6 +3,8 @@
 //! Runs (each several times; the table shows the median and the spread min–max):
 //! - the store benchmark example `orca-store/examples/store_bench.rs`, if it exists;
 //! - the runner benchmark `orca-services/examples/runner_bench.rs`;
+//! - the PostgreSQL store benchmark `orca-store-postgres/examples/pg_bench.rs` (a throwaway
+//!   server, fsync on): claim + complete per task, tasks/s with 1, 4 and 8 workers;
 //! - the CLI: cold start of `orca plan list` with 100 plans, and listing 10,000 plans (wall
 //!   time and peak memory of the process). The plans are one real plan created by the CLI,
 //!   copied under fresh ids by a small helper (not 10,000 CLI calls).
@@ -95,6 +97,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             &["-p", "orca-store", "--example", "store_bench"],
         )?;
     }
+    util::build(
+        opts.profile,
+        &["-p", "orca-store-postgres", "--example", "pg_bench"],
+    )?;
 
     let mut rows: Vec<Row> = Vec::new();
     for rep in 0..opts.reps {
@@ -112,6 +118,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         example(
             &bin,
             &out_dir.join(format!("runner-{rep}.json")),
+            opts.quick,
+            &mut rows,
+        )?;
+        // The PostgreSQL store on a throwaway durable server (ADR 0021, 0022).
+        let bin = util::built(root, opts.profile, "examples/pg_bench");
+        example(
+            &bin,
+            &out_dir.join(format!("pg-{rep}.json")),
             opts.quick,
             &mut rows,
         )?;
@@ -176,14 +190,14 @@ fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Re
             "task_vs_raw_write",
             "store_task_vs_raw_write",
             "x",
-            Some(4.0),
+            Some(1.5),
             "one task claim + complete (fsync on) / one raw atomic file write",
         ),
         (
             "growth_ratio",
             "store_growth_1000_100",
             "x",
-            Some(15.0),
+            Some(10.5),
             "store time of a 1,000-task execution / a 100-task one",
         ),
         (

@@ -22,7 +22,20 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "orca-store",
         &["reqwest", "hyper", "orca-services", "orca-agents"],
     ),
-    ("orca-services", &["reqwest", "hyper", "orca-agents"]),
+    (
+        "orca-services",
+        &[
+            "reqwest",
+            "hyper",
+            "orca-agents",
+            "orca-store-postgres",
+            "tokio-postgres",
+        ],
+    ),
+    (
+        "orca-store-postgres",
+        &["reqwest", "hyper", "orca-services", "orca-agents"],
+    ),
     ("orca-agents", &["orca-store", "orca-services"]),
     // The MCP server names no concrete store or agent backend, and speaks no HTTP itself.
     ("orca-mcp", &["orca-agents", "reqwest", "hyper"]),
@@ -49,7 +62,14 @@ const FORBIDDEN_TEXT: &[(&str, &[&str])] = &[
     ),
     (
         "orca-services",
-        &["reqwest", "FileStore", "MemoryStore", "orca_agents"],
+        &[
+            "reqwest",
+            "FileStore",
+            "MemoryStore",
+            "PgStore",
+            "orca_agents",
+            "orca_store_postgres",
+        ],
     ),
     (
         "orca-mcp",

@@ -121,6 +121,15 @@ struct RawConfig {
     defaults: Option<toml::Value>,
     #[serde(default)]
     agents: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    store: Option<RawStore>,
+}
+
+/// `[store]`: where orca keeps plans, executions and audit logs (ADR 0021).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    url: String,
 }
 
 /// An agent's settings as written (all optional).
@@ -258,6 +267,9 @@ pub struct Config {
     pub defaults: AgentSettings,
     /// Per-agent settings (built-in overrides and custom agents).
     pub agents: BTreeMap<AgentId, AgentSettings>,
+    /// `[store] url`: a shared PostgreSQL store (`postgres://…`) instead of the files under
+    /// `.orca/`; `None`: the file store.
+    pub store_url: Option<String>,
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -385,6 +397,15 @@ impl Config {
             .map(|m| m.parse::<SandboxMode>())
             .transpose()
             .map_err(|e| invalid("sandbox".to_owned(), e))?;
+        let store_url = raw.store.map(|s| s.url);
+        if let Some(url) = &store_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(invalid(
+                "store.url".to_owned(),
+                "must be a postgres:// url (the file store needs no [store] section)".to_owned(),
+            ));
+        }
         let sandbox_writable = raw.sandbox_writable.unwrap_or_default();
         for p in &sandbox_writable {
             let text = p.display().to_string();
@@ -411,6 +432,7 @@ impl Config {
             sandbox_writable,
             defaults,
             agents,
+            store_url,
         })
     }
 

@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Figures, each taken in this one run (ratios are side by side, so machine noise cancels):
-//! - `dag_makespan_ratio_{memory,file}`: an 8-layer × 8-wide DAG (every step depends on the whole
+//! - `dag_makespan_ratio_{memory,file,postgres}`: an 8-layer × 8-wide DAG (every step depends on the whole
 //!   layer before it), each agent call 100 ms, concurrency 8: makespan ÷ critical path (0.8 s).
 //! - `context_ratio_50_5`: serialized `TaskContext` bytes given to step 50 of a sequential plan ÷
 //!   step 5, with realistic summaries, findings and files per step.
@@ -206,6 +206,8 @@ fn holder() -> Holder {
 enum Backend {
     Memory,
     File,
+    /// A database of a throwaway PostgreSQL server (fsync on).
+    Postgres(String),
 }
 
 /// Creates, approves and runs a plan; returns the wall time of the run alone.
@@ -219,6 +221,14 @@ async fn run(
     let store: Arc<dyn Store> = match backend {
         Backend::Memory => Arc::new(MemoryStore::new()),
         Backend::File => Arc::new(FileStore::open(dir.path())?),
+        Backend::Postgres(url) => Arc::new(
+            orca_store_postgres::PgStore::connect(
+                url,
+                orca_store::Authority::permissive(),
+                orca_core::redact::Redactor::new(),
+            )
+            .await?,
+        ),
     };
     let orca = Orca::new(store, agent, Arc::new(NoHuman), None, Budget::UNLIMITED);
     let proposal = orca.planning.create_proposal(content(steps), None).await?;
@@ -283,12 +293,15 @@ struct Sizes {
 async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     let mut out = Vec::new();
 
-    // (a) DAG parallelism, both backends.
+    // (a) DAG parallelism, every backend (postgres: a throwaway durable server).
     let (layers, width) = sizes.dag;
     let critical = sizes.delay * u32::try_from(layers).unwrap_or(u32::MAX);
+    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
+    let pg_url = server.create_database().await?;
     for (backend, name) in [
         (Backend::Memory, "dag_makespan_ratio_memory"),
         (Backend::File, "dag_makespan_ratio_file"),
+        (Backend::Postgres(pg_url), "dag_makespan_ratio_postgres"),
     ] {
         let wall = run(
             &backend,

@@ -1,25 +1,26 @@
-//! Rules every backend applies the same way: summaries, checks before writes, sorting.
+//! Rules every backend applies the same way: summaries, checks before writes, sorting. Public
+//! so that backends in other crates (`orca-store-postgres`) apply exactly the same rules.
 
 use orca_core::{Execution, ExecutionId, ExecutionStage, Plan, PlanStage, Task, TaskStatus};
 
 use crate::error::StoreError;
 use crate::port::{ExecutionSummary, PlanSummary, Revision};
 
-pub(crate) fn plan_what(plan: &Plan) -> String {
+pub fn plan_what(plan: &Plan) -> String {
     format!("plan {}", plan.id())
 }
 
-pub(crate) fn exec_what(id: ExecutionId) -> String {
+pub fn exec_what(id: ExecutionId) -> String {
     format!("execution {id}")
 }
 
-pub(crate) fn task_what(execution: ExecutionId, task: &Task) -> String {
+pub fn task_what(execution: ExecutionId, task: &Task) -> String {
     format!("task {} of {execution}", task.step_id())
 }
 
 /// The revision after `current`, refusing to wrap: a document at the last revision cannot
 /// change again (nothing is written).
-pub(crate) fn next_revision(what: &str, current: Revision) -> Result<Revision, StoreError> {
+pub fn next_revision(what: &str, current: Revision) -> Result<Revision, StoreError> {
     current.checked_next().ok_or_else(|| {
         StoreError::Invalid(format!(
             "{what} is at revision {current}, the largest there is: it cannot change again"
@@ -27,7 +28,7 @@ pub(crate) fn next_revision(what: &str, current: Revision) -> Result<Revision, S
     })
 }
 
-pub(crate) fn plan_summary(plan: &Plan, executions: usize) -> PlanSummary {
+pub fn plan_summary(plan: &Plan, executions: usize) -> PlanSummary {
     PlanSummary {
         plan_id: plan.id(),
         goal: plan.content().goal.clone(),
@@ -39,7 +40,7 @@ pub(crate) fn plan_summary(plan: &Plan, executions: usize) -> PlanSummary {
     }
 }
 
-pub(crate) fn execution_summary<'a>(
+pub fn execution_summary<'a>(
     execution: &Execution,
     tasks: impl IntoIterator<Item = &'a Task>,
 ) -> ExecutionSummary {
@@ -59,7 +60,7 @@ pub(crate) fn execution_summary<'a>(
 }
 
 /// Newest first: by creation time, then by id (UUIDv7 ids are time-ordered).
-pub(crate) fn sort_plans(items: &mut [PlanSummary]) {
+pub fn sort_plans(items: &mut [PlanSummary]) {
     items.sort_by(|a, b| {
         b.created_at
             .cmp(&a.created_at)
@@ -68,7 +69,7 @@ pub(crate) fn sort_plans(items: &mut [PlanSummary]) {
 }
 
 /// Newest first.
-pub(crate) fn sort_executions(items: &mut [ExecutionSummary]) {
+pub fn sort_executions(items: &mut [ExecutionSummary]) {
     items.sort_by(|a, b| {
         b.created_at
             .cmp(&a.created_at)
@@ -77,7 +78,7 @@ pub(crate) fn sort_executions(items: &mut [ExecutionSummary]) {
 }
 
 /// A plan may be replaced unless it is approved or rejected; its id cannot change.
-pub(crate) fn check_plan_update(stored: &Plan, new: &Plan) -> Result<(), StoreError> {
+pub fn check_plan_update(stored: &Plan, new: &Plan) -> Result<(), StoreError> {
     if matches!(stored.stage(), PlanStage::Approved | PlanStage::Rejected) {
         return Err(StoreError::Immutable(format!(
             "plan {} is {} and cannot change",
@@ -96,10 +97,7 @@ pub(crate) fn check_plan_update(stored: &Plan, new: &Plan) -> Result<(), StoreEr
 }
 
 /// An execution header may be replaced unless terminal; ids, plan and steps cannot change.
-pub(crate) fn check_execution_update(
-    stored: &Execution,
-    new: &Execution,
-) -> Result<(), StoreError> {
+pub fn check_execution_update(stored: &Execution, new: &Execution) -> Result<(), StoreError> {
     if stored.stage().is_terminal() {
         return Err(StoreError::Immutable(format!(
             "execution {} is {} and cannot change",
@@ -117,7 +115,7 @@ pub(crate) fn check_execution_update(
 }
 
 /// Tasks of a terminal execution cannot change; the step must be one of the execution's.
-pub(crate) fn check_task_update(
+pub fn check_task_update(
     execution: ExecutionId,
     stage: ExecutionStage,
     has_step: bool,
@@ -138,7 +136,7 @@ pub(crate) fn check_task_update(
 }
 
 /// The tasks given at creation are one per step, in plan order.
-pub(crate) fn check_new_execution(execution: &Execution, tasks: &[Task]) -> Result<(), StoreError> {
+pub fn check_new_execution(execution: &Execution, tasks: &[Task]) -> Result<(), StoreError> {
     let steps = &execution.info().steps;
     if tasks.len() != steps.len() || tasks.iter().zip(steps).any(|(t, s)| t.step_id() != s) {
         return Err(StoreError::Invalid(format!(
@@ -149,7 +147,7 @@ pub(crate) fn check_new_execution(execution: &Execution, tasks: &[Task]) -> Resu
     Ok(())
 }
 
-pub(crate) fn conflict(what: String, expected: Revision, found: Revision) -> StoreError {
+pub fn conflict(what: String, expected: Revision, found: Revision) -> StoreError {
     StoreError::Conflict {
         what,
         expected,

@@ -29,14 +29,14 @@
 
 pub mod audit;
 pub mod bounded;
-mod common;
+pub mod common;
 mod error;
 mod file;
 pub mod keys;
 mod memory;
 pub mod perms;
 mod port;
-mod redaction;
+pub mod redaction;
 pub mod signing;
 pub mod verify;
 

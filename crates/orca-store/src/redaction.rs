@@ -3,7 +3,7 @@
 /// Fields of execution and task documents holding identifiers, tags and times (validated,
 /// never free text): redaction leaves them alone, so a document always reads back even if a
 /// secret's value happens to appear in an id.
-pub(crate) const STRUCTURAL_KEYS: &[&str] = &[
+pub const STRUCTURAL_KEYS: &[&str] = &[
     "format_version",
     "id",
     "plan_id",

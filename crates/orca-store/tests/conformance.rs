@@ -47,6 +47,27 @@ impl Backend for FileStore {
     }
 }
 
+impl Backend for orca_store_postgres::PgStore {
+    fn kill_holder(&self, lease: Lease, _holder: &Holder) {
+        // The holder's connection goes (its session locks with it); its lease row stays.
+        orca_store_postgres::abandon_lease(lease);
+    }
+}
+
+/// A store on a new database of the throwaway server shared by this test process.
+async fn pg_store() -> orca_store_postgres::PgStore {
+    let server =
+        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let url = server.create_database().await.unwrap();
+    orca_store_postgres::PgStore::connect(
+        &url,
+        orca_store::Authority::permissive(),
+        orca_core::redact::Redactor::new(),
+    )
+    .await
+    .unwrap()
+}
+
 mod checks {
     use super::*;
 
@@ -564,6 +585,7 @@ macro_rules! conformance {
 }
 
 conformance!(memory, (MemoryStore::new(), ()));
+conformance!(postgres, (pg_store().await, ()));
 conformance!(file, {
     let dir = tempfile::tempdir().unwrap();
     (FileStore::open(dir.path()).unwrap(), dir)

@@ -1,5 +1,6 @@
 //! Differential property test: random operation sequences applied to a `MemoryStore` and a
-//! `FileStore` must give the same outcomes (revisions, error kinds) and leave the same state.
+//! `FileStore`, and to a `MemoryStore` and a `PgStore`, must give the same outcomes (revisions,
+//! error kinds) and leave the same state.
 
 #![expect(clippy::unwrap_used, reason = "tests")]
 
@@ -11,7 +12,7 @@ use common::*;
 use orca_core::{AgentId, ApprovedPlan, DraftPlan, Execution, ExecutionId, Plan, Step};
 use orca_store::{
     AuditLogId, AuditStore, ExecutionStore, FileStore, MemoryStore, NewAuditEntry, PlanStore,
-    Revision, StoreError,
+    Revision, Store, StoreError,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -99,7 +100,7 @@ fn stale_rev(rev: Revision, stale: bool) -> Revision {
     }
 }
 
-async fn apply(op: &Op, w: &mut World, mem: &MemoryStore, file: &FileStore) -> (String, String) {
+async fn apply<S: Store>(op: &Op, w: &mut World, mem: &MemoryStore, file: &S) -> (String, String) {
     macro_rules! both {
         ($call:ident ( $($arg:expr),* )) => {
             (outcome(mem.$call($($arg),*).await), outcome(file.$call($($arg),*).await))
@@ -216,6 +217,56 @@ async fn apply(op: &Op, w: &mut World, mem: &MemoryStore, file: &FileStore) -> (
     }
 }
 
+/// Applies `ops` to a memory store and `other`; every outcome and the final state must agree.
+async fn agree<S: Store>(ops: &[Op], other: &S) -> Result<(), TestCaseError> {
+    let (mem, file) = (MemoryStore::new(), other);
+    let mut w = World {
+        drafts: Vec::new(),
+        approved: Vec::new(),
+        executions: Vec::new(),
+    };
+    // One approved plan to start with.
+    let p = approved("seed", 2);
+    mem.create_plan(&plan_of(&p)).await.unwrap();
+    file.create_plan(&plan_of(&p)).await.unwrap();
+    w.approved.push(p);
+    for op in ops {
+        let (m, f) = apply(op, &mut w, &mem, file).await;
+        prop_assert_eq!(&m, &f, "{:?}", op);
+    }
+    let (lm, lf) = (
+        mem.list_plans().await.unwrap(),
+        file.list_plans().await.unwrap(),
+    );
+    prop_assert!(lf.problems.is_empty());
+    prop_assert_eq!(lm.items, lf.items);
+    let (em, ef) = (
+        mem.list_executions(None).await.unwrap(),
+        file.list_executions(None).await.unwrap(),
+    );
+    prop_assert_eq!(em.items, ef.items);
+    for (_, id) in &w.executions {
+        let (a, b) = (
+            mem.execution(*id).await.ok(),
+            file.execution(*id).await.ok(),
+        );
+        prop_assert_eq!(a, b);
+    }
+    for log in mem.audit_logs().await.unwrap() {
+        let strip = |es: Vec<orca_store::AuditEntry>| {
+            es.into_iter()
+                .map(|e| (e.seq, e.parent, e.kind, e.data))
+                .collect::<Vec<_>>()
+        };
+        prop_assert_eq!(
+            strip(mem.entries(log).await.unwrap()),
+            strip(file.entries(log).await.unwrap())
+        );
+        prop_assert!(file.verify(log).await.unwrap().is_intact());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -223,33 +274,24 @@ proptest! {
     fn memory_and_file_stores_agree(ops in prop::collection::vec(op(), 1..25)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let (mem, file) = (MemoryStore::new(), FileStore::open(dir.path()).unwrap());
-        let mut w = World { drafts: Vec::new(), approved: Vec::new(), executions: Vec::new() };
+        let file = FileStore::open(dir.path()).unwrap();
+        rt.block_on(agree(&ops, &file))?;
+    }
+
+    #[test]
+    fn memory_and_postgres_stores_agree(ops in prop::collection::vec(op(), 1..25)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            // One approved plan to start with.
-            let p = approved("seed", 2);
-            mem.create_plan(&plan_of(&p)).await.unwrap();
-            file.create_plan(&plan_of(&p)).await.unwrap();
-            w.approved.push(p);
-            for op in &ops {
-                let (m, f) = apply(op, &mut w, &mem, &file).await;
-                prop_assert_eq!(&m, &f, "{:?}", op);
-            }
-            let (lm, lf) = (mem.list_plans().await.unwrap(), file.list_plans().await.unwrap());
-            prop_assert!(lf.problems.is_empty());
-            prop_assert_eq!(lm.items, lf.items);
-            let (em, ef) = (mem.list_executions(None).await.unwrap(), file.list_executions(None).await.unwrap());
-            prop_assert_eq!(em.items, ef.items);
-            for (_, id) in &w.executions {
-                let (a, b) = (mem.execution(*id).await.ok(), file.execution(*id).await.ok());
-                prop_assert_eq!(a, b);
-            }
-            for log in mem.audit_logs().await.unwrap() {
-                let strip = |es: Vec<orca_store::AuditEntry>| es.into_iter().map(|e| (e.seq, e.parent, e.kind, e.data)).collect::<Vec<_>>();
-                prop_assert_eq!(strip(mem.entries(log).await.unwrap()), strip(file.entries(log).await.unwrap()));
-                prop_assert!(file.verify(log).await.unwrap().is_intact());
-            }
-            Ok(())
+            let server = orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+            let url = server.create_database().await.unwrap();
+            let pg = orca_store_postgres::PgStore::connect(
+                &url,
+                orca_store::Authority::permissive(),
+                orca_core::redact::Redactor::new(),
+            )
+            .await
+            .unwrap();
+            agree(&ops, &pg).await
         })?;
     }
 }

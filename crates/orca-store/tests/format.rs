@@ -9,8 +9,13 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::holder;
-use orca_core::{AgentId, DraftPlan, ExecutionId, PendingExecution, PlanId, Step};
-use orca_store::{AuditLogId, AuditStore, ExecutionStore, FileStore, NewAuditEntry, PlanStore};
+use orca_core::{
+    AgentId, ContextLimits, DraftPlan, ExecutionId, Holder, PendingExecution, PlanId, Step, Task,
+    build_context,
+};
+use orca_store::{
+    AuditLogId, AuditStore, ExecutionStore, FileStore, NewAuditEntry, PlanStore, Revision,
+};
 use serde_json::json;
 use time::macros::datetime;
 
@@ -64,9 +69,11 @@ async fn on_disk_format() {
     let exec_id = ExecutionId::new();
     let (pending, tasks) = PendingExecution::new(exec_id, &plan, at);
     store
-        .create_execution(&pending.into(), &tasks)
+        .create_execution(&pending.clone().into(), &tasks)
         .await
         .unwrap();
+    let task_at_creation =
+        std::fs::read_to_string(store.task_path(plan_id, exec_id, tasks[0].step_id())).unwrap();
     let log = AuditLogId::Execution {
         plan_id,
         execution_id: exec_id,
@@ -95,6 +102,31 @@ async fn on_disk_format() {
         .await
         .unwrap();
     let _lease = store.acquire_lease(exec_id, &holder("fmt")).await.unwrap();
+    // One transition: the execution's task write-ahead log (ADR 0015).
+    store
+        .update_execution(&pending.start(at).into(), Revision::FIRST)
+        .await
+        .unwrap();
+    let Task::Pending(first) = tasks[0].clone() else {
+        panic!("a new task is pending")
+    };
+    let ctx = build_context(
+        plan_id,
+        plan.content(),
+        0,
+        &tasks,
+        &ContextLimits::default(),
+    )
+    .unwrap();
+    let me = Holder {
+        pid: 1,
+        host: "host".into(),
+        token: "token".into(),
+    };
+    store
+        .update_task(exec_id, &first.start(ctx, me, at).into(), Revision::FIRST)
+        .await
+        .unwrap();
     let _locks = store
         .try_lock_resources(&["db".to_owned()], &holder("fmt"))
         .await
@@ -113,9 +145,17 @@ async fn on_disk_format() {
     out.push_str("\n# plans/{plan}/executions/{exec}.json\n");
     out.push_str(&read(format!("plans/{plan_id}/executions/{exec_id}.json")));
     out.push_str("\n# plans/{plan}/executions/{exec}/tasks/build.json\n");
-    out.push_str(&read(format!(
-        "plans/{plan_id}/executions/{exec_id}/tasks/build.json"
-    )));
+    out.push_str(&task_at_creation);
+    out.push_str("\n# plans/{plan}/executions/{exec}/tasks.wal.jsonl (line 1)\n");
+    out.push_str(
+        read(format!(
+            "plans/{plan_id}/executions/{exec_id}/tasks.wal.jsonl"
+        ))
+        .lines()
+        .next()
+        .unwrap(),
+    );
+    out.push('\n');
     out.push_str("\n# plans/{plan}/executions/{exec}.audit.jsonl (line 2)\n");
     out.push_str(&redact_entry(
         read(format!("plans/{plan_id}/executions/{exec_id}.audit.jsonl"))

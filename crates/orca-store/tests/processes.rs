@@ -23,8 +23,6 @@ use orca_store::{
 };
 use serde_json::json;
 
-type Test = fn(&tokio::runtime::Runtime);
-
 fn main() {
     if let Ok(mode) = std::env::var("ORCA_STORE_CHILD") {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -54,21 +52,7 @@ fn main() {
             two_processes_one_lease_and_a_stale_takeover,
         ),
     ];
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let mut ran = 0;
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        eprint!("test {name} ... ");
-        test(&rt);
-        eprintln!("ok");
-        ran += 1;
-    }
-    eprintln!("test result: ok. {ran} passed");
+    run_tests(&rt, &tests);
 }
 
 fn ack(line: &str) {

@@ -49,7 +49,7 @@ pub(crate) fn out_json(value: &Value) {
 
 /// The project root: `--root`, else the nearest ancestor holding `.orca/`, else the current
 /// directory.
-fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError> {
+pub(crate) fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf, CliError> {
     if let Some(root) = explicit {
         if create && !root.exists() {
             std::fs::create_dir_all(root).map_err(|e| {
@@ -115,8 +115,9 @@ impl App {
                 path.display()
             ));
         }
+        let shared = crate::store_cmd::shared_store(global, loaded.config.as_ref(), &authority)?;
         let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
-        let store: Arc<dyn Store> = Arc::new(files.clone());
+        let store: Arc<dyn Store> = shared.unwrap_or_else(|| Arc::new(files.clone()));
         Ok(Self {
             root,
             store,
@@ -159,6 +160,10 @@ impl App {
 
     pub(crate) const fn files(&self) -> &FileStore {
         &self.files
+    }
+
+    pub(crate) const fn config(&self) -> Option<&Config> {
+        self.config.as_ref()
     }
 
     pub(crate) fn env_policy(&self) -> &orca_agents::step_env::EnvPolicy {
@@ -220,6 +225,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             out_json(&PlanContent::json_schema());
             return Ok(Exit::Ok);
         }
+        Command::Store(cmd) => return crate::store_cmd::run(cmd, global).await,
         _ => {}
     }
     // Commands that create something may create the `--root` directory.
@@ -231,6 +237,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Worker(_)
             | Command::Mcp(_)
             | Command::Plan(PlanCommand::Approve { .. } | PlanCommand::Reject { .. })
             | Command::Exec(
@@ -242,6 +249,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_)
             | Command::Run(_)
+            | Command::Worker(_)
             | Command::Mcp(_)
             | Command::Exec(ExecCommand::Resume { .. } | ExecCommand::Decide { .. })
     );
@@ -250,10 +258,15 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Init => unreachable_init(),
         Command::Ask(args) => ask(&app, &args.message, &args.run).await,
         Command::Plan(cmd) => plan(&app, cmd).await,
-        Command::Run(args) => run_plan(&app, &args.plan, &args.run).await,
+        Command::Run(args) => run_plan(&app, &args.plan, &args.run, args.detach).await,
+        Command::Worker(args) => crate::worker::run(&app, global, args).await,
         Command::Exec(cmd) => exec(&app, cmd).await,
-        Command::Watch { exec } => crate::driver::watch(&app, &exec).await,
+        Command::Watch { exec } => {
+            let url = crate::store_cmd::url(global, app.config.as_ref())?;
+            crate::driver::watch(&app, &exec, url.as_deref()).await
+        }
         Command::Audit(AuditCommand::Verify { exec, all: _ }) => {
+            crate::store_cmd::refuse_shared(global, app.config.as_ref())?;
             crate::audit_cmd::verify(&app, exec.as_deref()).await
         }
         Command::Agents(AgentsCommand::List) => agents_list(&app),
@@ -266,7 +279,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             }
             Ok(Exit::Ok)
         }
-        Command::Completions { .. } | Command::Man => unreachable_init(),
+        Command::Completions { .. } | Command::Man | Command::Store(_) => unreachable_init(),
     }
 }
 
@@ -486,7 +499,12 @@ async fn create_from_file(orca: &Orca, file: &Path) -> Result<orca_core::Proposa
 }
 
 /// `orca run PLAN`: an id/prefix, or a plan document to create first.
-async fn run_plan(app: &App, plan: &str, options: &RunOptions) -> Result<Exit, CliError> {
+async fn run_plan(
+    app: &App,
+    plan: &str,
+    options: &RunOptions,
+    detach: bool,
+) -> Result<Exit, CliError> {
     let orca = app.orca(hitl_for(app, options));
     let path = Path::new(plan);
     let id = if plan.ends_with(".json") || (path.is_file() && plan.parse::<PlanId>().is_err()) {
@@ -500,7 +518,7 @@ async fn run_plan(app: &App, plan: &str, options: &RunOptions) -> Result<Exit, C
     } else {
         orca.planning.resolve(plan).await?
     };
-    approve_and_run(app, &orca, id, options).await
+    approve_and_run(app, &orca, id, options, detach).await
 }
 
 fn hitl_for(app: &App, options: &RunOptions) -> Arc<dyn Hitl> {
@@ -516,6 +534,7 @@ async fn approve_and_run(
     orca: &Orca,
     id: PlanId,
     options: &RunOptions,
+    detach: bool,
 ) -> Result<Exit, CliError> {
     let plan = orca.planning.plan(id).await?;
     match plan.stage() {
@@ -566,6 +585,9 @@ async fn approve_and_run(
         plan.content().steps.len(),
         options.concurrency
     ));
+    if detach {
+        return Ok(crate::worker::detached(app, exec));
+    }
     drive(app, orca, exec, options).await
 }
 
@@ -578,7 +600,7 @@ fn awaiting_approval(id: PlanId) -> CliError {
     )
 }
 
-fn run_config(options: &RunOptions) -> RunConfig {
+pub(crate) fn run_config(options: &RunOptions) -> RunConfig {
     let mut config = RunConfig::new(holder());
     config.concurrency = usize::from(options.concurrency);
     config.max_attempts = options.max_attempts;
@@ -918,7 +940,7 @@ async fn ask(app: &App, message: &str, options: &RunOptions) -> Result<Exit, Cli
                 text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
                 out(&text);
             }
-            approve_and_run(app, &orca, plan_id, options).await
+            approve_and_run(app, &orca, plan_id, options, false).await
         }
         PlannerResponse::Plan {
             plan_id,

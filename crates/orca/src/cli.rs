@@ -56,6 +56,16 @@ pub(crate) struct Global {
     /// The format of logs on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     pub(crate) log_format: LogFormat,
+    /// A shared PostgreSQL store (`postgres://user@host:port/db`) instead of the files under
+    /// `.orca/` (also: ORCA_STORE_URL, or `[store] url` in `.orca/config.toml`).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "ORCA_STORE_URL",
+        hide_env_values = true
+    )]
+    pub(crate) store: Option<String>,
 }
 
 /// Log formats.
@@ -98,6 +108,13 @@ pub(crate) enum Command {
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Drive executions of the (shared) store as they become ready, until stopped: on any
+    /// host, as many worker processes as you like (ADR 0022).
+    Worker(crate::worker::WorkerArgs),
+    /// The shared PostgreSQL store: migrate its schema, export it to the file layout, import
+    /// a file store into it.
+    #[command(subcommand)]
+    Store(crate::store_cmd::StoreCommand),
     /// Where each agent's key comes from (masked: never a secret character), what every
     /// step's environment holds, and the store's permissions.
     Doctor,
@@ -178,6 +195,10 @@ pub(crate) struct RunArgs {
     pub(crate) plan: String,
     #[command(flatten)]
     pub(crate) run: RunOptions,
+    /// Create the execution and leave it to `orca worker` processes (on any host sharing the
+    /// store); prints its id and returns at once.
+    #[arg(long)]
+    pub(crate) detach: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -205,9 +205,17 @@ pub(crate) async fn cancel(
 
 /// `watch`: follows an execution until it ends, waits for a decision nobody drives, or is
 /// interrupted (no live driver).
-pub(crate) async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
+pub(crate) async fn watch(
+    app: &App,
+    exec: &str,
+    shared_url: Option<&str>,
+) -> Result<Exit, CliError> {
     let orca = app.orca(std::sync::Arc::new(NoHuman));
     let id = orca.executions.resolve(exec).await?;
+    // On a shared store, woken by its notifications for this execution (polled every 2 s as a
+    // fallback); otherwise polled.
+    let mut wake = crate::worker::listener(shared_url, orca_store_postgres::CHANNELS).await;
+    let key = id.to_string();
     let mut seen: Vec<String> = Vec::new();
     let start = std::time::Instant::now();
     loop {
@@ -281,7 +289,23 @@ pub(crate) async fn watch(app: &App, exec: &str) -> Result<Exit, CliError> {
             }
             return Ok(Exit::Interrupted);
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        match wake.as_mut() {
+            Some(rx) => {
+                let mine = async {
+                    while let Some(payload) = rx.recv().await {
+                        if payload == key {
+                            return true;
+                        }
+                    }
+                    false
+                };
+                if let Ok(false) = tokio::time::timeout(Duration::from_secs(2), mine).await {
+                    // The notification connection ended: poll from now on.
+                    wake = None;
+                }
+            }
+            None => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
     }
 }
 

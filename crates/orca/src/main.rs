@@ -12,8 +12,10 @@ mod plan_doc;
 mod render;
 mod sandbox;
 mod secrets;
+mod store_cmd;
 mod term;
 mod trust;
+mod worker;
 
 use std::process::ExitCode;
 

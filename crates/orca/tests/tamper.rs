@@ -437,6 +437,28 @@ fn catalogue() -> Vec<Case> {
         ),
         gated(
             case(
+                "forge a newer task record in the write-ahead log",
+                |p| {
+                    let wal = p.wal(&p.ids.a, &p.ids.a1);
+                    let mut all = lines(&wal);
+                    let mut last: serde_json::Value = all
+                        .iter()
+                        .rev()
+                        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                        .find(|r| r["step"] == "a")
+                        .unwrap();
+                    last["revision"] = json!(last["revision"].as_u64().unwrap() + 1);
+                    last["task"]["result"]["summary"] = json!("forged");
+                    all.push(last.to_string());
+                    write_lines(&wal, &all);
+                },
+                |p| p.task(&p.ids.a, &p.ids.a1, "a"),
+                Some(4),
+            ),
+            show_a1,
+        ),
+        gated(
+            case(
                 "impossible state: header completed, a task failed",
                 |p| {
                     std::fs::copy(
@@ -511,6 +533,51 @@ fn tamper_catalogue_every_kind_is_detected_and_located() {
     println!("tamper catalogue: {detected}/{} detected", cases.len());
     assert!(cases.len() >= 34);
     assert_eq!(detected, cases.len());
+}
+
+/// Tampering with the task write-ahead log that cannot change what is read (the task files
+/// hold every acknowledged transition at the same revision): `exec show` prints the same, and
+/// `audit verify --all` exits as it did before. Prints `write-ahead log: N/N harmless`.
+#[test]
+fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
+    let fixture = Fixture::new();
+    type WalTamper = fn(&std::path::Path);
+    let cases: [(&str, WalTamper); 4] = [
+        ("truncate the write-ahead log", |w| truncate(w, 1)),
+        ("empty the write-ahead log", |w| {
+            std::fs::write(w, b"").unwrap()
+        }),
+        ("reorder the write-ahead log", |w| {
+            let mut all = lines(w);
+            all.reverse();
+            write_lines(w, &all);
+        }),
+        ("edit a record at a revision its task file has", |w| {
+            let mut all = lines(w);
+            let last = all.len() - 1;
+            let mut r: serde_json::Value = serde_json::from_str(&all[last]).unwrap();
+            r["task"]["result"]["summary"] = json!("forged");
+            all[last] = r.to_string();
+            write_lines(w, &all);
+        }),
+    ];
+    let clean = fixture.copy();
+    let show = |p: &Proj| text(&p.run(&["exec", "show", &p.ids.a1]));
+    let expected = show(&clean);
+    let verify_code = code(&clean.run(&["audit", "verify", "--all"]));
+    let mut harmless = 0;
+    for (name, tamper) in cases {
+        let p = fixture.copy();
+        let wal = p.wal(&p.ids.a, &p.ids.a1);
+        assert!(wal.is_file(), "{name}: no write-ahead log in the fixture");
+        tamper(&wal);
+        let verify = p.run(&["audit", "verify", "--all"]);
+        let same = show(&p) == expected && code(&verify) == verify_code;
+        println!("{name:<66} {}", if same { "HARMLESS" } else { "CHANGED" });
+        harmless += usize::from(same);
+    }
+    println!("write-ahead log: {harmless}/{} harmless", cases.len());
+    assert_eq!(harmless, cases.len());
 }
 
 #[test]

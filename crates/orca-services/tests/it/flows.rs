@@ -1,4 +1,4 @@
-//! The service flows of issue 4, on both store backends.
+//! The service flows of issue 4, on every store backend (memory, file, postgres).
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use crate::support;
@@ -24,19 +24,37 @@ struct Backend {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn memory() -> Backend {
+async fn memory() -> Backend {
     Backend {
         store: Arc::new(orca_store::MemoryStore::new()),
         _dir: None,
     }
 }
 
-fn file() -> Backend {
+async fn file() -> Backend {
     let dir = tempfile::tempdir().unwrap();
     let store = orca_store::FileStore::open(dir.path()).unwrap();
     Backend {
         store: Arc::new(store),
         _dir: Some(dir),
+    }
+}
+
+/// A store on a new database of the throwaway PostgreSQL server shared by this test process.
+async fn postgres() -> Backend {
+    let server =
+        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let url = server.create_database().await.unwrap();
+    let store = orca_store_postgres::PgStore::connect(
+        &url,
+        orca_store::Authority::permissive(),
+        orca_core::redact::Redactor::new(),
+    )
+    .await
+    .unwrap();
+    Backend {
+        store: Arc::new(store),
+        _dir: None,
     }
 }
 
@@ -66,11 +84,11 @@ macro_rules! flows {
         mod $backend {
             use super::*;
 
-            fn backend() -> Backend { super::$backend() }
+            async fn backend() -> Backend { super::$backend().await }
 
             #[tokio::test]
             async fn planner_answers() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.plan([PlannerAct::Answer("you have no plans")]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
@@ -80,7 +98,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn plan_approve_run_completed() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.plan([PlannerAct::Build(vec![step("build", "coder"), step("test", "tester")])]);
                 let hitl = Arc::new(ScriptedHitl::new([("approve", Some("looks good"))]));
@@ -116,7 +134,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn request_changes_then_revise_then_approve() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.plan([PlannerAct::Build(vec![step("build", "coder")]), PlannerAct::Revise(Box::new(step("test", "tester")))]);
                 let hitl = Arc::new(ScriptedHitl::new([("request_changes", Some("add tests")), ("Approve", None)]));
@@ -131,7 +149,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn reject() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.plan([PlannerAct::Build(vec![step("build", "coder")])]);
                 let hitl = Arc::new(ScriptedHitl::new([("reject", Some("not now"))]));
@@ -145,7 +163,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn fail_then_automatic_retry_succeeds() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("build", [Act::Fail("flaky"), Act::Succeed("ok")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -162,7 +180,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn fail_then_human_retry_with_guidance() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("build", [Act::Fail("e1"), Act::Fail("e2"), Act::Succeed("ok")]);
                 let hitl = Arc::new(ScriptedHitl::new([("retry", Some("use the other port"))]));
@@ -181,7 +199,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn fail_then_replan_runs_the_new_plan() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("build", [Act::Fail("e1"), Act::Fail("e2")]);
                 agents.plan([PlannerAct::Build(vec![step("fix", "coder")])]);
@@ -204,7 +222,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn two_final_failures_are_decided_one_at_a_time() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Fail("a1"), Act::Fail("a2"), Act::Succeed("ok")]);
                 agents.script("b", [Act::Fail("b1"), Act::Fail("b2"), Act::Succeed("ok")]);
@@ -221,7 +239,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn fail_then_stop() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("build", [Act::Fail("e1"), Act::Fail("e2")]);
                 let hitl = Arc::new(ScriptedHitl::new([("stop", None)]));
@@ -238,7 +256,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn skip_policy_finishes_independent_branches() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Fail("e1"), Act::Fail("e2")]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
@@ -260,7 +278,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn stop_policy_ends_failed() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Fail("e1"), Act::Fail("e2")]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
@@ -275,7 +293,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn interruption_question_answered_then_retried() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("build", [Act::Interrupt("which database?"), Act::Succeed("ok")]);
                 let hitl = Arc::new(ScriptedHitl::new([("answer", Some("postgres"))]));
@@ -293,7 +311,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn waiting_for_a_human_is_durable_and_decide_continues() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("build", [Act::Fail("e1"), Act::Fail("e2"), Act::Succeed("ok")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -316,7 +334,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn cancellation_before_start() {
-                let b = backend();
+                let b = backend().await;
                 let o = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
                 let (_, exec) = o.executions.create(plan).await.unwrap();
@@ -328,7 +346,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn cancellation_mid_run_reaches_the_agent_call() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Hang]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -371,7 +389,7 @@ macro_rules! flows {
                         None
                     }
                 }
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Fail("no"), Act::Fail("no")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(Silent));
@@ -393,7 +411,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn stop_from_another_service_instance_cancels_in_flight_calls() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Hang]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -410,7 +428,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn cancellation_after_completion_changes_nothing() {
-                let b = backend();
+                let b = backend().await;
                 let o = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
                 let (_, exec) = o.executions.create(plan).await.unwrap();
@@ -422,7 +440,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn crash_then_resume_reruns_the_abandoned_attempt() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("b", [Act::Hang, Act::Succeed("second time")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -445,7 +463,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn a_live_lease_holder_excludes_a_second_runner() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Slow(Duration::from_millis(300))]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -462,7 +480,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn locks_serialize_within_and_across_executions() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 for s in ["a", "b", "c"] {
                     agents.script(s, [Act::Slow(Duration::from_millis(40))]);
@@ -482,7 +500,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn dag_branches_run_in_parallel() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 for s in ["a", "b", "c", "d"] {
                     agents.script(s, [Act::Slow(Duration::from_millis(100))]);
@@ -499,7 +517,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn budget_exceeded_is_a_failure_for_the_deviation_decision() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Spend(5_000)]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
@@ -515,7 +533,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn an_exhausted_execution_budget_fails_closed() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::Spend(5_000)]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
@@ -532,7 +550,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn forbidden_tool_call_is_refused_and_audited() {
-                let b = backend();
+                let b = backend().await;
                 let agents = ScriptedAgents::new();
                 agents.script("a", [Act::CallTool("orca_plan_submit", json!({ "plan_id": "plan_x" }))]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
@@ -553,7 +571,7 @@ macro_rules! flows {
 
             #[tokio::test]
             async fn submit_reports_every_problem_and_keeps_the_draft() {
-                let b = backend();
+                let b = backend().await;
                 let o = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
                 let draft = o.planning.create_draft(None, None).await.unwrap();
                 let err = o.planning.submit(draft.id()).await.unwrap_err();
@@ -565,7 +583,7 @@ macro_rules! flows {
     )*};
 }
 
-flows!(memory, file);
+flows!(memory, file, postgres);
 
 async fn wait_for(mut cond: impl FnMut() -> bool) {
     for _ in 0..500 {

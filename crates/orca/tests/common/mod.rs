@@ -21,6 +21,7 @@ pub(crate) fn isolated(root: &Path, config_home: &Path) -> std::process::Command
         .env_remove("ORCA_SIGNING_KEY")
         .env_remove("ORCA_SANDBOX")
         .env_remove("ORCA_LOG")
+        .env_remove("ORCA_STORE_URL")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY");
     cmd

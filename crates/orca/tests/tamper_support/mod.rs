@@ -262,6 +262,14 @@ impl Proj {
             .join("tasks")
             .join(format!("{step}.json"))
     }
+    /// An execution's task write-ahead log (ADR 0015).
+    pub(crate) fn wal(&self, plan: &str, x: &str) -> PathBuf {
+        self.plans()
+            .join(plan)
+            .join("executions")
+            .join(x)
+            .join("tasks.wal.jsonl")
+    }
     pub(crate) fn a1_log(&self) -> PathBuf {
         self.exec_log(&self.ids.a, &self.ids.a1)
     }

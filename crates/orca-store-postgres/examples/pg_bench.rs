@@ -1,0 +1,229 @@
+//! The PostgreSQL store's benchmark (run by `cargo xtask bench`): on a throwaway server with
+//! `fsync` on (durable commits, as in production), the cost of one task claim + complete
+//! (two compare-and-swap transitions, each its own committed transaction), and tasks/s with
+//! 1, 4 and 8 workers (each with its own connection pool, claiming and completing tasks of one
+//! wide execution at once). Prints a table; `--json PATH` writes the figures; `--quick` uses
+//! small sizes. Asserts nothing about time.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use orca_core::redact::Redactor;
+use orca_core::{
+    AgentId, ApprovedPlan, ContextLimits, DraftPlan, ExecutionId, Holder, PendingExecution, Plan,
+    PlanId, Step, StepId, Task, TaskSuccess, build_context,
+};
+use orca_store::{Authority, ExecutionStore, PlanStore, Revision};
+use orca_store_postgres::PgStore;
+use orca_store_postgres::throwaway::Throwaway;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+fn plan(steps: usize) -> Result<ApprovedPlan, BoxError> {
+    let mut d = DraftPlan::new(PlanId::new(), now());
+    d.set_goal("bench");
+    d.set_assumptions(vec!["a".into()]);
+    d.set_risks(vec!["r".into()]);
+    d.set_verification(vec!["v".into()]);
+    for i in 0..steps {
+        d.add_step(
+            Step::new(StepId::parse(&format!("s{i}"))?, AgentId::shell(), "s").with_command("true"),
+            None,
+        )?;
+    }
+    let agents: BTreeSet<AgentId> = [AgentId::shell()].into_iter().collect();
+    Ok(d.submit(&agents, now())?.approve("bench", None, now()))
+}
+
+fn holder() -> Holder {
+    Holder {
+        pid: std::process::id(),
+        host: "bench".into(),
+        token: "bench".into(),
+    }
+}
+
+/// Claims (pending → running) and completes task `i`: two durable CAS writes.
+async fn claim_complete(
+    store: &PgStore,
+    plan: &ApprovedPlan,
+    exec: ExecutionId,
+    tasks: &[Task],
+    i: usize,
+) -> Result<(), BoxError> {
+    let Task::Pending(p) = tasks[i].clone() else {
+        return Err("not pending".into());
+    };
+    let ctx = build_context(
+        plan.id(),
+        plan.content(),
+        i,
+        tasks,
+        &ContextLimits::default(),
+    )
+    .ok_or("no context")?;
+    let running = p.start(ctx, holder(), now());
+    let rev = store
+        .update_task(exec, &running.clone().into(), Revision::FIRST)
+        .await?;
+    let done = running.complete(TaskSuccess::with_summary("ok"), now());
+    store.update_task(exec, &done.into(), rev).await?;
+    Ok(())
+}
+
+async fn execution(
+    store: &PgStore,
+    steps: usize,
+) -> Result<(ApprovedPlan, ExecutionId, Vec<Task>), BoxError> {
+    let plan = plan(steps)?;
+    store.create_plan(&Plan::from(plan.clone())).await?;
+    let exec = ExecutionId::new();
+    let (pending, tasks) = PendingExecution::new(exec, &plan, now());
+    let running = pending.start(now());
+    store
+        .create_execution(&running.clone().into(), &tasks)
+        .await?;
+    Ok((plan, exec, tasks))
+}
+
+struct Figure {
+    name: String,
+    value: f64,
+    unit: &'static str,
+    target: Option<f64>,
+    description: String,
+}
+
+async fn figures(quick: bool) -> Result<Vec<Figure>, BoxError> {
+    let server = Throwaway::start(true)?;
+    let url = server.create_database().await?;
+    let open = || PgStore::open(&url, Authority::permissive(), Redactor::new());
+    let store = PgStore::connect(&url, Authority::permissive(), Redactor::new()).await?;
+    let n = if quick { 40 } else { 400 };
+    let mut out = Vec::new();
+
+    // One worker, one task after another.
+    let (plan, exec, tasks) = execution(&store, n).await?;
+    let start = Instant::now();
+    for i in 0..n {
+        claim_complete(&store, &plan, exec, &tasks, i).await?;
+    }
+    let per_task_ms = start.elapsed().as_secs_f64() * 1000.0 / n as f64;
+    out.push(Figure {
+        name: "pg_task_claim_complete_ms".into(),
+        value: per_task_ms,
+        unit: "ms",
+        target: Some(1.0),
+        description: "one task claim + complete on local postgres, fsync on (1 worker)".into(),
+    });
+
+    // Workers at once on one wide execution, each with its own pool.
+    let mut rates = Vec::new();
+    for workers in [1usize, 4, 8] {
+        let total = n * 2;
+        let (plan, exec, tasks) = execution(&store, total).await?;
+        let (plan, tasks) = (Arc::new(plan), Arc::new(tasks));
+        let next = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now();
+        let mut joins = tokio::task::JoinSet::new();
+        for _ in 0..workers {
+            let s = open()?;
+            let (plan, tasks, next) = (Arc::clone(&plan), Arc::clone(&tasks), Arc::clone(&next));
+            joins.spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= tasks.len() {
+                        return Ok::<(), BoxError>(());
+                    }
+                    claim_complete(&s, &plan, exec, &tasks, i).await?;
+                }
+            });
+        }
+        for r in joins.join_all().await {
+            r?;
+        }
+        let rate = total as f64 / start.elapsed().as_secs_f64();
+        rates.push(rate);
+        out.push(Figure {
+            name: format!("pg_tasks_per_s_{workers}w"),
+            value: rate,
+            unit: "/s",
+            target: None,
+            description: format!("tasks claimed + completed per second, {workers} worker(s)"),
+        });
+    }
+    out.push(Figure {
+        name: "pg_scaling_4w_vs_1w".into(),
+        value: rates[1] / rates[0],
+        unit: "x",
+        target: None,
+        description: "tasks/s with 4 workers ÷ with 1 (goal ≥ 3.2; 2 cores here)".into(),
+    });
+    drop(server);
+    Ok(out)
+}
+
+#[expect(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
+fn say(text: &str) {
+    println!("{text}");
+}
+
+fn main() -> std::process::ExitCode {
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            #[expect(clippy::print_stderr, reason = "a benchmark reports to the terminal")]
+            {
+                eprintln!("pg_bench: {e}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .map(|p| args.get(p + 1).cloned().ok_or("--json PATH"))
+        .transpose()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let figures = runtime.block_on(figures(quick))?;
+    let mut table = String::new();
+    for f in &figures {
+        let target = f.target.map_or_else(|| "-".to_owned(), |t| format!("{t}"));
+        let _ = writeln!(
+            table,
+            "{:<28} {:>10.3}{:<2} {:>8}  {}",
+            f.name, f.value, f.unit, target, f.description
+        );
+    }
+    say(table.trim_end());
+    if let Some(path) = json_path {
+        let doc: Vec<Value> = figures
+            .iter()
+            .map(|f| {
+                json!({ "name": f.name, "value": f.value, "unit": f.unit, "target": f.target,
+                        "description": f.description, "quick": quick })
+            })
+            .collect();
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&json!({ "figures": doc }))?,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,384 @@
+//! [`ExecutionStore`] on PostgreSQL: headers and tasks (leases and resource locks are in
+//! `locks`).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use orca_core::{Execution, ExecutionId, ExecutionStage, Holder, PlanId, StepId, Task};
+use orca_store::common;
+use orca_store::{
+    ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
+    ResourceGuard, Revision, StoreError, Versioned,
+};
+use tokio_postgres::IsolationLevel;
+
+use crate::codec::{self, corrupt, db_revision, decode, encode_redacted, tag};
+use crate::{PgStore, db};
+
+fn stage_of(key: &str, text: &str) -> Result<ExecutionStage, StoreError> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|e| corrupt("executions", key, format!("unknown stage {text:?}: {e}")))
+}
+
+#[async_trait]
+impl ExecutionStore for PgStore {
+    async fn create_execution(
+        &self,
+        execution: &Execution,
+        tasks: &[Task],
+    ) -> Result<(), StoreError> {
+        common::check_new_execution(execution, tasks)?;
+        let id = execution.id();
+        let what = common::exec_what(id);
+        let key = id.to_string();
+        let plan_id = execution.info().plan_id;
+        let redactor = &self.inner.redactor;
+        let header = encode_redacted(execution, &what, redactor)?;
+        let mut steps = Vec::with_capacity(tasks.len());
+        let mut ords = Vec::with_capacity(tasks.len());
+        let mut statuses = Vec::with_capacity(tasks.len());
+        let mut docs = Vec::with_capacity(tasks.len());
+        for (i, t) in tasks.iter().enumerate() {
+            steps.push(t.step_id().to_string());
+            ords.push(i32::try_from(i).unwrap_or(i32::MAX));
+            statuses.push(tag(&t.status()));
+            docs.push(encode_redacted(t, &common::task_what(id, t), redactor)?);
+        }
+        let mut conn = self.conn().await?;
+        let tx = conn
+            .transaction()
+            .await
+            .map_err(db(format!("creating {what}")))?;
+        let plan_exists = tx
+            .query_opt(
+                "SELECT 1 FROM plans WHERE id = $1 FOR SHARE",
+                &[&plan_id.to_string()],
+            )
+            .await
+            .map_err(db(format!("reading plan {plan_id}")))?
+            .is_some();
+        if !plan_exists {
+            return Err(StoreError::NotFound {
+                what: format!("plan {plan_id}"),
+            });
+        }
+        let n = tx
+            .execute(
+                "INSERT INTO executions (id, plan_id, revision, stage, doc)
+                 VALUES ($1, $2, 1, $3, $4) ON CONFLICT DO NOTHING",
+                &[
+                    &key,
+                    &plan_id.to_string(),
+                    &tag(&execution.stage()),
+                    &header,
+                ],
+            )
+            .await
+            .map_err(db(format!("storing {what}")))?;
+        if n == 0 {
+            return Err(StoreError::AlreadyExists { what });
+        }
+        tx.execute(
+            "INSERT INTO tasks (execution_id, step_id, ord, revision, status, doc)
+             SELECT $1, s, o, 1, st, d
+             FROM unnest($2::text[], $3::int4[], $4::text[], $5::text[]) AS t(s, o, st, d)",
+            &[&key, &steps, &ords, &statuses, &docs],
+        )
+        .await
+        .map_err(db(format!("storing the tasks of {what}")))?;
+        tx.execute("SELECT pg_notify('orca_executions', $1)", &[&key])
+            .await
+            .map_err(db(format!("notifying the creation of {what}")))?;
+        tx.commit()
+            .await
+            .map_err(db(format!("committing {what}")))?;
+        Ok(())
+    }
+
+    async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError> {
+        let key = id.to_string();
+        let what = common::exec_what(id);
+        let mut conn = self.conn().await?;
+        // One consistent snapshot of the header and its tasks.
+        let tx = conn
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db(format!("reading {what}")))?;
+        let row = tx
+            .query_opt(
+                "SELECT revision, doc FROM executions WHERE id = $1",
+                &[&key],
+            )
+            .await
+            .map_err(db(format!("reading {what}")))?
+            .ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
+        let execution = decode(
+            "executions",
+            &key,
+            row.get(1),
+            row.get(0),
+            Execution::from_json,
+        )?;
+        let rows = tx
+            .query(
+                "SELECT step_id, revision, doc FROM tasks WHERE execution_id = $1 ORDER BY ord",
+                &[&key],
+            )
+            .await
+            .map_err(db(format!("reading the tasks of {what}")))?;
+        tx.commit().await.map_err(db(format!("reading {what}")))?;
+        let mut tasks = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let step: String = r.get(0);
+            tasks.push(decode(
+                "tasks",
+                &format!("{key}/{step}"),
+                r.get(2),
+                r.get(1),
+                Task::from_json,
+            )?);
+        }
+        Ok(ExecutionSnapshot { execution, tasks })
+    }
+
+    async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
+        let key = id.to_string();
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT revision, doc FROM executions WHERE id = $1",
+                &[&key],
+            )
+            .await
+            .map_err(db(format!("reading execution {id}")))?
+            .ok_or_else(|| StoreError::NotFound {
+                what: common::exec_what(id),
+            })?;
+        decode(
+            "executions",
+            &key,
+            row.get(1),
+            row.get(0),
+            Execution::from_json,
+        )
+    }
+
+    async fn task(&self, id: ExecutionId, step: &StepId) -> Result<Versioned<Task>, StoreError> {
+        let key = id.to_string();
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT revision, doc FROM tasks WHERE execution_id = $1 AND step_id = $2",
+                &[&key, &step.to_string()],
+            )
+            .await
+            .map_err(db(format!("reading task {step} of {id}")))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound {
+                what: format!("task {step} of {id}"),
+            });
+        };
+        decode(
+            "tasks",
+            &format!("{key}/{step}"),
+            row.get(1),
+            row.get(0),
+            Task::from_json,
+        )
+    }
+
+    async fn update_execution(
+        &self,
+        execution: &Execution,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        let id = execution.id();
+        let key = id.to_string();
+        let what = common::exec_what(id);
+        let doc = encode_redacted(execution, &what, &self.inner.redactor)?;
+        let mut conn = self.conn().await?;
+        let tx = conn
+            .transaction()
+            .await
+            .map_err(db(format!("updating {what}")))?;
+        let row = tx
+            .query_opt(
+                "SELECT revision, doc FROM executions WHERE id = $1 FOR UPDATE",
+                &[&key],
+            )
+            .await
+            .map_err(db(format!("reading {what}")))?
+            .ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
+        let stored = decode(
+            "executions",
+            &key,
+            row.get(1),
+            row.get(0),
+            Execution::from_json,
+        )?;
+        if stored.revision != expected {
+            return Err(common::conflict(what, expected, stored.revision));
+        }
+        common::check_execution_update(&stored.value, execution)?;
+        let next = common::next_revision(&what, stored.revision)?;
+        tx.execute(
+            "UPDATE executions SET revision = $2, stage = $3, doc = $4 WHERE id = $1",
+            &[&key, &db_revision(next), &tag(&execution.stage()), &doc],
+        )
+        .await
+        .map_err(db(format!("writing {what}")))?;
+        if !stored.value.stage().eq(&execution.stage()) {
+            // Wakes workers and watchers (LISTEN orca_executions); delivered on commit.
+            tx.execute("SELECT pg_notify('orca_executions', $1)", &[&key])
+                .await
+                .map_err(db(format!("notifying the change of {what}")))?;
+        }
+        tx.commit()
+            .await
+            .map_err(db(format!("committing {what}")))?;
+        Ok(next)
+    }
+
+    async fn update_task(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        let key = execution.to_string();
+        let step = task.step_id().to_string();
+        let what = common::task_what(execution, task);
+        let doc = encode_redacted(task, &what, &self.inner.redactor)?;
+        let mut conn = self.conn().await?;
+        let tx = conn
+            .transaction()
+            .await
+            .map_err(db(format!("updating {what}")))?;
+        // FOR SHARE: the header cannot turn terminal until this task write commits.
+        let stage: String = tx
+            .query_opt(
+                "SELECT stage FROM executions WHERE id = $1 FOR SHARE",
+                &[&key],
+            )
+            .await
+            .map_err(db(format!("reading execution {execution}")))?
+            .ok_or_else(|| StoreError::NotFound {
+                what: common::exec_what(execution),
+            })?
+            .get(0);
+        let stage = stage_of(&key, &stage)?;
+        let row = tx
+            .query_opt(
+                "SELECT revision FROM tasks WHERE execution_id = $1 AND step_id = $2 FOR UPDATE",
+                &[&key, &step],
+            )
+            .await
+            .map_err(db(format!("reading {what}")))?;
+        common::check_task_update(execution, stage, row.is_some(), task)?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound { what });
+        };
+        let found = codec::revision_of("tasks", &format!("{key}/{step}"), row.get(0))?;
+        if found != expected {
+            return Err(common::conflict(what, expected, found));
+        }
+        let next = common::next_revision(&what, found)?;
+        tx.execute(
+            "UPDATE tasks SET revision = $3, status = $4, doc = $5
+             WHERE execution_id = $1 AND step_id = $2",
+            &[&key, &step, &db_revision(next), &tag(&task.status()), &doc],
+        )
+        .await
+        .map_err(db(format!("writing {what}")))?;
+        // Wakes watchers of this execution (LISTEN orca_tasks); delivered on commit.
+        tx.execute("SELECT pg_notify('orca_tasks', $1)", &[&key])
+            .await
+            .map_err(db(format!("notifying the change of {what}")))?;
+        tx.commit()
+            .await
+            .map_err(db(format!("committing {what}")))?;
+        Ok(next)
+    }
+
+    async fn list_executions(
+        &self,
+        plan: Option<PlanId>,
+    ) -> Result<Listing<ExecutionSummary>, StoreError> {
+        let conn = self.conn().await?;
+        let plan_key = plan.map(|p| p.to_string());
+        let completed: HashMap<String, i64> = conn
+            .query(
+                "SELECT t.execution_id, count(*) FILTER (WHERE t.status = 'completed')
+                 FROM tasks t JOIN executions e ON e.id = t.execution_id
+                 WHERE $1::text IS NULL OR e.plan_id = $1
+                 GROUP BY t.execution_id",
+                &[&plan_key],
+            )
+            .await
+            .map_err(db("counting completed tasks"))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let rows = conn
+            .query(
+                "SELECT id, revision, doc FROM executions WHERE $1::text IS NULL OR plan_id = $1",
+                &[&plan_key],
+            )
+            .await
+            .map_err(db("listing executions"))?;
+        let mut items = Vec::with_capacity(rows.len());
+        let mut problems = Vec::new();
+        for row in &rows {
+            let key: String = row.get(0);
+            match decode(
+                "executions",
+                &key,
+                row.get(2),
+                row.get(1),
+                Execution::from_json,
+            ) {
+                Ok(e) => {
+                    let mut summary = common::execution_summary(&e.value, []);
+                    summary.completed = completed
+                        .get(&key)
+                        .and_then(|n| usize::try_from(*n).ok())
+                        .unwrap_or(0);
+                    items.push(summary);
+                }
+                Err(e) => problems.push(ListingProblem {
+                    location: codec::location("executions", &key).display().to_string(),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        common::sort_executions(&mut items);
+        Ok(Listing { items, problems })
+    }
+
+    async fn acquire_lease(
+        &self,
+        execution: ExecutionId,
+        holder: &Holder,
+    ) -> Result<Lease, StoreError> {
+        crate::locks::acquire_lease(self, execution, holder).await
+    }
+
+    async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError> {
+        crate::locks::lease(self, execution).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        crate::locks::renew_lease(lease).await
+    }
+
+    async fn try_lock_resources(
+        &self,
+        names: &[String],
+        holder: &Holder,
+    ) -> Result<Option<ResourceGuard>, StoreError> {
+        crate::locks::try_lock_resources(self, names, holder).await
+    }
+}

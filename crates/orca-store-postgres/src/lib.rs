@@ -1,0 +1,159 @@
+//! # orca-store-postgres
+//!
+//! orca's store on PostgreSQL (15 or later): the same port as the file store ([`PlanStore`],
+//! [`ExecutionStore`], [`AuditStore`]) with the same semantics, shared by runners on many
+//! hosts. Documents are kept as the JSON orca writes; every update is compare-and-swap on a
+//! revision inside a transaction that locks the row; leases and resource locks are session
+//! advisory locks, so they go when their holder's connection does (a dead process); times that
+//! decide anything are the database's clock. The schema is versioned and migrated on open
+//! ([`schema`], ADR 0021).
+//!
+//! [`PlanStore`]: orca_store::PlanStore
+//! [`ExecutionStore`]: orca_store::ExecutionStore
+//! [`AuditStore`]: orca_store::AuditStore
+
+mod audit;
+mod codec;
+mod executions;
+mod locks;
+mod notify;
+mod plans;
+mod pool;
+pub mod schema;
+pub mod throwaway;
+mod transfer;
+
+use std::sync::Arc;
+
+use orca_core::redact::Redactor;
+use orca_store::{Authority, StoreError};
+
+pub use locks::abandon_lease;
+pub use notify::CHANNELS;
+pub use schema::MigrationReport;
+pub use transfer::RawLog;
+
+/// The PostgreSQL store. Cheap to clone: clones share the pool.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: pool::Pool,
+    authority: Authority,
+    redactor: Redactor,
+    releases: Arc<locks::Releases>,
+    url: String,
+    /// The schema was brought up to date by this store (on its first connection).
+    migrated: tokio::sync::OnceCell<MigrationReport>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &redacted_url(&self.inner.url))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A URL without its password, to show.
+#[must_use]
+pub fn redacted_url(url: &str) -> String {
+    // postgres://user:password@host/db → postgres://user:***@host/db
+    if let Some((scheme, rest)) = url.split_once("://")
+        && let Some((creds, host)) = rest.rsplit_once('@')
+        && let Some((user, _)) = creds.split_once(':')
+    {
+        return format!("{scheme}://{user}:***@{host}");
+    }
+    url.to_owned()
+}
+
+/// Whether a store location is a PostgreSQL URL.
+#[must_use]
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+impl PgStore {
+    /// A store on the database at `url` (`postgres://user@host:port/db`, or libpq's
+    /// `key=value` form). Nothing is connected yet: the first operation connects and brings
+    /// the schema to the latest version.
+    ///
+    /// # Errors
+    ///
+    /// The URL is not valid.
+    pub fn open(url: &str, authority: Authority, redactor: Redactor) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::Invalid(format!(
+                "store url {}: not a postgres url: {e}",
+                redacted_url(url)
+            ))
+        })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool: pool::Pool::new(config),
+                authority,
+                redactor,
+                releases: Arc::new(locks::Releases::default()),
+                url: url.to_owned(),
+                migrated: tokio::sync::OnceCell::new(),
+            }),
+        })
+    }
+
+    /// [`PgStore::open`], then connects and migrates at once.
+    ///
+    /// # Errors
+    ///
+    /// The URL is not valid, the database cannot be reached, or its schema is newer than this
+    /// orca or was changed by another program.
+    pub async fn connect(
+        url: &str,
+        authority: Authority,
+        redactor: Redactor,
+    ) -> Result<Self, StoreError> {
+        let store = Self::open(url, authority, redactor)?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Brings the schema to the latest version (done by [`PgStore::connect`] too).
+    ///
+    /// # Errors
+    ///
+    /// See [`schema::migrate`].
+    pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
+        self.inner
+            .migrated
+            .get_or_try_init(|| async {
+                let mut conn = self.inner.pool.get().await?;
+                schema::migrate(&mut conn).await
+            })
+            .await
+            .cloned()
+    }
+
+    /// The URL this store was opened with, password hidden.
+    #[must_use]
+    pub fn url(&self) -> String {
+        redacted_url(&self.inner.url)
+    }
+
+    /// A pooled connection to a migrated database.
+    pub(crate) async fn conn(&self) -> Result<pool::Conn<'_>, StoreError> {
+        self.migrate().await?;
+        self.inner.pool.get().await
+    }
+
+    pub(crate) fn pool(&self) -> &pool::Pool {
+        &self.inner.pool
+    }
+}
+
+/// Maps a database error to a [`StoreError::Backend`] saying what was being done.
+pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    let context = context.into();
+    move |e| StoreError::backend(context, e)
+}

@@ -1,0 +1,347 @@
+//! A throwaway PostgreSQL server for tests and benchmarks: `initdb` in a temp dir, started on
+//! a free port on 127.0.0.1 with its unix socket in that dir, stopped and removed afterwards
+//! (by [`Drop`], and by a watchdog process if the test process is killed).
+//!
+//! As root the server runs as the `postgres` user (`runuser`), as PostgreSQL requires. The
+//! binaries are looked for in `$ORCA_PG_BIN`, `/usr/lib/postgresql/<version>/bin` (newest
+//! first) and `PATH`; if none is found the error says how to install them.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use thiserror::Error;
+
+/// Why the throwaway server could not start.
+#[derive(Debug, Error)]
+pub enum ThrowawayError {
+    /// No `initdb` / `pg_ctl`.
+    #[error(
+        "postgresql server binaries (initdb, pg_ctl) not found in $ORCA_PG_BIN, \
+         /usr/lib/postgresql/*/bin or PATH: install them with `apt-get install postgresql` \
+         (Debian; `.ci/setup` does it), or set ORCA_PG_BIN to their directory"
+    )]
+    Missing,
+    /// A command failed.
+    #[error("{what}: {detail}")]
+    Failed {
+        /// What was run.
+        what: String,
+        /// Its output or error.
+        detail: String,
+    },
+}
+
+/// A running throwaway server.
+#[derive(Debug)]
+pub struct Throwaway {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+    databases: AtomicU64,
+}
+
+fn failed(what: impl Into<String>, detail: impl ToString) -> ThrowawayError {
+    ThrowawayError::Failed {
+        what: what.into(),
+        detail: detail.to_string(),
+    }
+}
+
+/// The directory holding `initdb` and `pg_ctl`.
+fn find_bin() -> Option<PathBuf> {
+    let has = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Some(d) = std::env::var_os("ORCA_PG_BIN").map(PathBuf::from) {
+        return has(&d).then_some(d);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((v, e.path().join("bin")))
+        })
+        .filter(|(_, d)| has(d))
+        .collect();
+    versions.sort();
+    if let Some((_, d)) = versions.pop() {
+        return Some(d);
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| has(d)).map(|d| {
+            // Debian's wrappers in PATH resolve to the real binaries.
+            std::fs::canonicalize(d.join("initdb"))
+                .ok()
+                .and_then(|f| f.parent().map(Path::to_path_buf))
+                .unwrap_or(d)
+        })
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+fn free_port() -> Result<u16, ThrowawayError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| failed("finding a free port", e))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| failed("finding a free port", e))
+}
+
+static SHARED: OnceLock<Result<Throwaway, String>> = OnceLock::new();
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+impl Throwaway {
+    /// The server shared by every test of this process (started on first use; a watchdog
+    /// stops and removes it when the process exits).
+    ///
+    /// # Errors
+    ///
+    /// It could not start (the message says why, e.g. how to install PostgreSQL).
+    pub fn shared() -> Result<&'static Self, String> {
+        SHARED
+            .get_or_init(|| Self::start(false).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Starts a server. `durable`: `fsync` on, as in production (benchmarks); otherwise off
+    /// (tests: what they check does not depend on the disk).
+    ///
+    /// # Errors
+    ///
+    /// The binaries are missing, or `initdb` / `pg_ctl` failed.
+    pub fn start(durable: bool) -> Result<Self, ThrowawayError> {
+        let bin = find_bin().ok_or(ThrowawayError::Missing)?;
+        let as_postgres = is_root();
+        let n = NEXT_DIR.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("orca-pg-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| failed(format!("creating {}", dir.display()), e))?;
+        let mut server = Self {
+            dir,
+            bin,
+            port: 0,
+            as_postgres,
+            databases: AtomicU64::new(0),
+        };
+        if as_postgres {
+            let out = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&server.dir)
+                .output()
+                .map_err(|e| failed("chown postgres", e))?;
+            if !out.status.success() {
+                return Err(failed(
+                    "chown postgres (is there a `postgres` user?)",
+                    String::from_utf8_lossy(&out.stderr),
+                ));
+            }
+        }
+        server.watchdog();
+        let data = server.dir.join("data");
+        server.run(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-U".as_ref(),
+                "postgres".as_ref(),
+                "--auth=trust".as_ref(),
+                "--no-sync".as_ref(),
+                "-E".as_ref(),
+                "UTF8".as_ref(),
+                "--locale=C".as_ref(),
+            ],
+        )?;
+        let mut last = None;
+        for _ in 0..5 {
+            server.port = free_port()?;
+            match server.pg_ctl_start(durable) {
+                Ok(()) => return Ok(server),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| failed("pg_ctl start", "gave up")))
+    }
+
+    fn options(&self, durable: bool) -> String {
+        let fsync = if durable { "on" } else { "off" };
+        format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync={fsync} \
+             -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
+            self.port,
+            self.dir.display()
+        )
+    }
+
+    fn pg_ctl_start(&self, durable: bool) -> Result<(), ThrowawayError> {
+        let data = self.dir.join("data");
+        let log = self.dir.join("server.log");
+        let opts = self.options(durable);
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-l".as_ref(),
+                log.as_os_str(),
+                "-w".as_ref(),
+                "-t".as_ref(),
+                "60".as_ref(),
+                "-o".as_ref(),
+                opts.as_ref(),
+                "start".as_ref(),
+            ],
+        )
+    }
+
+    /// Stops the server (fast shutdown: connections are cut).
+    ///
+    /// # Errors
+    ///
+    /// `pg_ctl stop` failed.
+    pub fn stop(&self) -> Result<(), ThrowawayError> {
+        let data = self.dir.join("data");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-m".as_ref(),
+                "fast".as_ref(),
+                "-w".as_ref(),
+                "stop".as_ref(),
+            ],
+        )
+    }
+
+    /// Starts it again on the same port, after [`Throwaway::stop`].
+    ///
+    /// # Errors
+    ///
+    /// `pg_ctl start` failed.
+    pub fn restart(&self, durable: bool) -> Result<(), ThrowawayError> {
+        self.pg_ctl_start(durable)
+    }
+
+    /// The port on 127.0.0.1.
+    #[must_use]
+    pub const fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of a database on this server.
+    #[must_use]
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Creates a new, empty database and returns its URL.
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be reached.
+    pub async fn create_database(&self) -> Result<String, ThrowawayError> {
+        let n = self.databases.fetch_add(1, Ordering::SeqCst);
+        let name = format!("orca_{n}");
+        let (client, conn) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls)
+            .await
+            .map_err(|e| failed("connecting to the throwaway server", e))?;
+        let driver = tokio::spawn(conn);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .map_err(|e| failed(format!("creating database {name}"), e))?;
+        drop(client);
+        let _ = driver.await;
+        Ok(self.url(&name))
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<(), ThrowawayError> {
+        let out = self
+            .command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| failed(format!("running {program}"), e))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        Err(failed(
+            format!(
+                "{program} {}",
+                args.iter()
+                    .map(|a| a.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            format!(
+                "{}{}\n{log}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ))
+    }
+
+    /// A shell process that waits for this process to exit, then stops the server and
+    /// removes its directory: nothing is left behind even if the tests are killed.
+    fn watchdog(&self) {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let as_pg = if self.as_postgres {
+            "runuser -u postgres -- "
+        } else {
+            ""
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             {as_pg}'{pg_ctl}' -D '{dir}/data' -m immediate stop >/dev/null 2>&1; \
+             rm -rf '{dir}'",
+            pid = std::process::id(),
+            pg_ctl = pg_ctl.display(),
+            dir = self.dir.display(),
+        );
+        let _ = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+    }
+}
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let _ = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .args(["-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

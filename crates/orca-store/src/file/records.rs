@@ -1,0 +1,218 @@
+//! Reading plans, execution headers and tasks, and finding an execution's plan by its id.
+
+use std::fs;
+use std::io;
+use std::sync::{Arc, PoisonError};
+
+use orca_core::{Execution, ExecutionId, Plan, PlanId, StepId, Task};
+
+use super::codec::{corrupt, decode, read_opt};
+use super::listing::Stamp;
+use super::{Inner, wal};
+use crate::common;
+use crate::error::StoreError;
+use crate::port::{ExecutionSnapshot, Versioned};
+
+#[derive(Debug, Clone)]
+pub(super) struct HeaderFacts {
+    pub(super) stage: orca_core::ExecutionStage,
+    pub(super) steps: Arc<std::collections::HashSet<StepId>>,
+}
+
+impl Inner {
+    pub(super) fn read_plan(&self, id: PlanId) -> Result<Versioned<Plan>, StoreError> {
+        let path = self.plan_file(id);
+        let bytes = read_opt(&path)?.ok_or_else(|| StoreError::NotFound {
+            what: format!("plan {id}"),
+        })?;
+        let plan = decode(&path, &bytes, Plan::from_json)?;
+        if plan.value.id() != id {
+            return Err(corrupt(
+                &path,
+                format!("holds plan {}, not {id}", plan.value.id()),
+            ));
+        }
+        Ok(plan)
+    }
+
+    pub(super) fn read_header_at(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+    ) -> Result<Option<Versioned<Execution>>, StoreError> {
+        let path = self.exec_file(plan, id);
+        let Some(bytes) = read_opt(&path)? else {
+            return Ok(None);
+        };
+        let header = decode(&path, &bytes, Execution::from_json)?;
+        if header.value.id() != id || header.value.info().plan_id != plan {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "holds execution {} of plan {}",
+                    header.value.id(),
+                    header.value.info().plan_id
+                ),
+            ));
+        }
+        Ok(Some(header))
+    }
+
+    /// Finds which plan an execution belongs to: the in-process map, the index, then a scan.
+    /// Every answer is checked against the header file, the source of truth.
+    pub(super) fn locate(&self, id: ExecutionId) -> Result<PlanId, StoreError> {
+        let cached = self
+            .plan_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .copied();
+        let indexed = || -> Option<PlanId> {
+            let bytes = fs::read(self.index_file(id)).ok()?;
+            String::from_utf8(bytes).ok()?.trim().parse().ok()
+        };
+        for candidate in [cached, indexed()].into_iter().flatten() {
+            if self.exec_file(candidate, id).is_file() {
+                self.remember(id, candidate);
+                return Ok(candidate);
+            }
+        }
+        for plan in self.plan_dirs()? {
+            if self.exec_file(plan, id).is_file() {
+                self.remember(id, plan);
+                return Ok(plan);
+            }
+        }
+        Err(StoreError::NotFound {
+            what: common::exec_what(id),
+        })
+    }
+
+    pub(super) fn remember(&self, id: ExecutionId, plan: PlanId) {
+        self.plan_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, plan);
+    }
+
+    /// The stage and steps of an execution, from the in-process cache if the header file has
+    /// not changed since (same stamp), else from the file.
+    pub(super) fn header_facts(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+    ) -> Result<HeaderFacts, StoreError> {
+        let path = self.exec_file(plan, id);
+        let stamp = match fs::metadata(&path) {
+            Ok(m) => Stamp::of(&m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound {
+                    what: common::exec_what(id),
+                });
+            }
+            Err(e) => {
+                return Err(StoreError::backend(
+                    format!("reading {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        let mut cache = self
+            .header_facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, facts)) = cache.get(&id)
+            && *cached == stamp
+        {
+            return Ok(facts.clone());
+        }
+        drop(cache);
+        let header = self
+            .read_header_at(plan, id)?
+            .ok_or_else(|| StoreError::NotFound {
+                what: common::exec_what(id),
+            })?;
+        let facts = HeaderFacts {
+            stage: header.value.stage(),
+            steps: Arc::new(header.value.info().steps.iter().cloned().collect()),
+        };
+        cache = self
+            .header_facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        cache.insert(id, (stamp, facts.clone()));
+        Ok(facts)
+    }
+
+    pub(super) fn read_header(
+        &self,
+        id: ExecutionId,
+    ) -> Result<(PlanId, Versioned<Execution>), StoreError> {
+        let plan = self.locate(id)?;
+        let header = self
+            .read_header_at(plan, id)?
+            .ok_or_else(|| StoreError::NotFound {
+                what: common::exec_what(id),
+            })?;
+        Ok((plan, header))
+    }
+
+    /// A task file as it is on disk. Missing or unreadable → the outer error (the execution
+    /// cannot be read); present but not a task of this step → the inner one (the write-ahead
+    /// log may hold a newer record, see [`wal`]).
+    fn read_task_file(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        step: &StepId,
+    ) -> Result<wal::FileTask, StoreError> {
+        let path = self.task_file(plan, id, step);
+        let bytes = read_opt(&path)?.ok_or_else(|| corrupt(&path, "the task record is missing"))?;
+        Ok(decode(&path, &bytes, Task::from_json).and_then(|task| {
+            if task.value.step_id() == step {
+                Ok(task)
+            } else {
+                Err(corrupt(
+                    &path,
+                    format!("holds task {}, not {step}", task.value.step_id()),
+                ))
+            }
+        }))
+    }
+
+    /// The current task of a step: its file merged with the execution's write-ahead log.
+    pub(super) fn read_task(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        step: &StepId,
+    ) -> Result<Versioned<Task>, StoreError> {
+        let file = self.read_task_file(plan, id, step)?;
+        self.merge_tasks(plan, id, vec![(step.clone(), file)])?
+            .pop()
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("task {step} of {id}"),
+            })
+    }
+
+    /// An execution with every task: the task files first, then the log, once.
+    pub(super) fn snapshot(
+        &self,
+        plan: PlanId,
+        header: Versioned<Execution>,
+    ) -> Result<ExecutionSnapshot, StoreError> {
+        let id = header.value.id();
+        let files = header
+            .value
+            .info()
+            .steps
+            .iter()
+            .map(|s| Ok((s.clone(), self.read_task_file(plan, id, s)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let tasks = self.merge_tasks(plan, id, files)?;
+        Ok(ExecutionSnapshot {
+            execution: header,
+            tasks,
+        })
+    }
+}

@@ -1,0 +1,453 @@
+//! The task write-ahead log (ADR 0015) under attack.
+//!
+//! - `sigkilled_batch_writer_loses_nothing_acknowledged`: a child process updates 16 tasks of
+//!   one execution in parallel (so transitions are group-committed) and prints every
+//!   acknowledged revision; the parent SIGKILLs it at a random moment, mid-batch as often as
+//!   not, then counts acknowledged writes LOST (stored revision behind the acknowledgement) and
+//!   TORN records READ (a read that fails, or a complete log line that is not a record).
+//!   While the child writes, this process reads the execution in a loop (as `exec show` or
+//!   `watch` from another shell would) and counts failed reads and tasks that went BACKWARDS.
+//! - `log_tampering_is_repaired_or_detected`: a task file rolled back, a rolled-back file that
+//!   was also edited, a garbage line, a torn tail, reordered / truncated / edited records.
+//!
+//! `ORCA_CRASH_TRIALS=50 cargo test -p orca-store --test wal` runs the long version.
+
+#![expect(clippy::unwrap_used, clippy::print_stderr, reason = "tests")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use orca_core::{ExecutionId, StepId, Task};
+use orca_store::{ExecutionStore, FileStore, PlanStore, Revision, StoreError};
+
+const TASKS: usize = 16;
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    if std::env::var("ORCA_WAL_CHILD").is_ok() {
+        rt.block_on(batch_writer(&std::env::var("ORCA_STORE_DIR").unwrap()));
+        return;
+    }
+    let tests: [(&str, Test); 2] = [
+        (
+            "sigkilled_batch_writer_loses_nothing_acknowledged",
+            sigkilled_batch_writer_loses_nothing_acknowledged,
+        ),
+        (
+            "log_tampering_is_repaired_or_detected",
+            log_tampering_is_repaired_or_detected,
+        ),
+    ];
+    run_tests(&rt, &tests);
+}
+
+/// Child: one execution of [`TASKS`] steps, every step updated in its own loop, forever.
+async fn batch_writer(dir: &str) {
+    let store = FileStore::open(dir).unwrap();
+    let plan = approved("wal crash", TASKS);
+    store.create_plan(&plan_of(&plan)).await.unwrap();
+    let (exec, tasks) = new_execution(&plan);
+    store.create_execution(&exec, &tasks).await.unwrap();
+    let id = exec.id();
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "exec {id}").unwrap();
+        out.flush().unwrap();
+    }
+    let tasks = Arc::new(tasks);
+    let mut handles = tokio::task::JoinSet::new();
+    for k in 0..TASKS {
+        let store = store.clone();
+        let plan = plan.clone();
+        let mut tasks = (*tasks).clone();
+        handles.spawn(async move {
+            let me = holder("wal");
+            let mut rev = Revision::FIRST;
+            loop {
+                let next = next_task(&plan, &tasks, k, &me);
+                rev = store.update_task(id, &next, rev).await.unwrap();
+                tasks[k] = next;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "task {} {}", tasks[k].step_id(), rev.0).unwrap();
+                out.flush().unwrap();
+            }
+        });
+    }
+    // Runs until killed: the tasks never end (a panic in one ends the child, and the parent
+    // then finds the acknowledgements stop).
+    if let Some(done) = handles.join_next().await {
+        done.unwrap();
+    }
+}
+
+fn trials() -> usize {
+    std::env::var("ORCA_CRASH_TRIALS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(6)
+}
+
+fn wal_path(store: &FileStore, id: ExecutionId) -> PathBuf {
+    let snap_plan =
+        std::fs::read_to_string(store.root().join("executions").join(id.to_string())).unwrap();
+    store
+        .execution_path(snap_plan.trim().parse().unwrap(), id)
+        .with_extension("")
+        .join("tasks.wal.jsonl")
+}
+
+fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtime) {
+    let (mut acked_total, mut lost, mut torn, mut torn_tails, mut records) = (0, 0, 0, 0, 0);
+    let (mut live_reads, mut backwards) = (0, 0);
+    for trial in 0..trials() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("ORCA_WAL_CHILD", "1")
+            .env("ORCA_STORE_DIR", dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                match r.read_line(&mut line) {
+                    Ok(n) if n > 0 && line.ends_with('\n') => lines.push(line.trim().to_owned()),
+                    _ => break lines,
+                }
+            }
+        });
+        // Wait for the execution, then a random while of parallel transitions, then SIGKILL.
+        // (The index file `.orca/executions/{id}` appears with the execution.)
+        let index = dir.path().join(".orca").join("executions");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let live: ExecutionId = loop {
+            let found = std::fs::read_dir(&index)
+                .into_iter()
+                .flatten()
+                .find_map(|e| e.ok()?.file_name().to_str()?.parse().ok());
+            if let Some(id) = found {
+                break id;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never started"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // Meanwhile another process (this one) reads the execution as `exec show` / `watch`
+        // would: every read must succeed, and no task may go back to an older revision.
+        let watcher = FileStore::open(dir.path()).unwrap();
+        let until = std::time::Instant::now() + Duration::from_millis(fastrand::u64(20..400));
+        let mut seen: BTreeMap<StepId, Revision> = BTreeMap::new();
+        while std::time::Instant::now() < until {
+            match rt.block_on(watcher.execution(live)) {
+                Ok(snap) => {
+                    live_reads += 1;
+                    for t in snap.tasks {
+                        let last = seen.entry(t.value.step_id().clone()).or_insert(t.revision);
+                        if t.revision < *last {
+                            backwards += 1;
+                        }
+                        *last = t.revision;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("trial {trial}: a live read failed: {e}");
+                    torn += 1;
+                }
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let lines = reader.join().unwrap();
+        let Some(id) = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("exec "))
+            .map(|s| s.parse::<ExecutionId>().unwrap())
+        else {
+            continue;
+        };
+        let mut acked: BTreeMap<StepId, u64> = BTreeMap::new();
+        for l in &lines {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f[0] == "task" {
+                let rev: u64 = f[2].parse().unwrap();
+                let e = acked.entry(f[1].parse().unwrap()).or_default();
+                *e = (*e).max(rev);
+                acked_total += 1;
+            }
+        }
+        let store = FileStore::open(dir.path()).unwrap();
+        let wal = wal_path(&store, id);
+        let bytes = std::fs::read(&wal).unwrap_or_default();
+        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+            torn_tails += 1;
+        }
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            records += 1;
+            if serde_json::from_slice::<serde_json::Value>(line).is_err() && bytes.ends_with(b"\n")
+            {
+                torn += 1;
+            }
+        }
+        rt.block_on(async {
+            match store.execution(id).await {
+                Err(e) => {
+                    eprintln!("trial {trial}: reading after the kill failed: {e}");
+                    torn += 1;
+                }
+                Ok(snap) => {
+                    for t in &snap.tasks {
+                        let want = acked.get(t.value.step_id()).copied().unwrap_or(1);
+                        if t.revision.0 < want {
+                            eprintln!(
+                                "trial {trial}: {} acknowledged at {want}, stored {}",
+                                t.value.step_id(),
+                                t.revision
+                            );
+                            lost += 1;
+                        }
+                    }
+                    // The next writer takes over: compaction, then a transition on every task.
+                    let lease = store.acquire_lease(id, &holder("after")).await.unwrap();
+                    let after = store.execution(id).await.unwrap();
+                    assert_eq!(after.tasks, snap.tasks, "compaction changed what is read");
+                    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "log compacted");
+                    let plan = match store
+                        .plan(after.execution.value.info().plan_id)
+                        .await
+                        .unwrap()
+                        .value
+                    {
+                        orca_core::Plan::Approved(p) => p,
+                        other => panic!("{other:?}"),
+                    };
+                    let values = after.task_values();
+                    for (k, t) in after.tasks.iter().enumerate() {
+                        let next = next_task(&plan, &values, k, &holder("after"));
+                        store.update_task(id, &next, t.revision).await.unwrap();
+                    }
+                    drop(lease);
+                }
+            }
+        });
+    }
+    eprint!(
+        "({} trials: {acked_total} acknowledged transitions, {records} log records, {torn_tails} torn tails cut, {live_reads} reads by another process while writing; lost {lost}, torn read {torn}, gone backwards {backwards}) ",
+        trials()
+    );
+    assert_eq!(
+        (lost, torn, backwards),
+        (0, 0, 0),
+        "acknowledged writes lost, torn records read, or a reader saw a task go back"
+    );
+}
+
+/// A store with one execution whose step `s0` went through three transitions (revision 4).
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: FileStore,
+    id: ExecutionId,
+    step: StepId,
+    /// The task file's bytes at each revision.
+    files: BTreeMap<u64, Vec<u8>>,
+    wal: PathBuf,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let plan = approved("wal tamper", 2);
+    store.create_plan(&plan_of(&plan)).await.unwrap();
+    let (exec, mut tasks) = new_execution(&plan);
+    store.create_execution(&exec, &tasks).await.unwrap();
+    let id = exec.id();
+    let step = tasks[0].step_id().clone();
+    let path = store.task_path(plan.id(), id, &step);
+    let mut files = BTreeMap::from([(1, std::fs::read(&path).unwrap())]);
+    let me = holder("t");
+    let mut rev = Revision::FIRST;
+    for _ in 0..3 {
+        let next = next_task(&plan, &tasks, 0, &me);
+        rev = store.update_task(id, &next, rev).await.unwrap();
+        tasks[0] = next;
+        files.insert(rev.0, std::fs::read(&path).unwrap());
+    }
+    let wal = wal_path(&store, id);
+    Fixture {
+        _dir: dir,
+        store,
+        id,
+        step,
+        files,
+        wal,
+    }
+}
+
+impl Fixture {
+    fn task_file(&self) -> PathBuf {
+        let snap_plan = std::fs::read_to_string(
+            self.store
+                .root()
+                .join("executions")
+                .join(self.id.to_string()),
+        )
+        .unwrap();
+        self.store
+            .task_path(snap_plan.trim().parse().unwrap(), self.id, &self.step)
+    }
+
+    /// What a fresh store (another process) reads.
+    async fn read(&self) -> Result<(u64, Task), StoreError> {
+        let fresh = FileStore::open(self.store.root().parent().unwrap()).unwrap();
+        let t = fresh.task(self.id, &self.step).await?;
+        Ok((t.revision.0, t.value))
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    std::fs::write(
+        path,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+}
+
+fn log_tampering_is_repaired_or_detected(rt: &tokio::runtime::Runtime) {
+    rt.block_on(async {
+        let mut repaired = 0;
+        let mut detected = 0;
+        let mut harmless = 0;
+
+        // A writer killed between its append and its rename: the file is one revision behind.
+        let f = fixture().await;
+        let (_, good) = f.read().await.unwrap();
+        std::fs::write(f.task_file(), &f.files[&3]).unwrap();
+        assert_eq!(
+            f.read().await.unwrap(),
+            (4, good.clone()),
+            "rolled-back file repaired"
+        );
+        repaired += 1;
+
+        // A task file lost to a power failure (empty): repaired from the log.
+        std::fs::write(f.task_file(), b"").unwrap();
+        assert_eq!(
+            f.read().await.unwrap(),
+            (4, good.clone()),
+            "empty file repaired"
+        );
+        repaired += 1;
+
+        // A rolled-back file that was also edited: not what the log recorded at that revision.
+        let forged = String::from_utf8(f.files[&3].clone()).unwrap();
+        assert!(forged.contains("boom"));
+        std::fs::write(f.task_file(), forged.replace("boom", "forged")).unwrap();
+        match f.read().await {
+            Err(StoreError::Corrupt { path, message }) => {
+                assert_eq!(path, f.task_file(), "{message}");
+                detected += 1;
+            }
+            other => panic!("an edited, rolled-back task file was read: {other:?}"),
+        }
+        std::fs::write(f.task_file(), &f.files[&4]).unwrap();
+
+        // A complete line that is not a record: corruption, naming the log.
+        let orig = lines(&f.wal);
+        let mut bad = orig.clone();
+        bad.insert(1, "{\"step\": \"s0\", \"garbage\": true}".into());
+        write_lines(&f.wal, &bad);
+        match f.read().await {
+            Err(StoreError::Corrupt { path, .. }) if path == f.wal => detected += 1,
+            other => panic!("a garbage record was read: {other:?}"),
+        }
+
+        // A torn tail (an append that never returned): ignored, cut by the next append.
+        write_lines(&f.wal, &orig);
+        let mut torn = std::fs::read(&f.wal).unwrap();
+        torn.extend_from_slice(b"{\"step\":\"s0\",\"revis");
+        std::fs::write(&f.wal, &torn).unwrap();
+        assert_eq!(
+            f.read().await.unwrap(),
+            (4, good.clone()),
+            "torn tail ignored"
+        );
+        harmless += 1;
+
+        // Reordered records: the newest revision wins whatever the order.
+        let mut rev = orig.clone();
+        rev.reverse();
+        write_lines(&f.wal, &rev);
+        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "reordered");
+        harmless += 1;
+
+        // Truncated log: the task files hold every acknowledged transition.
+        std::fs::write(&f.wal, b"").unwrap();
+        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "truncated");
+        harmless += 1;
+
+        // A record edited at a revision the file already has: the file wins.
+        let mut edited = orig.clone();
+        let last = edited.len() - 1;
+        edited[last] = edited[last].replace("test-host", "forged-host");
+        write_lines(&f.wal, &edited);
+        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "edited record");
+        harmless += 1;
+
+        // A forged record with a newer revision is read like an edited task file: the audit
+        // log's checks (result digest, reachable states) judge it, as for the file.
+        write_lines(&f.wal, &orig);
+
+        // The next update after a torn tail works, and the log stays readable.
+        std::fs::write(&f.wal, &torn).unwrap();
+        let snap = f.store.execution(f.id).await.unwrap();
+        let values = snap.task_values();
+        let plan = match f
+            .store
+            .plan(snap.execution.value.info().plan_id)
+            .await
+            .unwrap()
+            .value
+        {
+            orca_core::Plan::Approved(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let next = next_task(&plan, &values, 0, &holder("t"));
+        f.store.update_task(f.id, &next, Revision(4)).await.unwrap();
+        assert_eq!(f.read().await.unwrap(), (5, next), "after a cut torn tail");
+        assert!(std::fs::read(&f.wal).unwrap().ends_with(b"\n"));
+
+        // A deleted task file is not recreated by the compaction a new lease runs.
+        std::fs::remove_file(f.task_file()).unwrap();
+        match f.store.acquire_lease(f.id, &holder("t")).await {
+            Err(StoreError::Corrupt { path, .. }) if path == f.task_file() => detected += 1,
+            other => panic!("a deleted task file was recreated: {other:?}"),
+        }
+        assert!(!f.task_file().exists());
+
+        eprint!("(repaired {repaired}, detected {detected}, harmless {harmless}) ");
+    });
+}

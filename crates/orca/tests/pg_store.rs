@@ -1,0 +1,219 @@
+//! The shared PostgreSQL store from the command line (ADR 0021), against a throwaway server:
+//! `--store` / `ORCA_STORE_URL` put plans, executions and audit logs in the database (none in
+//! the project's files), `store export` writes the file layout that `audit verify` checks
+//! offline, `store import` copies it back byte for byte, and a bad URL changes nothing.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{isolated, orca};
+use orca_store_postgres::throwaway::Throwaway;
+use serde_json::{Value, json};
+
+fn database() -> String {
+    let server = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(server.create_database())
+        .unwrap()
+}
+
+fn plan_doc() -> String {
+    json!({
+        "goal": "g", "summary": "s", "assumptions": ["a"], "risks": ["r"], "verification": ["v"],
+        "steps": [
+            { "id": "a", "agent": "shell", "description": "a", "command": "echo a", "depends_on": [] },
+            { "id": "b", "agent": "shell", "description": "b", "command": "echo b", "depends_on": ["a"] }
+        ]
+    })
+    .to_string()
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn audit_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    files_under(&root.join(".orca"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(".audit."))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p.strip_prefix(root).unwrap().to_path_buf(), bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_on_the_shared_store_exports_verifies_offline_and_imports_back() {
+    let url = database();
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    std::fs::write(root.join("p.json"), plan_doc()).unwrap();
+
+    let out = orca(root, cfg, &["--store", &url, "store", "migrate"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = orca(
+        root,
+        cfg,
+        &[
+            "--store", &url, "--json", "plan", "create", "--file", "p.json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let plan = serde_json::from_slice::<Value>(&out.stdout).unwrap()["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = orca(root, cfg, &["--store", &url, "plan", "approve", &plan]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The environment variable chooses the store as well.
+    let mut cmd = isolated(root, cfg);
+    cmd.env("ORCA_STORE_URL", &url)
+        .args(["--json", "run", &plan]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let exec = serde_json::from_slice::<Value>(&out.stdout).unwrap()["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Nothing of it is in the project's files.
+    let leaked: Vec<_> = files_under(&root.join(".orca/plans"));
+    println!(
+        "plan/execution files written to the project by a postgres run: {}",
+        leaked.len()
+    );
+    assert!(leaked.is_empty(), "{leaked:?}");
+    let out = orca(
+        root,
+        cfg,
+        &["--store", &url, "--json", "exec", "show", &exec],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("completed"));
+
+    // `audit verify` on the shared store says how to check it offline; export, then verify.
+    let out = orca(root, cfg, &["--store", &url, "audit", "verify", "--all"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("store export"),
+        "{out:?}"
+    );
+    let exported = tempfile::tempdir().unwrap();
+    let to = exported.path().to_str().unwrap();
+    let out = orca(root, cfg, &["--store", &url, "store", "export", "--to", to]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = orca(exported.path(), cfg, &["audit", "verify", "--all"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = orca(exported.path(), cfg, &["--json", "exec", "show", &exec]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // A second export into the same place is refused.
+    let out = orca(root, cfg, &["--store", &url, "store", "export", "--to", to]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    // Import into another database, export again: the audit logs and seals are identical.
+    let second = database();
+    let out = orca(
+        root,
+        cfg,
+        &["--store", &second, "store", "import", "--from", to],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let again = tempfile::tempdir().unwrap();
+    let out = orca(
+        root,
+        cfg,
+        &[
+            "--store",
+            &second,
+            "store",
+            "export",
+            "--to",
+            again.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let (a, b) = (audit_files(exported.path()), audit_files(again.path()));
+    assert!(!a.is_empty());
+    let differing = a.iter().zip(&b).filter(|(x, y)| x != y).count() + a.len().abs_diff(b.len());
+    println!(
+        "audit files differing after export → import → export: {differing}/{}",
+        a.len()
+    );
+    assert_eq!(differing, 0);
+    // Importing twice keeps what is there.
+    let out = orca(
+        root,
+        cfg,
+        &[
+            "--store", &second, "--json", "store", "import", "--from", to,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["plans"].as_u64(), v["executions"].as_u64()),
+        (Some(0), Some(0))
+    );
+}
+
+#[test]
+fn a_store_url_that_is_not_postgres_is_refused_and_nothing_is_written() {
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    std::fs::write(root.join("p.json"), plan_doc()).unwrap();
+    let out = orca(
+        root,
+        cfg,
+        &[
+            "--store",
+            "mysql://u:secretpw@h/db",
+            "plan",
+            "create",
+            "--file",
+            "p.json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--store") && err.contains("postgres"), "{err}");
+    assert!(
+        !err.contains("secretpw"),
+        "the password is never shown: {err}"
+    );
+    assert!(files_under(&root.join(".orca/plans")).is_empty());
+    // In the config: named by file and field.
+    std::fs::write(
+        root.join(".orca/config.toml"),
+        "[store]\nurl = \"sqlite://x\"\n",
+    )
+    .unwrap();
+    let out = orca(root, cfg, &["plan", "list"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("store.url") && err.contains("config.toml"),
+        "{err}"
+    );
+}
