@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use orca_core::{
     AgentAnswer, Budget, ErrorCode, PlannerRequest, PlannerResponse, QuestionRequest, Reply,
-    TaskFailure, TaskRequest, TaskResult, ToolCall, ToolHost, Usage,
+    TaskFailure, TaskRequest, TaskResult, ToolAccess, ToolCall, ToolHost, Usage,
 };
 use serde_json::Value;
 
@@ -21,18 +21,6 @@ use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
 use crate::tool_mode;
-
-/// Tools that only read: when every call of a turn is one of these, the calls run
-/// concurrently; otherwise they run one at a time, in order (plan builder calls, writes and
-/// commands depend on order).
-pub const CONCURRENT_SAFE_TOOLS: &[&str] = &[
-    "read_file",
-    "list_files",
-    "search_text",
-    "orca_plans_list",
-    "orca_plans_get",
-    "orca_ask_agent",
-];
 
 /// Retries of transient backend errors (429, 529, 5xx, timeouts): exponential backoff with
 /// jitter, or the provider's `retry-after` when it sends one.
@@ -360,10 +348,13 @@ impl Run<'_> {
                 .enumerate()
                 .filter(|(i, _)| results[*i].is_none())
                 .collect();
-            let outcomes = if pending
-                .iter()
-                .all(|(_, c)| CONCURRENT_SAFE_TOOLS.contains(&c.name.as_str()))
-            {
+            let outcomes = if pending.iter().all(|(_, c)| {
+                // Calls that only read run concurrently; plan builder calls, writes and
+                // commands depend on order and run one at a time.
+                self.tools
+                    .access(&c.name)
+                    .is_some_and(ToolAccess::runs_concurrently)
+            }) {
                 join_all(
                     pending
                         .iter()

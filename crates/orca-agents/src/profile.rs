@@ -30,17 +30,10 @@ pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
 /// The default Ollama model.
 pub const DEFAULT_OLLAMA_MODEL: &str = "qwen2.5-coder";
 
-/// Workspace tools that only read.
-pub const READ_TOOLS: &[&str] = &["read_file", "list_files", "search_text"];
-/// All workspace tools.
-pub const ALL_TOOLS: &[&str] = &[
-    "read_file",
-    "list_files",
-    "search_text",
-    "write_file",
-    "edit_file",
-    "run_command",
-];
+/// Workspace tools that only read (from the one table, [`orca_core::tool_access`]).
+pub use orca_core::tool_access::WORKSPACE_READ_TOOLS as READ_TOOLS;
+/// All workspace tools (from the one table, [`orca_core::tool_access`]).
+pub use orca_core::tool_access::WORKSPACE_TOOL_NAMES as ALL_TOOLS;
 
 /// How a profile's agent runs.
 #[derive(Debug, Clone)]

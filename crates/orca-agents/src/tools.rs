@@ -2,7 +2,7 @@
 //! [`ToolHost`].
 
 use async_trait::async_trait;
-use orca_core::{ToolCall, ToolError, ToolHost, ToolSpec};
+use orca_core::{ToolAccess, ToolCall, ToolError, ToolHost, ToolSpec};
 use serde_json::Value;
 
 /// Several tool hosts offered as one. A call goes to the first host that offers the tool; a
@@ -39,6 +39,13 @@ impl ToolHost for ToolSet<'_> {
             .flat_map(|h| h.specs())
             .filter(|s| seen.insert(s.name.clone()))
             .collect()
+    }
+
+    fn access(&self, name: &str) -> Option<ToolAccess> {
+        self.hosts
+            .iter()
+            .find(|h| h.specs().iter().any(|s| s.name == name))
+            .and_then(|h| h.access(name))
     }
 
     async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {

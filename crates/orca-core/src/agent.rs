@@ -18,6 +18,7 @@ use crate::id::{AgentId, ExecutionId, PlanId, SessionId};
 use crate::ownership::{ProcessGroup, ReapOutcome, StepIdentity};
 use crate::plan::Step;
 use crate::results::{AgentAnswer, Budget, PlannerResponse, TaskFailure, TaskResult, Usage};
+use crate::tool_access::ToolAccess;
 
 /// The role an agent plays; it decides which tools it is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -127,6 +128,12 @@ pub trait ToolHost: Send + Sync {
     ) -> Result<serde_json::Value, ToolError> {
         let _ = caller;
         self.call(call).await
+    }
+
+    /// What the offered tool `name` may do (by default: the workspace tools' table), `None` if
+    /// unknown. The agent loop runs a turn's calls concurrently only when they all only read.
+    fn access(&self, name: &str) -> Option<ToolAccess> {
+        crate::tool_access::workspace_access(name)
     }
 
     /// The step attempt these tools serve, if any: its processes get its identity.

@@ -101,6 +101,7 @@ pub mod plan;
 pub mod redact;
 pub mod results;
 pub mod schedule;
+pub mod tool_access;
 pub mod writes;
 
 #[cfg(feature = "proptest")]
@@ -140,3 +141,4 @@ pub use results::{
     AgentAnswer, Budget, ErrorCode, PlanRefStage, PlannerResponse, TaskFailure, TaskInterruption,
     TaskResult, TaskSuccess, Usage,
 };
+pub use tool_access::{ToolAccess, WorkspaceTool};

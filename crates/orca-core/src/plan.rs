@@ -844,6 +844,18 @@ pub enum Plan {
     Rejected(RejectedPlan),
 }
 
+/// `expr` on whichever stage's plan `self` holds (`p` names it): the fields every stage has.
+macro_rules! each_stage {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            Self::Draft($p) => $e,
+            Self::Proposal($p) => $e,
+            Self::Approved($p) => $e,
+            Self::Rejected($p) => $e,
+        }
+    };
+}
+
 impl Plan {
     /// Reads a stored plan document, checking its format version first.
     ///
@@ -868,56 +880,31 @@ impl Plan {
     /// The id.
     #[must_use]
     pub const fn id(&self) -> PlanId {
-        match self {
-            Self::Draft(p) => p.id,
-            Self::Proposal(p) => p.id,
-            Self::Approved(p) => p.id,
-            Self::Rejected(p) => p.id,
-        }
+        each_stage!(self, p => p.id)
     }
 
     /// The content.
     #[must_use]
     pub const fn content(&self) -> &PlanContent {
-        match self {
-            Self::Draft(p) => &p.content,
-            Self::Proposal(p) => &p.content,
-            Self::Approved(p) => &p.content,
-            Self::Rejected(p) => &p.content,
-        }
+        each_stage!(self, p => &p.content)
     }
 
     /// When it was created.
     #[must_use]
     pub const fn created_at(&self) -> OffsetDateTime {
-        match self {
-            Self::Draft(p) => p.created_at,
-            Self::Proposal(p) => p.created_at,
-            Self::Approved(p) => p.created_at,
-            Self::Rejected(p) => p.created_at,
-        }
+        each_stage!(self, p => p.created_at)
     }
 
     /// The plan this one replaces.
     #[must_use]
     pub const fn supersedes(&self) -> Option<PlanId> {
-        match self {
-            Self::Draft(p) => p.supersedes,
-            Self::Proposal(p) => p.supersedes,
-            Self::Approved(p) => p.supersedes,
-            Self::Rejected(p) => p.supersedes,
-        }
+        each_stage!(self, p => p.supersedes)
     }
 
     /// The history.
     #[must_use]
     pub fn history(&self) -> &[PlanEvent] {
-        match self {
-            Self::Draft(p) => &p.history,
-            Self::Proposal(p) => &p.history,
-            Self::Approved(p) => &p.history,
-            Self::Rejected(p) => &p.history,
-        }
+        each_stage!(self, p => &p.history)
     }
 
     /// The latest change request's feedback, if the plan went back to draft.

@@ -2,15 +2,17 @@
 //! that grants its tools.
 
 use orca_core::{
-    AgentAnswer, AgentId, AgentInfo, ErrorCode, QuestionRequest, Reply, Role, SessionId,
-    TaskFailure, TaskRequest, TaskResult,
+    AgentAnswer, AgentId, AgentInfo, ErrorCode, Reply, Role, SessionId, TaskFailure, TaskRequest,
+    TaskResult,
 };
 use std::sync::Arc;
 
 use orca_core::StepWorkspaces;
 use tracing::instrument;
 
-use crate::tools::{AuditScope, CallMode, Gate, ProcessSink, StepOwner, ToolContext};
+use crate::tools::{
+    AuditScope, CallMode, Gate, ProcessSink, StepOwner, ToolContext, ask_specialist,
+};
 
 /// Dispatches work to agents.
 #[derive(Debug, Clone)]
@@ -130,18 +132,6 @@ impl DispatchService {
                 format!("no specialist agent `{agent}` is available"),
             )));
         };
-        let gate = Gate::new(self.ctx.clone(), &info, CallMode::Question, None);
-        self.ctx
-            .agents
-            .ask(
-                QuestionRequest {
-                    agent,
-                    question,
-                    session,
-                    budget,
-                },
-                &gate,
-            )
-            .await
+        ask_specialist(&self.ctx, &info, None, agent, question, session, budget).await
     }
 }

@@ -1,4 +1,4 @@
-//! `HitlService`: the human in the loop.
+//! [`Hitl`]: the human in the loop.
 //!
 //! [`Hitl`] is the port a UI implements (a terminal, a non-interactive policy, a script for
 //! tests). Decisions use the two-question pattern: the action is matched exactly against fixed

@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 pub struct NewAuditEntry {
     /// The entry this one happened inside (its sequence number), if any.
     pub parent: Option<u64>,
-    /// What happened (`execution.started`, `task.attempt.started`, `agent.call`, `tool.call`…).
+    /// What happened (`execution.started`, `task.attempt.started`, `tool.call`…; `orca_core::AuditKind`).
     pub kind: String,
     /// Details. Secrets are redacted before the entry is hashed.
     pub data: serde_json::Value,
@@ -447,7 +447,7 @@ mod tests {
         assert_eq!(r["access_token"], REDACTED);
         let e = next_entry(
             None,
-            NewAuditEntry::new("agent.call", json!({"k": "sk-1234567890abcdef"})),
+            NewAuditEntry::new("tool.call", json!({"k": "sk-1234567890abcdef"})),
             OffsetDateTime::UNIX_EPOCH,
         );
         assert!(!serde_json::to_string(&e).unwrap().contains("sk-1234567890"));

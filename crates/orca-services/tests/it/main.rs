@@ -10,3 +10,4 @@ mod model;
 mod replan;
 mod slots;
 mod support;
+mod tool_table;

@@ -1,0 +1,242 @@
+//! [`Gate`]: the one place every tool call is checked against the grants, dispatched through
+//! the [table](super::table) and audited; and what a gate needs ([`ToolContext`], the audit
+//! scope, the step attempt it serves).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use orca_core::tool_access::workspace_access;
+use orca_core::{
+    AgentId, AgentInfo, AgentPort, AuditKind, ToolAccess, ToolCall, ToolError, ToolHost, ToolSpec,
+};
+use orca_store::audit::NewAuditEntry;
+use orca_store::{AuditLogId, Store};
+use serde_json::{Value, json};
+use tracing::{debug, warn};
+
+use super::grants::{CallMode, grants};
+use super::table::{TABLE, ToolDef, find};
+use crate::hitl::Hitl;
+use crate::planning::PlanningService;
+
+/// Where a gate writes its audit entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditScope {
+    /// The log.
+    pub log: AuditLogId,
+    /// The entry tool calls hang under (the agent call).
+    pub parent: Option<u64>,
+}
+
+/// What the tool handlers need.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The store (for audit and queries).
+    pub store: Arc<dyn Store>,
+    /// Plans.
+    pub planning: PlanningService,
+    /// Agents (for `orca_ask_agent`).
+    pub agents: Arc<dyn AgentPort>,
+    /// The human (for `orca_ask_user`).
+    pub hitl: Arc<dyn Hitl>,
+    /// Workspace tools (`read_file`…), if the binary provides them.
+    pub workspace: Option<Arc<dyn ToolHost>>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext").finish_non_exhaustive()
+    }
+}
+
+/// Receives the process groups a step's attempt starts, to record them durably; it answers on
+/// the sender once the record is written (a shell command waits for that before it starts).
+pub type ProcessSink =
+    Arc<dyn Fn(orca_core::ProcessGroup, tokio::sync::oneshot::Sender<()>) + Send + Sync>;
+
+/// The attempt a gate serves: its identity (for its processes' environment) and where the
+/// process groups it starts are reported.
+#[derive(Clone)]
+pub struct StepOwner {
+    /// Who the attempt is.
+    pub identity: orca_core::StepIdentity,
+    /// Told every process group the attempt starts.
+    pub sink: ProcessSink,
+    /// Descriptors of the attempt's resource locks, inherited by its processes.
+    pub held_fds: Vec<i32>,
+}
+
+impl std::fmt::Debug for StepOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepOwner")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The one place tool calls are checked and audited. Implements [`ToolHost`] for one agent call.
+pub struct Gate {
+    pub(super) ctx: ToolContext,
+    pub(super) agent: AgentId,
+    granted: BTreeSet<String>,
+    pub(super) scope: Option<AuditScope>,
+    /// How deep in nested `orca_ask_agent` questions this call is.
+    pub(super) depth: u8,
+    step: Option<StepOwner>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("agent", &self.agent)
+            .field("granted", &self.granted)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// A gate for one call of `info`'s agent in `mode`.
+    #[must_use]
+    pub fn new(
+        ctx: ToolContext,
+        info: &AgentInfo,
+        mode: CallMode,
+        scope: Option<AuditScope>,
+    ) -> Self {
+        Self {
+            ctx,
+            agent: info.id.clone(),
+            granted: grants(info, mode),
+            scope,
+            depth: 0,
+            step: None,
+        }
+    }
+
+    /// The gate of one step attempt: processes get its identity, their groups go to its sink.
+    #[must_use]
+    pub fn for_step(mut self, owner: StepOwner) -> Self {
+        self.step = Some(owner);
+        self
+    }
+
+    /// The granted tool names.
+    #[must_use]
+    pub const fn granted(&self) -> &BTreeSet<String> {
+        &self.granted
+    }
+
+    async fn audit(&self, kind: AuditKind, data: Value) {
+        if let Some(scope) = self.scope
+            && let Err(e) = self
+                .ctx
+                .store
+                .append(
+                    scope.log,
+                    NewAuditEntry::new(kind, data).with_parent(scope.parent),
+                )
+                .await
+        {
+            warn!(error = %e, "cannot write the audit entry of a tool call");
+        }
+    }
+
+    async fn dispatch(&self, call: &ToolCall) -> Result<Value, ToolError> {
+        match find(&call.name) {
+            Some(tool) => (tool.handler)(self, &call.arguments).await,
+            None => match &self.ctx.workspace {
+                Some(ws) => ws.call_for(call, self).await,
+                None => Err(ToolError::new(format!(
+                    "tool `{}` is not available",
+                    call.name
+                ))),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl ToolHost for Gate {
+    fn specs(&self) -> Vec<ToolSpec> {
+        let mut out: Vec<ToolSpec> = TABLE
+            .iter()
+            .filter(|d| self.granted.contains(d.name))
+            .map(ToolDef::spec)
+            .collect();
+        if let Some(ws) = &self.ctx.workspace {
+            out.extend(
+                ws.specs()
+                    .into_iter()
+                    .filter(|s| self.granted.contains(&s.name)),
+            );
+        }
+        out
+    }
+
+    fn access(&self, name: &str) -> Option<ToolAccess> {
+        match (find(name), &self.ctx.workspace) {
+            (Some(tool), _) => Some(tool.access),
+            (None, Some(ws)) => ws.access(name),
+            (None, None) => workspace_access(name),
+        }
+    }
+
+    fn step_identity(&self) -> Option<orca_core::StepIdentity> {
+        self.step.as_ref().map(|s| s.identity.clone())
+    }
+
+    fn held_fds(&self) -> Vec<i32> {
+        self.step
+            .as_ref()
+            .map(|s| s.held_fds.clone())
+            .unwrap_or_default()
+    }
+
+    async fn process_started(&self, group: orca_core::ProcessGroup) {
+        if let Some(step) = &self.step {
+            let (recorded, wait) = tokio::sync::oneshot::channel();
+            (step.sink)(group, recorded);
+            // An answer, or the runner let go of the attempt (the command then never starts).
+            let _ = wait.await;
+        }
+    }
+
+    async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {
+        if !self.granted.contains(&call.name) {
+            warn!(agent = %self.agent, tool = %call.name, "refused a tool call the role was not granted");
+            self.audit(
+                AuditKind::ToolRefused,
+                json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments }),
+            )
+            .await;
+            return Err(ToolError::new(format!(
+                "tool `{}` is not granted to agent `{}`; use only the tools you were given",
+                call.name, self.agent
+            )));
+        }
+        debug!(agent = %self.agent, tool = %call.name, "tool call");
+        let result = self.dispatch(call).await;
+        if let Err(e) = &result
+            && e.refused
+        {
+            // A confinement rule refused it (a path into orca's records, a hard link…).
+            warn!(agent = %self.agent, tool = %call.name, reason = %e.message, "refused a tool call");
+            self.audit(
+                AuditKind::ToolRefused,
+                json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
+                    "reason": e.message }),
+            )
+            .await;
+            return result;
+        }
+        self.audit(
+            AuditKind::ToolCall,
+            json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
+                "ok": result.is_ok(), "error": result.as_ref().err().map(|e| e.message.clone()) }),
+        )
+        .await;
+        result
+    }
+}

@@ -1,0 +1,148 @@
+//! The handlers of the plan and execution tools: reading plans and executions, building and
+//! submitting a draft. Nothing here approves a plan or starts an execution.
+
+use orca_core::{ExecutionId, PlanId, Step, StepId, StepPatch, ToolError};
+use serde_json::{Value, json};
+
+use super::args::{arg, opt_arg, store_err, tool_err};
+use super::gate::Gate;
+use super::table::HandlerFuture;
+use crate::planning::DraftEdit;
+
+pub(super) fn plans_list<'a>(g: &'a Gate, _args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let listing = g.ctx.planning.list().await.map_err(tool_err)?;
+        Ok(json!(listing.items))
+    })
+}
+
+pub(super) fn plans_get<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let id: PlanId = arg(args, "plan_id")?;
+        Ok(json!(g.ctx.planning.plan(id).await.map_err(tool_err)?))
+    })
+}
+
+pub(super) fn create_draft<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let p = &g.ctx.planning;
+        let goal: String = arg(args, "goal")?;
+        let summary: Option<String> = opt_arg(args, "summary")?;
+        let draft = p.create_draft(Some(goal), None).await.map_err(tool_err)?;
+        if summary.is_some() {
+            p.edit(draft.id(), DraftEdit::SetSummary(summary))
+                .await
+                .map_err(tool_err)?;
+        }
+        Ok(json!({ "plan_id": draft.id(), "stage": "draft" }))
+    })
+}
+
+pub(super) fn set_goal<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let p = &g.ctx.planning;
+        let id: PlanId = arg(args, "plan_id")?;
+        p.edit(id, DraftEdit::SetGoal(arg(args, "goal")?))
+            .await
+            .map_err(tool_err)?;
+        if let Some(summary) = opt_arg::<String>(args, "summary")? {
+            p.edit(id, DraftEdit::SetSummary(Some(summary)))
+                .await
+                .map_err(tool_err)?;
+        }
+        Ok(json!({ "ok": true }))
+    })
+}
+
+/// Applies one edit to the draft `plan_id` names; answers `{ "ok": true }`.
+async fn edit(g: &Gate, args: &Value, edit: DraftEdit) -> Result<Value, ToolError> {
+    let id: PlanId = arg(args, "plan_id")?;
+    g.ctx.planning.edit(id, edit).await.map_err(tool_err)?;
+    Ok(json!({ "ok": true }))
+}
+
+pub(super) fn set_assumptions<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move { edit(g, args, DraftEdit::SetAssumptions(arg(args, "items")?)).await })
+}
+
+pub(super) fn set_risks<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move { edit(g, args, DraftEdit::SetRisks(arg(args, "items")?)).await })
+}
+
+pub(super) fn set_verification<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move { edit(g, args, DraftEdit::SetVerification(arg(args, "items")?)).await })
+}
+
+pub(super) fn add_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let id: PlanId = arg(args, "plan_id")?;
+        let step: Step = arg(args, "step")?;
+        let position: Option<usize> = opt_arg(args, "position")?;
+        let draft = g
+            .ctx
+            .planning
+            .edit(
+                id,
+                DraftEdit::AddStep {
+                    step: Box::new(step),
+                    position,
+                },
+            )
+            .await
+            .map_err(tool_err)?;
+        Ok(json!({ "ok": true, "steps": draft.content().steps.len() }))
+    })
+}
+
+pub(super) fn update_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let step: StepId = arg(args, "step_id")?;
+        let patch: StepPatch = arg(args, "changes")?;
+        edit(
+            g,
+            args,
+            DraftEdit::UpdateStep {
+                id: step,
+                patch: Box::new(patch),
+            },
+        )
+        .await
+    })
+}
+
+pub(super) fn remove_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move { edit(g, args, DraftEdit::RemoveStep(arg(args, "step_id")?)).await })
+}
+
+pub(super) fn submit<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let id: PlanId = arg(args, "plan_id")?;
+        let proposal = g.ctx.planning.submit(id).await.map_err(tool_err)?;
+        Ok(json!({ "plan_id": proposal.id(), "stage": "proposal",
+            "note": "submitted: the human will now approve, request changes or reject it" }))
+    })
+}
+
+pub(super) fn executions_list<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let plan: Option<PlanId> = opt_arg(args, "plan_id")?;
+        let listing = g.ctx.store.list_executions(plan).await.map_err(store_err)?;
+        Ok(json!(listing.items))
+    })
+}
+
+pub(super) fn execution_get<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let id: ExecutionId = arg(args, "execution_id")?;
+        let snap = g.ctx.store.execution(id).await.map_err(store_err)?;
+        let tasks: Vec<Value> = snap
+            .tasks
+            .iter()
+            .map(|t| {
+                json!({ "step_id": t.value.step_id(), "status": t.value.status(),
+                "summary": t.value.success().map(|s| s.summary.clone()) })
+            })
+            .collect();
+        Ok(json!({ "execution_id": id, "stage": snap.execution.value.stage(), "tasks": tasks }))
+    })
+}

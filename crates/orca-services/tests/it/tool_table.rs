@@ -1,0 +1,209 @@
+//! The one table of tools: every `orca_*` tool is dispatched through its entry, and the
+//! read-only flag decides what plan mode (the planner's calls) and read-only questions get.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use crate::support;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use orca_core::tool_access::WORKSPACE_TOOLS;
+use orca_core::{AgentInfo, Role, ToolAccess, ToolCall, ToolError, ToolHost, ToolSpec};
+use orca_services::tools::{TABLE, definitions, names};
+use orca_services::{CallMode, Gate, NoHuman, ToolContext};
+use serde_json::{Value, json};
+use support::*;
+
+/// A workspace host offering every workspace tool; it counts the calls that reach it.
+#[derive(Default)]
+struct CountingWorkspace {
+    calls: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl ToolHost for CountingWorkspace {
+    fn specs(&self) -> Vec<ToolSpec> {
+        WORKSPACE_TOOLS
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name.to_owned(),
+                description: String::new(),
+                parameters: json!({ "type": "object", "properties": {} }),
+            })
+            .collect()
+    }
+
+    async fn call(&self, call: &ToolCall) -> Result<Value, ToolError> {
+        self.calls.lock().unwrap().push(call.name.clone());
+        Ok(json!("done"))
+    }
+}
+
+fn context(ws: &Arc<CountingWorkspace>) -> ToolContext {
+    let orca = orca(
+        Arc::new(orca_store::MemoryStore::new()),
+        ScriptedAgents::new(),
+        Arc::new(NoHuman),
+    );
+    ToolContext {
+        workspace: Some(ws.clone()),
+        ..orca.tools
+    }
+}
+
+fn every_tool_agent(role: Role) -> AgentInfo {
+    AgentInfo {
+        id: agent("x"),
+        role,
+        description: String::new(),
+        backend: "test".to_owned(),
+        model: None,
+        workspace_tools: WORKSPACE_TOOLS.iter().map(|t| t.name.to_owned()).collect(),
+    }
+}
+
+fn call(name: &str) -> ToolCall {
+    ToolCall {
+        id: "c".to_owned(),
+        name: name.to_owned(),
+        arguments: json!({}),
+    }
+}
+
+fn not_granted(result: &Result<Value, ToolError>) -> bool {
+    result
+        .as_ref()
+        .is_err_and(|e| e.message.contains("is not granted"))
+}
+
+#[test]
+fn the_table_and_the_tool_names_are_the_same_set() {
+    use names::*;
+    let mut named = vec![
+        INVOKE,
+        ASK_USER,
+        ASK_AGENT,
+        PLANS_LIST,
+        PLANS_GET,
+        PLAN_CREATE_DRAFT,
+        PLAN_SET_GOAL,
+        PLAN_SET_ASSUMPTIONS,
+        PLAN_SET_RISKS,
+        PLAN_SET_VERIFICATION,
+        PLAN_ADD_STEP,
+        PLAN_UPDATE_STEP,
+        PLAN_REMOVE_STEP,
+        PLAN_SUBMIT,
+        EXECUTIONS_LIST,
+        EXECUTION_GET,
+    ];
+    let mut in_table: Vec<&str> = TABLE.iter().map(|d| d.name).collect();
+    let offered: Vec<String> = definitions().into_iter().map(|s| s.name).collect();
+    assert_eq!(offered, in_table, "definitions() is the table, in order");
+    named.sort_unstable();
+    in_table.sort_unstable();
+    let before = in_table.len();
+    in_table.dedup();
+    println!(
+        "table: {before} entries, {} distinct, {} names",
+        in_table.len(),
+        named.len()
+    );
+    assert_eq!(before, in_table.len(), "a name appears twice in the table");
+    assert_eq!(named, in_table);
+    for t in WORKSPACE_TOOLS {
+        assert!(
+            !in_table.contains(&t.name),
+            "{} is both an orca and a workspace tool",
+            t.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_table_tool_is_dispatched_by_its_own_handler() {
+    let ws = Arc::new(CountingWorkspace::default());
+    let ctx = context(&ws);
+    let planner = Gate::new(
+        ctx.clone(),
+        &every_tool_agent(Role::Planner),
+        CallMode::Planning,
+        None,
+    );
+    let relay = Gate::new(ctx, &every_tool_agent(Role::Relay), CallMode::Relay, None);
+    let mut unhandled = 0;
+    for def in TABLE {
+        let gate = if planner.granted().contains(def.name) {
+            &planner
+        } else {
+            &relay
+        };
+        assert!(
+            gate.granted().contains(def.name),
+            "{} is granted to no mode",
+            def.name
+        );
+        let result = gate.call(&call(def.name)).await;
+        if result.as_ref().is_err_and(|e| {
+            e.message.contains("not available") || e.message.contains("not granted")
+        }) {
+            unhandled += 1;
+        }
+        assert_eq!(gate.access(def.name), Some(def.access), "{}", def.name);
+    }
+    let reached_workspace = ws.calls.lock().unwrap().len();
+    println!(
+        "table tools: {}, unhandled: {unhandled}, fell through to the workspace: {reached_workspace}",
+        TABLE.len()
+    );
+    assert_eq!(unhandled, 0);
+    assert_eq!(reached_workspace, 0);
+}
+
+#[tokio::test]
+async fn plan_mode_refuses_every_writing_tool_and_nothing_read_only() {
+    let ws = Arc::new(CountingWorkspace::default());
+    let ctx = context(&ws);
+    let all: Vec<(&str, ToolAccess)> = TABLE
+        .iter()
+        .map(|d| (d.name, d.access))
+        .chain(WORKSPACE_TOOLS.iter().map(|t| (t.name, t.access)))
+        .collect();
+    for (role, mode) in [
+        (Role::Planner, CallMode::Planning),
+        (Role::Specialist, CallMode::Question),
+    ] {
+        let gate = Gate::new(ctx.clone(), &every_tool_agent(role), mode, None);
+        let (mut writes_let_through, mut reads_refused) = (0, 0);
+        for (name, access) in &all {
+            assert_eq!(gate.access(name), Some(*access), "{name}");
+            let refused = not_granted(&gate.call(&call(name)).await);
+            if matches!(access, ToolAccess::Write) && !refused {
+                writes_let_through += 1;
+            }
+            // Plan mode gets every read-only tool; a question gets the read-only workspace
+            // tools (its orca tools are the role's choice: `orca_plans_get` only).
+            let must_have = access.is_read_only()
+                && (mode == CallMode::Planning || WORKSPACE_TOOLS.iter().any(|t| t.name == *name));
+            if must_have && refused {
+                reads_refused += 1;
+            }
+        }
+        let written: Vec<String> = ws.calls.lock().unwrap().drain(..).collect();
+        let writes_reached = written
+            .iter()
+            .filter(|n| {
+                WORKSPACE_TOOLS
+                    .iter()
+                    .any(|t| t.name == n.as_str() && t.access == ToolAccess::Write)
+            })
+            .count();
+        println!(
+            "{mode:?}: {} tools tried, writing tools let through: {writes_let_through}, reached the workspace: {writes_reached}, read-only tools refused: {reads_refused}",
+            all.len()
+        );
+        assert_eq!(writes_let_through, 0);
+        assert_eq!(writes_reached, 0);
+        assert_eq!(reads_refused, 0);
+    }
+}
