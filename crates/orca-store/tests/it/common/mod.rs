@@ -1,7 +1,10 @@
 //! Fixtures shared by the integration tests.
 
 #![allow(dead_code, unreachable_pub, reason = "each test file uses a part")]
-#![expect(clippy::unwrap_used, reason = "test fixtures: a failed assumption is a failed test")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test fixtures: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeSet;
 
