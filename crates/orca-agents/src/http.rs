@@ -21,6 +21,21 @@ pub(crate) fn client(timeout: Duration) -> reqwest::Client {
         })
 }
 
+/// Asks `url` with a GET carrying no credentials (`orca doctor`): the HTTP status of any answer
+/// (a 401 too: the endpoint is reachable), or one line saying why there was none.
+///
+/// # Errors
+///
+/// No answer within `timeout`, or no connection.
+pub async fn probe(url: &str, timeout: Duration) -> Result<u16, String> {
+    match client(timeout).get(url).send().await {
+        Ok(resp) => Ok(resp.status().as_u16()),
+        Err(e) if e.is_timeout() => Err(format!("no answer within {}s", timeout.as_secs())),
+        Err(e) if e.is_connect() => Err("connection failed".to_owned()),
+        Err(e) => Err(shorten(&e.to_string(), 200)),
+    }
+}
+
 /// Posts `body` and returns the JSON response, or a classified error. Header values are never
 /// logged (they carry keys).
 pub(crate) async fn post_json(

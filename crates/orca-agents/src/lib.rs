@@ -23,6 +23,7 @@ pub mod context_window;
 pub mod error;
 pub mod generation;
 mod http;
+pub use http::probe as probe_endpoint;
 pub mod keys;
 pub mod openai;
 pub mod pricing;

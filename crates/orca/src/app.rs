@@ -371,7 +371,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         }
         Command::Agents(AgentsCommand::List) => cmd::agents::agents_list(&app),
         Command::Mcp(args) => crate::mcp::serve(&app, global, &args).await,
-        Command::Doctor => cmd::agents::doctor(&app),
+        Command::Doctor => cmd::agents::doctor(&app).await,
         Command::Init
         | Command::Completions { .. }
         | Command::Man

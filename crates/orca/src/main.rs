@@ -7,6 +7,7 @@ mod budget_view;
 mod cli;
 mod cmd;
 mod config_layers;
+mod doctor_checks;
 mod driver;
 mod driver_signals;
 mod exit;

@@ -57,11 +57,19 @@ pub(crate) fn agents_list(app: &App) -> Result<Exit, CliError> {
 }
 
 /// `orca doctor`.
-pub(crate) fn doctor(app: &App) -> Result<Exit, CliError> {
+pub(crate) async fn doctor(app: &App) -> Result<Exit, CliError> {
     let report = secrets::doctor(&app.agents, app.config.as_ref(), &app.root, app.json);
+    let checks = crate::doctor_checks::run(app).await;
     match report {
-        Value::String(text) => out(&text),
-        other => out_json(&other),
+        Value::String(mut text) => {
+            text.push('\n');
+            text.push_str(&crate::doctor_checks::text(&checks));
+            out(&secrets::redact(&text));
+        }
+        mut other => {
+            other["checks"] = Value::Array(checks);
+            out_json(&other);
+        }
     }
     Ok(Exit::Ok)
 }

@@ -268,6 +268,7 @@ fn exec_retry_forks_reusing_recorded_results() {
     let fork = ran["execution_id"].as_str().unwrap().to_owned();
     assert_ne!(fork, exec);
     assert_eq!(ran["stage"], "completed");
+    insta::assert_json_snapshot!("exec_retry_json", shape(&ran));
     let runs = |name: &str| {
         std::fs::read_to_string(p.root().join(name))
             .unwrap_or_default()
@@ -560,4 +561,91 @@ fn exec_logs_follow_waits_for_the_step() {
     ] {
         assert!(text.contains(needle), "{needle}: {text}{}", stderr(&out));
     }
+}
+
+/// `orca doctor` probes what a run needs (issue 15): an endpoint that answers (even 401) is
+/// reachable, a closed port is a problem, a command-line agent's program is found with its
+/// version, the store is writable and left as it was, the sandbox is named — and no key is
+/// sent to any endpoint.
+#[test]
+fn doctor_checks_endpoints_programs_store_and_sandbox() {
+    use std::io::{Read as _, Write as _};
+    let p = Project::new();
+    // An endpoint that answers every request 401 and records what it was sent.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let up = server.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for stream in server.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            seen2
+                .lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    });
+    // A port nobody listens on.
+    let down = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!(
+        "[agents.up]\ndescription = \"up\"\nrole = \"specialist\"\nbackend = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:{up}/v1\"\napi_key_env = \"DOCTOR_TEST_KEY\"\n\n\
+         [agents.down]\ndescription = \"down\"\nrole = \"specialist\"\nbackend = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:{down}/v1\"\n\n\
+         [agents.cc]\ndescription = \"cc\"\nrole = \"specialist\"\nbackend = \"claude-code\"\ncommand = \"/bin/echo\"\n"
+    );
+    p.write(".orca/config.toml", &config);
+    let before: Vec<_> = std::fs::read_dir(p.root().join(".orca"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let secret = "sk-doctor-test-0123456789abcdef";
+    let out = p.run_env(&[("DOCTOR_TEST_KEY", secret)], &["--json", "doctor"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    let find = |prefix: &str| {
+        checks
+            .iter()
+            .find(|c| c["check"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no check {prefix}: {checks:?}"))
+            .clone()
+    };
+    let up_check = find(&format!("endpoint http://127.0.0.1:{up}/v1/models"));
+    let down_check = find(&format!("endpoint http://127.0.0.1:{down}/v1/models"));
+    let program = find("/bin/echo (claude-code)");
+    let store = find("store");
+    let sandbox = find("sandbox");
+    assert_eq!(up_check["ok"], true, "{up_check}");
+    assert!(up_check["detail"].as_str().unwrap().contains("401"));
+    assert_eq!(down_check["ok"], false, "{down_check}");
+    assert_eq!(program["ok"], true, "{program}");
+    assert_eq!(store["ok"], true, "{store}");
+    assert!(sandbox["detail"].as_str().is_some());
+    let after: Vec<_> = std::fs::read_dir(p.root().join(".orca"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let sent = seen.lock().unwrap().clone();
+    let keys_sent = usize::from(sent.contains(secret));
+    println!(
+        "doctor: {} checks, problems {}, keys sent to endpoints {keys_sent}, files left in .orca {}",
+        checks.len(),
+        checks.iter().filter(|c| c["ok"] == false).count(),
+        after.len().saturating_sub(before.len())
+    );
+    assert_eq!(keys_sent, 0, "doctor sent the key: {sent}");
+    assert_eq!(before.len(), after.len(), "doctor left files in .orca");
+    // The text report says the same in words.
+    let text = p.run_env(&[("DOCTOR_TEST_KEY", secret)], &["doctor"]);
+    let text = stdout(&text);
+    assert!(text.contains("PROBLEM  endpoint"), "{text}");
+    assert!(!text.contains(secret));
 }

@@ -1,0 +1,156 @@
+//! `orca doctor`'s live checks, beside the key and environment report of `secrets::doctor`:
+//! each model endpoint reachable, each command-line agent's program found (with its version),
+//! the store writable, the sandbox in effect, the versions of orca and git.
+//!
+//! Nothing here sends a key: an endpoint is asked for its model list without credentials, so
+//! any HTTP answer (a 401 included) proves it is reachable, and no secret leaves the machine.
+//! Every probe is bounded in time, and nothing is left behind in `.orca/`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use orca_agents::BackendSpec;
+use orca_core::AgentPort as _;
+use serde_json::{Value, json};
+
+use crate::app::App;
+
+/// How long one probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// One check: what was looked at, whether it is fine, and what was seen.
+fn check(what: String, ok: bool, detail: String) -> Value {
+    json!({ "check": what, "ok": ok, "detail": detail })
+}
+
+/// Runs every check; each one's result, in a stable order.
+pub(crate) async fn run(app: &App) -> Vec<Value> {
+    let mut out = Vec::new();
+    out.push(check(
+        "orca version".to_owned(),
+        true,
+        env!("CARGO_PKG_VERSION").to_owned(),
+    ));
+    out.push(version_of("git", &["--version"], "git (worktree isolation)").await);
+    out.extend(endpoints(app).await);
+    out.extend(programs(app).await);
+    out.push(store_writable(app.root()));
+    let sandbox = app.sandbox.audit_data();
+    let effective = sandbox["effective"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned();
+    let requested = sandbox["requested"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned();
+    let detail = match sandbox["fallback_reason"].as_str() {
+        Some(why) => format!("{effective} (asked for {requested}: {why})"),
+        None => effective.clone(),
+    };
+    out.push(check("sandbox".to_owned(), effective == requested, detail));
+    out
+}
+
+/// Each distinct model endpoint of the configured agents, asked for its model list.
+async fn endpoints(app: &App) -> Vec<Value> {
+    let mut urls = BTreeSet::new();
+    for info in app.agents.agents() {
+        match app.agents.profile(&info.id).map(|p| &p.backend) {
+            Some(BackendSpec::OpenAi { base_url, .. }) => {
+                urls.insert(format!("{}/models", base_url.trim_end_matches('/')));
+            }
+            Some(BackendSpec::Anthropic { base_url, .. }) => {
+                urls.insert(format!("{}/v1/models", base_url.trim_end_matches('/')));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for url in urls {
+        let (ok, detail) = match orca_agents::probe_endpoint(&url, PROBE_TIMEOUT).await {
+            Ok(status) => (true, format!("reachable (HTTP {status})")),
+            Err(why) => (false, format!("unreachable: {why}")),
+        };
+        out.push(check(format!("endpoint {url}"), ok, detail));
+    }
+    out
+}
+
+/// Each command-line agent's program: found, and the version it reports.
+async fn programs(app: &App) -> Vec<Value> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for info in app.agents.agents() {
+        if let Some(BackendSpec::Cli(spec)) = app.agents.profile(&info.id).map(|p| &p.backend) {
+            if seen.insert(spec.program.clone()) {
+                let what = format!("{} ({})", spec.program, spec.kind.as_str());
+                out.push(version_of(&spec.program, &["--version"], &what).await);
+            }
+        }
+    }
+    out
+}
+
+/// Runs `program args` (bounded, killed on timeout) and reports its first output line.
+async fn version_of(program: &str, args: &[&str], what: &str) -> Value {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
+        Ok(Ok(output)) if output.status.success() => {
+            let text = String::from_utf8_lossy(&output.stdout);
+            let line = text.lines().next().unwrap_or("").trim().to_owned();
+            check(what.to_owned(), true, line)
+        }
+        Ok(Ok(output)) => check(
+            what.to_owned(),
+            false,
+            format!("exited with {}", output.status),
+        ),
+        Ok(Err(e)) => check(what.to_owned(), false, format!("not found: {e}")),
+        Err(_) => check(
+            what.to_owned(),
+            false,
+            format!("no answer within {PROBE_TIMEOUT:?}"),
+        ),
+    }
+}
+
+/// Whether orca can write its records: a temp file created in `.orca/` and removed at once.
+fn store_writable(root: &Path) -> Value {
+    let dir = root.join(".orca");
+    let probe = dir.join(format!(".doctor-{}.tmp", std::process::id()));
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe);
+    let (ok, detail) = match created {
+        Ok(file) => {
+            drop(file);
+            match std::fs::remove_file(&probe) {
+                Ok(()) => (true, format!("{} is writable", dir.display())),
+                Err(e) => (false, format!("{}: {e}", probe.display())),
+            }
+        }
+        Err(e) => (false, format!("{} is not writable: {e}", dir.display())),
+    };
+    check("store".to_owned(), ok, detail)
+}
+
+/// The checks as text lines (`ok` / `PROBLEM`), for the terminal report.
+pub(crate) fn text(checks: &[Value]) -> String {
+    let mut out = String::new();
+    for c in checks {
+        let ok = c["ok"].as_bool().unwrap_or(false);
+        out.push_str(&format!(
+            "{:<8} {}: {}\n",
+            if ok { "ok" } else { "PROBLEM" },
+            c["check"].as_str().unwrap_or(""),
+            c["detail"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
