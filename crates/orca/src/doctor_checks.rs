@@ -83,11 +83,11 @@ async fn programs(app: &App) -> Vec<Value> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for info in app.agents.agents() {
-        if let Some(BackendSpec::Cli(spec)) = app.agents.profile(&info.id).map(|p| &p.backend) {
-            if seen.insert(spec.program.clone()) {
-                let what = format!("{} ({})", spec.program, spec.kind.as_str());
-                out.push(version_of(&spec.program, &["--version"], &what).await);
-            }
+        if let Some(BackendSpec::Cli(spec)) = app.agents.profile(&info.id).map(|p| &p.backend)
+            && seen.insert(spec.program.clone())
+        {
+            let what = format!("{} ({})", spec.program, spec.kind.as_str());
+            out.push(version_of(&spec.program, &["--version"], &what).await);
         }
     }
     out
