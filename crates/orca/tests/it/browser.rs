@@ -165,13 +165,19 @@ impl Driver {
             .unwrap_or_default()
     }
 
+    /// The first element matching `css`, waiting (up to 30 s) for a page still loading after a
+    /// click: on a loaded 2-core CI box the next page can arrive after the click returns.
     async fn find(&self, css: &str) -> String {
-        match self.find_all(css).await.into_iter().next() {
-            Some(e) => e,
-            None => {
-                let page = self.call("GET", "/source", None).await;
-                panic!("no element `{css}` in {page}")
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(e) = self.find_all(css).await.into_iter().next() {
+                return e;
             }
+            if std::time::Instant::now() > deadline {
+                let page = self.call("GET", "/source", None).await;
+                panic!("no element `{css}` within 30 s in {page}")
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
 
