@@ -339,6 +339,38 @@ pub trait ExecutionStore: Send + Sync {
         expected: Revision,
     ) -> Result<Revision, StoreError>;
 
+    /// Writes a task transition and its audit entry as ONE durable write, for backends that
+    /// can (one transaction, one commit: ADR 0026): the task is compare-and-swapped on
+    /// `expected` and `entry` appended to `log`, both or neither. `Ok(None)`: this backend does
+    /// not, nothing was written, and the caller writes the two one after the other (the
+    /// default).
+    async fn update_task_logged(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+        log: AuditLogId,
+        entry: NewAuditEntry,
+    ) -> Result<Option<(Revision, AuditEntry)>, StoreError> {
+        let _ = (execution, task, expected, log, entry);
+        Ok(None)
+    }
+
+    /// Renews the leases of the running tasks `holder` claimed (its heartbeat), for backends
+    /// whose workers claim tasks individually (ADR 0026). By default nothing is recorded.
+    async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
+        let _ = holder;
+        Ok(())
+    }
+
+    /// The running tasks of an execution whose lease expired (their holder stopped its
+    /// heartbeat), by the backend's clock. By default none: a backend without task leases
+    /// leaves takeovers to the execution's lease.
+    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<StepId>, StoreError> {
+        let _ = execution;
+        Ok(Vec::new())
+    }
+
     /// Executions, newest first, of one plan or of all.
     async fn list_executions(
         &self,
