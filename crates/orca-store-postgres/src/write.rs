@@ -8,7 +8,7 @@
 //! the same head race on the entries' primary key: the loser writes nothing and tries again.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use orca_core::{ExecutionId, ExecutionStage, Task};
 use orca_store::audit::{self, AuditEntry, NewAuditEntry};
@@ -33,29 +33,24 @@ const ATTEMPTS: usize = 200;
 /// Logs whose head is remembered (an unbounded worker sees many executions).
 const HEADS_KEPT: usize = 4096;
 
-/// The last entry this store saw of each log, with its exact stored line.
+/// What this store knows of a log's head: `None` unknown (read it), `Some(None)` empty.
+type Known = Option<Option<(AuditEntry, String)>>;
+
+/// Per log: the last entry this store saw, with its exact stored line, behind an async lock
+/// that this store's writers of that log take in turn (so writers in one process never race
+/// each other for the head: only other processes can move it).
 #[derive(Debug, Default)]
 pub(crate) struct Heads {
-    by_log: Mutex<HashMap<String, Option<(AuditEntry, String)>>>,
+    by_log: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Known>>>>,
 }
 
 impl Heads {
-    fn get(&self, key: &str) -> Option<Option<(AuditEntry, String)>> {
-        let map = self.by_log.lock().unwrap_or_else(PoisonError::into_inner);
-        map.get(key).cloned()
-    }
-
-    fn set(&self, key: &str, head: Option<(AuditEntry, String)>) {
+    fn slot(&self, key: &str) -> Arc<tokio::sync::Mutex<Known>> {
         let mut map = self.by_log.lock().unwrap_or_else(PoisonError::into_inner);
-        if map.len() >= HEADS_KEPT {
+        if map.len() >= HEADS_KEPT && !map.contains_key(key) {
             map.clear();
         }
-        map.insert(key.to_owned(), head);
-    }
-
-    pub(crate) fn forget(&self, key: &str) {
-        let mut map = self.by_log.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(key);
+        Arc::clone(map.entry(key.to_owned()).or_default())
     }
 }
 
@@ -144,6 +139,12 @@ pub(crate) async fn write(
     });
     let stages = open_stages();
     let lease_secs = store.inner.task_lease.as_secs_f64();
+    // This process's writers of one log go one at a time (see `Heads`).
+    let slot = log.as_ref().map(|(_, key, _)| store.inner.heads.slot(key));
+    let mut known = match &slot {
+        Some(s) => Some(s.lock().await),
+        None => None,
+    };
     let mut conn = store.conn().await?;
     let stmt = conn
         .prepared(WRITE)
@@ -152,12 +153,12 @@ pub(crate) async fn write(
     for _ in 0..ATTEMPTS {
         // The entry, hashed after the head we know of its log.
         let mut appended = None;
-        if let Some((id, key, entry)) = &log {
-            let known = match store.inner.heads.get(key) {
-                Some(h) => h,
+        if let (Some((id, key, entry)), Some(known)) = (&log, known.as_deref_mut()) {
+            let known = match known {
+                Some(h) => h.clone(),
                 None => {
                     let h = head(&mut conn, *id, key).await?;
-                    store.inner.heads.set(key, h.clone());
+                    *known = Some(h.clone());
                     h
                 }
             };
@@ -226,37 +227,29 @@ pub(crate) async fn write(
         let answer: String = match result {
             Ok(row) => row.get(0),
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                // Another writer appended after the same head first: nothing of ours was
+                // Another process appended after the same head first: nothing of ours was
                 // written. Read the head again.
-                if let Some((_, key, _)) = &log {
-                    store.inner.heads.forget(key);
-                }
+                forget(known.as_deref_mut());
                 continue;
             }
             Err(e) => {
-                if let Some((_, key, _)) = &log {
-                    // The write may or may not have happened (a cut connection): re-read.
-                    store.inner.heads.forget(key);
-                }
+                // The write may or may not have happened (a cut connection): re-read.
+                forget(known.as_deref_mut());
                 return Err(StoreError::backend("writing to the postgres store", e));
             }
         };
         match answer.as_str() {
             "ok" => {
-                let entry = match (&log, appended) {
-                    (Some((_, key, _)), Some((entry, line, ..))) => {
-                        store.inner.heads.set(key, Some((entry.clone(), line)));
+                let entry = match (known.as_deref_mut(), appended) {
+                    (Some(known), Some((entry, line, ..))) => {
+                        *known = Some(Some((entry.clone(), line)));
                         Some(entry)
                     }
                     _ => None,
                 };
                 return Ok((task_part.map(|(_, _, next, ..)| next), entry));
             }
-            "head" => {
-                if let Some((_, key, _)) = &log {
-                    store.inner.heads.forget(key);
-                }
-            }
+            "head" => forget(known.as_deref_mut()),
             "no_log" => {
                 if let Some((id, key, _)) = &log {
                     let log_id = encode(id, &id.to_string())?;
@@ -267,7 +260,7 @@ pub(crate) async fn write(
                     conn.execute(&new_log, &[key, &log_id])
                         .await
                         .map_err(db(format!("creating the {id}")))?;
-                    store.inner.heads.set(key, None);
+                    forget(known.as_deref_mut());
                 }
             }
             "sealed" => {
@@ -281,6 +274,12 @@ pub(crate) async fn write(
         "writing to the postgres store",
         format!("the audit log kept moving on: gave up after {ATTEMPTS} attempts"),
     ))
+}
+
+fn forget(known: Option<&mut Known>) {
+    if let Some(k) = known {
+        *k = None;
+    }
 }
 
 type TaskPart<'a, 'b> = Option<(
