@@ -290,6 +290,8 @@ struct Sizes {
     overhead_tasks: usize,
     big: usize,
     small: usize,
+    /// Only the DAG figures (`--dag-only`, for `cargo xtask bench pg`).
+    dag_only: bool,
 }
 
 async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
@@ -324,6 +326,10 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
                 critical.as_secs_f64()
             ),
         });
+    }
+
+    if sizes.dag_only {
+        return Ok(out);
     }
 
     // (b) Context size: step 50 vs step 5 of a sequential plan.
@@ -491,6 +497,7 @@ fn real_main() -> Result<(), BoxError> {
         return runtime.block_on(memory_child(tasks));
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let dag_only = args.iter().any(|a| a == "--dag-only");
     let json_path = args
         .iter()
         .position(|a| a == "--json")
@@ -503,6 +510,7 @@ fn real_main() -> Result<(), BoxError> {
             overhead_tasks: 20,
             big: 40,
             small: 4,
+            dag_only,
         }
     } else {
         Sizes {
@@ -511,10 +519,13 @@ fn real_main() -> Result<(), BoxError> {
             overhead_tasks: 1000,
             big: 1000,
             small: 100,
+            dag_only,
         }
     };
     let mut figures = runtime.block_on(figures(&sizes))?;
-    figures.push(peak_memory_figure(sizes.big)?);
+    if !sizes.dag_only {
+        figures.push(peak_memory_figure(sizes.big)?);
+    }
 
     let mut table = String::new();
     let _ = writeln!(

@@ -433,10 +433,24 @@ impl ExecutionService {
     /// the lease); each is recorded as an abandoned attempt and becomes failed (`interrupted`),
     /// ready to be retried. Returns the steps recovered.
     pub async fn recover(&self, id: ExecutionId, note: &str) -> Result<Vec<StepId>> {
+        self.recover_steps(id, note, None).await
+    }
+
+    /// [`Self::recover`] of the running tasks among `only` (all when `None`): a task that
+    /// changed meanwhile (its holder finished it after all) is left as it is.
+    pub async fn recover_steps(
+        &self,
+        id: ExecutionId,
+        note: &str,
+        only: Option<&[StepId]>,
+    ) -> Result<Vec<StepId>> {
         let snap = self.get(id).await?;
         let mut recovered = Vec::new();
         for t in snap.tasks {
             if let Task::Running(r) = t.value {
+                if only.is_some_and(|o| !o.contains(&r.step_id)) {
+                    continue;
+                }
                 let step = r.step_id.clone();
                 let attempt = r.attempt;
                 let holder = r.holder.clone();
@@ -446,13 +460,16 @@ impl ExecutionService {
                 let execution = &snap.execution.value;
                 let kind = AuditKind::TaskAttemptAbandoned;
                 let logged = (kind, UNDER_EXECUTION, data.clone());
-                if self
-                    .write_logged(execution, &next, t.revision, logged)
-                    .await?
-                    .is_none()
-                {
-                    self.store.update_task(id, &next, t.revision).await?;
-                    self.append(execution, kind, UNDER_EXECUTION, data).await?;
+                match self.write_logged(execution, &next, t.revision, logged).await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        self.store.update_task(id, &next, t.revision).await?;
+                        self.append(execution, kind, UNDER_EXECUTION, data).await?;
+                    }
+                    Err(ServiceError::Store(StoreError::Conflict { .. })) if only.is_some() => {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 }
                 recovered.push(step);
             }

@@ -356,6 +356,14 @@ impl ExecutionStore for PgStore {
         crate::locks::acquire_lease(self, execution, holder).await
     }
 
+    async fn acquire_shared_lease(
+        &self,
+        execution: ExecutionId,
+        holder: &Holder,
+    ) -> Result<Option<Lease>, StoreError> {
+        crate::locks::acquire_shared_lease(self, execution, holder).await
+    }
+
     async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError> {
         crate::locks::lease(self, execution).await
     }

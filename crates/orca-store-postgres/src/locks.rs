@@ -158,10 +158,17 @@ pub fn abandon_lease(lease: Lease) {
 
 const TRY_LOCKS: &str =
     "SELECT coalesce(bool_and(pg_try_advisory_lock(k)), true) FROM unnest($1::int8[]) AS k";
+const TRY_SHARED: &str =
+    "SELECT coalesce(bool_and(pg_try_advisory_lock_shared(k)), true) FROM unnest($1::int8[]) AS k";
 const UNLOCK_ALL: &str = "SELECT pg_advisory_unlock_all()";
 const DELETE_LEASE: &str = "DELETE FROM leases WHERE execution_id = $1";
 
-async fn take_locks(store: &PgStore, keys: &[i64]) -> Result<Option<Session>, StoreError> {
+/// Takes every lock of `keys` (exclusive, or shared), all or none, on a connection of its own.
+async fn take_locks(
+    store: &PgStore,
+    keys: &[i64],
+    shared: bool,
+) -> Result<Option<Session>, StoreError> {
     store.inner.releases.settle(keys).await;
     store.migrate().await?;
     let releases = &store.inner.releases;
@@ -170,7 +177,7 @@ async fn take_locks(store: &PgStore, keys: &[i64]) -> Result<Option<Session>, St
         None => Session::new(crate::pool::connect(store.pool().config()).await?),
     };
     let stmt = session
-        .prepared(TRY_LOCKS)
+        .prepared(if shared { TRY_SHARED } else { TRY_LOCKS })
         .await
         .map_err(db("taking advisory locks"))?;
     let row = session
@@ -243,7 +250,7 @@ pub(crate) async fn acquire_lease(
 ) -> Result<Lease, StoreError> {
     let key = lease_key(execution);
     let id = execution.to_string();
-    let Some(client) = take_locks(store, &[key]).await? else {
+    let Some(client) = take_locks(store, &[key], false).await? else {
         let current = lease(store, execution).await?;
         return Err(StoreError::LeaseHeld {
             execution,
@@ -322,6 +329,34 @@ pub(crate) async fn acquire_lease(
     Ok(Lease::new(execution, info, Box::new(held), took_over))
 }
 
+/// A shared hold on an execution's lease lock (workers claiming its tasks, ADR 0026): no row
+/// is written; it goes with its connection like the exclusive lease.
+pub(crate) async fn acquire_shared_lease(
+    store: &PgStore,
+    execution: ExecutionId,
+    holder: &Holder,
+) -> Result<Option<Lease>, StoreError> {
+    let key = lease_key(execution);
+    let Some(client) = take_locks(store, &[key], true).await? else {
+        return Ok(None);
+    };
+    let held = Held {
+        client: Some(client),
+        keys: vec![key],
+        lease_row: None,
+        abandon: AtomicBool::new(false),
+        releases: Arc::clone(&store.inner.releases),
+        runtime: tokio::runtime::Handle::current(),
+    };
+    let info = LeaseInfo {
+        holder: holder.clone(),
+        acquired_at: OffsetDateTime::now_utc(),
+        stale: false,
+        renewed_at: None,
+    };
+    Ok(Some(Lease::new(execution, info, Box::new(held), None)))
+}
+
 pub(crate) async fn renew_lease(lease: &Lease) -> Result<(), StoreError> {
     let Some(held) = lease.backend_guard().downcast_ref::<Held>() else {
         return Err(StoreError::Invalid(
@@ -354,7 +389,7 @@ pub(crate) async fn try_lock_resources(
         .iter()
         .map(|n| lock_key("orca-resource", n))
         .collect();
-    let Some(client) = take_locks(store, &keys).await? else {
+    let Some(client) = take_locks(store, &keys, false).await? else {
         return Ok(None);
     };
     let held = Held {

@@ -385,6 +385,24 @@ pub trait ExecutionStore: Send + Sync {
         holder: &Holder,
     ) -> Result<Lease, StoreError>;
 
+    /// Takes a SHARED hold on an execution, for workers that claim its tasks one by one
+    /// (ADR 0026): any number of shared holders at once, never together with the exclusive
+    /// lease of [`Self::acquire_lease`] (which fails with [`StoreError::LeaseHeld`] while a
+    /// shared holder lives). `Ok(None)`: the exclusive lease is held now. The default: this
+    /// store cannot ([`StoreError::Invalid`]).
+    async fn acquire_shared_lease(
+        &self,
+        execution: ExecutionId,
+        holder: &Holder,
+    ) -> Result<Option<Lease>, StoreError> {
+        let _ = (execution, holder);
+        Err(StoreError::Invalid(
+            "this store cannot share an execution between workers (claiming tasks one by one \
+             needs the postgres store)"
+                .to_owned(),
+        ))
+    }
+
     /// Who holds the lease now, if anyone has recorded one (stale or not).
     async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError>;
 
