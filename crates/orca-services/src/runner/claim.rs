@@ -104,6 +104,7 @@ impl Runner {
             started: Instant::now(),
             last_refresh: Instant::now(),
             stop_after_drain: None,
+            first_look: fastrand::usize(..),
         };
         let heartbeat = self.task_heartbeat();
         let outcome = self.claim_loop(&mut run, cancel, &wake).await;
