@@ -311,7 +311,10 @@ async fn bench_worker(
     match mode {
         Mode::Execution => match runner.run(exec, cancel).await {
             // Another worker leads it: this one has nothing to do.
-            Ok(_) | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld { .. })) => Ok(()),
+            Ok(_)
+            | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
+                ..
+            })) => Ok(()),
             Err(e) => Err(e.into()),
         },
         Mode::Task => {
@@ -322,11 +325,22 @@ async fn bench_worker(
                     fed.notify_one();
                 }
             });
-            let outcome = runner.run_claims(exec, &cancel, wake).await?;
+            // The opening's lease, taken through another connection, may still be going.
+            let mut outcome = orca_services::ClaimOutcome::Led;
+            for _ in 0..200 {
+                outcome = runner.run_claims(exec, &cancel, Arc::clone(&wake)).await?;
+                if outcome != orca_services::ClaimOutcome::Led {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             feeder.abort();
             if outcome == orca_services::ClaimOutcome::ForLeader {
                 match runner.run(exec, cancel).await {
-                    Ok(_) | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld { .. })) => {}
+                    Ok(_)
+                    | Err(orca_services::ServiceError::Store(
+                        orca_store::StoreError::LeaseHeld { .. },
+                    )) => {}
                     Err(e) => return Err(e.into()),
                 }
             }

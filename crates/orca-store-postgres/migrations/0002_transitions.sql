@@ -20,7 +20,8 @@ CREATE INDEX task_leases_by_token ON task_leases (token);
 -- (appended after the head the caller computed it from), or both, in the one transaction of
 -- this statement. Checks first, writes last: a refusal writes nothing. Returns 'ok', or why
 -- not: 'missing:execution', 'missing:task', 'stage:<stage>', 'busy' (claimed by another transaction right now, with
--- p_skip_locked), 'conflict:<revision found>', 'no_log', 'sealed', 'head' (the log moved on).
+-- p_skip_locked), 'conflict:<revision found>', 'no_log', 'sealed', 'head:<seq>:<line>' (the
+-- log moved on: its head now).
 -- Two appends from the same head race on the entries' primary key: the loser fails with
 -- unique_violation and nothing of it is written.
 CREATE FUNCTION orca_write(
@@ -77,7 +78,8 @@ BEGIN
         SELECT seq, line INTO v_seq, v_line FROM audit_entries
          WHERE log_key = p_log ORDER BY seq DESC LIMIT 1;
         IF v_seq IS DISTINCT FROM p_prev_seq OR v_line IS DISTINCT FROM p_prev_line THEN
-            RETURN 'head';
+            -- The head now (no second round trip to read it); '' for an empty log.
+            RETURN 'head:' || coalesce(v_seq::text || ':' || v_line, '');
         END IF;
         INSERT INTO audit_entries (log_key, seq, line) VALUES (p_log, p_seq, p_line);
     END IF;

@@ -249,7 +249,24 @@ pub(crate) async fn write(
                 };
                 return Ok((task_part.map(|(_, _, next, ..)| next), entry));
             }
-            "head" => forget(known.as_deref_mut()),
+            head if head.starts_with("head:") => {
+                // The log moved on (another process appended): its head came back with the
+                // refusal.
+                let now = match head.split_once(':').map(|(_, rest)| rest) {
+                    Some("") => Some(None),
+                    Some(rest) => rest.split_once(':').and_then(|(seq, line)| {
+                        let seq: i64 = seq.parse().ok()?;
+                        let key = log.as_ref().map_or("", |(_, k, _)| k.as_str());
+                        parse_entry(key, seq, line)
+                            .ok()
+                            .map(|e| Some((e, line.to_owned())))
+                    }),
+                    None => None,
+                };
+                if let Some(k) = known.as_deref_mut() {
+                    *k = now;
+                }
+            }
             "no_log" => {
                 if let Some((id, key, _)) = &log {
                     let log_id = encode(id, &id.to_string())?;

@@ -322,6 +322,25 @@ pub trait ExecutionStore: Send + Sync {
             })
     }
 
+    /// The tasks of an execution whose revision differs from `known` (the revisions the
+    /// caller holds, in plan order), with their positions: a worker claiming tasks beside
+    /// others catches up without re-reading every task (ADR 0026). The default reads the
+    /// whole snapshot.
+    async fn changed_tasks(
+        &self,
+        id: ExecutionId,
+        known: &[Revision],
+    ) -> Result<Vec<(usize, Versioned<Task>)>, StoreError> {
+        Ok(self
+            .execution(id)
+            .await?
+            .tasks
+            .into_iter()
+            .enumerate()
+            .filter(|(i, t)| known.get(*i) != Some(&t.revision))
+            .collect())
+    }
+
     /// Replaces the execution header if it is still at `expected`. Terminal executions are
     /// immutable.
     async fn update_execution(

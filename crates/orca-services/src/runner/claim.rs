@@ -20,6 +20,7 @@
 use super::*;
 
 use orca_core::ExecutionStage;
+use orca_store::Revision;
 use tokio::sync::Notify;
 
 /// How a claiming drive ended.
@@ -118,6 +119,20 @@ impl Runner {
         outcome
     }
 
+    /// Re-reads the header and only the tasks other workers changed.
+    async fn catch_up(&self, run: &mut Run) -> Result<()> {
+        let known: Vec<Revision> = run.tasks.iter().map(|t| t.revision).collect();
+        let changed = self
+            .executions
+            .store()
+            .changed_tasks(run.id, &known)
+            .await?;
+        for (i, task) in changed {
+            Self::store_task(run, i, task);
+        }
+        self.refresh(run).await
+    }
+
     /// Renews this worker's task leases, every third of the lease timeout.
     fn task_heartbeat(&self) -> tokio::task::JoinHandle<()> {
         let store = self.executions.store().clone();
@@ -143,7 +158,7 @@ impl Runner {
         let mut stale = false;
         loop {
             if stale {
-                self.refresh_all(run).await?;
+                self.catch_up(run).await?;
                 stale = false;
             }
             // Tasks whose holder stopped its heartbeat: recorded as abandoned, run again.
@@ -174,7 +189,7 @@ impl Runner {
             let waiting = run.retries_pending() || run.waiting_for_locks();
             if run.joins.is_empty() && !waiting {
                 // Nothing of ours in flight: what does the store say now?
-                self.refresh_all(run).await?;
+                self.catch_up(run).await?;
                 let others_running = run
                     .tasks
                     .iter()
