@@ -238,26 +238,16 @@ impl ExecutionStore for PgStore {
             .transaction()
             .await
             .map_err(db(format!("updating {what}")))?;
-        let row = tx
-            .query_opt(
-                "SELECT revision, doc FROM executions WHERE id = $1 FOR UPDATE",
-                &[&key],
-            )
-            .await
-            .map_err(db(format!("reading {what}")))?
-            .ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
-        let stored = decode(
+        let (stored, next) = codec::locked_at(
+            &tx,
             "executions",
             &key,
-            row.get(1),
-            row.get(0),
+            &what,
+            expected,
             Execution::from_json,
-        )?;
-        if stored.revision != expected {
-            return Err(common::conflict(what, expected, stored.revision));
-        }
+        )
+        .await?;
         common::check_execution_update(&stored.value, execution)?;
-        let next = common::next_revision(&what, stored.revision)?;
         tx.execute(
             "UPDATE executions SET revision = $2, stage = $3, doc = $4 WHERE id = $1",
             &[&key, &db_revision(next), &tag(&execution.stage()), &doc],

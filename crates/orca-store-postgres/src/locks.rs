@@ -111,6 +111,20 @@ struct Held {
     runtime: tokio::runtime::Handle,
 }
 
+impl Held {
+    /// Locks of `keys` held on `client`, released on drop (no lease row yet).
+    fn new(store: &PgStore, client: Session, keys: Vec<i64>) -> Self {
+        Self {
+            client: Some(client),
+            keys,
+            lease_row: None,
+            abandon: AtomicBool::new(false),
+            releases: Arc::clone(&store.inner.releases),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
@@ -265,14 +279,7 @@ pub(crate) async fn acquire_lease(
         });
     };
     // From here the lock is ours: dropping `held` on any error releases it.
-    let mut held = Held {
-        client: Some(client),
-        keys: vec![key],
-        lease_row: None,
-        abandon: AtomicBool::new(false),
-        releases: Arc::clone(&store.inner.releases),
-        runtime: tokio::runtime::Handle::current(),
-    };
+    let mut held = Held::new(store, client, vec![key]);
     let client = &held
         .client
         .as_ref()
@@ -340,14 +347,7 @@ pub(crate) async fn acquire_shared_lease(
     let Some(client) = take_locks(store, &[key], true).await? else {
         return Ok(None);
     };
-    let held = Held {
-        client: Some(client),
-        keys: vec![key],
-        lease_row: None,
-        abandon: AtomicBool::new(false),
-        releases: Arc::clone(&store.inner.releases),
-        runtime: tokio::runtime::Handle::current(),
-    };
+    let held = Held::new(store, client, vec![key]);
     let info = LeaseInfo {
         holder: holder.clone(),
         acquired_at: OffsetDateTime::now_utc(),
@@ -392,14 +392,7 @@ pub(crate) async fn try_lock_resources(
     let Some(client) = take_locks(store, &keys, false).await? else {
         return Ok(None);
     };
-    let held = Held {
-        client: Some(client),
-        keys,
-        lease_row: None,
-        abandon: AtomicBool::new(false),
-        releases: Arc::clone(&store.inner.releases),
-        runtime: tokio::runtime::Handle::current(),
-    };
+    let held = Held::new(store, client, keys);
     Ok(Some(ResourceGuard::new(unique, Box::new(held))))
 }
 

@@ -201,8 +201,7 @@ impl Runner {
                     return Ok(ClaimOutcome::ForLeader);
                 }
             }
-            let next_retry = run.next_retry();
-            let lock_poll = run.waiting_for_locks();
+            let (next_retry, lock_poll) = (run.next_retry(), run.waiting_for_locks());
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
@@ -210,23 +209,11 @@ impl Runner {
                     return Ok(ClaimOutcome::Interrupted { steps });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
-                    match joined {
-                        Ok(Some((recording, written))) => {
-                            self.on_recorded(run, recording, written).await?;
-                        }
-                        Ok(None) => {}
-                        Err(e) if e.is_cancelled() => {}
-                        Err(e) => warn!(error = %e, "an agent call panicked"),
-                    }
+                    self.on_joined(run, joined).await?;
                 }
                 // Another worker's task changed: something may be ready now.
                 () = wake.notified() => stale = true,
-                () = sleep_until_opt(next_retry), if next_retry.is_some() => {
-                    let now = Instant::now();
-                    for i in run.where_slot(|s| matches!(s, Slot::RetryAt(t) if *t <= now)) {
-                        run.set(i, Slot::RetryNow { guidance: None });
-                    }
-                }
+                () = sleep_until_opt(next_retry), if next_retry.is_some() => run.retries_due(),
                 () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
                 // The fallback when no notification comes.
                 () = tokio::time::sleep(Duration::from_secs(1)) => stale = true,

@@ -22,7 +22,7 @@ mod state;
 pub use claim::ClaimOutcome;
 pub use config::{Backoff, FailurePolicy, RunConfig};
 pub use report::{Observer, Quiet, RunEvent, RunOutcome, RunReport, terminal_outcome};
-use state::{Recording, Run, Slot, retryable};
+use state::{Joined, Recording, Run, Slot, retryable};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -407,21 +407,9 @@ impl Runner {
                     return Ok(RunOutcome::Interrupted { steps });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
-                    match joined {
-                        Ok(Some((recording, written))) => {
-                            self.on_recorded(run, recording, written).await?;
-                        }
-                        Ok(None) => {}
-                        Err(e) if e.is_cancelled() => {}
-                        Err(e) => warn!(error = %e, "an agent call panicked"),
-                    }
+                    self.on_joined(run, joined).await?;
                 }
-                () = sleep_until_opt(next_retry), if next_retry.is_some() => {
-                    let now = Instant::now();
-                    for i in run.where_slot(|s| matches!(s, Slot::RetryAt(t) if *t <= now)) {
-                        run.set(i, Slot::RetryNow { guidance: None });
-                    }
-                }
+                () = sleep_until_opt(next_retry), if next_retry.is_some() => run.retries_due(),
                 () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
                 // Also the backstop: nothing can leave the loop waiting forever.
                 () = tokio::time::sleep(self.config.watch_interval) => {}

@@ -157,6 +157,14 @@ impl Run {
     }
 
     /// The earliest scheduled retry.
+    /// Retries whose time has come start now.
+    pub(super) fn retries_due(&mut self) {
+        let now = Instant::now();
+        for i in self.where_slot(|s| matches!(s, Slot::RetryAt(t) if *t <= now)) {
+            self.set(i, Slot::RetryNow { guidance: None });
+        }
+    }
+
     pub(super) fn next_retry(&self) -> Option<Instant> {
         self.slots
             .iter()
