@@ -54,7 +54,7 @@ enum Opened {
     Ended(RunOutcome),
     /// It runs: its approved plan, and the steps whose abandoned attempts were recovered.
     Running {
-        plan: ApprovedPlan,
+        plan: Box<ApprovedPlan>,
         recovered: Vec<StepId>,
     },
 }
@@ -140,7 +140,7 @@ impl Runner {
                     usage: Usage::default(),
                 });
             }
-            Opened::Running { plan, recovered } => (plan, recovered),
+            Opened::Running { plan, recovered } => (*plan, recovered),
         };
         let snap = self.executions.get(id).await?;
         let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
@@ -262,7 +262,10 @@ impl Runner {
                 steps: recovered.clone(),
             });
         }
-        Ok(Opened::Running { plan, recovered })
+        Ok(Opened::Running {
+            plan: Box::new(plan),
+            recovered,
+        })
     }
 
     /// Re-reads the execution header: stops and decisions made by other processes. Cheap —

@@ -109,6 +109,7 @@ fn four_workers_claiming_tasks_run_200_tasks_each_exactly_once_without_lock_over
     four_workers_200_tasks("task");
 }
 
+#[expect(clippy::print_stdout, reason = "the test prints its counts")]
 fn four_workers_200_tasks(claim: &str) {
     let url = database();
     let project = tempfile::tempdir().unwrap();
@@ -220,6 +221,7 @@ fn a_worker_claiming_tasks_killed_mid_task_is_taken_over_after_its_task_lease() 
     killed_mid_task("task");
 }
 
+#[expect(clippy::print_stdout, reason = "the test prints its counts")]
 fn killed_mid_task(claim: &str) {
     let url = database();
     let project = tempfile::tempdir().unwrap();
