@@ -209,6 +209,43 @@ async fn breakdown(
     Ok(())
 }
 
+/// What this machine allows at best: the median of one round trip that does nothing
+/// (`SELECT 1`, prepared) and of one durable commit (a one-row insert, fsync on). A task claim +
+/// complete is two statements: it costs at least two of each.
+async fn floor(stats: &Stats, n: usize, out: &mut Vec<Figure>) -> Result<(), BoxError> {
+    let c = &stats.client;
+    let durable = "CREATE TABLE IF NOT EXISTS bench_commit (x int)";
+    c.batch_execute(durable).await?;
+    let ping = c.prepare("SELECT 1").await?;
+    let commit = c.prepare("INSERT INTO bench_commit VALUES (1)").await?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (mut rt, mut cm) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t = Instant::now();
+        c.query_one(&ping, &[]).await?;
+        rt.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        c.execute(&commit, &[]).await?;
+        cm.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    for (name, value, description) in [
+        ("pg_round_trip_ms", median(rt), "one empty round trip (SELECT 1), median: this machine's floor"),
+        ("pg_commit_ms", median(cm), "one durable one-row commit (fsync on), median: this machine's floor"),
+    ] {
+        out.push(Figure {
+            name: name.into(),
+            value,
+            unit: "ms",
+            target: None,
+            description: description.into(),
+        });
+    }
+    Ok(())
+}
+
 struct Figure {
     name: String,
     value: f64,
@@ -236,6 +273,7 @@ async fn figures(quick: bool) -> Result<Vec<Figure>, BoxError> {
     let per_task_ms = start.elapsed().as_secs_f64() * 1000.0 / n as f64;
     let after = stats.sample().await?;
     breakdown(&stats, &before, &after, n, &mut out).await?;
+    floor(&stats, n, &mut out).await?;
     out.push(Figure {
         name: "pg_task_claim_complete_ms".into(),
         value: per_task_ms,
