@@ -177,7 +177,12 @@ fn add(rows: &mut Vec<Row>, name: &str, unit: &str, value: f64, target: Option<f
 
 /// Runs a benchmark example with `--json PATH` and collects its figures
 /// (`{"figures": [{"name", "value", "unit", "target", "description"}]}`).
-fn example(bin: &Path, json_path: &Path, opts: &Options, rows: &mut Vec<Row>) -> Result<(), String> {
+fn example(
+    bin: &Path,
+    json_path: &Path,
+    opts: &Options,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let _ = std::fs::remove_file(json_path);
     let mut cmd = util::command(bin);
     if opts.quick {

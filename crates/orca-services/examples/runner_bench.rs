@@ -399,7 +399,12 @@ async fn workers_run(
     let wall = start.elapsed();
     let stage = orca.executions.get(exec).await?.execution.value.stage();
     if stage != orca_core::ExecutionStage::Completed {
-        return Err(format!("{} workers claiming {}: ended {stage:?}", workers, mode.name()).into());
+        return Err(format!(
+            "{} workers claiming {}: ended {stage:?}",
+            workers,
+            mode.name()
+        )
+        .into());
     }
     Ok(wall)
 }

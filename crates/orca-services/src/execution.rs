@@ -8,8 +8,8 @@ use std::sync::Arc;
 use orca_core::{
     ApprovedPlan, AuditKind, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId,
     ExecutionStage, Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task,
-    TaskFailure, TaskInterruption, TaskResult, TaskStatus, TaskSuccess, TransitionError, UNDER_EXECUTION,
-    build_context_with, schedule,
+    TaskFailure, TaskInterruption, TaskResult, TaskStatus, TaskSuccess, TransitionError,
+    UNDER_EXECUTION, build_context_with, schedule,
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{
@@ -460,7 +460,10 @@ impl ExecutionService {
                 let execution = &snap.execution.value;
                 let kind = AuditKind::TaskAttemptAbandoned;
                 let logged = (kind, UNDER_EXECUTION, data.clone());
-                match self.write_logged(execution, &next, t.revision, logged).await {
+                match self
+                    .write_logged(execution, &next, t.revision, logged)
+                    .await
+                {
                     Ok(Some(_)) => {}
                     Ok(None) => {
                         self.store.update_task(id, &next, t.revision).await?;

@@ -125,7 +125,9 @@ impl Stats {
     async fn sample(&self) -> Result<Sample, BoxError> {
         // Counters are published at the end of each backend's transaction: let them settle.
         tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-        self.client.batch_execute("SELECT pg_stat_clear_snapshot()").await?;
+        self.client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await?;
         let row = self
             .client
             .query_one(
@@ -183,7 +185,8 @@ async fn breakdown(
         )
         .await?;
     let mut statements = 0.0;
-    let mut lines = String::from("per-statement breakdown, 1 worker (calls per task, server ms per call):\n");
+    let mut lines =
+        String::from("per-statement breakdown, 1 worker (calls per task, server ms per call):\n");
     for r in &rows {
         let calls: i64 = r.get(0);
         let total: f64 = r.get(1);
@@ -232,8 +235,16 @@ async fn floor(stats: &Stats, n: usize, out: &mut Vec<Figure>) -> Result<(), Box
         cm.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     for (name, value, description) in [
-        ("pg_round_trip_ms", median(rt), "one empty round trip (SELECT 1), median: this machine's floor"),
-        ("pg_commit_ms", median(cm), "one durable one-row commit (fsync on), median: this machine's floor"),
+        (
+            "pg_round_trip_ms",
+            median(rt),
+            "one empty round trip (SELECT 1), median: this machine's floor",
+        ),
+        (
+            "pg_commit_ms",
+            median(cm),
+            "one durable one-row commit (fsync on), median: this machine's floor",
+        ),
     ] {
         out.push(Figure {
             name: name.into(),

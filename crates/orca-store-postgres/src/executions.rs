@@ -5,13 +5,13 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use orca_core::{Execution, ExecutionId, Holder, PlanId, StepId, Task};
+use orca_store::AuditLogId;
+use orca_store::audit::{AuditEntry, NewAuditEntry};
 use orca_store::common;
 use orca_store::{
     ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
     ResourceGuard, Revision, StoreError, Versioned,
 };
-use orca_store::AuditLogId;
-use orca_store::audit::{AuditEntry, NewAuditEntry};
 
 use crate::codec::{self, db_revision, decode, encode_redacted, tag};
 use crate::write::TaskWrite;

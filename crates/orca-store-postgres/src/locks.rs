@@ -17,13 +17,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::pool::Session;
+use crate::{PgStore, db};
 use orca_core::{ExecutionId, Holder, StepId};
 use orca_store::common;
 use orca_store::{Lease, LeaseInfo, ResourceGuard, StoreError};
 use time::OffsetDateTime;
 use tokio::sync::Notify;
-use crate::pool::Session;
-use crate::{PgStore, db};
 
 /// Idle lock connections kept for reuse.
 const IDLE_LOCK_CONNECTIONS: usize = 32;

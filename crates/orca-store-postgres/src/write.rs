@@ -120,10 +120,9 @@ pub(crate) async fn write(
             let next = common::next_revision(&what, t.expected)?;
             let doc = encode_redacted(t.task, &what, &store.inner.redactor)?;
             let lease = match t.task {
-                Task::Running(r) => Some((
-                    r.holder.token.clone(),
-                    encode(&r.holder, "a task holder")?,
-                )),
+                Task::Running(r) => {
+                    Some((r.holder.token.clone(), encode(&r.holder, "a task holder")?))
+                }
                 _ => None,
             };
             Some((t, what, next, doc, lease))
@@ -170,9 +169,7 @@ pub(crate) async fn write(
             let line = encode(&next, &format!("an entry of the {id}"))?;
             let seq = i64::try_from(next.seq)
                 .map_err(|_| StoreError::Invalid(format!("the {id} is full")))?;
-            let prev_seq = known
-                .as_ref()
-                .and_then(|(e, _)| i64::try_from(e.seq).ok());
+            let prev_seq = known.as_ref().and_then(|(e, _)| i64::try_from(e.seq).ok());
             let prev_line = known.map(|(_, l)| l);
             appended = Some((next, line, seq, prev_seq, prev_line));
         }
@@ -281,7 +278,9 @@ pub(crate) async fn write(
                 }
             }
             "sealed" => {
-                let id = log.as_ref().map_or_else(String::new, |(id, ..)| id.to_string());
+                let id = log
+                    .as_ref()
+                    .map_or_else(String::new, |(id, ..)| id.to_string());
                 return Err(StoreError::Immutable(format!("the {id} is sealed")));
             }
             other => return Err(refused(&task_part, other)),

@@ -69,10 +69,7 @@ impl Runner {
         wake: Arc<Notify>,
     ) -> Result<ClaimOutcome> {
         let store = self.executions.store().clone();
-        let Some(shared) = store
-            .acquire_shared_lease(id, &self.config.holder)
-            .await?
-        else {
+        let Some(shared) = store.acquire_shared_lease(id, &self.config.holder).await? else {
             return Ok(ClaimOutcome::Led);
         };
         let snap = self.executions.get(id).await?;
