@@ -2,7 +2,8 @@
 //!
 //! A step with `isolation: "worktree"` (or every step that declares `writes`, when the plan's
 //! default says so) runs in a checkout of its own, on a branch named after the execution and the
-//! step, and its result is merged into the execution's integration branch when it completes.
+//! step, created from the execution's base commit plus the results of its direct dependencies,
+//! and its result is merged into the execution's integration branch when it completes.
 //! orca-core only names the rule and the port; the git code is in `orca-agents` (`worktree.rs`)
 //! and the binary wires it (ADR 0017).
 
@@ -12,6 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::ToolHost;
+use crate::graph::dependency_indices;
 use crate::id::{ExecutionId, StepId};
 use crate::plan::{PlanContent, Step};
 
@@ -51,6 +53,21 @@ pub fn any_worktree(plan: &PlanContent, fallback: Option<Isolation>) -> bool {
         .any(|s| Isolation::of(s, plan, fallback) == Isolation::Worktree)
 }
 
+/// The steps `plan.steps[index]` depends on directly (the "after the previous step" default
+/// applied), in plan order: the results an isolated step's worktree starts from.
+#[must_use]
+pub fn direct_dependencies(plan: &PlanContent, index: usize) -> Vec<StepId> {
+    let mut deps = dependency_indices(&plan.steps)
+        .into_iter()
+        .nth(index)
+        .unwrap_or_default();
+    deps.sort_unstable();
+    deps.dedup();
+    deps.into_iter()
+        .filter_map(|i| plan.steps.get(i).map(|s| s.id.clone()))
+        .collect()
+}
+
 /// Why a step's workspace could not be prepared or merged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -65,6 +82,20 @@ pub enum WorkspaceError {
         step: StepId,
         /// The integration branch.
         branch: String,
+        /// The conflicting files, relative to the repository.
+        files: Vec<String>,
+    },
+    /// The results of the step's dependencies do not merge into one starting point.
+    #[error(
+        "the results of step `{step}`'s dependencies {} conflict in {}",
+        dependencies.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", "),
+        files.join(", ")
+    )]
+    DependenciesConflict {
+        /// The step that was to start.
+        step: StepId,
+        /// The dependencies merged so far, the one that conflicted last.
+        dependencies: Vec<StepId>,
         /// The conflicting files, relative to the repository.
         files: Vec<String>,
     },
@@ -88,7 +119,8 @@ pub struct KeptWorktree {
 /// How the execution's isolated workspaces ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkspaceEnd {
-    /// Every step completed: the step worktrees and branches go, the integration branch stays.
+    /// Every step completed: the step worktrees, branches and result refs go, the integration
+    /// branch stays.
     Completed,
     /// Failed or stopped: everything is kept for inspection.
     Kept,
@@ -99,17 +131,24 @@ pub enum WorkspaceEnd {
 /// finds, so nothing leaks.
 #[async_trait]
 pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
-    /// Prepares a fresh checkout for an attempt of `step` (from the integration branch, which
-    /// holds the execution's base commit and every merged result, its dependencies' included)
-    /// and returns the directory it runs in.
+    /// Prepares a fresh checkout for an attempt of `step` and returns the directory it runs in:
+    /// the execution's base commit with the results of `after` (its direct dependencies, in
+    /// plan order) merged in. A dependency without a result (it ran in place) adds nothing. After
+    /// a conflict (its own merge, or its dependencies') the next attempt starts from the
+    /// integration branch instead, which holds what it conflicted with.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::DependenciesConflict`] when the dependencies' results conflict.
     async fn prepare(
         &self,
         execution: ExecutionId,
         step: &StepId,
+        after: &[StepId],
     ) -> Result<PathBuf, WorkspaceError>;
 
-    /// Commits what the attempt changed on its branch and merges the branch into the
-    /// integration branch. A conflict leaves the integration branch as it was.
+    /// Commits what the attempt changed on its branch, merges the branch into the integration
+    /// branch and keeps the result addressable for the steps that depend on it. A conflict
+    /// leaves the integration branch as it was.
     async fn integrate(
         &self,
         execution: ExecutionId,

@@ -220,13 +220,17 @@ impl Runner {
             None => timeout,
         };
         // Hook (ADR 0017): the step carries its effective isolation (its own, else the
-        // plan's or the config's default for writing steps) for the dispatcher.
+        // plan's or the config's default for writing steps) for the dispatcher, and an
+        // isolated one its direct dependencies, whose results its worktree starts from.
         let mut step = step;
-        step.isolation = Some(orca_core::Isolation::of(
-            &step,
-            run.plan.content(),
-            self.config.isolation,
-        ));
+        let isolation = orca_core::Isolation::of(&step, run.plan.content(), self.config.isolation);
+        step.isolation = Some(isolation);
+        if isolation == orca_core::Isolation::Worktree {
+            step.depends_on = Some(orca_core::isolation::direct_dependencies(
+                run.plan.content(),
+                index,
+            ));
+        }
         let request = TaskRequest {
             agent: step.agent.clone(),
             execution_id: run.id,
