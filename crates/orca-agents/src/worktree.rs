@@ -278,7 +278,13 @@ impl GitWorktrees {
             let outcome = git(
                 dir,
                 &[
-                    "merge", "--ff", "--no-edit", "--no-verify", "--quiet", "-m", &message,
+                    "merge",
+                    "--ff",
+                    "--no-edit",
+                    "--no-verify",
+                    "--quiet",
+                    "-m",
+                    &message,
                     &result,
                 ],
             )

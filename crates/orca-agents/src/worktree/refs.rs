@@ -58,7 +58,12 @@ impl GitWorktrees {
     pub(super) async fn commit_of(&self, rev: &str) -> Option<String> {
         git(
             &self.top,
-            &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")],
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ],
         )
         .await
         .ok()
@@ -67,7 +72,9 @@ impl GitWorktrees {
     }
 
     pub(super) async fn set_ref(&self, name: &str, commit: &str) -> Result<(), WorkspaceError> {
-        git(&self.top, &["update-ref", name, commit]).await.map(drop)
+        git(&self.top, &["update-ref", name, commit])
+            .await
+            .map(drop)
     }
 
     pub(super) async fn delete_ref(&self, name: &str) -> Result<(), WorkspaceError> {
@@ -80,7 +87,10 @@ impl GitWorktrees {
     /// The execution's base commit, recorded the first time it is asked for: the integration
     /// branch's tip if the branch already exists (an execution started before base refs, or a
     /// replan's, which starts where the plan it replaces ended), else `HEAD`.
-    pub(super) async fn ensure_base(&self, execution: ExecutionId) -> Result<String, WorkspaceError> {
+    pub(super) async fn ensure_base(
+        &self,
+        execution: ExecutionId,
+    ) -> Result<String, WorkspaceError> {
         let name = base_ref(execution);
         if let Some(base) = self.commit_of(&name).await {
             return Ok(base);
@@ -134,7 +144,10 @@ impl GitWorktrees {
     }
 
     /// Removes every ref of the execution; returns how many there were.
-    pub(super) async fn delete_refs(&self, execution: ExecutionId) -> Result<usize, WorkspaceError> {
+    pub(super) async fn delete_refs(
+        &self,
+        execution: ExecutionId,
+    ) -> Result<usize, WorkspaceError> {
         let names = self.refs(execution).await?;
         for name in &names {
             git(&self.top, &["update-ref", "-d", name]).await?;

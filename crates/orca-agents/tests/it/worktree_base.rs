@@ -88,12 +88,22 @@ async fn a_step_sees_its_dependencies_results_and_not_an_unrelated_step_that_fin
     assert!(ok(root, &["ls-tree", "--name-only", &branch]).contains("b.txt"));
     let seen = complete(&git, exec, "c", &["a"]).await;
     println!("c sees: {seen:?}");
-    assert_eq!(seen, ["a.txt", "f.txt"], "b's result leaked into c's worktree");
+    assert_eq!(
+        seen,
+        ["a.txt", "f.txt"],
+        "b's result leaked into c's worktree"
+    );
     // c merges cleanly into a branch that also holds b.
     let tree = ok(root, &["ls-tree", "--name-only", &branch]);
     assert_eq!(tree, "a.txt\nb.txt\nc.txt\nf.txt\n");
-    let merges = ok(root, &["log", "--first-parent", "--merges", "--format=%s", &branch]);
-    assert_eq!(merges, "orca: merge step c\norca: merge step b\norca: merge step a\n");
+    let merges = ok(
+        root,
+        &["log", "--first-parent", "--merges", "--format=%s", &branch],
+    );
+    assert_eq!(
+        merges,
+        "orca: merge step c\norca: merge step b\norca: merge step a\n"
+    );
     let refs = git.refs(exec).await.unwrap();
     println!("refs during the run: {refs:?}");
     assert!(refs.iter().any(|r| r.ends_with("/result/c")), "{refs:?}");
@@ -101,7 +111,10 @@ async fn a_step_sees_its_dependencies_results_and_not_an_unrelated_step_that_fin
 
     git.end(exec, WorkspaceEnd::Completed).await.unwrap();
     let left = orca_refs(root);
-    println!("orca refs left after the execution completed: {}", left.len());
+    println!(
+        "orca refs left after the execution completed: {}",
+        left.len()
+    );
     assert_eq!(left.len(), 0, "{left:?}");
     assert_eq!(ok(root, &["ls-tree", "--name-only", &branch]), tree);
 }
@@ -116,7 +129,11 @@ async fn a_diamond_sees_every_ancestor_and_a_sibling_never_sees_its_sibling() {
     let c_saw = complete(&git, exec, "c", &["a"]).await;
     let b_saw = complete(&git, exec, "b", &["a"]).await;
     println!("b sees {b_saw:?}, c sees {c_saw:?}");
-    assert_eq!(b_saw, ["a.txt", "f.txt"], "c finished first: b must not see it");
+    assert_eq!(
+        b_saw,
+        ["a.txt", "f.txt"],
+        "c finished first: b must not see it"
+    );
     assert_eq!(c_saw, ["a.txt", "f.txt"]);
     let d_saw = complete(&git, exec, "d", &["b", "c"]).await;
     println!("d sees {d_saw:?}");
@@ -148,13 +165,19 @@ async fn dependencies_whose_results_conflict_fail_the_preparation_and_the_retry_
     std::fs::write(b.join("f.txt"), "B\ntwo\nthree\n").unwrap();
     git.integrate(exec, &step("b"), 1).await.unwrap();
     let x = git.prepare(exec, &step("x"), &steps(&["b"])).await.unwrap();
-    assert_eq!(std::fs::read_to_string(x.join("f.txt")).unwrap(), "B\ntwo\nthree\n");
+    assert_eq!(
+        std::fs::read_to_string(x.join("f.txt")).unwrap(),
+        "B\ntwo\nthree\n"
+    );
     std::fs::write(x.join("f.txt"), "one\ntwo\nthree\n").unwrap();
     git.integrate(exec, &step("x"), 1).await.unwrap();
     let c = git.prepare(exec, &step("c"), &[]).await.unwrap();
     std::fs::write(c.join("f.txt"), "C\ntwo\nthree\n").unwrap();
     git.integrate(exec, &step("c"), 1).await.unwrap();
-    assert_eq!(ok(root, &["show", &format!("{branch}:f.txt")]), "C\ntwo\nthree\n");
+    assert_eq!(
+        ok(root, &["show", &format!("{branch}:f.txt")]),
+        "C\ntwo\nthree\n"
+    );
 
     let err = git
         .prepare(exec, &step("d"), &steps(&["b", "c"]))
@@ -171,9 +194,16 @@ async fn dependencies_whose_results_conflict_fail_the_preparation_and_the_retry_
     };
     assert_eq!(files, &["f.txt".to_owned()]);
     assert_eq!(dependencies, &steps(&["b", "c"]));
-    assert!(err.to_string().contains("`b`, `c` conflict in f.txt"), "{err}");
+    assert!(
+        err.to_string().contains("`b`, `c` conflict in f.txt"),
+        "{err}"
+    );
     let kept = git.kept(exec).await.unwrap();
-    assert_eq!(kept.len(), 1, "d's worktree is kept for inspection: {kept:?}");
+    assert_eq!(
+        kept.len(),
+        1,
+        "d's worktree is kept for inspection: {kept:?}"
+    );
     assert_eq!(kept[0].step, step("d"));
 
     // The retry starts from the branch, where b, x and c were merged: it merges cleanly.
@@ -181,7 +211,10 @@ async fn dependencies_whose_results_conflict_fail_the_preparation_and_the_retry_
         .prepare(exec, &step("d"), &steps(&["b", "c"]))
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(d.join("f.txt")).unwrap(), "C\ntwo\nthree\n");
+    assert_eq!(
+        std::fs::read_to_string(d.join("f.txt")).unwrap(),
+        "C\ntwo\nthree\n"
+    );
     std::fs::write(d.join("d.txt"), "d").unwrap();
     git.integrate(exec, &step("d"), 2).await.unwrap();
     let refs = git.refs(exec).await.unwrap();
@@ -225,7 +258,10 @@ async fn a_base_recorded_before_a_crash_is_the_one_used() {
     let git = GitWorktrees::discover(root).await.unwrap();
     let exec = ExecutionId::new();
     // kill -9 after the base was recorded, before the branch was made; HEAD moved since.
-    ok(root, &["update-ref", &format!("refs/orca/{exec}/base"), &first]);
+    ok(
+        root,
+        &["update-ref", &format!("refs/orca/{exec}/base"), &first],
+    );
     let dir = git.prepare(exec, &step("a"), &[]).await.unwrap();
     assert_eq!(files(&dir), ["f.txt"]);
     assert_eq!(

@@ -82,8 +82,7 @@ fn leaks(p: &Project) -> (usize, usize, usize) {
 }
 
 #[test]
-fn a_step_sees_its_dependencys_result_and_not_an_unrelated_step_that_finished_before_it_started()
-{
+fn a_step_sees_its_dependencys_result_and_not_an_unrelated_step_that_finished_before_it_started() {
     let p = Project::new(true);
     // a → c; b unrelated to c. a waits for b's merge, so b has merged before c starts.
     let plan = p.plan(&[
@@ -129,20 +128,21 @@ fn a_step_sees_its_dependencys_result_and_not_an_unrelated_step_that_finished_be
 #[test]
 fn a_diamond_sees_every_ancestor_and_a_sibling_never_sees_its_sibling() {
     let p = Project::new(true);
-    // a → {b, c} → d; b waits for c's merge before listing what it sees.
-    let plan = p.plan(&[
+    // a → {b, c} → d; b and c share a lock, so the second starts after the first merged.
+    let path = p.plan(&[
         ("a", "echo a > a.txt", &[], Some("worktree")),
         (
             "b",
-            &format!(
-                "{} && {} && echo b > b.txt",
-                wait_merged(&p, "c"),
-                list("b")
-            ),
+            &format!("{} && echo b > b.txt", list("b")),
             &["a"],
             Some("worktree"),
         ),
-        ("c", "echo c > c.txt", &["a"], Some("worktree")),
+        (
+            "c",
+            &format!("{} && echo c > c.txt", list("c")),
+            &["a"],
+            Some("worktree"),
+        ),
         (
             "d",
             &format!("{} && echo d > d.txt", list("d")),
@@ -150,15 +150,33 @@ fn a_diamond_sees_every_ancestor_and_a_sibling_never_sees_its_sibling() {
             Some("worktree"),
         ),
     ]);
-    let (c, v, err) = p.json(&["run", &plan, "--yes"]);
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["steps"][1]["locks"] = serde_json::json!(["one-at-a-time"]);
+    doc["steps"][2]["locks"] = serde_json::json!(["one-at-a-time"]);
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let (c, v, err) = p.json(&["run", &path, "--yes"]);
     assert_eq!(c, 0, "{v} {err}");
     let exec = v["execution_id"].as_str().unwrap();
     let order = merge_order(&p, exec);
     println!("merged in order: {order:?}");
-    assert_eq!(order, ["a", "c", "b", "d"]);
-    let (b_sees, d_sees) = (seen(&p, exec, "b"), seen(&p, exec, "d"));
-    println!("b sees {b_sees:?}; d sees {d_sees:?}");
-    assert_eq!(b_sees, ["a.txt", "shared.txt"], "c's result leaked into b's worktree");
+    assert_eq!(order.first().map(String::as_str), Some("a"), "{order:?}");
+    assert_eq!(order.last().map(String::as_str), Some("d"), "{order:?}");
+    let (b_sees, c_sees, d_sees) = (
+        seen(&p, exec, "b"),
+        seen(&p, exec, "c"),
+        seen(&p, exec, "d"),
+    );
+    println!("b sees {b_sees:?}; c sees {c_sees:?}; d sees {d_sees:?}");
+    assert_eq!(
+        b_sees,
+        ["a.txt", "shared.txt"],
+        "c's result leaked into b's worktree"
+    );
+    assert_eq!(
+        c_sees,
+        ["a.txt", "shared.txt"],
+        "b's result leaked into c's worktree"
+    );
     assert_eq!(d_sees, ["a.txt", "b.txt", "c.txt", "shared.txt"]);
     assert_eq!(leaks(&p), (0, 0, 0));
 }
@@ -197,7 +215,10 @@ fn dependencies_whose_results_conflict_fail_the_step_with_the_files_and_a_retry_
         .unwrap_or_else(|| panic!("no merge_conflict failure: {shown}"));
     println!("d's failure: {failure}");
     assert!(failure.contains("step `d` cannot start"), "{failure}");
-    assert!(failure.contains("`b`, `c` conflict in shared.txt"), "{failure}");
+    assert!(
+        failure.contains("`b`, `c` conflict in shared.txt"),
+        "{failure}"
+    );
     assert_eq!(shown["worktrees"]["kept"][0]["step"], "d", "{shown}");
     let refs = p.orca_refs();
     println!("refs kept with the failed run: {refs}");
@@ -264,7 +285,10 @@ fn kill_9_then_resume_starts_dependents_from_recorded_results_and_leaks_nothing(
     child.kill().unwrap();
     let _ = child.wait();
     let during = (p.worktrees(), p.orca_refs());
-    println!("after kill -9: worktrees {}, orca refs {}", during.0, during.1);
+    println!(
+        "after kill -9: worktrees {}, orca refs {}",
+        during.0, during.1
+    );
     // Behind orca's back: first's result ref goes, junk appears in slow's worktree.
     let result = format!("refs/orca/{exec}/result/first");
     git(p.dir.path(), &["update-ref", "-d", &result]);
@@ -284,9 +308,7 @@ fn kill_9_then_resume_starts_dependents_from_recorded_results_and_leaks_nothing(
     let dirs = std::fs::read_dir(p.path(".git/orca-worktrees"))
         .map(|d| d.count())
         .unwrap_or(0);
-    println!(
-        "after resume (worktrees, step branches, refs): {left:?}, orca worktree dirs {dirs}"
-    );
+    println!("after resume (worktrees, step branches, refs): {left:?}, orca worktree dirs {dirs}");
     assert_eq!((left, dirs), ((0, 0, 0), 0));
     let _ = (code, stderr);
 }
