@@ -258,7 +258,7 @@ impl GitWorktrees {
     }
 
     /// Merges the results of `after` into the step's fresh worktree `dir`, in order. A
-    /// dependency without a result (it ran in place) adds nothing. A conflict is left in the
+    /// dependency whose result cannot be found adds nothing (logged). A conflict is left in the
     /// worktree for inspection and marks the step, so its next attempt starts from the
     /// integration branch, where those results were merged.
     async fn merge_dependencies(
@@ -271,6 +271,8 @@ impl GitWorktrees {
         let mut merged = Vec::new();
         for dep in after {
             let Some(result) = self.result_of(execution, dep).await? else {
+                // Only if its ref was removed and it merged nothing: start without it.
+                tracing::warn!(%execution, %step, dependency = %dep, "no result recorded for the dependency");
                 continue;
             };
             merged.push(dep.clone());

@@ -7,6 +7,7 @@
 //! orca-core only names the rule and the port; the git code is in `orca-agents` (`worktree.rs`)
 //! and the binary wires it (ADR 0017).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
@@ -53,17 +54,35 @@ pub fn any_worktree(plan: &PlanContent, fallback: Option<Isolation>) -> bool {
         .any(|s| Isolation::of(s, plan, fallback) == Isolation::Worktree)
 }
 
-/// The steps `plan.steps[index]` depends on directly (the "after the previous step" default
-/// applied), in plan order: the results an isolated step's worktree starts from.
+/// The steps whose results the worktree of `plan.steps[index]` starts from, in plan order:
+/// its direct dependencies (the "after the previous step" default applied), where one that
+/// runs in place — and so commits nothing — is replaced by its own, recursively. Each result
+/// already holds its own dependencies' results.
 #[must_use]
-pub fn direct_dependencies(plan: &PlanContent, index: usize) -> Vec<StepId> {
-    let mut deps = dependency_indices(&plan.steps)
+pub fn worktree_dependencies(
+    plan: &PlanContent,
+    index: usize,
+    fallback: Option<Isolation>,
+) -> Vec<StepId> {
+    let deps = dependency_indices(&plan.steps);
+    let mut found = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<usize> = deps.get(index).cloned().unwrap_or_default();
+    while let Some(i) = todo.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        let Some(step) = plan.steps.get(i) else {
+            continue;
+        };
+        if Isolation::of(step, plan, fallback) == Isolation::Worktree {
+            found.insert(i);
+        } else if let Some(more) = deps.get(i) {
+            todo.extend(more);
+        }
+    }
+    found
         .into_iter()
-        .nth(index)
-        .unwrap_or_default();
-    deps.sort_unstable();
-    deps.dedup();
-    deps.into_iter()
         .filter_map(|i| plan.steps.get(i).map(|s| s.id.clone()))
         .collect()
 }
@@ -133,7 +152,7 @@ pub enum WorkspaceEnd {
 pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
     /// Prepares a fresh checkout for an attempt of `step` and returns the directory it runs in:
     /// the execution's base commit with the results of `after` (its direct dependencies, in
-    /// plan order) merged in. A dependency without a result (it ran in place) adds nothing. After
+    /// plan order; see [`worktree_dependencies`]) merged in. After
     /// a conflict (its own merge, or its dependencies') the next attempt starts from the
     /// integration branch instead, which holds what it conflicted with.
     ///

@@ -108,7 +108,7 @@ impl GitWorktrees {
         Ok(from)
     }
 
-    /// The result of a completed step, or `None` if it has none (it ran in place). A result
+    /// The result of a completed step, or `None` if none can be found. A result
     /// whose ref is missing (removed behind orca's back, or merged by an older orca) is found
     /// again as the second parent of the step's merge commit on the integration branch, and
     /// its ref re-created.
@@ -125,9 +125,14 @@ impl GitWorktrees {
         if self.commit_of(&branch).await.is_none() {
             return Ok(None);
         }
+        // Only this execution's merges (a replan's branch starts on the previous plan's).
+        let range = match self.commit_of(&base_ref(execution)).await {
+            Some(base) => format!("{base}..{branch}"),
+            None => branch,
+        };
         let log = git(
             &self.top,
-            &["log", "--first-parent", "--format=%P%x09%s", &branch],
+            &["log", "--first-parent", "--format=%P%x09%s", &range],
         )
         .await?;
         let subject = merge_subject(step);

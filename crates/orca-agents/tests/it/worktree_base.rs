@@ -242,7 +242,7 @@ async fn a_result_ref_removed_behind_orcas_back_is_recovered_from_the_merge_comm
     let seen = complete(&git, exec, "c", &["a"]).await;
     assert_eq!(seen, ["a.txt", "f.txt"]);
     assert_eq!(ok(root, &["rev-parse", &name]), result, "re-created");
-    // A dependency with no result at all (it ran in place) adds nothing.
+    // A dependency with no result to be found adds nothing.
     let seen = complete(&git, exec, "e", &["in-place"]).await;
     assert_eq!(seen, ["f.txt"]);
 }

@@ -220,15 +220,17 @@ impl Runner {
             None => timeout,
         };
         // Hook (ADR 0017): the step carries its effective isolation (its own, else the
-        // plan's or the config's default for writing steps) for the dispatcher, and an
-        // isolated one its direct dependencies, whose results its worktree starts from.
+        // plan's or the config's default for writing steps) for the dispatcher; an isolated
+        // one carries in `depends_on` the steps whose results its worktree starts from (its
+        // direct dependencies, one run in place replaced by its own).
         let mut step = step;
         let isolation = orca_core::Isolation::of(&step, run.plan.content(), self.config.isolation);
         step.isolation = Some(isolation);
         if isolation == orca_core::Isolation::Worktree {
-            step.depends_on = Some(orca_core::isolation::direct_dependencies(
+            step.depends_on = Some(orca_core::isolation::worktree_dependencies(
                 run.plan.content(),
                 index,
+                self.config.isolation,
             ));
         }
         let request = TaskRequest {

@@ -312,3 +312,26 @@ fn kill_9_then_resume_starts_dependents_from_recorded_results_and_leaks_nothing(
     assert_eq!((left, dirs), ((0, 0, 0), 0));
     let _ = (code, stderr);
 }
+
+#[test]
+fn a_dependency_run_in_place_passes_on_the_results_it_depends_on() {
+    let p = Project::new(true);
+    // a (worktree) → b (in place: it commits nothing) → c (worktree): c starts from a's result.
+    let plan = p.plan(&[
+        ("a", "echo a > a.txt", &[], Some("worktree")),
+        ("b", "true", &["a"], Some("in_place")),
+        (
+            "c",
+            &format!("{} && echo c > c.txt", list("c")),
+            &["b"],
+            Some("worktree"),
+        ),
+    ]);
+    let (c, v, err) = p.json(&["run", &plan, "--yes"]);
+    assert_eq!(c, 0, "{v} {err}");
+    let exec = v["execution_id"].as_str().unwrap();
+    let c_sees = seen(&p, exec, "c");
+    println!("c sees {c_sees:?}");
+    assert_eq!(c_sees, ["a.txt", "shared.txt"]);
+    assert_eq!(leaks(&p), (0, 0, 0));
+}
