@@ -11,13 +11,11 @@
 //! Ordering is forced by steps waiting (up to 120 s) for another step's merge commit to appear
 //! in the repository, never by sleeping a fixed time.
 
-#![expect(clippy::unwrap_used, reason = "tests")]
-
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::worktrees::{Project, code, find_code, git, stderr};
+use crate::worktrees::{Project, find_code, git};
 
 /// A shell snippet that waits until step `step` has merged into some `orca/…` branch.
 fn wait_merged(p: &Project, step: &str) -> String {
@@ -310,7 +308,6 @@ fn kill_9_then_resume_starts_dependents_from_recorded_results_and_leaks_nothing(
         .unwrap_or(0);
     println!("after resume (worktrees, step branches, refs): {left:?}, orca worktree dirs {dirs}");
     assert_eq!((left, dirs), ((0, 0, 0), 0));
-    let _ = (code, stderr);
 }
 
 #[test]

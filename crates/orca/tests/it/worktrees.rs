@@ -64,11 +64,11 @@ pub(crate) fn find_code(v: &Value, code: &str) -> Option<String> {
     }
 }
 
-pub(crate) fn code(out: &Output) -> i32 {
+fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
 
-pub(crate) fn stderr(out: &Output) -> String {
+fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
