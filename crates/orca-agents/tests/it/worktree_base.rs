@@ -10,6 +10,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Instant;
 
 use orca_agents::GitWorktrees;
 use orca_core::{ExecutionId, StepId, StepWorkspaces, WorkspaceEnd, WorkspaceError};
@@ -66,9 +67,15 @@ fn orca_refs(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Prepares `id` after `deps`, writes `<id>.txt`, and integrates it.
+/// Prepares `id` after `deps` (printing how long that took), writes `<id>.txt`, and
+/// integrates it.
 async fn complete(git: &GitWorktrees, exec: ExecutionId, id: &str, deps: &[&str]) -> Vec<String> {
+    let started = Instant::now();
     let dir = git.prepare(exec, &step(id), &steps(deps)).await.unwrap();
+    println!(
+        "prepare {id} after {deps:?}: {} ms",
+        started.elapsed().as_millis()
+    );
     let seen = files(&dir);
     std::fs::write(dir.join(format!("{id}.txt")), id).unwrap();
     git.integrate(exec, &step(id), 1).await.unwrap();
