@@ -277,3 +277,37 @@ async fn a_base_recorded_before_a_crash_is_the_one_used() {
         "the branch starts at the recorded base"
     );
 }
+
+#[tokio::test]
+async fn a_step_run_again_after_its_merge_merges_again_cleanly() {
+    let r = repo();
+    let root = r.path();
+    let git = GitWorktrees::discover(root).await.unwrap();
+    let exec = ExecutionId::new();
+    complete(&git, exec, "a", &[]).await;
+    complete(&git, exec, "b", &["a"]).await;
+    // kill -9 after b's merge, before its record: the resumed runner runs b again, from the
+    // base plus a's result, and it does the same thing.
+    let seen = complete(&git, exec, "b", &["a"]).await;
+    assert_eq!(seen, ["a.txt", "f.txt"], "the re-run starts from base + a");
+    let merges = ok(
+        root,
+        &[
+            "log",
+            "--first-parent",
+            "--merges",
+            "--format=%s",
+            &git.branch(exec),
+        ],
+    );
+    println!("merges after b ran twice: {}", merges.lines().count());
+    assert_eq!(
+        ok(root, &["ls-tree", "--name-only", &git.branch(exec)]),
+        "a.txt\nb.txt\nf.txt\n"
+    );
+    git.end(exec, WorkspaceEnd::Completed).await.unwrap();
+    assert_eq!(
+        orca_refs(root).len() + git.kept(exec).await.unwrap().len(),
+        0
+    );
+}
