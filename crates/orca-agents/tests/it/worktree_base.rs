@@ -69,7 +69,10 @@ fn orca_refs(root: &Path) -> Vec<String> {
 
 /// Prepares `id` after `deps` (printing how long that took), writes `<id>.txt`, and
 /// integrates it.
-#[expect(clippy::print_stdout, reason = "the timing is a figure the test prints")]
+#[expect(
+    clippy::print_stdout,
+    reason = "the timing is a figure the test prints"
+)]
 async fn complete(git: &GitWorktrees, exec: ExecutionId, id: &str, deps: &[&str]) -> Vec<String> {
     let started = Instant::now();
     let dir = git.prepare(exec, &step(id), &steps(deps)).await.unwrap();
