@@ -152,9 +152,9 @@ pub enum WorkspaceEnd {
 pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
     /// Prepares a fresh checkout for an attempt of `step` and returns the directory it runs in:
     /// the execution's base commit with the results of `after` (its direct dependencies, in
-    /// plan order; see [`worktree_dependencies`]) merged in. After
-    /// a conflict (its own merge, or its dependencies') the next attempt starts from the
-    /// integration branch instead, which holds what it conflicted with.
+    /// plan order; see [`worktree_dependencies`]) merged in. After a conflict (its own merge,
+    /// or its dependencies') the next attempt starts from the integration branch instead,
+    /// which holds what it conflicted with.
     ///
     /// # Errors
     /// [`WorkspaceError::DependenciesConflict`] when the dependencies' results conflict.

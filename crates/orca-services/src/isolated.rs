@@ -1,7 +1,7 @@
 //! Worktree isolation at dispatch (ADR 0017): a step whose effective isolation is `worktree`
 //! gets a fresh worktree before its agent runs (the execution's base plus the results of its
-//! direct dependencies, which the runner resolved into `step.depends_on`: ADR 0017), and a success is
-//! merged into the execution's integration branch before it counts. A merge conflict — of the
+//! dependencies, which the runner resolved into `step.depends_on`), and a success is merged
+//! into the execution's integration branch before it counts. A merge conflict — of the
 //! step into the branch, or between its dependencies' results while preparing — is a
 //! `merge_conflict` failure listing the files, which goes to the human's deviation decision.
 //! Without a [`StepWorkspaces`] (outside a git repository) the step runs in place.
