@@ -23,3 +23,4 @@ mod step_env;
 mod weak_model;
 mod workspace;
 mod worktree;
+mod worktree_base;

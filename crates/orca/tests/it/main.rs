@@ -29,4 +29,5 @@ mod tamper;
 mod weak_model;
 mod web;
 mod web_policy;
+mod worktree_bases;
 mod worktrees;
