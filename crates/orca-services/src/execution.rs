@@ -45,8 +45,8 @@ pub struct Claim<'a> {
 #[derive(Debug, Clone)]
 pub struct PreparedStart {
     execution: ExecutionId,
-    task: Task,
-    expected: Revision,
+    pub(crate) task: Task,
+    pub(crate) expected: Revision,
 }
 
 /// Executions: how runs of approved plans went.
@@ -319,6 +319,19 @@ impl ExecutionService {
         task: Versioned<Task>,
         finish: impl FnOnce(RunningTask) -> Task,
     ) -> Result<Versioned<Task>> {
+        let (next, revision) = Self::finished(task, finish)?;
+        let revision = self.store.update_task(execution, &next, revision).await?;
+        Ok(Versioned {
+            value: next,
+            revision,
+        })
+    }
+
+    /// A running task's next state (nothing written) and the revision it must still be at.
+    pub(crate) fn finished(
+        task: Versioned<Task>,
+        finish: impl FnOnce(RunningTask) -> Task,
+    ) -> Result<(Task, Revision)> {
         let Versioned { value, revision } = task;
         let Task::Running(running) = value else {
             return Err(TransitionError::TaskStatus {
@@ -328,12 +341,7 @@ impl ExecutionService {
             }
             .into());
         };
-        let next = finish(running);
-        let revision = self.store.update_task(execution, &next, revision).await?;
-        Ok(Versioned {
-            value: next,
-            revision,
-        })
+        Ok((finish(running), revision))
     }
 
     /// A running task succeeded.
@@ -409,12 +417,18 @@ impl ExecutionService {
                 let attempt = r.attempt;
                 let holder = r.holder.clone();
                 let next = Task::Failed(r.abandon(note, now()));
-                self.store.update_task(id, &next, t.revision).await?;
-                self.append(
+                self.transition(
                     &snap.execution.value,
-                    AuditKind::TaskAttemptAbandoned,
-                    UNDER_EXECUTION,
-                    json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
+                    Versioned {
+                        value: next,
+                        revision: t.revision,
+                    },
+                    NewAuditEntry::new(
+                        AuditKind::TaskAttemptAbandoned,
+                        json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
+                    )
+                    .with_parent(UNDER_EXECUTION),
+                    orca_store::WriteOrder::StateFirst,
                 )
                 .await?;
                 recovered.push(step);

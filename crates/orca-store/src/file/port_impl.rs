@@ -9,7 +9,7 @@ use orca_core::{Execution, ExecutionId, Holder, Plan, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
 use super::atomic::{ensure_dir, sync_dir, with_lock};
-use super::audit_log::{parse_entries, read_log_lines, read_seal};
+use super::audit_log::{parse_entries, read_seal};
 use super::codec::{encode, encode_redacted, io_err};
 use super::layout::seal_file;
 use super::lease::{LeaseFileGuard, LeaseRecord, renew_lease_file};
@@ -19,7 +19,8 @@ use crate::common;
 use crate::error::StoreError;
 use crate::port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
-    Listing, PlanStore, PlanSummary, ResourceGuard, Revision, Versioned,
+    Listing, PlanStore, PlanSummary, ResourceGuard, Revision, TaskTransition, Transitioned,
+    Versioned,
 };
 use crate::signing::Authority;
 
@@ -192,8 +193,35 @@ impl ExecutionStore for FileStore {
         expected: Revision,
     ) -> Result<Revision, StoreError> {
         let task = task.clone();
-        self.run(move |inner| inner.update_task(execution, &task, expected))
+        self.run(move |inner| Ok(inner.update_task(execution, &task, expected, None)?.0))
             .await
+    }
+
+    async fn update_task_with_audit(
+        &self,
+        _audit: &dyn AuditStore,
+        transition: TaskTransition,
+    ) -> Result<Transitioned, StoreError> {
+        self.run(move |inner| {
+            let TaskTransition {
+                plan_id,
+                execution_id,
+                task,
+                expected,
+                entry,
+                ..
+            } = transition;
+            let (revision, entry) =
+                inner.update_task(execution_id, &task, expected, Some((plan_id, entry)))?;
+            let entry = entry.ok_or_else(|| {
+                StoreError::backend(
+                    "appending to an audit log",
+                    std::io::Error::other("the batch returned no entry"),
+                )
+            })?;
+            Ok(Transitioned { revision, entry })
+        })
+        .await
     }
 
     async fn list_executions(
@@ -283,17 +311,15 @@ impl AuditStore for FileStore {
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
         self.run(move |inner| {
-            let path = inner.audit_file(log);
-            parse_entries(&path, &read_log_lines(&path)?)
+            parse_entries(&inner.audit_file(log), &inner.audit_lines(log)?)
         })
         .await
     }
 
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
         self.run(move |inner| {
-            let path = inner.audit_file(log);
-            let lines = read_log_lines(&path)?;
-            let seal = read_seal(&seal_file(&path))?;
+            let lines = inner.audit_lines(log)?;
+            let seal = read_seal(&seal_file(&inner.audit_file(log)))?;
             Ok(crate::verify::verify_log(
                 log,
                 &lines,
