@@ -62,14 +62,33 @@ impl ExecutionService {
         data: Value,
     ) -> Result<u64> {
         let info = execution.info();
-        Ok(self
+        let appended = self
             .store()
             .append(
                 Self::log(info.plan_id, info.id),
                 NewAuditEntry::new(kind, data).with_parent(parent),
             )
-            .await?
-            .seq)
+            .await;
+        Ok(self.refused_if_tampered(execution, appended).await?.seq)
+    }
+
+    /// A write the store refused because the execution's log was cut or rewritten (nothing
+    /// was written) is a refused run: recorded in the plan's run register, as the runner's
+    /// own check of the log does.
+    async fn refused_if_tampered<T>(
+        &self,
+        execution: &Execution,
+        written: std::result::Result<T, StoreError>,
+    ) -> std::result::Result<T, StoreError> {
+        if let Err(e @ StoreError::Tampered { .. }) = &written {
+            let info = execution.info();
+            self.record_run_refused(
+                info.plan_id,
+                json!({ "execution_id": info.id, "problem": e.to_string() }),
+            )
+            .await;
+        }
+        written
     }
 
     /// A task's transition and its entry, as one write (see the module). Returns the task at
@@ -95,7 +114,8 @@ impl ExecutionService {
                     order,
                 },
             )
-            .await?;
+            .await;
+        let written = self.refused_if_tampered(execution, written).await?;
         Ok((
             Versioned {
                 value: task.value,

@@ -68,9 +68,11 @@ pub(super) struct Index {
     ino: u64,
     offset: u64,
     steps: HashMap<StepId, StepLog>,
-    /// Every audit entry in the log, in order (the log is emptied when compacted, so this is
-    /// bounded by its size).
-    audit: Vec<AuditEntry>,
+    /// Every audit entry in the log, by seq (the log is emptied when compacted, so this is
+    /// bounded by its size). The first record of a seq wins: a later copy (a forged or
+    /// reordered line) is not read; entries past the audit file's end must chain (checked by
+    /// the writer that copies them, and by `verify`).
+    audit: BTreeMap<u64, AuditEntry>,
 }
 
 impl Index {
@@ -129,14 +131,7 @@ impl Index {
                 _ => return Err(bad("is neither a whole task record nor an audit entry".into())),
             }
             if let Some(entry) = record.audit {
-                let next = self.audit.last().map_or(0, |e| e.seq + 1);
-                if !self.audit.is_empty() && entry.seq != next {
-                    return Err(bad(format!(
-                        "holds audit entry {} where entry {next} belongs",
-                        entry.seq
-                    )));
-                }
-                self.audit.push(entry);
+                self.audit.entry(entry.seq).or_insert(entry);
             }
             at += line.len() as u64 + 1;
         }
@@ -146,15 +141,14 @@ impl Index {
 }
 
 impl Index {
-    /// The log's audit entries from sequence number `next` on.
-    pub(super) fn audit_from(&self, next: u64) -> &[AuditEntry] {
-        let at = self.audit.partition_point(|e| e.seq < next);
-        &self.audit[at..]
+    /// The log's audit entries from sequence number `next` on, in order.
+    pub(super) fn audit_from(&self, next: u64) -> impl Iterator<Item = &AuditEntry> {
+        self.audit.range(next..).map(|(_, e)| e)
     }
 
     /// The log's copy of audit entry `seq`, if it holds one.
     pub(super) fn audit_at(&self, seq: u64) -> Option<&AuditEntry> {
-        self.audit.binary_search_by_key(&seq, |e| e.seq).ok().map(|i| &self.audit[i])
+        self.audit.get(&seq)
     }
 
     /// The newest record of each step (what compaction writes).
@@ -214,9 +208,10 @@ impl Inner {
         })?
     }
 
-    /// The lines of an audit log as read: its file's complete lines, then (an execution's log)
-    /// the write-ahead log's entries past them, i.e. entries made durable whose copy in the
-    /// file was not written (a writer killed in between) or lost (a power failure).
+    /// The lines of an audit log as read: its file's complete lines, then (an execution's log
+    /// not sealed) the write-ahead log's entries past them, i.e. entries made durable whose
+    /// copy in the file was not written (a writer killed in between) or lost (a power
+    /// failure). A sealed log is its file alone: sealing made the file whole and durable.
     pub(super) fn audit_lines(&self, log: AuditLogId) -> Result<Vec<String>, StoreError> {
         let path = self.audit_file(log);
         let mut lines = read_log_lines(&path)?;
@@ -224,12 +219,12 @@ impl Inner {
             plan_id,
             execution_id,
         } = log
+            && !super::layout::seal_file(&path).exists()
         {
             let next = lines.len() as u64;
             let tail = self.with_wal(plan_id, execution_id, |index| {
                 index
                     .audit_from(next)
-                    .iter()
                     .map(serde_json::to_string)
                     .collect::<Result<Vec<_>, _>>()
             })?;
