@@ -9,6 +9,9 @@
 //!   time and peak memory of the process). The plans are one real plan created by the CLI,
 //!   copied under fresh ids by a small helper (not 10,000 CLI calls).
 //!
+//! `--store`: only the store and runner benchmarks (what a change to the file store moves),
+//! without building the `orca` binary or the PostgreSQL benchmark.
+//!
 //! Writes `target/bench/report.json`. `--quick` shrinks every size so the whole run takes
 //! seconds, builds with the dev profile (unless `--release`), and asserts nothing about time:
 //! it fails only if a benchmark cannot run.
@@ -33,6 +36,8 @@ struct Row {
 
 struct Options {
     quick: bool,
+    /// Only the store and runner benchmarks.
+    store_only: bool,
     profile: Profile,
     reps: usize,
 }
@@ -57,13 +62,17 @@ fn parse(args: &[String]) -> Result<Options, String> {
     };
     for a in args {
         if a.starts_with("--")
-            && !matches!(a.as_str(), "--quick" | "--release" | "--dev" | "--reps")
+            && !matches!(
+                a.as_str(),
+                "--quick" | "--release" | "--dev" | "--reps" | "--store"
+            )
         {
             return Err(format!("bench: unknown option {a}"));
         }
     }
     Ok(Options {
         quick,
+        store_only: args.iter().any(|a| a == "--store"),
         profile,
         reps,
     })
@@ -86,7 +95,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             "dev"
         }
     ));
-    util::build(opts.profile, &["-p", "orca", "--bin", "orca"])?;
+    if !opts.store_only {
+        util::build(opts.profile, &["-p", "orca", "--bin", "orca"])?;
+    }
     util::build(
         opts.profile,
         &["-p", "orca-services", "--example", "runner_bench"],
@@ -97,10 +108,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             &["-p", "orca-store", "--example", "store_bench"],
         )?;
     }
-    util::build(
-        opts.profile,
-        &["-p", "orca-store-postgres", "--example", "pg_bench"],
-    )?;
+    if !opts.store_only {
+        util::build(
+            opts.profile,
+            &["-p", "orca-store-postgres", "--example", "pg_bench"],
+        )?;
+    }
 
     let mut rows: Vec<Row> = Vec::new();
     for rep in 0..opts.reps {
@@ -121,6 +134,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             opts.quick,
             &mut rows,
         )?;
+        if opts.store_only {
+            continue;
+        }
         // The PostgreSQL store on a throwaway durable server (ADR 0021, 0022).
         let bin = util::built(root, opts.profile, "examples/pg_bench");
         example(
@@ -191,7 +207,7 @@ fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Re
             "store_task_vs_raw_write",
             "x",
             Some(1.5),
-            "one task claim + complete (fsync on) / one raw atomic file write",
+            "one task claim + complete, each with its audit entry (fsync on) / one raw atomic file write",
         ),
         (
             "growth_ratio",
@@ -226,7 +242,7 @@ fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Re
             "store_task_claim_complete_ms",
             "ms",
             None,
-            "one task claim + complete through FileStore",
+            "one task claim + complete through FileStore, each with its audit entry (one write each)",
         ),
     ] {
         if let Some(value) = doc[key].as_f64() {

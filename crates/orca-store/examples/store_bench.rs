@@ -352,7 +352,8 @@ async fn dag_ratio(
     delay: Duration,
     mode: DagMode,
 ) -> f64 {
-    let plan = approved(layers.max(1) * width);
+    // `layers == 0`: the same 8-layer plan is created, nothing runs (the syncs of creation).
+    let plan = approved(if layers == 0 { 8 } else { layers } * width);
     let now = OffsetDateTime::now_utc();
     let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now);
     let id = pending.info.id;

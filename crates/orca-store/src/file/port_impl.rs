@@ -53,15 +53,12 @@ impl PlanStore for FileStore {
             ensure_dir(&inner.plan_dir(id))?;
             with_lock(&inner.plan_dir(id).join("plan.lock"), || {
                 let stored = inner.read_plan(id)?;
-                if stored.revision != expected {
-                    return Err(common::conflict(
-                        common::plan_what(&plan),
-                        expected,
-                        stored.revision,
-                    ));
-                }
+                let next = common::compare_and_next(
+                    || common::plan_what(&plan),
+                    expected,
+                    stored.revision,
+                )?;
                 common::check_plan_update(&stored.value, &plan)?;
-                let next = common::next_revision(&common::plan_what(&plan), stored.revision)?;
                 let path = inner.plan_file(id);
                 inner.write_atomic(&path, &encode(&plan, next, &path)?)?;
                 Ok(next)
@@ -168,15 +165,9 @@ impl ExecutionStore for FileStore {
                         .ok_or_else(|| StoreError::NotFound {
                             what: common::exec_what(id),
                         })?;
-                if stored.revision != expected {
-                    return Err(common::conflict(
-                        common::exec_what(id),
-                        expected,
-                        stored.revision,
-                    ));
-                }
+                let next =
+                    common::compare_and_next(|| common::exec_what(id), expected, stored.revision)?;
                 common::check_execution_update(&stored.value, &execution)?;
-                let next = common::next_revision(&common::exec_what(id), stored.revision)?;
                 let path = inner.exec_file(plan, id);
                 let bytes = encode_redacted(&execution, next, &path, &inner.redactor)?;
                 inner.write_atomic(&path, &bytes)?;

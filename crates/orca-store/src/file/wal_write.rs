@@ -21,7 +21,7 @@ use orca_core::{ExecutionId, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
 use super::Inner;
-use super::atomic::{LockMode, ensure_dir, sync_dir, with_lock, with_lock_mode};
+use super::atomic::{LockMode, sync_dir, with_lock, with_lock_mode};
 use super::audit_log::{last_entry, open_log};
 use super::codec::{corrupt, decode, encode, io_err, read_opt, redacted_document};
 use super::layout::seal_file;
@@ -29,7 +29,6 @@ use super::wal::Line;
 use crate::audit::{self, AuditEntry, NewAuditEntry};
 use crate::common;
 use crate::error::StoreError;
-use crate::perms;
 use crate::port::{AuditLogId, Revision};
 
 /// The log is compacted into the task files once it is this large.
@@ -88,12 +87,12 @@ impl Inner {
             common::check_task_update(execution, facts.stage, has_step, task)?;
             let path = self.task_file(plan, execution, task.step_id());
             with_lock(&path.with_extension("lock"), || {
-                let what = || common::task_what(execution, task);
                 let stored = self.read_task(plan, execution, task.step_id())?;
-                if stored.revision != expected {
-                    return Err(common::conflict(what(), expected, stored.revision));
-                }
-                let next = common::next_revision(&what(), stored.revision)?;
+                let next = common::compare_and_next(
+                    || common::task_what(execution, task),
+                    expected,
+                    stored.revision,
+                )?;
                 let doc = redacted_document(task, &path, &self.redactor)?;
                 let request = WalRequest {
                     task: Some((task.step_id().clone(), next, doc)),
@@ -390,18 +389,8 @@ impl Inner {
 /// Opens (creating) the log and takes its `flock`; if compaction replaced the file meanwhile
 /// (the lock is on an unlinked inode), opens the new one.
 fn open_locked(path: &Path) -> Result<File, StoreError> {
-    if let Some(dir) = path.parent() {
-        ensure_dir(dir)?;
-    }
     for _ in 0..REOPEN_TRIES {
-        let existed = path.exists();
-        let file = perms::open(perms::options().read(true).append(true).create(true), path)
-            .map_err(io_err(format!("opening {}", path.display())))?;
-        if !existed && let Some(dir) = path.parent() {
-            sync_dir(dir)?;
-        }
-        file.lock()
-            .map_err(io_err(format!("locking {}", path.display())))?;
+        let file = open_log(path)?;
         let held = file
             .metadata()
             .map_err(io_err(format!("reading {}", path.display())))?
