@@ -244,7 +244,9 @@ impl ExecutionService {
             ),
         };
         let next = ExecutionService::finished(task, |running| match outcome {
-            TaskResult::Success(success) => Task::Completed(running.complete(success.clone(), now())),
+            TaskResult::Success(success) => {
+                Task::Completed(running.complete(success.clone(), now()))
+            }
             TaskResult::Failure(failure) => Task::Failed(running.fail(failure.clone(), now())),
             TaskResult::Interruption(interruption) => {
                 Task::Failed(running.interrupt(interruption.clone(), now()))

@@ -378,7 +378,10 @@ async fn dag_ratio(
             DagMode::Apart => {
                 let r = store.update_task(id, &task, expected).await.unwrap();
                 let step = serde_json::json!({ "step_id": task.step_id() });
-                store.append(log, NewAuditEntry::new(kind, step)).await.unwrap();
+                store
+                    .append(log, NewAuditEntry::new(kind, step))
+                    .await
+                    .unwrap();
                 r
             }
             DagMode::State => store.update_task(id, &task, expected).await.unwrap(),
@@ -389,7 +392,6 @@ async fn dag_ratio(
         let mut set = tokio::task::JoinSet::new();
         for i in layer * width..(layer + 1) * width {
             let (store, plan, tasks) = (store.clone(), plan.clone(), tasks.clone());
-            let write = write.clone();
             set.spawn(async move {
                 let now = OffsetDateTime::now_utc();
                 let ctx = build_context(
@@ -475,7 +477,9 @@ async fn main() {
         let delay = Duration::from_millis(100);
         for mode in modes {
             let ratio = dag_ratio(&store, layers, 8, delay, mode).await;
-            println!("(e) {layers}×8 DAG of 100 ms steps, store alone, {mode:?}: {ratio:.3}× critical path");
+            println!(
+                "(e) {layers}×8 DAG of 100 ms steps, store alone, {mode:?}: {ratio:.3}× critical path"
+            );
         }
         return;
     }

@@ -256,7 +256,13 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
         let check_entries = |store: &FileStore, when: &str| -> usize {
             rt.block_on(async {
                 let log = AuditLogId::Execution {
-                    plan_id: store.execution_header(id).await.unwrap().value.info().plan_id,
+                    plan_id: store
+                        .execution_header(id)
+                        .await
+                        .unwrap()
+                        .value
+                        .info()
+                        .plan_id,
                     execution_id: id,
                 };
                 let report = store.verify(log).await.unwrap();

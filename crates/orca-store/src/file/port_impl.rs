@@ -301,10 +301,8 @@ impl AuditStore for FileStore {
     }
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
-        self.run(move |inner| {
-            parse_entries(&inner.audit_file(log), &inner.audit_lines(log)?)
-        })
-        .await
+        self.run(move |inner| parse_entries(&inner.audit_file(log), &inner.audit_lines(log)?))
+            .await
     }
 
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {

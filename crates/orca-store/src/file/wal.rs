@@ -117,8 +117,8 @@ impl Index {
         let mut at = self.offset;
         for line in buf[..end].split(|b| *b == b'\n') {
             let bad = |why: String| corrupt(path, format!("the line at byte {at} {why}"));
-            let record: Line<serde_json::Value, AuditEntry> = serde_json::from_slice(line)
-                .map_err(|e| bad(format!("is not a record ({e})")))?;
+            let record: Line<serde_json::Value, AuditEntry> =
+                serde_json::from_slice(line).map_err(|e| bad(format!("is not a record ({e})")))?;
             match (record.step, record.revision, record.task) {
                 (Some(step), Some(revision), Some(task)) => {
                     let revisions = &mut self.steps.entry(step).or_default().revisions;
@@ -128,7 +128,11 @@ impl Index {
                     }
                 }
                 (None, None, None) if record.audit.is_some() => {}
-                _ => return Err(bad("is neither a whole task record nor an audit entry".into())),
+                _ => {
+                    return Err(bad(
+                        "is neither a whole task record nor an audit entry".into()
+                    ));
+                }
             }
             if let Some(entry) = record.audit {
                 self.audit.entry(entry.seq).or_insert(entry);

@@ -218,8 +218,9 @@ impl Inner {
                 .map_err(|e| StoreError::backend("encoding a write-ahead record", e))?;
             bytes.push(b'\n');
             if let Some(entry) = &entry {
-                serde_json::to_writer(&mut audit_bytes, entry)
-                    .map_err(|e| StoreError::backend(format!("encoding an entry of the {log}"), e))?;
+                serde_json::to_writer(&mut audit_bytes, entry).map_err(|e| {
+                    StoreError::backend(format!("encoding an entry of the {log}"), e)
+                })?;
                 audit_bytes.push(b'\n');
             }
             entries.push(entry);
@@ -279,7 +280,10 @@ impl Inner {
                     .audit_at(last.seq)
                     .is_some_and(|logged| logged.hash != last.hash)
             });
-            (disagrees, index.audit_from(next).cloned().collect::<Vec<_>>())
+            (
+                disagrees,
+                index.audit_from(next).cloned().collect::<Vec<_>>(),
+            )
         })?;
         let tampered = |message: String| StoreError::Tampered {
             path: path.to_path_buf(),
@@ -297,7 +301,9 @@ impl Inner {
                 .as_ref()
                 .map_or_else(audit::zero_digest, |e| e.hash.clone());
             for (expected, entry) in (next..).zip(&missing) {
-                if entry.seq != expected || entry.prev != prev || audit::entry_hash(entry) != entry.hash
+                if entry.seq != expected
+                    || entry.prev != prev
+                    || audit::entry_hash(entry) != entry.hash
                 {
                     return Err(tampered(format!(
                         "entry {expected} is missing from the log, and the write-ahead log's entry {} does not continue its chain: entries were cut or forged; nothing was appended",
@@ -308,8 +314,9 @@ impl Inner {
             }
             let mut bytes = Vec::new();
             for entry in &missing {
-                serde_json::to_writer(&mut bytes, entry)
-                    .map_err(|e| StoreError::backend(format!("encoding an entry of the {log}"), e))?;
+                serde_json::to_writer(&mut bytes, entry).map_err(|e| {
+                    StoreError::backend(format!("encoding an entry of the {log}"), e)
+                })?;
                 bytes.push(b'\n');
             }
             file.write_all(&bytes)

@@ -32,7 +32,12 @@ pub(crate) struct Case {
     gate: Option<Gate>,
 }
 
-pub(crate) const fn case(name: &'static str, tamper: Tamper, file: Locate, entry: Option<u64>) -> Case {
+pub(crate) const fn case(
+    name: &'static str,
+    tamper: Tamper,
+    file: Locate,
+    entry: Option<u64>,
+) -> Case {
     Case {
         name,
         tamper,

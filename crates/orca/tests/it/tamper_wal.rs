@@ -45,34 +45,49 @@ fn write_ahead_audit_records_tampered_are_repaired_or_harmless() {
     let fixture = Fixture::new();
     type Tamper = fn(&Proj);
     let cases: [(&str, Tamper); 5] = [
-        ("cut the audit file back to its write-ahead log (a crash before the copy)", |p| {
-            cut_to_wal(p);
-        }),
-        ("edit an audit record the audit file also holds", edit_last_audit_record),
+        (
+            "cut the audit file back to its write-ahead log (a crash before the copy)",
+            |p| {
+                cut_to_wal(p);
+            },
+        ),
+        (
+            "edit an audit record the audit file also holds",
+            edit_last_audit_record,
+        ),
         ("reorder the write-ahead log (audit records too)", |p| {
             let mut all = lines(&p.w1_wal());
             all.reverse();
             write_lines(&p.w1_wal(), &all);
         }),
-        ("truncate the write-ahead log (the audit file holds its entries)", |p| {
-            let all = lines(&p.w1_wal());
-            write_lines(&p.w1_wal(), &all[..all.len() / 2]);
-        }),
-        ("add a second, different copy of an entry to the write-ahead log", |p| {
-            let wal = p.w1_wal();
-            let mut all = lines(&wal);
-            let at = all.iter().position(|l| l.contains("\"audit\"")).unwrap();
-            let mut r: serde_json::Value = serde_json::from_str(&all[at]).unwrap();
-            r.as_object_mut().unwrap().retain(|k, _| k == "audit");
-            r["audit"]["kind"] = json!("forged.kind");
-            all.push(r.to_string());
-            write_lines(&wal, &all);
-        }),
+        (
+            "truncate the write-ahead log (the audit file holds its entries)",
+            |p| {
+                let all = lines(&p.w1_wal());
+                write_lines(&p.w1_wal(), &all[..all.len() / 2]);
+            },
+        ),
+        (
+            "add a second, different copy of an entry to the write-ahead log",
+            |p| {
+                let wal = p.w1_wal();
+                let mut all = lines(&wal);
+                let at = all.iter().position(|l| l.contains("\"audit\"")).unwrap();
+                let mut r: serde_json::Value = serde_json::from_str(&all[at]).unwrap();
+                r.as_object_mut().unwrap().retain(|k, _| k == "audit");
+                r["audit"]["kind"] = json!("forged.kind");
+                all.push(r.to_string());
+                write_lines(&wal, &all);
+            },
+        ),
     ];
     let clean = fixture.copy();
     let verify = |p: &Proj| {
         let out = p.run(&["audit", "verify", "--all"]);
-        (code(&out), text(&out).replace(&p.root().display().to_string(), ""))
+        (
+            code(&out),
+            text(&out).replace(&p.root().display().to_string(), ""),
+        )
     };
     let show = |p: &Proj| text(&p.run(&["exec", "show", &p.ids.w1]));
     let expected = (verify(&clean), show(&clean));
@@ -92,7 +107,11 @@ fn write_ahead_audit_records_tampered_are_repaired_or_harmless() {
         let whole = lines(&p.w1_log()).len() >= entries && code(&out) != 5;
         println!(
             "{name:<72} {} (resume exit {})",
-            if same && whole { "REPAIRED/HARMLESS" } else { "CHANGED" },
+            if same && whole {
+                "REPAIRED/HARMLESS"
+            } else {
+                "CHANGED"
+            },
             code(&out)
         );
         if !(same && whole) {
@@ -100,7 +119,10 @@ fn write_ahead_audit_records_tampered_are_repaired_or_harmless() {
         }
         fine += usize::from(same && whole);
     }
-    println!("write-ahead audit records: {fine}/{} repaired or harmless", cases.len());
+    println!(
+        "write-ahead audit records: {fine}/{} repaired or harmless",
+        cases.len()
+    );
     assert_eq!(fine, cases.len());
 }
 
@@ -143,6 +165,9 @@ fn write_ahead_audit_records_tampered_past_the_file_are_detected() {
         ),
     ];
     let detected = cases.iter().filter(|c| check(&fixture, c)).count();
-    println!("write-ahead audit records: {detected}/{} detected", cases.len());
+    println!(
+        "write-ahead audit records: {detected}/{} detected",
+        cases.len()
+    );
     assert_eq!(detected, cases.len());
 }
