@@ -10,7 +10,6 @@
 //! `write-ahead audit records: N/N detected`.
 
 #![expect(clippy::unwrap_used, reason = "tests")]
-#![expect(clippy::print_stdout, reason = "the test prints its figures")]
 
 use serde_json::json;
 
