@@ -11,6 +11,9 @@
 //!   time and peak memory of the process). The plans are one real plan created by the CLI,
 //!   copied under fresh ids by a small helper (not 10,000 CLI calls).
 //!
+//! `--store`: only the store and runner benchmarks (what a change to the file store moves),
+//! without building the `orca` binary or the PostgreSQL benchmark.
+//!
 //! Writes `target/bench/report.json`. `--quick` shrinks every size so the whole run takes
 //! seconds, builds with the dev profile (unless `--release`), and asserts nothing about time:
 //! it fails only if a benchmark cannot run.
@@ -37,6 +40,8 @@ struct Options {
     quick: bool,
     /// Only the PostgreSQL figures.
     pg_only: bool,
+    /// Only the store and runner benchmarks.
+    store_only: bool,
     profile: Profile,
     reps: usize,
 }
@@ -62,7 +67,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut pg_only = false;
     for (i, a) in args.iter().enumerate() {
         if a.starts_with("--")
-            && !matches!(a.as_str(), "--quick" | "--release" | "--dev" | "--reps")
+            && !matches!(
+                a.as_str(),
+                "--quick" | "--release" | "--dev" | "--reps" | "--store"
+            )
         {
             return Err(format!("bench: unknown option {a}"));
         }
@@ -78,6 +86,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(Options {
         quick,
         pg_only,
+        store_only: args.iter().any(|a| a == "--store"),
         profile,
         reps,
     })
@@ -101,7 +110,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             "dev"
         }
     ));
-    if !opts.pg_only {
+    if !opts.pg_only && !opts.store_only {
         util::build(opts.profile, &["-p", "orca", "--bin", "orca"])?;
     }
     util::build(
@@ -114,10 +123,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             &["-p", "orca-store", "--example", "store_bench"],
         )?;
     }
-    util::build(
-        opts.profile,
-        &["-p", "orca-store-postgres", "--example", "pg_bench"],
-    )?;
+    if !opts.store_only {
+        util::build(
+            opts.profile,
+            &["-p", "orca-store-postgres", "--example", "pg_bench"],
+        )?;
+    }
 
     let mut rows: Vec<Row> = Vec::new();
     for rep in 0..opts.reps {
@@ -138,6 +149,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             &opts,
             &mut rows,
         )?;
+        if opts.store_only {
+            continue;
+        }
         // The PostgreSQL store on a throwaway durable server (ADR 0021, 0022).
         let bin = util::built(root, opts.profile, "examples/pg_bench");
         example(
@@ -219,7 +233,7 @@ fn example(
             "store_task_vs_raw_write",
             "x",
             Some(1.5),
-            "one task claim + complete (fsync on) / one raw atomic file write",
+            "one task claim + complete, each with its audit entry (fsync on) / one raw atomic file write",
         ),
         (
             "growth_ratio",
@@ -254,7 +268,7 @@ fn example(
             "store_task_claim_complete_ms",
             "ms",
             None,
-            "one task claim + complete through FileStore",
+            "one task claim + complete through FileStore, each with its audit entry (one write each)",
         ),
     ] {
         if let Some(value) = doc[key].as_f64() {

@@ -45,8 +45,8 @@ pub struct Claim<'a> {
 #[derive(Debug, Clone)]
 pub struct PreparedStart {
     execution: ExecutionId,
-    task: Task,
-    expected: Revision,
+    pub(crate) task: Task,
+    pub(crate) expected: Revision,
 }
 
 impl PreparedStart {
@@ -60,10 +60,6 @@ impl PreparedStart {
     #[must_use]
     pub const fn expected(&self) -> Revision {
         self.expected
-    }
-
-    pub(crate) fn into_task(self) -> Task {
-        self.task
     }
 }
 
@@ -455,20 +451,26 @@ impl ExecutionService {
                 let attempt = r.attempt;
                 let holder = r.holder.clone();
                 let next = Task::Failed(r.abandon(note, now()));
-                let data =
-                    json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note });
-                let execution = &snap.execution.value;
-                let kind = AuditKind::TaskAttemptAbandoned;
-                let logged = (kind, UNDER_EXECUTION, data.clone());
+                let entry = NewAuditEntry::new(
+                    AuditKind::TaskAttemptAbandoned,
+                    json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
+                )
+                .with_parent(UNDER_EXECUTION);
+                let abandoned = Versioned {
+                    value: next,
+                    revision: t.revision,
+                };
                 match self
-                    .write_logged(execution, &next, t.revision, logged)
+                    .transition(
+                        &snap.execution.value,
+                        abandoned,
+                        entry,
+                        orca_store::WriteOrder::StateFirst,
+                    )
                     .await
                 {
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
-                        self.store.update_task(id, &next, t.revision).await?;
-                        self.append(execution, kind, UNDER_EXECUTION, data).await?;
-                    }
+                    Ok(_) => {}
+                    // Another worker took this task over first (task-claiming workers).
                     Err(ServiceError::Store(StoreError::Conflict { .. })) if only.is_some() => {
                         continue;
                     }

@@ -3,8 +3,11 @@
 //! schedules and calls these; the binary calls them too (`exec stop` / `exec cancel`, the
 //! sandbox entry). No other code appends to an execution's log (see `docs/architecture.md`).
 //!
-//! Order within a method is part of the contract (ADR 0013, ADR 0014): an attempt's reply is
-//! logged before its task state is written (a state file never holds a result the log does
+//! A task's transitions (a start, a reply, a skip, an interruption, an abandoned attempt) go to
+//! the store as ONE write with their entry ([`orca_store::ExecutionStore::update_task_with_audit`]:
+//! one durable record of the file store's write-ahead log; ADR 0015). For a backend that
+//! writes them apart, the order is part of the contract (ADR 0013, ADR 0014): an attempt's reply
+//! is logged before its task state is written (a state file never holds a result the log does
 //! not); every other transition writes its state first, then its entry.
 
 use orca_core::{
@@ -12,10 +15,14 @@ use orca_core::{
     StepId, Task, TaskResult, UNDER_EXECUTION, Usage,
 };
 use orca_store::audit::NewAuditEntry;
-use orca_store::{AuditLogId, Revision, StoreError, Versioned};
+use orca_store::{AuditLogId, StoreError, TaskTransition, Versioned, WriteOrder};
 use serde_json::{Value, json};
 
 use crate::error::Result;
+
+fn now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
 use crate::execution::{ExecutionService, PreparedStart};
 
 /// An unattended failure policy applied instead of asking a human.
@@ -55,38 +62,67 @@ impl ExecutionService {
         data: Value,
     ) -> Result<u64> {
         let info = execution.info();
-        Ok(self
+        let appended = self
             .store()
             .append(
                 Self::log(info.plan_id, info.id),
                 NewAuditEntry::new(kind, data).with_parent(parent),
             )
-            .await?
-            .seq)
+            .await;
+        Ok(self.refused_if_tampered(execution, appended).await?.seq)
     }
 
-    /// A task transition and its entry as ONE durable write, where the store can (ADR 0026):
-    /// `Some((revision, entry seq))`. `None`: the store cannot and nothing was written; the
-    /// caller writes the two one after the other, in its order.
-    pub(crate) async fn write_logged(
+    /// A write the store refused because the execution's log was cut or rewritten (nothing
+    /// was written) is a refused run: recorded in the plan's run register, as the runner's
+    /// own check of the log does.
+    async fn refused_if_tampered<T>(
         &self,
         execution: &Execution,
-        next: &Task,
-        expected: Revision,
-        (kind, parent, data): (AuditKind, Option<u64>, Value),
-    ) -> Result<Option<(Revision, u64)>> {
-        let info = execution.info();
-        Ok(self
-            .store()
-            .update_task_logged(
-                info.id,
-                next,
-                expected,
-                Self::log(info.plan_id, info.id),
-                NewAuditEntry::new(kind, data).with_parent(parent),
+        written: std::result::Result<T, StoreError>,
+    ) -> std::result::Result<T, StoreError> {
+        if let Err(e @ StoreError::Tampered { .. }) = &written {
+            let info = execution.info();
+            self.record_run_refused(
+                info.plan_id,
+                json!({ "execution_id": info.id, "problem": e.to_string() }),
             )
-            .await?
-            .map(|(revision, entry)| (revision, entry.seq)))
+            .await;
+        }
+        written
+    }
+
+    /// A task's transition and its entry, as one write (see the module). Returns the task at
+    /// its new revision and the entry's seq.
+    pub(crate) async fn transition(
+        &self,
+        execution: &Execution,
+        task: Versioned<Task>,
+        entry: NewAuditEntry,
+        order: WriteOrder,
+    ) -> Result<(Versioned<Task>, u64)> {
+        let info = execution.info();
+        let store = self.store();
+        let written = store
+            .update_task_with_audit(
+                &**store,
+                TaskTransition {
+                    plan_id: info.plan_id,
+                    execution_id: info.id,
+                    task: task.value.clone(),
+                    expected: task.revision,
+                    entry,
+                    order,
+                },
+            )
+            .await;
+        let written = self.refused_if_tampered(execution, written).await?;
+        Ok((
+            Versioned {
+                value: task.value,
+                revision: written.revision,
+            },
+            written.entry.seq,
+        ))
     }
 
     /// The first entry of an execution whose creator died before writing it.
@@ -151,8 +187,8 @@ impl ExecutionService {
         Ok(started)
     }
 
-    /// Writes a prepared start, then its `task.attempt.started` entry (one per attempt: it is
-    /// the agent call too, and what the agent logs hangs under it).
+    /// Writes a prepared start with its `task.attempt.started` entry, as one write (one entry
+    /// per attempt: it is the agent call too, and what the agent logs hangs under it).
     pub async fn record_attempt_started(
         &self,
         execution: &Execution,
@@ -160,38 +196,29 @@ impl ExecutionService {
         step: &StepId,
         agent: &orca_core::AgentId,
     ) -> Result<StartedAttempt> {
-        let attempt = match start.task() {
+        let attempt = match &start.task {
             Task::Running(r) => r.attempt,
             _ => 0,
         };
-        let data = json!({ "step_id": step, "agent": agent, "attempt": attempt });
-        let logged = (AuditKind::TaskAttemptStarted, UNDER_EXECUTION, data);
-        if let Some((revision, attempt_seq)) = self
-            .write_logged(execution, start.task(), start.expected(), logged)
-            .await?
-        {
-            let task = Versioned {
-                value: start.into_task(),
-                revision,
-            };
-            return Ok(StartedAttempt { task, attempt_seq });
-        }
-        // One after the other: the state first, then its entry.
-        let task = self.commit_start(start).await?;
-        let attempt_seq = self
-            .append(
-                execution,
-                AuditKind::TaskAttemptStarted,
-                UNDER_EXECUTION,
-                json!({ "step_id": step, "agent": agent, "attempt": attempt }),
-            )
+        let entry = NewAuditEntry::new(
+            AuditKind::TaskAttemptStarted,
+            json!({ "step_id": step, "agent": agent, "attempt": attempt }),
+        )
+        .with_parent(UNDER_EXECUTION);
+        let claimed = Versioned {
+            value: start.task,
+            revision: start.expected,
+        };
+        let (task, attempt_seq) = self
+            .transition(execution, claimed, entry, WriteOrder::StateFirst)
             .await?;
         Ok(StartedAttempt { task, attempt_seq })
     }
 
-    /// An attempt's reply: its entry (under `parent`, the attempt's start) first, then the
-    /// task's new state. If the state cannot be written after the entry was, that is logged
-    /// too (`task.attempt.unrecorded`).
+    /// An attempt's reply: its entry (under `parent`, the attempt's start) and the task's new
+    /// state, as one write (entry first for a backend writing them apart). If it cannot be
+    /// written (the task changed meanwhile: a stop from another process), the reply is logged
+    /// in `task.attempt.unrecorded` (its kind and data, and the error).
     pub async fn record_reply(
         &self,
         execution: &Execution,
@@ -216,34 +243,28 @@ impl ExecutionService {
                 json!({ "step_id": step, "interruption": interruption }),
             ),
         };
-        let next = Self::finished(task.value.clone(), outcome)?;
-        let logged = (kind, Some(parent), data.clone());
-        if let Some((revision, _)) = self
-            .write_logged(execution, &next, task.revision, logged)
-            .await?
-        {
-            return Ok(Versioned {
-                value: next,
-                revision,
-            });
-        }
-        // One after the other: the entry first (a state never holds a result the log does not).
-        self.append(execution, kind, Some(parent), data).await?;
-        let id = execution.id();
-        let done = match outcome {
-            TaskResult::Success(success) => self.complete_task(id, task, success.clone()).await,
-            TaskResult::Failure(failure) => self.fail_task(id, task, failure.clone()).await,
-            TaskResult::Interruption(interruption) => {
-                self.interrupt_task(id, task, interruption.clone()).await
-            }
-        };
+        let value = Self::finished(task.value, outcome)?;
+        let revision = task.revision;
+        let entry = NewAuditEntry::new(kind, data.clone()).with_parent(Some(parent));
+        let done = self
+            .transition(
+                execution,
+                Versioned { value, revision },
+                entry,
+                WriteOrder::EntryFirst,
+            )
+            .await
+            .map(|(task, _)| task);
         if let Err(e) = &done {
+            // Nothing of the reply was recorded with the task (a backend writing the two
+            // apart may have written the entry): the reply is kept in the log all the same.
             let _ = self
                 .append(
                     execution,
                     AuditKind::TaskAttemptUnrecorded,
                     Some(parent),
-                    json!({ "step_id": step, "error": e.to_string() }),
+                    json!({ "step_id": step, "error": e.to_string(), "kind": kind.as_str(),
+                            "reply": data }),
                 )
                 .await;
         }
@@ -258,14 +279,24 @@ impl ExecutionService {
         reason: &str,
     ) -> Result<Versioned<Task>> {
         let step = task.value.step_id().clone();
-        let skipped = self.skip_task(execution.id(), task, reason).await?;
-        self.append(
-            execution,
-            AuditKind::TaskSkipped,
-            UNDER_EXECUTION,
-            json!({ "step_id": step }),
-        )
-        .await?;
+        let Versioned { value, revision } = task;
+        let Task::Pending(pending) = value else {
+            return Err(orca_core::TransitionError::TaskStatus {
+                step,
+                status: value.status(),
+                expected: "only a pending task can be skipped",
+            }
+            .into());
+        };
+        let next = Versioned {
+            value: Task::Skipped(pending.skip(reason, now())),
+            revision,
+        };
+        let entry = NewAuditEntry::new(AuditKind::TaskSkipped, json!({ "step_id": step }))
+            .with_parent(UNDER_EXECUTION);
+        let (skipped, _) = self
+            .transition(execution, next, entry, WriteOrder::StateFirst)
+            .await?;
         Ok(skipped)
     }
 
@@ -535,19 +566,25 @@ impl ExecutionService {
             };
             let attempt = running.attempt;
             let groups = running.processes.clone();
-            let next = Task::Failed(running.abandon(note, time::OffsetDateTime::now_utc()));
-            match self.store().update_task(id, &next, task.revision).await {
-                Ok(_) => {}
-                Err(StoreError::Conflict { .. } | StoreError::Immutable(_)) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            self.append(
-                &header.value,
+            let next = Versioned {
+                value: Task::Failed(running.abandon(note, now())),
+                revision: task.revision,
+            };
+            let entry = NewAuditEntry::new(
                 AuditKind::TaskAttemptInterrupted,
-                UNDER_EXECUTION,
                 json!({ "step_id": step, "attempt": attempt, "note": note, "groups": groups }),
             )
-            .await?;
+            .with_parent(UNDER_EXECUTION);
+            match self
+                .transition(&header.value, next, entry, WriteOrder::StateFirst)
+                .await
+            {
+                Ok(_) => {}
+                Err(crate::ServiceError::Store(
+                    StoreError::Conflict { .. } | StoreError::Immutable(_),
+                )) => continue,
+                Err(e) => return Err(e),
+            }
             interrupted.push(step.clone());
         }
         Ok(interrupted)

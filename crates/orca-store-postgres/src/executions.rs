@@ -5,12 +5,11 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use orca_core::{Execution, ExecutionId, Holder, PlanId, StepId, Task};
-use orca_store::AuditLogId;
-use orca_store::audit::{AuditEntry, NewAuditEntry};
+use orca_store::AuditStore;
 use orca_store::common;
 use orca_store::{
     ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
-    ResourceGuard, Revision, StoreError, Versioned,
+    ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
 };
 
 use crate::codec::{self, db_revision, decode, encode_redacted, tag};
@@ -285,26 +284,32 @@ impl ExecutionStore for PgStore {
         revision.ok_or_else(|| StoreError::backend("writing a task", "no revision written"))
     }
 
-    async fn update_task_logged(
+    /// One statement, one commit (`orca_write`, ADR 0026): both or neither, whatever the order.
+    async fn update_task_with_audit(
         &self,
-        execution: ExecutionId,
-        task: &Task,
-        expected: Revision,
-        log: AuditLogId,
-        entry: NewAuditEntry,
-    ) -> Result<Option<(Revision, AuditEntry)>, StoreError> {
+        _audit: &dyn AuditStore,
+        transition: TaskTransition,
+    ) -> Result<Transitioned, StoreError> {
+        let log = transition.log();
+        let TaskTransition {
+            execution_id,
+            task,
+            expected,
+            entry,
+            ..
+        } = transition;
         let written = crate::write::write(
             self,
             Some(TaskWrite {
-                execution,
-                task,
+                execution: execution_id,
+                task: &task,
                 expected,
             }),
             Some((log, entry)),
         )
         .await?;
         match written {
-            (Some(revision), Some(entry)) => Ok(Some((revision, entry))),
+            (Some(revision), Some(entry)) => Ok(Transitioned { revision, entry }),
             _ => Err(StoreError::backend(
                 "writing a task and its entry",
                 "nothing written",

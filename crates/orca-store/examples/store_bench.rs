@@ -1,21 +1,24 @@
 //! Store benchmark: prints, from one run, each as a median of several repetitions:
 //!
-//! (a) one task's claim + complete through `FileStore` ÷ one raw atomic file write
-//!     (temp + fsync + rename + directory fsync) — target ≤ 1.5 (issue 18);
+//! (a) one task's durable claim + complete through `FileStore`, each with its audit entry as the
+//!     recorder writes them (`update_task_with_audit`: one write-ahead record each) ÷ one raw
+//!     atomic file write (temp + fsync + rename + directory fsync) — target ≤ 1.5 (issue 18);
 //! (b) total store cost of a 1,000-task execution ÷ a 100-task one — target ≤ 10.5 (the two run
 //!     interleaved, so both see the same disk);
 //! (c) listing 10,000 plans with a fresh `FileStore` on an existing directory — target < 250 ms;
 //! (d) the cost of signing (ADR 0013): an approval's ed25519 signature and its check, and a
 //!     signed seal ÷ an unsigned one (each sealing a 100-entry log, fsync on), interleaved;
-//! (e) an 8×8 DAG of 100 ms steps through the store alone, as the runner writes it (per task:
-//!     claim = task update + audit append, the step, complete = task update + audit append; the
+//! (e) an 8×8 DAG of 100 ms steps through the store alone, as the recorder writes it (per task:
+//!     claim = the task update and its entry as ONE write, the step, complete = the same; the
 //!     8 tasks of a layer in parallel, layers one after another): makespan ÷ critical path —
-//!     target ≤ 1.05 (ADR 0015); and the same without the audit appends (what the task
-//!     write-ahead log alone costs). The runner's own figure is `runner_bench`'s
-//!     `dag_makespan_ratio_file`.
+//!     target ≤ 1.05 (ADR 0015); the same with the two writes apart (task update, then audit
+//!     append: how it was before), and without the audit entries (task updates only).
+//!     The runner's own figure is `runner_bench`'s `dag_makespan_ratio_file`.
 //!
 //! `cargo run -p orca-store --release --example store_bench [-- --quick] [-- --json PATH]`
-//! (`-- --dag-only`: only (e), one run).
+//! (`-- --dag-only [--mode one-write|apart|state] [--layers N]`: only (e), one run of each
+//! mode or of the one named — e.g. under `strace -f -c -e trace=fsync,fdatasync`, with
+//! `--layers 0` for the syncs of creating the plan and execution alone).
 
 #![expect(
     clippy::print_stdout,
@@ -37,6 +40,7 @@ use orca_store::audit::NewAuditEntry;
 use orca_store::signing::approval_statement;
 use orca_store::{
     AuditLogId, AuditStore, Authority, ExecutionStore, FileStore, PlanStore, Revision, SigningKey,
+    TaskTransition, WriteOrder,
 };
 use time::OffsetDateTime;
 
@@ -161,11 +165,24 @@ impl Run {
             .complete(TaskSuccess::with_summary("ok"), now)
             .into();
         let t = Instant::now();
-        let r = store
-            .update_task(self.id, &claimed.into(), Revision::FIRST)
-            .await
-            .unwrap();
-        store.update_task(self.id, &done, r).await.unwrap();
+        let r = one_write(
+            store,
+            self.plan.id(),
+            self.id,
+            claimed.into(),
+            Revision::FIRST,
+            "task.attempt.started",
+        )
+        .await;
+        one_write(
+            store,
+            self.plan.id(),
+            self.id,
+            done.clone(),
+            r,
+            "task.attempt.completed",
+        )
+        .await;
         let d = t.elapsed();
         self.store_time += d;
         self.tasks[i] = done;
@@ -185,6 +202,55 @@ impl Run {
             .await
             .unwrap();
         self.store_time + t.elapsed()
+    }
+}
+
+/// A task transition with its audit entry, as the recorder writes it: one write.
+async fn one_write(
+    store: &FileStore,
+    plan_id: PlanId,
+    execution_id: ExecutionId,
+    task: Task,
+    expected: Revision,
+    kind: &str,
+) -> Revision {
+    let entry = NewAuditEntry::new(kind, serde_json::json!({ "step_id": task.step_id() }));
+    store
+        .update_task_with_audit(
+            store,
+            TaskTransition {
+                plan_id,
+                execution_id,
+                task,
+                expected,
+                entry,
+                order: WriteOrder::StateFirst,
+            },
+        )
+        .await
+        .unwrap()
+        .revision
+}
+
+/// How (e) writes a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DagMode {
+    /// The task update and its entry as one write (`update_task_with_audit`): the recorder now.
+    OneWrite,
+    /// The task update, then the audit append (two durable writes): the recorder before.
+    Apart,
+    /// Task updates only.
+    State,
+}
+
+impl DagMode {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "one-write" => Some(Self::OneWrite),
+            "apart" => Some(Self::Apart),
+            "state" => Some(Self::State),
+            _ => None,
+        }
     }
 }
 
@@ -277,16 +343,17 @@ async fn signing_costs(base: &Path, reps: usize) -> (f64, f64, f64, f64) {
 }
 
 /// (e): one layer after another, the tasks of a layer in parallel, each: claim (task update +
-/// audit append), `delay`, complete (task update + audit append). Returns makespan ÷ critical
+/// audit append, as `mode` says), `delay`, complete (the same). Returns makespan ÷ critical
 /// path.
 async fn dag_ratio(
     store: &FileStore,
     layers: usize,
     width: usize,
     delay: Duration,
-    audit: bool,
+    mode: DagMode,
 ) -> f64 {
-    let plan = approved(layers * width);
+    // `layers == 0`: the same 8-layer plan is created, nothing runs (the syncs of creation).
+    let plan = approved(if layers == 0 { 8 } else { layers } * width);
     let now = OffsetDateTime::now_utc();
     let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now);
     let id = pending.info.id;
@@ -303,6 +370,22 @@ async fn dag_ratio(
     let log = AuditLogId::Execution {
         plan_id: plan.id(),
         execution_id: id,
+    };
+    let plan_id = plan.id();
+    let write = move |store: FileStore, task: Task, expected: Revision, kind: &'static str| async move {
+        match mode {
+            DagMode::OneWrite => one_write(&store, plan_id, id, task, expected, kind).await,
+            DagMode::Apart => {
+                let r = store.update_task(id, &task, expected).await.unwrap();
+                let step = serde_json::json!({ "step_id": task.step_id() });
+                store
+                    .append(log, NewAuditEntry::new(kind, step))
+                    .await
+                    .unwrap();
+                r
+            }
+            DagMode::State => store.update_task(id, &task, expected).await.unwrap(),
+        }
     };
     let t = Instant::now();
     for layer in 0..layers {
@@ -323,33 +406,26 @@ async fn dag_ratio(
                     unreachable!()
                 };
                 let claimed = p.start(ctx, holder(), now);
-                let r = store
-                    .update_task(id, &claimed.clone().into(), Revision::FIRST)
-                    .await
-                    .unwrap();
-                let step = serde_json::json!({ "step": i });
-                if audit {
-                    store
-                        .append(log, NewAuditEntry::new("task.started", step.clone()))
-                        .await
-                        .unwrap();
-                }
+                let r = write(
+                    store.clone(),
+                    claimed.clone().into(),
+                    Revision::FIRST,
+                    "task.attempt.started",
+                )
+                .await;
                 tokio::time::sleep(delay).await;
                 let done: Task = claimed
                     .complete(TaskSuccess::with_summary("ok"), OffsetDateTime::now_utc())
                     .into();
-                store.update_task(id, &done, r).await.unwrap();
-                if audit {
-                    store
-                        .append(log, NewAuditEntry::new("task.completed", step))
-                        .await
-                        .unwrap();
-                }
+                write(store, done, r, "task.attempt.completed").await;
             });
         }
         while let Some(done) = set.join_next().await {
             done.unwrap();
         }
+    }
+    if layers == 0 {
+        return 0.0;
     }
     let critical = delay.as_secs_f64() * layers as f64;
     t.elapsed().as_secs_f64() / critical
@@ -387,12 +463,24 @@ async fn main() {
     // `--dag-only`: only (e), e.g. under `strace -f -c -e trace=fsync,fdatasync` to count the
     // syncs of one 8×8 DAG.
     if args.iter().any(|a| a == "--dag-only") {
+        let value = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .and_then(|i| args.get(i + 1))
+        };
+        let layers: usize = value("--layers").map_or(8, |l| l.parse().unwrap());
+        let modes = match value("--mode") {
+            Some(m) => vec![DagMode::parse(m).expect("--mode one-write|apart|state")],
+            None => vec![DagMode::OneWrite, DagMode::Apart, DagMode::State],
+        };
         let store = FileStore::open(base.path().join("e")).unwrap();
         let delay = Duration::from_millis(100);
-        let ratio = dag_ratio(&store, 8, 8, delay, true).await;
-        let state_only = dag_ratio(&store, 8, 8, delay, false).await;
-        println!("(e) 8×8 DAG of 100 ms steps, store alone: {ratio:.3}× critical path");
-        println!("    the same without the audit appends:  {state_only:.3}×");
+        for mode in modes {
+            let ratio = dag_ratio(&store, layers, 8, delay, mode).await;
+            println!(
+                "(e) {layers}×8 DAG of 100 ms steps, store alone, {mode:?}: {ratio:.3}× critical path"
+            );
+        }
         return;
     }
 
@@ -474,15 +562,20 @@ async fn main() {
         (8, 8, Duration::from_millis(100))
     };
     let mut dags: Vec<f64> = Vec::new();
+    let mut aparts: Vec<f64> = Vec::new();
     let mut states: Vec<f64> = Vec::new();
     for _ in 0..sizes.growth_reps {
-        dags.push(dag_ratio(&store_e, layers, width, delay, true).await);
-        states.push(dag_ratio(&store_e, layers, width, delay, false).await);
+        dags.push(dag_ratio(&store_e, layers, width, delay, DagMode::OneWrite).await);
+        aparts.push(dag_ratio(&store_e, layers, width, delay, DagMode::Apart).await);
+        states.push(dag_ratio(&store_e, layers, width, delay, DagMode::State).await);
     }
-    dags.sort_by(f64::total_cmp);
-    states.sort_by(f64::total_cmp);
-    let ratio_e = dags[dags.len() / 2];
-    let ratio_e_state = states[states.len() / 2];
+    let med = |mut xs: Vec<f64>| {
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    let ratio_e = med(dags);
+    let ratio_e_apart = med(aparts);
+    let ratio_e_state = med(states);
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
@@ -495,7 +588,7 @@ async fn main() {
         sizes.rounds * 10
     );
     println!(
-        "  one task claim + complete through FileStore:    {:.3} ms",
+        "  one task claim + complete (each with its entry): {:.3} ms",
         ms(task_med)
     );
     println!("(a) task ÷ raw write:                             {ratio_a:.2}  (target ≤ 1.5)");
@@ -539,7 +632,10 @@ async fn main() {
         sizes.growth_reps
     );
     println!(
-        "    the same without the audit appends:        {ratio_e_state:.3}× (task updates only)"
+        "    the same, task update and audit append apart: {ratio_e_apart:.3}× (as before ADR 0015's amendment)"
+    );
+    println!(
+        "    the same without the audit entries:        {ratio_e_state:.3}× (task updates only)"
     );
 
     if let Some(path) = json_path {
@@ -556,9 +652,11 @@ async fn main() {
                 { "name": "seal_signed_vs_unsigned", "value": ratio_d, "unit": "x",
                   "description": "signed seal / unsigned seal, interleaved" },
                 { "name": "store_dag_makespan_ratio_state_only", "value": ratio_e_state, "unit": "x",
-                  "description": "the same DAG without the audit appends (task updates only): what the write-ahead log alone costs" },
+                  "description": "the same DAG without the audit entries (task updates only)" },
+                { "name": "store_dag_makespan_ratio_apart", "value": ratio_e_apart, "unit": "x",
+                  "description": "the same DAG with each task update and its audit append as two durable writes (before one-write transitions)" },
                 { "name": "store_dag_makespan_ratio", "value": ratio_e, "unit": "x", "target": 1.05,
-                  "description": format!("{layers}x{width} DAG of {} ms steps through FileStore alone (claim and complete: task update + audit append each): makespan / critical path", delay.as_millis()) },
+                  "description": format!("{layers}x{width} DAG of {} ms steps through FileStore alone (claim and complete: task update and audit entry as one write each): makespan / critical path", delay.as_millis()) },
             ],
             "quick": quick,
             "raw_atomic_write_ms": ms(raw_med),

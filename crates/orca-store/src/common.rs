@@ -147,6 +147,19 @@ pub fn check_new_execution(execution: &Execution, tasks: &[Task]) -> Result<(), 
     Ok(())
 }
 
+/// Compare-and-swap: the revision after `stored` if it is still `expected`, else a conflict
+/// naming `what` (nothing is written either way).
+pub fn compare_and_next(
+    what: impl Fn() -> String,
+    expected: Revision,
+    stored: Revision,
+) -> Result<Revision, StoreError> {
+    if stored != expected {
+        return Err(conflict(what(), expected, stored));
+    }
+    next_revision(&what(), stored)
+}
+
 pub fn conflict(what: String, expected: Revision, found: Revision) -> StoreError {
     StoreError::Conflict {
         what,

@@ -47,6 +47,7 @@ pub use audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 pub use error::{BoxError, StoreError};
 pub use port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
-    Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Store, Versioned,
+    Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision, Store,
+    TaskTransition, Transitioned, Versioned, WriteOrder,
 };
 pub use signing::{Authority, PublicKey, SignatureProblem, SignatureRecord, SigningKey};

@@ -167,15 +167,9 @@ impl PlanStore for MemoryStore {
             .plans
             .get_mut(&plan.id())
             .ok_or_else(|| not_found(common::plan_what(plan)))?;
-        if stored.revision != expected {
-            return Err(common::conflict(
-                common::plan_what(plan),
-                expected,
-                stored.revision,
-            ));
-        }
+        let next = common::compare_and_next(|| common::plan_what(plan), expected, stored.revision)?;
         common::check_plan_update(&stored.value, plan)?;
-        stored.revision = common::next_revision(&common::plan_what(plan), stored.revision)?;
+        stored.revision = next;
         stored.value = plan.clone();
         Ok(stored.revision)
     }
@@ -289,17 +283,14 @@ impl ExecutionStore for MemoryStore {
             .get_mut(&execution.id())
             .ok_or_else(|| not_found(common::exec_what(execution.id())))?;
         let header = &mut stored.header;
-        if header.revision != expected {
-            return Err(common::conflict(
-                common::exec_what(execution.id()),
-                expected,
-                header.revision,
-            ));
-        }
+        let next = common::compare_and_next(
+            || common::exec_what(execution.id()),
+            expected,
+            header.revision,
+        )?;
         common::check_execution_update(&header.value, execution)?;
         header.value = execution.clone();
-        header.revision =
-            common::next_revision(&common::exec_what(execution.id()), header.revision)?;
+        header.revision = next;
         Ok(header.revision)
     }
 
@@ -322,15 +313,12 @@ impl ExecutionStore for MemoryStore {
             .iter_mut()
             .find(|t| t.value.step_id() == task.step_id())
             .ok_or_else(|| not_found(common::task_what(execution, task)))?;
-        if slot.revision != expected {
-            return Err(common::conflict(
-                common::task_what(execution, task),
-                expected,
-                slot.revision,
-            ));
-        }
+        slot.revision = common::compare_and_next(
+            || common::task_what(execution, task),
+            expected,
+            slot.revision,
+        )?;
         slot.value = task.clone();
-        slot.revision = common::next_revision(&common::task_what(execution, task), slot.revision)?;
         Ok(slot.revision)
     }
 

@@ -291,6 +291,54 @@ pub trait PlanStore: Send + Sync {
     async fn list_plans(&self) -> Result<Listing<PlanSummary>, StoreError>;
 }
 
+/// Which of the two writes of a [`TaskTransition`] a backend that writes them apart makes
+/// first (ADR 0013, ADR 0014). A backend that writes both in one durable write ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOrder {
+    /// The task's new state, then the entry (a claim: the state is what the entry points at).
+    StateFirst,
+    /// The entry, then the state (a reply: a task record never holds a result the log lacks).
+    EntryFirst,
+}
+
+/// A task transition and the audit entry that records it, written together by
+/// [`ExecutionStore::update_task_with_audit`].
+#[derive(Debug, Clone)]
+pub struct TaskTransition {
+    /// The execution's plan (its log is `AuditLogId::Execution { plan_id, execution_id }`).
+    pub plan_id: PlanId,
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// The task's new state.
+    pub task: Task,
+    /// The revision the task must still be at (compare-and-swap).
+    pub expected: Revision,
+    /// The entry, appended to the execution's log.
+    pub entry: NewAuditEntry,
+    /// The order of the two writes for a backend that writes them apart.
+    pub order: WriteOrder,
+}
+
+impl TaskTransition {
+    /// The execution's audit log.
+    #[must_use]
+    pub const fn log(&self) -> AuditLogId {
+        AuditLogId::Execution {
+            plan_id: self.plan_id,
+            execution_id: self.execution_id,
+        }
+    }
+}
+
+/// What [`ExecutionStore::update_task_with_audit`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transitioned {
+    /// The task's new revision.
+    pub revision: Revision,
+    /// The entry as appended (its `seq` is the parent of what happens under it).
+    pub entry: AuditEntry,
+}
+
 /// Executions and their tasks.
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
@@ -358,21 +406,42 @@ pub trait ExecutionStore: Send + Sync {
         expected: Revision,
     ) -> Result<Revision, StoreError>;
 
-    /// Writes a task transition and its audit entry as ONE durable write, for backends that
-    /// can (one transaction, one commit: ADR 0026): the task is compare-and-swapped on
-    /// `expected` and `entry` appended to `log`, both or neither. `Ok(None)`: this backend does
-    /// not, nothing was written, and the caller writes the two one after the other (the
-    /// default).
-    async fn update_task_logged(
+    /// A task transition and its audit entry, as ONE write where the backend can (the file
+    /// store: one record of the execution's write-ahead log, one `fdatasync` shared with the
+    /// parallel transitions of that moment; ADR 0015): when this returns, both are durable,
+    /// and after a crash either both are there or neither. `audit` is where the default writes
+    /// the entry: this same store (`&*store` coerces).
+    ///
+    /// The default writes them one after the other, in `transition.order`, through
+    /// [`Self::update_task`] and [`AuditStore::append`]: if the second write fails, the first
+    /// stands (the caller records that, e.g. `task.attempt.unrecorded`). A conflict or a
+    /// refusal of the task update (checked first or second) is the same error either way.
+    async fn update_task_with_audit(
         &self,
-        execution: ExecutionId,
-        task: &Task,
-        expected: Revision,
-        log: AuditLogId,
-        entry: NewAuditEntry,
-    ) -> Result<Option<(Revision, AuditEntry)>, StoreError> {
-        let _ = (execution, task, expected, log, entry);
-        Ok(None)
+        audit: &dyn AuditStore,
+        transition: TaskTransition,
+    ) -> Result<Transitioned, StoreError> {
+        let log = transition.log();
+        let TaskTransition {
+            execution_id,
+            task,
+            expected,
+            entry,
+            order,
+            ..
+        } = transition;
+        match order {
+            WriteOrder::StateFirst => {
+                let revision = self.update_task(execution_id, &task, expected).await?;
+                let entry = audit.append(log, entry).await?;
+                Ok(Transitioned { revision, entry })
+            }
+            WriteOrder::EntryFirst => {
+                let entry = audit.append(log, entry).await?;
+                let revision = self.update_task(execution_id, &task, expected).await?;
+                Ok(Transitioned { revision, entry })
+            }
+        }
     }
 
     /// Renews the leases of the running tasks `holder` claimed (its heartbeat), for backends

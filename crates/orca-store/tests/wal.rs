@@ -1,12 +1,16 @@
 //! The task write-ahead log (ADR 0015) under attack.
 //!
 //! - `sigkilled_batch_writer_loses_nothing_acknowledged`: a child process updates 16 tasks of
-//!   one execution in parallel (so transitions are group-committed) and prints every
-//!   acknowledged revision; the parent SIGKILLs it at a random moment, mid-batch as often as
-//!   not, then counts acknowledged writes LOST (stored revision behind the acknowledgement) and
-//!   TORN records READ (a read that fails, or a complete log line that is not a record).
-//!   While the child writes, this process reads the execution in a loop (as `exec show` or
-//!   `watch` from another shell would) and counts failed reads and tasks that went BACKWARDS.
+//!   one execution in parallel (so transitions are group-committed), every other transition
+//!   with its audit entry as one write (`update_task_with_audit`), and prints every
+//!   acknowledged revision and entry; the parent SIGKILLs it at a random moment, mid-batch as
+//!   often as not, then counts acknowledged writes LOST (stored revision behind the
+//!   acknowledgement, an acknowledged entry missing or different, before and after the next
+//!   writer compacts the log) and TORN records READ (a read that fails, a log that does not
+//!   verify, or a complete log line that is not a record). While the child writes, this
+//!   process reads the execution and verifies its audit log in a loop (as `exec show`,
+//!   `watch` or `audit verify` from another shell would) and counts failed reads and tasks
+//!   that went BACKWARDS.
 //! - `log_tampering_is_repaired_or_detected`: a task file rolled back, a rolled-back file that
 //!   was also edited, a garbage line, a torn tail, reordered / truncated / edited records.
 //!
@@ -26,7 +30,11 @@ use std::time::Duration;
 
 use common::*;
 use orca_core::{ExecutionId, StepId, Task};
-use orca_store::{ExecutionStore, FileStore, PlanStore, Revision, StoreError};
+use orca_store::audit::NewAuditEntry;
+use orca_store::{
+    AuditLogId, AuditStore, ExecutionStore, FileStore, PlanStore, Revision, StoreError,
+    TaskTransition, WriteOrder,
+};
 
 const TASKS: usize = 16;
 
@@ -77,10 +85,40 @@ async fn batch_writer(dir: &str) {
             let mut rev = Revision::FIRST;
             loop {
                 let next = next_task(&plan, &tasks, k, &me);
-                rev = store.update_task(id, &next, rev).await.unwrap();
+                let step = next.step_id().clone();
+                // Every other transition carries its audit entry (one write); the others are
+                // plain task updates (both kinds of record share the log and its batches).
+                let seq = if rev.0 % 2 == 1 {
+                    let entry = NewAuditEntry::new(
+                        "test.transition",
+                        serde_json::json!({ "step": step, "revision": rev.0 + 1 }),
+                    );
+                    let written = store
+                        .update_task_with_audit(
+                            &store,
+                            TaskTransition {
+                                plan_id: plan.id(),
+                                execution_id: id,
+                                task: next.clone(),
+                                expected: rev,
+                                entry,
+                                order: WriteOrder::StateFirst,
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    rev = written.revision;
+                    Some(written.entry.seq)
+                } else {
+                    rev = store.update_task(id, &next, rev).await.unwrap();
+                    None
+                };
                 tasks[k] = next;
                 let mut out = std::io::stdout().lock();
-                writeln!(out, "task {} {}", tasks[k].step_id(), rev.0).unwrap();
+                match seq {
+                    Some(seq) => writeln!(out, "task {step} {} entry {seq}", rev.0).unwrap(),
+                    None => writeln!(out, "task {step} {}", rev.0).unwrap(),
+                }
                 out.flush().unwrap();
             }
         });
@@ -111,6 +149,7 @@ fn wal_path(store: &FileStore, id: ExecutionId) -> PathBuf {
 fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtime) {
     let (mut acked_total, mut lost, mut torn, mut torn_tails, mut records) = (0, 0, 0, 0, 0);
     let (mut live_reads, mut backwards) = (0, 0);
+    let (mut acked_entries, mut lost_entries) = (0, 0);
     for trial in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -155,7 +194,21 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
         let watcher = FileStore::open(dir.path()).unwrap();
         let until = std::time::Instant::now() + Duration::from_millis(fastrand::u64(20..400));
         let mut seen: BTreeMap<StepId, Revision> = BTreeMap::new();
+        let live_log = rt
+            .block_on(watcher.execution_header(live))
+            .map(|h| AuditLogId::Execution {
+                plan_id: h.value.info().plan_id,
+                execution_id: live,
+            })
+            .unwrap();
         while std::time::Instant::now() < until {
+            match rt.block_on(watcher.verify(live_log)) {
+                Ok(report) if report.is_intact() => live_reads += 1,
+                other => {
+                    eprintln!("trial {trial}: a live verify failed: {other:?}");
+                    torn += 1;
+                }
+            }
             match rt.block_on(watcher.execution(live)) {
                 Ok(snap) => {
                     live_reads += 1;
@@ -184,6 +237,8 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
             continue;
         };
         let mut acked: BTreeMap<StepId, u64> = BTreeMap::new();
+        // Acknowledged entries: seq → (step, revision).
+        let mut entries: BTreeMap<u64, (String, u64)> = BTreeMap::new();
         for l in &lines {
             let f: Vec<&str> = l.split(' ').collect();
             if f[0] == "task" {
@@ -191,8 +246,43 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
                 let e = acked.entry(f[1].parse().unwrap()).or_default();
                 *e = (*e).max(rev);
                 acked_total += 1;
+                if f.get(3) == Some(&"entry") {
+                    entries.insert(f[4].parse().unwrap(), (f[1].to_owned(), rev));
+                }
             }
         }
+        acked_entries += entries.len();
+        // Every acknowledged entry is in the log as read, at its seq, and the log verifies.
+        let check_entries = |store: &FileStore, when: &str| -> usize {
+            rt.block_on(async {
+                let log = AuditLogId::Execution {
+                    plan_id: store
+                        .execution_header(id)
+                        .await
+                        .unwrap()
+                        .value
+                        .info()
+                        .plan_id,
+                    execution_id: id,
+                };
+                let report = store.verify(log).await.unwrap();
+                assert!(report.is_intact(), "trial {trial} ({when}): {report:?}");
+                let stored = store.entries(log).await.unwrap();
+                entries
+                    .iter()
+                    .filter(|(seq, (step, rev))| {
+                        let found = usize::try_from(**seq).ok().and_then(|i| stored.get(i));
+                        let ok = found.is_some_and(|e| {
+                            e.data["step"] == step.as_str() && e.data["revision"] == *rev
+                        });
+                        if !ok {
+                            eprintln!("trial {trial} ({when}): entry {seq} lost");
+                        }
+                        !ok
+                    })
+                    .count()
+            })
+        };
         let store = FileStore::open(dir.path()).unwrap();
         let wal = wal_path(&store, id);
         let bytes = std::fs::read(&wal).unwrap_or_default();
@@ -206,6 +296,7 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
                 torn += 1;
             }
         }
+        lost_entries += check_entries(&store, "after the kill");
         rt.block_on(async {
             match store.execution(id).await {
                 Err(e) => {
@@ -247,14 +338,16 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
                 }
             }
         });
+        // The log was compacted by the lease: the audit file alone holds every entry now.
+        lost_entries += check_entries(&FileStore::open(dir.path()).unwrap(), "after compaction");
     }
     eprint!(
-        "({} trials: {acked_total} acknowledged transitions, {records} log records, {torn_tails} torn tails cut, {live_reads} reads by another process while writing; lost {lost}, torn read {torn}, gone backwards {backwards}) ",
+        "({} trials: {acked_total} acknowledged transitions, {acked_entries} of them with their audit entry, {records} log records, {torn_tails} torn tails cut, {live_reads} reads by another process while writing; lost {lost} transitions and {lost_entries} entries, torn read {torn}, gone backwards {backwards}) ",
         trials()
     );
     assert_eq!(
-        (lost, torn, backwards),
-        (0, 0, 0),
+        (lost, lost_entries, torn, backwards),
+        (0, 0, 0, 0),
         "acknowledged writes lost, torn records read, or a reader saw a task go back"
     );
 }

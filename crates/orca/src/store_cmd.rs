@@ -301,13 +301,14 @@ async fn import(pg: &PgStore, from: &Path) -> Result<Counts, CliError> {
     }
     let mut logs = Vec::new();
     for log in files.audit_logs().await? {
-        let path = files.audit_path(log);
-        let lines = read_text(&path)?
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_owned)
-            .collect();
+        // As the store reads it: an execution's entries made durable in its write-ahead log but
+        // not yet copied to the audit file (a crash in between) are included (ADR 0015).
+        let mut lines = Vec::new();
+        for entry in files.entries(log).await? {
+            lines.push(serde_json::to_string(&entry).map_err(|e| {
+                CliError::bad_input(format!("{}: {e}", files.audit_path(log).display()))
+            })?);
+        }
         let seal_path = files.seal_path(log);
         let seal = match read_text(&seal_path)? {
             Some(text) => {

@@ -151,12 +151,20 @@ pub(super) fn open_log(path: &Path) -> Result<File, StoreError> {
 
 impl Inner {
     /// Appends one entry, durably, sharing the write and fsync with concurrent appends to the
-    /// same log (group commit). Returns once the entry is on disk.
+    /// same log (group commit). Returns once the entry is on disk. An execution's entries go
+    /// through its write-ahead log (`wal_write.rs`), in one order with its task transitions.
     pub(super) fn append(
         &self,
         log: AuditLogId,
         entry: NewAuditEntry,
     ) -> Result<AuditEntry, StoreError> {
+        if let AuditLogId::Execution {
+            plan_id,
+            execution_id,
+        } = log
+        {
+            return self.append_execution_entry(plan_id, execution_id, entry);
+        }
         self.log_queues
             .submit(log, entry, "appending to an audit log", |batch| {
                 self.append_batch(log, batch)
@@ -164,8 +172,8 @@ impl Inner {
     }
 
     /// Appends entries in order with one write and one fsync: all or nothing (on failure the
-    /// log is cut back to its length before).
-    pub(super) fn append_batch(
+    /// log is cut back to its length before). Plan logs and run registers only.
+    fn append_batch(
         &self,
         log: AuditLogId,
         batch: Vec<NewAuditEntry>,
@@ -236,10 +244,21 @@ impl Inner {
 
     pub(super) fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
         let path = self.audit_file(log);
-        let _file = open_log(&path)?;
+        let mut file = open_log(&path)?;
         let seal_path = seal_file(&path);
         if let Some(seal) = read_seal(&seal_path)? {
             return Ok(seal);
+        }
+        if let AuditLogId::Execution {
+            plan_id,
+            execution_id,
+        } = log
+        {
+            // What is sealed is the file: first every entry its write-ahead log holds past
+            // it, made durable in the file itself (the log is emptied by the next compaction).
+            self.audit_head(plan_id, execution_id, &mut file, &path)?;
+            file.sync_data()
+                .map_err(io_err(format!("syncing {}", path.display())))?;
         }
         let entries = parse_entries(&path, &read_log_lines(&path)?)?;
         let seal =

@@ -11,22 +11,24 @@
 //! .orca/plans/{plan_id}/executions/{exec_id}/exec.lock         CAS lock of the header
 //! .orca/plans/{plan_id}/executions/{exec_id}/tasks/{step}.json one task + "revision"
 //! .orca/plans/{plan_id}/executions/{exec_id}/tasks/{step}.lock CAS lock of the task
+//! .orca/plans/{plan_id}/executions/{exec_id}/tasks.wal.jsonl    write-ahead log (tasks + audit)
 //! .orca/executions/{exec_id}                                   index: the plan id (a hint)
 //! .orca/locks/{name}-{hash}.lock                               resource locks
 //! .orca/cache/plan-list.json                                   listing cache (validated)
 //! ```
 
 //!
-//! Task transitions go through the execution's write-ahead log first (see [`wal`] and
-//! `adr/0015-task-write-ahead-log.md`): one group-committed append per batch of parallel
-//! transitions; the task file is then replaced without an fsync and the log is compacted into
-//! the task files when it grows.
+//! Task transitions and the entries of an execution's audit log go through the execution's
+//! write-ahead log first (see [`wal`], [`wal_write`] and `adr/0015-task-write-ahead-log.md`):
+//! one group-committed append per batch, a transition and its entry in ONE record; the task
+//! file and the audit file are then written without an fsync, and the log is compacted into
+//! them when it grows or a lease is taken.
 //!
 //! Modules, one concern each: [`layout`] (paths), [`atomic`] (temp + fsync + rename, locks),
 //! [`codec`] (documents, errors), [`records`] (reading plans, headers and tasks), [`listing`]
 //! (listings and their cache), [`lease`] (leases and resource locks), [`group_commit`] (one
-//! writer per batch), [`audit_log`] (the audit files), [`wal`] (the task log) and
-//! [`port_impl`] (the port's traits).
+//! writer per batch), [`audit_log`] (the audit files), [`wal`] (the write-ahead log: format,
+//! reading), [`wal_write`] (writing it, compaction) and [`port_impl`] (the port's traits).
 
 mod atomic;
 mod audit_log;
@@ -38,6 +40,7 @@ mod listing;
 mod port_impl;
 mod records;
 mod wal;
+mod wal_write;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -82,8 +85,9 @@ struct Inner {
     header_facts: Mutex<HashMap<ExecutionId, (Stamp, HeaderFacts)>>,
     /// Audit appends waiting for their log, per log (group commit).
     log_queues: GroupCommit<AuditLogId, NewAuditEntry, AuditEntry>,
-    /// Task transitions waiting for their execution's write-ahead log (group commit).
-    wal_queues: GroupCommit<ExecutionId, Vec<u8>, u64>,
+    /// Task transitions and execution audit entries waiting for their execution's
+    /// write-ahead log (group commit).
+    wal_queues: GroupCommit<(PlanId, ExecutionId), wal_write::WalRequest, wal_write::WalResponse>,
     /// What this process has read of each execution's write-ahead log.
     wal_index: Mutex<HashMap<ExecutionId, wal::Index>>,
     /// The last entry this process appended to each log (sequence, hash): an append that

@@ -9,7 +9,7 @@ use orca_core::{Execution, ExecutionId, Holder, Plan, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
 use super::atomic::{ensure_dir, sync_dir, with_lock};
-use super::audit_log::{parse_entries, read_log_lines, read_seal};
+use super::audit_log::{parse_entries, read_seal};
 use super::codec::{encode, encode_redacted, io_err};
 use super::layout::seal_file;
 use super::lease::{LeaseFileGuard, LeaseRecord, renew_lease_file};
@@ -19,7 +19,8 @@ use crate::common;
 use crate::error::StoreError;
 use crate::port::{
     AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo,
-    Listing, PlanStore, PlanSummary, ResourceGuard, Revision, Versioned,
+    Listing, PlanStore, PlanSummary, ResourceGuard, Revision, TaskTransition, Transitioned,
+    Versioned,
 };
 use crate::signing::Authority;
 
@@ -52,15 +53,12 @@ impl PlanStore for FileStore {
             ensure_dir(&inner.plan_dir(id))?;
             with_lock(&inner.plan_dir(id).join("plan.lock"), || {
                 let stored = inner.read_plan(id)?;
-                if stored.revision != expected {
-                    return Err(common::conflict(
-                        common::plan_what(&plan),
-                        expected,
-                        stored.revision,
-                    ));
-                }
+                let next = common::compare_and_next(
+                    || common::plan_what(&plan),
+                    expected,
+                    stored.revision,
+                )?;
                 common::check_plan_update(&stored.value, &plan)?;
-                let next = common::next_revision(&common::plan_what(&plan), stored.revision)?;
                 let path = inner.plan_file(id);
                 inner.write_atomic(&path, &encode(&plan, next, &path)?)?;
                 Ok(next)
@@ -167,15 +165,9 @@ impl ExecutionStore for FileStore {
                         .ok_or_else(|| StoreError::NotFound {
                             what: common::exec_what(id),
                         })?;
-                if stored.revision != expected {
-                    return Err(common::conflict(
-                        common::exec_what(id),
-                        expected,
-                        stored.revision,
-                    ));
-                }
+                let next =
+                    common::compare_and_next(|| common::exec_what(id), expected, stored.revision)?;
                 common::check_execution_update(&stored.value, &execution)?;
-                let next = common::next_revision(&common::exec_what(id), stored.revision)?;
                 let path = inner.exec_file(plan, id);
                 let bytes = encode_redacted(&execution, next, &path, &inner.redactor)?;
                 inner.write_atomic(&path, &bytes)?;
@@ -192,8 +184,35 @@ impl ExecutionStore for FileStore {
         expected: Revision,
     ) -> Result<Revision, StoreError> {
         let task = task.clone();
-        self.run(move |inner| inner.update_task(execution, &task, expected))
+        self.run(move |inner| Ok(inner.update_task(execution, &task, expected, None)?.0))
             .await
+    }
+
+    async fn update_task_with_audit(
+        &self,
+        _audit: &dyn AuditStore,
+        transition: TaskTransition,
+    ) -> Result<Transitioned, StoreError> {
+        self.run(move |inner| {
+            let TaskTransition {
+                plan_id,
+                execution_id,
+                task,
+                expected,
+                entry,
+                ..
+            } = transition;
+            let (revision, entry) =
+                inner.update_task(execution_id, &task, expected, Some((plan_id, entry)))?;
+            let entry = entry.ok_or_else(|| {
+                StoreError::backend(
+                    "appending to an audit log",
+                    std::io::Error::other("the batch returned no entry"),
+                )
+            })?;
+            Ok(Transitioned { revision, entry })
+        })
+        .await
     }
 
     async fn list_executions(
@@ -282,18 +301,14 @@ impl AuditStore for FileStore {
     }
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
-        self.run(move |inner| {
-            let path = inner.audit_file(log);
-            parse_entries(&path, &read_log_lines(&path)?)
-        })
-        .await
+        self.run(move |inner| parse_entries(&inner.audit_file(log), &inner.audit_lines(log)?))
+            .await
     }
 
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
         self.run(move |inner| {
-            let path = inner.audit_file(log);
-            let lines = read_log_lines(&path)?;
-            let seal = read_seal(&seal_file(&path))?;
+            let lines = inner.audit_lines(log)?;
+            let seal = read_seal(&seal_file(&inner.audit_file(log)))?;
             Ok(crate::verify::verify_log(
                 log,
                 &lines,

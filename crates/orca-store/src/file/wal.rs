@@ -1,30 +1,27 @@
-//! The write-ahead log of an execution's task transitions (ADR 0015):
-//! `executions/{exec_id}/tasks.wal.jsonl`, one JSON line per transition,
-//! `{"step": …, "revision": N, "task": {…}}`.
+//! The write-ahead log of an execution (ADR 0015): `executions/{exec_id}/tasks.wal.jsonl`,
+//! one JSON line per durable write, in the order they were made durable:
+//! `{"step": …, "revision": N, "task": {…}}` (a task transition),
+//! `{"audit": {…}}` (an entry of the execution's audit log), or both in one line (a
+//! transition and the entry that records it: [`crate::ExecutionStore::update_task_with_audit`]).
+//! Writing it is [`super::wal_write`]; this module reads it.
 //!
-//! A task update appends its record (group-committed: one write and one `fdatasync` for every
-//! transition queued at that moment, see [`super::group_commit`]) and is acknowledged once the
-//! record is on disk; it then replaces the task file *without* an fsync. The task file is a
-//! readable copy, the log is what makes the transition durable. A reader (any process) reads
-//! the task file first, then the log, and takes the newest revision, the file on a tie: so a
-//! writer killed between its append and its rename, or a task file lost by a power failure, is
-//! repaired from the log, and an edit of the log at a revision the task file already has
-//! changes nothing.
+//! A record is acknowledged once its line is on disk (group-committed: one write and one
+//! `fdatasync` for every record queued at that moment). The task file and the audit log file
+//! are then written *without* an fsync: they are readable copies, the log is what makes the
+//! write durable. A reader (any process) reads the task file first, then the log, and takes
+//! the newest revision, the file on a tie: so a writer killed between its append and its
+//! rename, or a task file lost by a power failure, is repaired from the log, and an edit of
+//! the log at a revision the task file already has changes nothing. Likewise the audit log as
+//! read is its file's complete lines followed by the log's entries past them.
 //!
 //! A torn last line (no newline: an append that never returned) is ignored by readers and cut
 //! by the next append. A complete line that is not a record is corruption, named by file.
 //! A task file older than the log whose content differs from the log's record of the same
 //! revision was changed behind orca's back: reported, never repaired.
-//!
-//! Compaction (when the log passes [`COMPACT_AT`] bytes, and when a lease is taken) writes
-//! every task file the log is ahead of, fsyncs every task file the log names and their
-//! directory, then replaces the log by an empty file (a new inode, so readers holding an
-//! offset into the old one start over). It runs under the header's lock held exclusively,
-//! which every task update holds shared.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::{Arc, PoisonError};
@@ -33,23 +30,24 @@ use orca_core::{ExecutionId, PlanId, StepId, Task};
 use serde::{Deserialize, Serialize};
 
 use super::Inner;
-use super::atomic::{LockMode, ensure_dir, sync_dir, with_lock, with_lock_mode};
-use super::codec::{corrupt, decode, encode, io_err, read_opt, redacted_document};
-use crate::common;
+use super::audit_log::read_log_lines;
+use super::codec::{corrupt, io_err};
+use crate::audit::AuditEntry;
 use crate::error::StoreError;
-use crate::perms;
-use crate::port::{Revision, Versioned};
+use crate::port::{AuditLogId, Revision, Versioned};
 
-/// The log is compacted into the task files once it is this large.
-pub(super) const COMPACT_AT: u64 = 8 << 20;
-
-/// One line of the log, as written.
+/// One line of the log, as written: a task record, an audit entry, or both.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Line<T> {
-    step: StepId,
-    revision: Revision,
-    task: T,
+pub(super) struct Line<T, A> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) step: Option<StepId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) revision: Option<Revision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) task: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) audit: Option<A>,
 }
 
 /// How many of a step's newest records a reader keeps: the newest (what is read when the file
@@ -70,6 +68,11 @@ pub(super) struct Index {
     ino: u64,
     offset: u64,
     steps: HashMap<StepId, StepLog>,
+    /// Every audit entry in the log, by seq (the log is emptied when compacted, so this is
+    /// bounded by its size). The first record of a seq wins: a later copy (a forged or
+    /// reordered line) is not read; entries past the audit file's end must chain (checked by
+    /// the writer that copies them, and by `verify`).
+    audit: BTreeMap<u64, AuditEntry>,
 }
 
 impl Index {
@@ -113,16 +116,26 @@ impl Index {
         };
         let mut at = self.offset;
         for line in buf[..end].split(|b| *b == b'\n') {
-            let record: Line<serde_json::Value> = serde_json::from_slice(line).map_err(|e| {
-                corrupt(
-                    path,
-                    format!("the line at byte {at} is not a task record ({e})"),
-                )
-            })?;
-            let revisions = &mut self.steps.entry(record.step).or_default().revisions;
-            revisions.insert(record.revision, Arc::from(record.task.to_string()));
-            if revisions.len() > KEEP_REVISIONS {
-                revisions.pop_first();
+            let bad = |why: String| corrupt(path, format!("the line at byte {at} {why}"));
+            let record: Line<serde_json::Value, AuditEntry> =
+                serde_json::from_slice(line).map_err(|e| bad(format!("is not a record ({e})")))?;
+            match (record.step, record.revision, record.task) {
+                (Some(step), Some(revision), Some(task)) => {
+                    let revisions = &mut self.steps.entry(step).or_default().revisions;
+                    revisions.insert(revision, Arc::from(task.to_string()));
+                    if revisions.len() > KEEP_REVISIONS {
+                        revisions.pop_first();
+                    }
+                }
+                (None, None, None) if record.audit.is_some() => {}
+                _ => {
+                    return Err(bad(
+                        "is neither a whole task record nor an audit entry".into()
+                    ));
+                }
+            }
+            if let Some(entry) = record.audit {
+                self.audit.entry(entry.seq).or_insert(entry);
             }
             at += line.len() as u64 + 1;
         }
@@ -131,67 +144,40 @@ impl Index {
     }
 }
 
+impl Index {
+    /// The log's audit entries from sequence number `next` on, in order.
+    pub(super) fn audit_from(&self, next: u64) -> impl Iterator<Item = &AuditEntry> {
+        self.audit.range(next..).map(|(_, e)| e)
+    }
+
+    /// The log's copy of audit entry `seq`, if it holds one.
+    pub(super) fn audit_at(&self, seq: u64) -> Option<&AuditEntry> {
+        self.audit.get(&seq)
+    }
+
+    /// The newest record of each step (what compaction writes).
+    pub(super) fn latest(&self) -> Vec<(StepId, Revision, Arc<str>)> {
+        self.steps
+            .iter()
+            .filter_map(|(step, log)| {
+                let (rev, text) = log.revisions.last_key_value()?;
+                Some((step.clone(), *rev, Arc::clone(text)))
+            })
+            .collect()
+    }
+
+    /// Whether the log holds any audit entry.
+    pub(super) fn has_audit(&self) -> bool {
+        !self.audit.is_empty()
+    }
+}
+
 /// A task file as read: its bytes, or why they could not be used.
 pub(super) type FileTask = Result<Versioned<Task>, StoreError>;
 
 impl Inner {
-    /// A task transition: compare-and-swap on the revision, the record appended to the log
-    /// (durable when this returns), then the task file replaced without an fsync.
-    pub(super) fn update_task(
-        &self,
-        execution: ExecutionId,
-        task: &Task,
-        expected: Revision,
-    ) -> Result<Revision, StoreError> {
-        let plan = self.locate(execution)?;
-        // The header's lock, shared: task updates run in parallel, but never while the
-        // header is being replaced (e.g. made terminal) or the log compacted.
-        let exec_lock = self.exec_sub(plan, execution).join("exec.lock");
-        let (next, log_len) = with_lock_mode(&exec_lock, LockMode::Shared, || {
-            let facts = self.header_facts(plan, execution)?;
-            let has_step = facts.steps.contains(task.step_id());
-            common::check_task_update(execution, facts.stage, has_step, task)?;
-            let path = self.task_file(plan, execution, task.step_id());
-            with_lock(&path.with_extension("lock"), || {
-                let what = || common::task_what(execution, task);
-                let stored = self.read_task(plan, execution, task.step_id())?;
-                if stored.revision != expected {
-                    return Err(common::conflict(what(), expected, stored.revision));
-                }
-                let next = common::next_revision(&what(), stored.revision)?;
-                let doc = redacted_document(task, &path, &self.redactor)?;
-                let log_len = self.wal_append(plan, execution, task.step_id(), next, &doc)?;
-                // Durable in the log; the file is its readable copy (see the module). A copy
-                // that cannot be written (a full disk) is stale until the next read or
-                // compaction repairs it, but the transition happened: it is not an error.
-                if let Err(e) = self.write_copy(&path, &doc, next) {
-                    tracing::warn!(error = %e, "task file not updated; its log record stands");
-                }
-                Ok((next, log_len))
-            })
-        })?;
-        if log_len >= COMPACT_AT {
-            self.compact_wal(plan, execution)?;
-        }
-        Ok(next)
-    }
-
-    /// Replaces a task file without an fsync (the log holds the transition).
-    fn write_copy(
-        &self,
-        path: &Path,
-        doc: &serde_json::Value,
-        revision: Revision,
-    ) -> Result<(), StoreError> {
-        let tmp = self.write_tmp(path, &encode(doc, revision, path)?, false)?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io_err(format!("renaming into {}", path.display()))(e)
-        })
-    }
-
     /// Runs `f` on this process's view of an execution's log, brought up to date first.
-    fn with_wal<T>(
+    pub(super) fn with_wal<T>(
         &self,
         plan: PlanId,
         id: ExecutionId,
@@ -226,133 +212,30 @@ impl Inner {
         })?
     }
 
-    /// Appends one record to an execution's log, durably, group-committed with the records of
-    /// concurrent updates. Returns the log's length after the batch.
-    pub(super) fn wal_append(
-        &self,
-        plan: PlanId,
-        id: ExecutionId,
-        step: &StepId,
-        revision: Revision,
-        task: &serde_json::Value,
-    ) -> Result<u64, StoreError> {
-        let mut line = serde_json::to_vec(&Line {
-            step: step.clone(),
-            revision,
-            task,
-        })
-        .map_err(|e| StoreError::backend("encoding a task record", e))?;
-        line.push(b'\n');
-        let path = self.wal_file(plan, id);
-        self.wal_queues.submit(
-            id,
-            line,
-            "appending to a write-ahead log",
-            |batch: Vec<Vec<u8>>| {
-                let len = append_lines(&path, &batch)?;
-                Ok(vec![len; batch.len()])
-            },
-        )
-    }
-
-    /// Folds the log into the task files (see the module's documentation), if it exists.
-    /// Takes the header's lock exclusively: no task update runs meanwhile.
-    pub(super) fn compact_wal(&self, plan: PlanId, id: ExecutionId) -> Result<(), StoreError> {
-        let wal_path = self.wal_file(plan, id);
-        if !wal_path.exists() {
-            return Ok(());
-        }
-        let lock = self.exec_sub(plan, id).join("exec.lock");
-        with_lock_mode(&lock, LockMode::Exclusive, || {
-            let latest: Vec<(StepId, Revision, Arc<str>)> = self.with_wal(plan, id, |index| {
+    /// The lines of an audit log as read: its file's complete lines, then (an execution's log
+    /// not sealed) the write-ahead log's entries past them, i.e. entries made durable whose
+    /// copy in the file was not written (a writer killed in between) or lost (a power
+    /// failure). A sealed log is its file alone: sealing made the file whole and durable.
+    pub(super) fn audit_lines(&self, log: AuditLogId) -> Result<Vec<String>, StoreError> {
+        let path = self.audit_file(log);
+        let mut lines = read_log_lines(&path)?;
+        if let AuditLogId::Execution {
+            plan_id,
+            execution_id,
+        } = log
+            && !super::layout::seal_file(&path).exists()
+        {
+            let next = lines.len() as u64;
+            let tail = self.with_wal(plan_id, execution_id, |index| {
                 index
-                    .steps
-                    .iter()
-                    .filter_map(|(step, log)| {
-                        let (rev, text) = log.revisions.last_key_value()?;
-                        Some((step.clone(), *rev, Arc::clone(text)))
-                    })
-                    .collect()
+                    .audit_from(next)
+                    .map(serde_json::to_string)
+                    .collect::<Result<Vec<_>, _>>()
             })?;
-            for (step, revision, text) in &latest {
-                let path = self.task_file(plan, id, step);
-                // A missing task file is not recreated: its name was durable since creation,
-                // so someone removed it (and reading the execution says so).
-                let bytes =
-                    read_opt(&path)?.ok_or_else(|| corrupt(&path, "the task record is missing"))?;
-                let behind = decode(&path, &bytes, Task::from_json)
-                    .ok()
-                    .is_none_or(|file| file.revision < *revision);
-                if behind {
-                    let doc: serde_json::Value = serde_json::from_str(text)
-                        .map_err(|e| corrupt(&wal_path, format!("a task record: {e}")))?;
-                    let tmp = self.write_tmp(&path, &encode(&doc, *revision, &path)?, true)?;
-                    std::fs::rename(&tmp, &path)
-                        .map_err(io_err(format!("renaming into {}", path.display())))?;
-                } else {
-                    File::open(&path)
-                        .and_then(|f| f.sync_data())
-                        .map_err(io_err(format!("syncing {}", path.display())))?;
-                }
-            }
-            sync_dir(&self.tasks_dir(plan, id))?;
-            // A new, empty log (a new inode: readers holding an offset start over).
-            self.write_atomic(&wal_path, b"")?;
-            tracing::debug!(execution = %id, tasks = latest.len(), "compacted the write-ahead log");
-            Ok(())
-        })
-    }
-}
-
-/// Appends a batch of lines with one write and one `fdatasync`, under the log's `flock`,
-/// cutting a torn tail first. All or nothing: on failure the log is cut back.
-fn append_lines(path: &Path, batch: &[Vec<u8>]) -> Result<u64, StoreError> {
-    if let Some(dir) = path.parent() {
-        ensure_dir(dir)?;
-    }
-    let existed = path.exists();
-    let mut file = perms::open(perms::options().read(true).append(true).create(true), path)
-        .map_err(io_err(format!("opening {}", path.display())))?;
-    if !existed && let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    file.lock()
-        .map_err(io_err(format!("locking {}", path.display())))?;
-    let before = cut_torn_tail(&file, path)?;
-    let bytes: Vec<u8> = batch.concat();
-    if let Err(e) = file.write_all(&bytes).and_then(|()| file.sync_data()) {
-        let _ = file.set_len(before).and_then(|()| file.sync_data());
-        return Err(io_err(format!("appending to {}", path.display()))(e));
-    }
-    Ok(before + bytes.len() as u64)
-}
-
-/// Cuts a last line without its newline (an append that never returned); returns the length.
-fn cut_torn_tail(file: &File, path: &Path) -> Result<u64, StoreError> {
-    let len = file
-        .metadata()
-        .map_err(io_err(format!("reading {}", path.display())))?
-        .len();
-    let mut end = len;
-    let mut chunk = vec![0u8; 4096];
-    while end > 0 {
-        let start = end.saturating_sub(chunk.len() as u64);
-        let part = &mut chunk[..usize::try_from(end - start).unwrap_or(0)];
-        file.read_exact_at(part, start)
-            .map_err(io_err(format!("reading {}", path.display())))?;
-        if let Some(nl) = part.iter().rposition(|b| *b == b'\n') {
-            end = start + nl as u64 + 1;
-            break;
+            lines.extend(tail.map_err(|e| StoreError::backend("encoding an audit entry", e))?);
         }
-        end = start;
+        Ok(lines)
     }
-    if end < len {
-        tracing::warn!(path = %path.display(), at = end, "cutting a torn record (an unacknowledged append)");
-        file.set_len(end)
-            .and_then(|()| file.sync_data())
-            .map_err(io_err(format!("truncating {}", path.display())))?;
-    }
-    Ok(end)
 }
 
 /// The current task of one step: the task file unless the log holds a newer revision.

@@ -62,9 +62,29 @@ async fn an_append_after_the_log_was_cut_or_rewritten_stops() {
         .unwrap_err();
     assert!(matches!(err, StoreError::Tampered { .. }), "{err}");
     refused += 1;
-    // Rewritten to the same length with a different last entry.
+    // Emptied while the execution's write-ahead log still holds every entry: another process
+    // (a fresh handle, as after a restart) restores them from it before appending.
+    let fresh = FileStore::open(dir.path()).unwrap();
+    let restored = fresh
+        .append(log, NewAuditEntry::new("k", json!({ "i": 5 })))
+        .await
+        .unwrap();
+    assert_eq!(restored.seq, 5, "the five entries were restored first");
+    assert!(fresh.verify(log).await.unwrap().is_intact());
+    println!("an emptied log restored from the write-ahead log by a fresh process: 5/5 entries");
+    // Rewritten to the same length with a different last entry (the log and its write-ahead
+    // log both rewritten).
     let fresh = FileStore::open(dir.path()).unwrap();
     std::fs::write(&path, "").unwrap();
+    let AuditLogId::Execution { execution_id, .. } = log else {
+        unreachable!()
+    };
+    let wal = path
+        .parent()
+        .unwrap()
+        .join(execution_id.to_string())
+        .join("tasks.wal.jsonl");
+    std::fs::remove_file(&wal).unwrap();
     for i in 0..5 {
         fresh
             .append(log, NewAuditEntry::new("other", json!({ "i": i })))

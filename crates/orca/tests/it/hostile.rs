@@ -522,9 +522,25 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
         ));
     }
     for (path, bytes) in &after {
+        // The write-ahead log (ADR 0015) carries audit entries too: only its task records
+        // must not hold the marker.
+        let text = if path.to_string_lossy().ends_with("tasks.wal.jsonl") {
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(|l| {
+                    let mut r: Value = serde_json::from_str(l).unwrap_or(Value::Null);
+                    if let Some(o) = r.as_object_mut() {
+                        o.remove("audit");
+                    }
+                    r.to_string()
+                })
+                .collect()
+        } else {
+            String::from_utf8_lossy(bytes).into_owned()
+        };
         if !before.contains_key(path)
             && !path.to_string_lossy().ends_with(".audit.jsonl")
-            && String::from_utf8_lossy(bytes).contains(MARKER)
+            && text.contains(MARKER)
         {
             bypasses.push(format!(".orca/{} holds the agent's marker", path.display()));
         }

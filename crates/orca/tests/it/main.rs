@@ -26,6 +26,7 @@ mod seals;
 mod secrets;
 mod store_input;
 mod tamper;
+mod tamper_wal;
 mod weak_model;
 mod web;
 mod web_policy;

@@ -24,7 +24,7 @@ type Gate = fn(&Proj) -> Vec<String>;
 
 /// One kind of tampering: what is done, where it must be located, and which command must
 /// also refuse.
-struct Case {
+pub(crate) struct Case {
     name: &'static str,
     tamper: Tamper,
     file: Locate,
@@ -32,7 +32,12 @@ struct Case {
     gate: Option<Gate>,
 }
 
-const fn case(name: &'static str, tamper: Tamper, file: Locate, entry: Option<u64>) -> Case {
+pub(crate) const fn case(
+    name: &'static str,
+    tamper: Tamper,
+    file: Locate,
+    entry: Option<u64>,
+) -> Case {
     Case {
         name,
         tamper,
@@ -42,7 +47,7 @@ const fn case(name: &'static str, tamper: Tamper, file: Locate, entry: Option<u6
     }
 }
 
-const fn gated(case: Case, gate: Gate) -> Case {
+pub(crate) const fn gated(case: Case, gate: Gate) -> Case {
     Case {
         gate: Some(gate),
         ..case
@@ -53,7 +58,7 @@ fn run_a(p: &Proj) -> Vec<String> {
     vec!["run".into(), p.ids.a.clone()]
 }
 
-fn resume_w1(p: &Proj) -> Vec<String> {
+pub(crate) fn resume_w1(p: &Proj) -> Vec<String> {
     vec!["exec".into(), "resume".into(), p.ids.w1.clone()]
 }
 
@@ -134,8 +139,11 @@ fn catalogue() -> Vec<Case> {
         ),
         gated(
             case(
-                "truncate the log (unsealed)",
-                |p| truncate(&p.w1_log(), 3),
+                "truncate the log (unsealed) and its write-ahead log's entries",
+                |p| {
+                    truncate(&p.w1_log(), 3);
+                    cut_wal_audit(&p.w1_wal(), 3);
+                },
                 |p| p.task(&p.ids.w, &p.ids.w1, "a"),
                 None,
             ),
@@ -143,8 +151,11 @@ fn catalogue() -> Vec<Case> {
         ),
         gated(
             case(
-                "cut a running log to nothing",
-                |p| truncate(&p.w1_log(), 0),
+                "cut a running log to nothing (and its write-ahead log's entries)",
+                |p| {
+                    truncate(&p.w1_log(), 0);
+                    cut_wal_audit(&p.w1_wal(), 0);
+                },
                 Proj::w1_log,
                 Some(0),
             ),
@@ -156,6 +167,7 @@ fn catalogue() -> Vec<Case> {
                 |p| {
                     let first = lines(&p.w1_log()).remove(0);
                     write_lines(&p.w1_log(), &[first]);
+                    cut_wal_audit(&p.w1_wal(), 1);
                 },
                 |p| p.task(&p.ids.w, &p.ids.w1, "a"),
                 None,
@@ -476,7 +488,7 @@ fn catalogue() -> Vec<Case> {
 
 /// Tampers a fresh copy, then requires exit 5 and the location from `audit verify --all`, and
 /// exit 5 from the gated command. Returns whether the case was detected and located.
-fn check(fixture: &Fixture, case: &Case) -> bool {
+pub(crate) fn check(fixture: &Fixture, case: &Case) -> bool {
     let p = fixture.copy();
     (case.tamper)(&p);
     let out = p.run(&["audit", "verify", "--all"]);
@@ -553,7 +565,7 @@ fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
         }),
         ("edit a record at a revision its task file has", |w| {
             let mut all = lines(w);
-            let last = all.len() - 1;
+            let last = all.iter().rposition(|l| l.contains("\"step\"")).unwrap();
             let mut r: serde_json::Value = serde_json::from_str(&all[last]).unwrap();
             r["task"]["result"]["summary"] = json!("forged");
             all[last] = r.to_string();

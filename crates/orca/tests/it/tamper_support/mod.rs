@@ -279,6 +279,9 @@ impl Proj {
     pub(crate) fn w1_log(&self) -> PathBuf {
         self.exec_log(&self.ids.w, &self.ids.w1)
     }
+    pub(crate) fn w1_wal(&self) -> PathBuf {
+        self.wal(&self.ids.w, &self.ids.w1)
+    }
     pub(crate) fn rel(&self, path: &Path) -> String {
         path.strip_prefix(self.root())
             .unwrap()
@@ -353,6 +356,36 @@ pub(crate) fn insert(path: &Path, after: usize) {
     );
     l.insert(after + 1, serde_json::to_string(&forged).unwrap());
     write_lines(path, &l);
+}
+
+/// Removes the audit entries from `from` on out of a write-ahead log (ADR 0015): a record
+/// carrying only such an entry goes, a transition keeps its task record. What someone cutting
+/// an execution's audit log must also do for the cut to stick.
+pub(crate) fn cut_wal_audit(wal: &Path, from: u64) {
+    if !wal.exists() {
+        return;
+    }
+    let kept: Vec<String> = lines(wal)
+        .into_iter()
+        .filter_map(|l| {
+            let mut r: Value = serde_json::from_str(&l).unwrap();
+            if r["audit"]["seq"].as_u64().is_some_and(|seq| seq >= from) {
+                r.as_object_mut().unwrap().remove("audit");
+            }
+            (r.as_object().unwrap().contains_key("task")
+                || r.as_object().unwrap().contains_key("audit"))
+            .then(|| r.to_string())
+        })
+        .collect();
+    write_lines(wal, &kept);
+}
+
+/// The sequence numbers of the audit entries a write-ahead log holds, in file order.
+pub(crate) fn wal_audit_seqs(wal: &Path) -> Vec<u64> {
+    lines(wal)
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).unwrap()["audit"]["seq"].as_u64())
+        .collect()
 }
 
 pub(crate) fn truncate(path: &Path, keep: usize) {
