@@ -241,6 +241,9 @@ impl Run<'_> {
                 mut tool_calls,
                 ..
             } = response;
+            if let Some(answer) = text.as_deref().filter(|t| !t.trim().is_empty()) {
+                self.tools.model_answered(usage.turns, answer, &turn_usage).await;
+            }
             if tool_calls.is_empty() {
                 // A call (or the result itself) written as JSON in the text is taken when it
                 // validates: weak tool callers do this, and in `json` mode it is the only way.
