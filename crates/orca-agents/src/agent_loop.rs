@@ -242,7 +242,9 @@ impl Run<'_> {
                 ..
             } = response;
             if let Some(answer) = text.as_deref().filter(|t| !t.trim().is_empty()) {
-                self.tools.model_answered(usage.turns, answer, &turn_usage).await;
+                self.tools
+                    .model_answered(usage.turns, answer, &turn_usage)
+                    .await;
             }
             if tool_calls.is_empty() {
                 // A call (or the result itself) written as JSON in the text is taken when it

@@ -27,7 +27,11 @@ pub(super) struct Bounded {
 
 /// Whether `c` may end a recorded prefix: it cannot be part of a credential.
 fn delimiter(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | ';' | '{' | '}' | '[' | ']' | '(' | ')' | '<' | '>' | '|')
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\'' | '`' | ',' | ';' | '{' | '}' | '[' | ']' | '(' | ')' | '<' | '>' | '|'
+        )
 }
 
 /// `text` bounded to `max` bytes, cut after the last delimiter at or before the limit.
@@ -142,7 +146,11 @@ mod tests {
 
     #[test]
     fn cuts_land_on_char_boundaries_and_json_delimiters() {
-        let text = format!("{{\"a\":\"{}\",\"b\":\"{}\"}}", "é".repeat(10), "z".repeat(50));
+        let text = format!(
+            "{{\"a\":\"{}\",\"b\":\"{}\"}}",
+            "é".repeat(10),
+            "z".repeat(50)
+        );
         let b = bounded(&text, 40);
         assert!(b.text.ends_with(','), "{}", b.text);
         let b = bounded(&"é".repeat(100), 11);

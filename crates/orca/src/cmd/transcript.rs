@@ -41,7 +41,11 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
                 .get("usage")
                 .map(|u| {
                     let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-                    format!(", {} in / {} out tokens", n("input_tokens"), n("output_tokens"))
+                    format!(
+                        ", {} in / {} out tokens",
+                        n("input_tokens"),
+                        n("output_tokens")
+                    )
                 })
                 .unwrap_or_default();
             let agent = str_of(d, "agent").unwrap_or("?");
@@ -50,10 +54,7 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
         }
         kind => {
             let tool = str_of(d, "tool").unwrap_or("?");
-            let args = d
-                .get("arguments")
-                .map(Value::to_string)
-                .unwrap_or_default();
+            let args = d.get("arguments").map(Value::to_string).unwrap_or_default();
             let how = if kind == "tool.refused" {
                 format!("refused: {}", str_of(d, "reason").unwrap_or(""))
             } else if let Some(err) = str_of(d, "error") {

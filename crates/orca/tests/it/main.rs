@@ -25,6 +25,7 @@ mod seals;
 mod secrets;
 mod store_input;
 mod tamper;
+mod transcript;
 mod weak_model;
 mod web;
 mod web_policy;
