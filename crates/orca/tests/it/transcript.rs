@@ -6,11 +6,7 @@
 //! model answer must appear in NO output and no file under `.orca/` — not even a piece of it
 //! where a result was cut. The leaks are counted and printed (0). `audit verify` passes after.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::print_stdout,
-    reason = "tests print what they count"
-)]
+#![expect(clippy::unwrap_used, reason = "tests")]
 
 use crate::common;
 
