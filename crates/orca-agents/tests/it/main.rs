@@ -4,6 +4,7 @@
 mod agent_loop;
 mod anthropic_cache;
 mod cli;
+mod cli_answers;
 mod cli_invocation;
 mod common;
 mod config;
