@@ -37,16 +37,15 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
     match e.kind.as_str() {
         "agent.answer" => {
             let turn = d.get("turn").and_then(Value::as_u64).unwrap_or(0);
+            // A command-line agent reports no usage per message: none is shown.
             let tokens = d
                 .get("usage")
                 .map(|u| {
                     let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-                    format!(
-                        ", {} in / {} out tokens",
-                        n("input_tokens"),
-                        n("output_tokens")
-                    )
+                    (n("input_tokens"), n("output_tokens"))
                 })
+                .filter(|(i, o)| i + o > 0)
+                .map(|(i, o)| format!(", {i} in / {o} out tokens"))
                 .unwrap_or_default();
             let agent = str_of(d, "agent").unwrap_or("?");
             let _ = writeln!(text, "   answer (turn {turn}, {agent}{tokens}):");
