@@ -2,6 +2,7 @@
 //! module per area.
 
 mod agent_loop;
+mod answers;
 mod anthropic_cache;
 mod cli;
 mod cli_answers;
