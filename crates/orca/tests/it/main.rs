@@ -19,6 +19,7 @@ mod mcp;
 mod pg_store;
 mod pg_workers;
 mod plan_tools;
+mod planner_tokens;
 mod procs;
 mod readme;
 mod seals;
