@@ -25,3 +25,4 @@ mod step_env;
 mod weak_model;
 mod workspace;
 mod worktree;
+mod worktree_base;

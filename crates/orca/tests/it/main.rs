@@ -30,4 +30,5 @@ mod transcript;
 mod weak_model;
 mod web;
 mod web_policy;
+mod worktree_bases;
 mod worktrees;
