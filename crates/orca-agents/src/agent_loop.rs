@@ -217,6 +217,11 @@ impl Run<'_> {
             let mut turn_usage = response.usage;
             turn_usage.turns = 1;
             usage.add(&turn_usage);
+            if let Some(answer) = response.text.as_deref().filter(|t| !t.trim().is_empty()) {
+                self.tools
+                    .model_answered(usage.turns, answer, &turn_usage)
+                    .await;
+            }
             let mut limits = self.budget;
             limits.max_turns = None;
             if let Some(msg) = limits.exceeded(usage, started.elapsed().as_secs()) {

@@ -156,6 +156,13 @@ pub trait ToolHost: Send + Sync {
     async fn process_started(&self, group: ProcessGroup) {
         let _ = group;
     }
+
+    /// The model answered with text in turn `turn` (1-based) of the conversation these tools
+    /// serve, spending `usage` in that turn: the caller may record it (the gate of a step's
+    /// attempt writes an `agent.answer` entry, bounded and redacted). By default ignored.
+    async fn model_answered(&self, turn: u32, text: &str, usage: &Usage) {
+        let _ = (turn, text, usage);
+    }
 }
 
 /// A [`ToolHost`] that offers nothing.

@@ -117,10 +117,12 @@ audit_kinds! {
     /// The human asked for changes.
     PlanChangesRequested = "plan.changes_requested",
     // Agent activity under an attempt.
-    /// A tool call by an agent.
+    /// A tool call by an agent, audited once it returned: its result or error (bounded).
     ToolCall = "tool.call",
     /// A tool call that was refused.
     ToolRefused = "tool.refused",
+    /// A model's text answer in one turn of an agent's conversation (bounded; issue 15).
+    AgentAnswer = "agent.answer",
 }
 
 impl std::fmt::Display for AuditKind {

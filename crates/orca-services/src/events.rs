@@ -36,7 +36,7 @@ pub struct ExecEvent {
     /// Its plan.
     pub plan_id: PlanId,
     /// What happened: the audit entry's kind (`execution.started`, `task.attempt.completed`,
-    /// `tool.call`, `decision.requested`…).
+    /// `tool.call` with its bounded result, `agent.answer`, `decision.requested`…).
     #[serde(rename = "type")]
     pub kind: String,
     /// The entry this one happened inside.

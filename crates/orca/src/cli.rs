@@ -328,7 +328,8 @@ pub(crate) enum ExecCommand {
         /// The execution (an id or a unique prefix).
         exec: String,
     },
-    /// A step's output and its agent's tool calls, attempt by attempt (redacted).
+    /// A step's output and its agent's transcript (the model's answers, each tool call with its
+    /// result; 4 KB each), attempt by attempt (redacted).
     #[command(
         after_help = "Examples:\n  orca exec logs 01a1fb4a            # every step\n  orca exec logs 01a1fb4a build      # one step\n  orca exec logs 01a1fb4a build -f   # until the step ends\n\nExit codes: 0, 2 unknown execution or step."
     )]

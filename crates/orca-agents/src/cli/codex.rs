@@ -33,7 +33,10 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "thread.started" => parsed.session = str_at(v, &["/thread_id"]),
             "item.completed" => match v.pointer("/item/type").and_then(Value::as_str) {
-                Some("agent_message") => parsed.text = str_at(v, &["/item/text"]),
+                Some("agent_message") => {
+                    parsed.text = str_at(v, &["/item/text"]);
+                    parsed.answers.extend(parsed.text.clone());
+                }
                 Some("error") => parsed.warnings.extend(str_at(v, &["/item/message"])),
                 _ => {}
             },
@@ -61,6 +64,7 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
                 // Older Codex versions: {"msg": {"type": "agent_message", "message": "..."}}.
                 if v.pointer("/msg/type").and_then(Value::as_str) == Some("agent_message") {
                     parsed.text = str_at(v, &["/msg/message"]);
+                    parsed.answers.extend(parsed.text.clone());
                 }
             }
         }

@@ -254,6 +254,10 @@ pub struct CliAgent {
 struct Parsed {
     /// The final answer.
     text: Option<String>,
+    /// Every text message the model wrote, in order (the final answer last): Codex's
+    /// `agent_message` items, opencode's `text` parts. Claude Code's `json` output holds only
+    /// the final result.
+    answers: Vec<String>,
     /// An error the agent reported (a failed run).
     error: Option<String>,
     /// Warnings that did not fail the run (Codex "Reconnecting…"), kept for the cause.
@@ -372,6 +376,11 @@ impl CliAgent {
         .await;
         let kind = self.spec.kind.as_str();
         let mut parsed = self.parse(&run.stdout);
+        // Its messages are read once it has exited: recorded now, in order (no usage per
+        // message is reported).
+        for (turn, answer) in (1u32..).zip(&parsed.answers) {
+            caller.model_answered(turn, answer, &Usage::default()).await;
+        }
         if self.spec.kind == CliKind::Codex
             && let Some(thread) = &parsed.session
         {

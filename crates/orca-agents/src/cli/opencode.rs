@@ -41,6 +41,7 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
                 if let Some(t) = str_at(v, &["/part/text", "/text"])
                     && !t.trim().is_empty()
                 {
+                    parsed.answers.push(t.clone());
                     parsed.text = Some(t);
                 }
             }

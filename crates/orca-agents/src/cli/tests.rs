@@ -57,6 +57,7 @@ fn claude_code_api_error_with_success_subtype_is_an_error() {
 fn codex_recorded_success_usage_and_thread() {
     let p = parse(CliKind::Codex, CODEX_OK);
     assert!(p.text.as_deref().unwrap().contains("wrote the file"));
+    assert_eq!(p.answers, [p.text.clone().unwrap()]);
     assert_eq!(
         p.session.as_deref(),
         Some("01a2090e-d6c3-7651-9eed-5709afeeb843")
@@ -100,6 +101,8 @@ fn codex_read_only_rejection_is_not_in_its_output() {
 fn opencode_recorded_success_and_session() {
     let p = parse(CliKind::Opencode, OPENCODE_OK);
     assert!(p.text.as_deref().unwrap().contains("wrote the file"));
+    // Each text part is an answer, the final one last (recorded as `agent.answer`).
+    assert_eq!(p.answers, [p.text.clone().unwrap()]);
     assert_eq!(p.session.as_deref(), Some("ses_df6f0c428ffeUlhpMr93wqEKwu"));
     // Two steps of 30 input (+10 cached) and 8 output; cost 0 means "not priced".
     assert_eq!(

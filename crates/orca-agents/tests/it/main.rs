@@ -2,8 +2,10 @@
 //! module per area.
 
 mod agent_loop;
+mod answers;
 mod anthropic_cache;
 mod cli;
+mod cli_answers;
 mod cli_invocation;
 mod common;
 mod config;

@@ -1,5 +1,6 @@
 //! [`Gate`]: the one place every tool call is checked against the grants, dispatched through
-//! the [table](super::table) and audited; and what a gate needs ([`ToolContext`], the audit
+//! the [table](super::table) and audited (with its result, and the model's answers between
+//! calls: [`transcript`]); and what a gate needs ([`ToolContext`], the audit
 //! scope, the step attempt it serves).
 
 use std::collections::BTreeSet;
@@ -9,6 +10,7 @@ use async_trait::async_trait;
 use orca_core::tool_access::workspace_access;
 use orca_core::{
     AgentId, AgentInfo, AgentPort, AuditKind, ToolAccess, ToolCall, ToolError, ToolHost, ToolSpec,
+    Usage,
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{AuditLogId, Store};
@@ -17,6 +19,7 @@ use tracing::{debug, warn};
 
 use super::grants::{CallMode, grants};
 use super::table::{TABLE, ToolDef, find};
+use super::transcript;
 use crate::hitl::Hitl;
 use crate::planning::PlanningService;
 
@@ -233,10 +236,17 @@ impl ToolHost for Gate {
         }
         self.audit(
             AuditKind::ToolCall,
-            json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
-                "ok": result.is_ok(), "error": result.as_ref().err().map(|e| e.message.clone()) }),
+            transcript::tool_call_data(&self.agent, call, &result),
         )
         .await;
         result
+    }
+
+    async fn model_answered(&self, turn: u32, text: &str, usage: &Usage) {
+        self.audit(
+            AuditKind::AgentAnswer,
+            transcript::answer_data(&self.agent, turn, text, usage),
+        )
+        .await;
     }
 }

@@ -4,6 +4,7 @@
 //! - [`table`]: the one table of `orca_*` tools (name, access, schema, handler);
 //! - [`grants`](mod@grants): which tools a role gets in a [`CallMode`];
 //! - `gate`: [`Gate`], the check, dispatch and audit of every call;
+//! - [`transcript`]: what is recorded of a call's result and of a model's answers (bounded);
 //! - `plan_tools`, `ask`: the handlers; `schema`, `args`: what they share.
 //!
 //! There is no tool that approves a plan or starts an execution: those belong to the human and
@@ -16,6 +17,7 @@ pub mod grants;
 mod plan_tools;
 mod schema;
 pub mod table;
+pub mod transcript;
 
 #[cfg(test)]
 mod tests;

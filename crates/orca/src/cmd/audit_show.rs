@@ -1,6 +1,7 @@
 //! `orca audit show EXEC|PLAN`: an audit log for people — a timeline (when, how long after the
 //! start, who, what, which step and attempt, how long an attempt took) drawn as the causal tree
-//! the entries' parents form: execution → task attempt → tool call. A plan shows its lifecycle
+//! the entries' parents form: execution → task attempt → model answer / tool call (with its
+//! result). A plan shows its lifecycle
 //! log, its run register and the executions it names.
 
 use std::collections::BTreeMap;
@@ -99,13 +100,8 @@ fn detail(kind: &str, data: &Value) -> String {
                 parts.push(format!("agent {agent}"));
             }
         }
-        "tool.call" | "tool.refused" => {
-            if let Some(tool) = s("tool") {
-                parts.push(tool);
-            }
-            if let Some(err) = s("error").or_else(|| s("reason")) {
-                parts.push(format!("error: {err}"));
-            }
+        kind if crate::cmd::transcript::is_transcript(kind) => {
+            parts.extend(crate::cmd::transcript::detail(kind, data));
         }
         "task.attempt.failed" => {
             if let Some(m) = data

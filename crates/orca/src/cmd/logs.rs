@@ -1,6 +1,7 @@
 //! `orca exec logs EXEC [STEP] [--follow]`: what each attempt of a step did — when it ran, how
-//! it ended, its output and its agent's tool calls — from the task records and the execution's
-//! events (`orca_services::events`). Everything printed goes through the redactor.
+//! it ended, its output and its agent's transcript (the model's answers, each tool call with
+//! its result: [`transcript`]) — from the task records and the execution's events
+//! (`orca_services::events`). Everything printed goes through the redactor.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, out, out_json};
 use crate::cmd::events::{Follower, follow_events};
+use crate::cmd::transcript;
 use crate::exit::{CliError, Exit};
 
 pub(crate) async fn logs(
@@ -134,23 +136,7 @@ fn line(text: &mut String, e: &ExecEvent, snap: &ExecutionSnapshot) {
             let agent = e.data.get("agent").and_then(Value::as_str).unwrap_or("?");
             let _ = writeln!(text, "── {step}{attempt} [{agent}] started {when}");
         }
-        "tool.call" | "tool.refused" => {
-            let tool = e.data.get("tool").and_then(Value::as_str).unwrap_or("?");
-            let args = e
-                .data
-                .get("arguments")
-                .map(Value::to_string)
-                .unwrap_or_default();
-            let result = match (e.kind.as_str(), e.data.get("error").and_then(Value::as_str)) {
-                ("tool.refused", _) => format!(
-                    "refused: {}",
-                    e.data.get("reason").and_then(Value::as_str).unwrap_or("")
-                ),
-                (_, Some(err)) => format!("error: {err}"),
-                _ => "ok".to_owned(),
-            };
-            let _ = writeln!(text, "   tool {tool} {} → {result}", clip(&args, 200));
-        }
+        "tool.call" | "tool.refused" | "agent.answer" => transcript::line(text, e),
         kind @ ("task.attempt.completed" | "task.attempt.failed" | "task.attempt.interrupted") => {
             let how = kind.trim_start_matches("task.attempt.");
             let _ = writeln!(text, "── {step}{attempt} {how} {when}");
@@ -168,10 +154,6 @@ fn line(text: &mut String, e: &ExecEvent, snap: &ExecutionSnapshot) {
             let _ = writeln!(text, "── {step}{attempt} {other} {when}");
         }
     }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    crate::term::clip(text, max)
 }
 
 /// The output an attempt left in the task record: a failed attempt's failure output, or the
@@ -208,15 +190,16 @@ fn logs_json(
             .attempts()
             .iter()
             .map(|a| {
-                let calls: Vec<&Value> = events
-                    .iter()
-                    .filter(|e| {
-                        e.step_id.as_deref() == Some(s)
-                            && e.attempt == Some(a.number)
-                            && e.kind.starts_with("tool.")
-                    })
+                let mine = || {
+                    events
+                        .iter()
+                        .filter(|e| e.step_id.as_deref() == Some(s) && e.attempt == Some(a.number))
+                };
+                let calls: Vec<&Value> = mine()
+                    .filter(|e| e.kind.starts_with("tool."))
                     .map(|e| &e.data)
                     .collect();
+                let said: Vec<Value> = mine().filter_map(transcript::item).collect();
                 json!({
                     "attempt": a.number,
                     "started_at": a.started_at.format(&time::format_description::well_known::Rfc3339).ok(),
@@ -224,6 +207,7 @@ fn logs_json(
                     "outcome": a.outcome,
                     "output": attempt_output(snap, s, Some(a.number)),
                     "tool_calls": calls,
+                    "transcript": said,
                 })
             })
             .collect();

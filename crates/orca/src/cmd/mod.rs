@@ -13,4 +13,5 @@ pub(crate) mod retry;
 pub(crate) mod revise;
 pub(crate) mod run;
 pub(crate) mod setup;
+pub(crate) mod transcript;
 pub(crate) mod watch;

@@ -27,6 +27,7 @@ mod secrets;
 mod store_input;
 mod tamper;
 mod tamper_wal;
+mod transcript;
 mod weak_model;
 mod web;
 mod web_policy;

@@ -11,15 +11,18 @@
 
 use crate::tamper_support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use orca_core::AuditKind;
 use orca_store::SigningKey;
-use orca_store::audit::{NewAuditEntry, next_entry};
+use orca_store::audit::{AuditEntry, NewAuditEntry, next_entry};
 use serde_json::json;
 use tamper_support::*;
 
 type Tamper = fn(&Proj);
 type Locate = fn(&Proj) -> PathBuf;
+/// The entry index a case must be located at, found by kind in the untampered copy.
+type Entry = fn(&Proj) -> usize;
 type Gate = fn(&Proj) -> Vec<String>;
 
 /// One kind of tampering: what is done, where it must be located, and which command must
@@ -28,7 +31,7 @@ pub(crate) struct Case {
     name: &'static str,
     tamper: Tamper,
     file: Locate,
-    entry: Option<u64>,
+    entry: Option<Entry>,
     gate: Option<Gate>,
 }
 
@@ -36,7 +39,7 @@ pub(crate) const fn case(
     name: &'static str,
     tamper: Tamper,
     file: Locate,
-    entry: Option<u64>,
+    entry: Option<Entry>,
 ) -> Case {
     Case {
         name,
@@ -52,6 +55,70 @@ pub(crate) const fn gated(case: Case, gate: Gate) -> Case {
         gate: Some(gate),
         ..case
     }
+}
+
+/// The position of the first entry of the log at `path` that `pick` accepts: the catalogue
+/// finds entries by what they are (kind, step, execution), never by a fixed index, so entries
+/// added before them (an agent's answers, tool results) do not shift its cases.
+fn find(path: &Path, what: &str, pick: impl Fn(&serde_json::Value) -> bool) -> usize {
+    lines(path)
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .position(|e| pick(&e))
+        .unwrap_or_else(|| panic!("no {what} entry in {}", path.display()))
+}
+
+/// The first entry of `kind` (about `step`, if named).
+fn at(path: &Path, kind: AuditKind, step: Option<&str>) -> usize {
+    find(path, kind.as_str(), |e| {
+        e["kind"] == kind.as_str() && step.is_none_or(|s| e["data"]["step_id"] == s)
+    })
+}
+
+/// `execution.started`.
+fn started(path: &Path) -> usize {
+    at(path, AuditKind::ExecutionStarted, None)
+}
+
+/// Step `a`'s first attempt start and its completion.
+fn a_began(path: &Path) -> usize {
+    at(path, AuditKind::TaskAttemptStarted, Some("a"))
+}
+fn a_done(path: &Path) -> usize {
+    at(path, AuditKind::TaskAttemptCompleted, Some("a"))
+}
+
+/// The run register's entry naming execution `a2`.
+fn names_a2(p: &Proj) -> usize {
+    find(&p.runs(&p.ids.a), "a2", |e| {
+        e["data"]["execution_id"] == p.ids.a2.as_str()
+    })
+}
+
+/// Forges step `a`'s recorded summary (on its attempt's start entry, as the catalogue
+/// always did: any change of content will do).
+fn forge_summary(e: &mut [AuditEntry]) {
+    let i = index_of(e, AuditKind::TaskAttemptStarted, Some("a"));
+    e[i].data["summary"] = json!("forged");
+}
+
+/// A plan's `plan.approved`.
+fn approved(path: &Path) -> usize {
+    at(path, AuditKind::PlanApproved, None)
+}
+
+/// How many entries a log holds (where a seal over it points, and where an entry appended
+/// to it lands).
+fn count(path: &Path) -> usize {
+    lines(path).len()
+}
+
+/// Where the entry of kind `kind` is in parsed entries.
+fn index_of(entries: &[AuditEntry], kind: AuditKind, step: Option<&str>) -> usize {
+    entries
+        .iter()
+        .position(|e| e.kind == kind && step.is_none_or(|s| e.data["step_id"] == s))
+        .unwrap()
 }
 
 fn run_a(p: &Proj) -> Vec<String> {
@@ -72,68 +139,68 @@ fn catalogue() -> Vec<Case> {
         // Entries of a finished (sealed) execution's log.
         case(
             "change an entry (sealed)",
-            |p| change(&p.a1_log(), 2),
+            |p| change(&p.a1_log(), started(&p.a1_log())),
             Proj::a1_log,
-            Some(2),
+            Some(|p| started(&p.a1_log())),
         ),
         case(
             "remove an entry (sealed)",
-            |p| remove(&p.a1_log(), 2),
+            |p| remove(&p.a1_log(), started(&p.a1_log())),
             Proj::a1_log,
-            Some(2),
+            Some(|p| started(&p.a1_log())),
         ),
         case(
             "reorder entries (sealed)",
-            |p| reorder(&p.a1_log(), 2, 4),
+            |p| reorder(&p.a1_log(), started(&p.a1_log()), a_done(&p.a1_log())),
             Proj::a1_log,
-            Some(2),
+            Some(|p| started(&p.a1_log())),
         ),
         case(
             "insert an entry (sealed)",
-            |p| insert(&p.a1_log(), 2),
+            |p| insert(&p.a1_log(), started(&p.a1_log())),
             Proj::a1_log,
-            Some(3),
+            Some(|p| started(&p.a1_log()) + 1),
         ),
         case(
             "truncate the log (sealed)",
-            |p| truncate(&p.a1_log(), 4),
+            |p| truncate(&p.a1_log(), a_done(&p.a1_log())),
             Proj::a1_log,
-            Some(4),
+            Some(|p| a_done(&p.a1_log())),
         ),
         // The same on a running execution's log (no seal yet).
         gated(
             case(
                 "change an entry (unsealed)",
-                |p| change(&p.w1_log(), 2),
+                |p| change(&p.w1_log(), started(&p.w1_log())),
                 Proj::w1_log,
-                Some(2),
+                Some(|p| started(&p.w1_log())),
             ),
             resume_w1,
         ),
         gated(
             case(
                 "remove an entry (unsealed)",
-                |p| remove(&p.w1_log(), 2),
+                |p| remove(&p.w1_log(), started(&p.w1_log())),
                 Proj::w1_log,
-                Some(2),
+                Some(|p| started(&p.w1_log())),
             ),
             resume_w1,
         ),
         gated(
             case(
                 "reorder entries (unsealed)",
-                |p| reorder(&p.w1_log(), 2, 4),
+                |p| reorder(&p.w1_log(), started(&p.w1_log()), a_done(&p.w1_log())),
                 Proj::w1_log,
-                Some(2),
+                Some(|p| started(&p.w1_log())),
             ),
             resume_w1,
         ),
         gated(
             case(
                 "insert an entry (unsealed)",
-                |p| insert(&p.w1_log(), 2),
+                |p| insert(&p.w1_log(), started(&p.w1_log())),
                 Proj::w1_log,
-                Some(3),
+                Some(|p| started(&p.w1_log()) + 1),
             ),
             resume_w1,
         ),
@@ -141,8 +208,9 @@ fn catalogue() -> Vec<Case> {
             case(
                 "truncate the log (unsealed) and its write-ahead log's entries",
                 |p| {
-                    truncate(&p.w1_log(), 3);
-                    cut_wal_audit(&p.w1_wal(), 3);
+                    let keep = a_began(&p.w1_log());
+                    truncate(&p.w1_log(), keep);
+                    cut_wal_audit(&p.w1_wal(), keep as u64);
                 },
                 |p| p.task(&p.ids.w, &p.ids.w1, "a"),
                 None,
@@ -157,7 +225,7 @@ fn catalogue() -> Vec<Case> {
                     cut_wal_audit(&p.w1_wal(), 0);
                 },
                 Proj::w1_log,
-                Some(0),
+                Some(|_| 0),
             ),
             resume_w1,
         ),
@@ -178,29 +246,29 @@ fn catalogue() -> Vec<Case> {
         case(
             "rewrite a sealed log consistently",
             |p| {
-                rechain(&p.a1_log(), |e| e[3].data["summary"] = json!("forged"));
+                rechain(&p.a1_log(), |e| forge_summary(e));
             },
             Proj::a1_log,
-            Some(0),
+            Some(|_| 0),
         ),
         case(
             "rewrite a log and forge an unsigned seal",
             |p| {
-                let e = rechain(&p.a1_log(), |e| e[3].data["summary"] = json!("forged"));
+                let e = rechain(&p.a1_log(), |e| forge_summary(e));
                 forge_seal(&p.a1_seal(), exec_log_id(&p.ids.a, &p.ids.a1), &e, None);
             },
             Proj::a1_seal,
-            Some(8),
+            Some(|p| count(&p.a1_log())),
         ),
         case(
             "rewrite a log and forge a seal signed by another key",
             |p| {
-                let e = rechain(&p.a1_log(), |e| e[3].data["summary"] = json!("forged"));
+                let e = rechain(&p.a1_log(), |e| forge_summary(e));
                 let k = SigningKey::from_seed([42; 32]);
                 forge_seal(&p.a1_seal(), exec_log_id(&p.ids.a, &p.ids.a1), &e, Some(&k));
             },
             Proj::a1_seal,
-            Some(8),
+            Some(|p| count(&p.a1_log())),
         ),
         case(
             "delete a finished run's seal",
@@ -225,13 +293,13 @@ fn catalogue() -> Vec<Case> {
                 swap(&p.a1_seal(), &p.exec_seal(&p.ids.a, &p.ids.a2));
             },
             Proj::a1_seal,
-            Some(8),
+            Some(|p| count(&p.a1_log())),
         ),
         case(
             "swap logs (not seals) between two executions",
             |p| swap(&p.a1_log(), &p.exec_log(&p.ids.a, &p.ids.a2)),
             Proj::a1_log,
-            Some(0),
+            Some(|_| 0),
         ),
         case(
             "move another plan's execution seal in",
@@ -239,7 +307,7 @@ fn catalogue() -> Vec<Case> {
                 std::fs::copy(p.exec_seal(&p.ids.b, &p.ids.b1), p.a1_seal()).unwrap();
             },
             Proj::a1_seal,
-            Some(8),
+            Some(|p| count(&p.a1_log())),
         ),
         case(
             "swap plan logs and seals between two plans",
@@ -248,13 +316,13 @@ fn catalogue() -> Vec<Case> {
                 swap(&p.plan_seal(&p.ids.a), &p.plan_seal(&p.ids.b));
             },
             |p| p.plan_seal(&p.ids.a),
-            Some(2),
+            Some(|p| count(&p.plan_log(&p.ids.a))),
         ),
         case(
             "swap plan logs (not seals) between two plans",
             |p| swap(&p.plan_log(&p.ids.a), &p.plan_log(&p.ids.b)),
             |p| p.plan_log(&p.ids.a),
-            Some(0),
+            Some(|_| 0),
         ),
         // Deletions.
         case(
@@ -274,13 +342,13 @@ fn catalogue() -> Vec<Case> {
                 let _ = std::fs::remove_file(p.root().join(".orca/executions").join(x));
             },
             |p| p.exec_file(&p.ids.a, &p.ids.a1),
-            Some(0),
+            Some(|_| 0),
         ),
         case(
             "delete an execution's state, keep its log",
             |p| std::fs::remove_file(p.exec_file(&p.ids.a, &p.ids.a1)).unwrap(),
             |p| p.exec_file(&p.ids.a, &p.ids.a1),
-            Some(0),
+            Some(|_| 0),
         ),
         case(
             "delete a task's state file",
@@ -296,26 +364,26 @@ fn catalogue() -> Vec<Case> {
         ),
         case(
             "change a run register entry",
-            |p| change(&p.runs(&p.ids.a), 1),
+            |p| change(&p.runs(&p.ids.a), names_a2(p)),
             |p| p.runs(&p.ids.a),
-            Some(1),
+            Some(names_a2),
         ),
         // The plan and its approval.
         gated(
             case(
                 "edit the plan log after approval",
-                |p| change(&p.plan_log(&p.ids.a), 1),
+                |p| change(&p.plan_log(&p.ids.a), approved(&p.plan_log(&p.ids.a))),
                 |p| p.plan_log(&p.ids.a),
-                Some(1),
+                Some(|p| approved(&p.plan_log(&p.ids.a))),
             ),
             run_a,
         ),
         gated(
             case(
                 "truncate the plan log (drop the approval)",
-                |p| truncate(&p.plan_log(&p.ids.a), 1),
+                |p| truncate(&p.plan_log(&p.ids.a), approved(&p.plan_log(&p.ids.a))),
                 |p| p.plan_log(&p.ids.a),
-                Some(1),
+                Some(|p| approved(&p.plan_log(&p.ids.a))),
             ),
             run_a,
         ),
@@ -338,7 +406,7 @@ fn catalogue() -> Vec<Case> {
                     write_json(&path, &plan);
                 },
                 |p| p.plan_file(&p.ids.a),
-                Some(1),
+                Some(|p| approved(&p.plan_log(&p.ids.a))),
             ),
             run_a,
         ),
@@ -353,7 +421,7 @@ fn catalogue() -> Vec<Case> {
                     recompute_digest(&path);
                 },
                 |p| p.plan_file(&p.ids.a),
-                Some(1),
+                Some(|p| approved(&p.plan_log(&p.ids.a))),
             ),
             run_a,
         ),
@@ -363,12 +431,13 @@ fn catalogue() -> Vec<Case> {
                 |p| {
                     let log = p.plan_log(&p.ids.a);
                     let e = rechain(&log, |e| {
-                        e[1].data.as_object_mut().unwrap().remove("signature");
+                        let i = index_of(e, AuditKind::PlanApproved, None);
+                        e[i].data.as_object_mut().unwrap().remove("signature");
                     });
                     forge_seal(&p.plan_seal(&p.ids.a), plan_log_id(&p.ids.a), &e, None);
                 },
                 |p| p.plan_log(&p.ids.a),
-                Some(1),
+                Some(|p| approved(&p.plan_log(&p.ids.a))),
             ),
             run_a,
         ),
@@ -404,7 +473,7 @@ fn catalogue() -> Vec<Case> {
                     forge_seal(&p.plan_seal(d), plan_log_id(d), &e, None);
                 },
                 |p| p.plan_log(&p.ids.d),
-                Some(1),
+                Some(|p| count(&p.plan_log(&p.ids.d))),
             ),
             |p| vec!["run".into(), p.ids.d.clone()],
         ),
@@ -413,7 +482,7 @@ fn catalogue() -> Vec<Case> {
                 "approval signed by an untrusted key",
                 |_| {},
                 |p| p.plan_log(&p.ids.f),
-                Some(1),
+                Some(|p| approved(&p.plan_log(&p.ids.f))),
             ),
             |p| vec!["run".into(), p.ids.f.clone()],
         ),
@@ -442,7 +511,7 @@ fn catalogue() -> Vec<Case> {
                     write_json(&path, &task);
                 },
                 |p| p.task(&p.ids.a, &p.ids.a1, "a"),
-                Some(4),
+                Some(|p| a_done(&p.a1_log())),
             ),
             show_a1,
         ),
@@ -464,7 +533,7 @@ fn catalogue() -> Vec<Case> {
                     write_lines(&wal, &all);
                 },
                 |p| p.task(&p.ids.a, &p.ids.a1, "a"),
-                Some(4),
+                Some(|p| a_done(&p.a1_log())),
             ),
             show_a1,
         ),
@@ -490,13 +559,15 @@ fn catalogue() -> Vec<Case> {
 /// exit 5 from the gated command. Returns whether the case was detected and located.
 pub(crate) fn check(fixture: &Fixture, case: &Case) -> bool {
     let p = fixture.copy();
+    // Where the entry is, found by kind before the tampering moves things.
+    let entry = case.entry.map(|e| e(&p));
     (case.tamper)(&p);
     let out = p.run(&["audit", "verify", "--all"]);
     let all = text(&out);
     let file = p.rel(&(case.file)(&p));
     let located = all
         .lines()
-        .any(|l| l.contains(&file) && case.entry.is_none_or(|e| l.contains(&format!("entry {e}"))));
+        .any(|l| l.contains(&file) && entry.is_none_or(|e| l.contains(&format!("entry {e}"))));
     let mut ok = code(&out) == 5 && located;
     let mut gate_line = String::new();
     if let Some(gate) = case.gate {
@@ -526,9 +597,7 @@ pub(crate) fn check(fixture: &Fixture, case: &Case) -> bool {
         if ok { "DETECTED" } else { "MISSED  " },
         code(&out),
         file,
-        case.entry
-            .map(|e| format!(" entry {e}"))
-            .unwrap_or_default()
+        entry.map(|e| format!(" entry {e}")).unwrap_or_default()
     );
     if !ok {
         println!("{all}");

@@ -52,17 +52,42 @@ pub(crate) fn text(out: &Output) -> String {
 
 pub(crate) use crate::common::orca;
 
+/// Every plan starts with `look`, a (scripted) model agent step whose answer and tool call
+/// put `agent.answer` and `tool.call` entries in the log before step `a`'s: the catalogue finds
+/// entries by kind, so they shift nothing. `a` stays the first step of the document (the cases
+/// that edit a step's command edit a shell step's).
 pub(crate) fn plan_doc(goal: &str, second: &str) -> String {
     json!({
         "goal": goal, "summary": "a tamper fixture", "assumptions": ["a shell"],
         "risks": ["none"], "verification": ["the records"],
         "steps": [
-            { "id": "a", "agent": "shell", "description": "first", "command": "echo a", "depends_on": [] },
+            { "id": "a", "agent": "shell", "description": "first", "command": "echo a",
+              "depends_on": ["look"] },
             { "id": "b", "agent": "shell", "description": "second", "command": second,
-              "depends_on": ["a"], "max_attempts": 1 }
+              "depends_on": ["a"], "max_attempts": 1 },
+            { "id": "look", "agent": "looker", "description": "look around", "depends_on": [] }
         ]
     })
     .to_string()
+}
+
+/// The `looker` agent: a scripted model that answers, reads a file, answers and submits.
+pub(crate) fn configure(root: &Path) {
+    std::fs::write(
+        root.join(".orca/config.toml"),
+        "[agents.looker]\nbackend = \"scripted\"\nscript = \".orca/look.json\"\n\
+         tools = [\"read_file\"]\ndescription = \"looks around\"\n",
+    )
+    .unwrap();
+    let turn = |text: &str, name: &str, args: Value| {
+        json!({"text": text, "tool_calls": [{"name": name, "arguments": args}],
+               "usage": {"input_tokens": 10, "output_tokens": 2}})
+    };
+    let script = json!({"turns": [
+        turn("I read the plan first", "read_file", json!({"path": "a.json"})),
+        turn("done looking", "submit_result", json!({"status": "success", "summary": "looked"})),
+    ]});
+    std::fs::write(root.join(".orca/look.json"), script.to_string()).unwrap();
 }
 
 pub(crate) fn json_of(out: &Output) -> Value {
@@ -125,6 +150,7 @@ impl Fixture {
         let config = tempfile::tempdir().unwrap();
         let (root, cfg) = (project.path(), config.path());
         assert_eq!(code(&orca(root, cfg, &["init"])), 0);
+        configure(root);
         let (a, a1, c) = run_new(root, cfg, "a.json", &plan_doc("plan a", "echo b"));
         assert_eq!(c, 0);
         let (a2, c) = run_again(root, cfg, &a);
@@ -142,6 +168,7 @@ impl Fixture {
         let other_cfg = foreign.path().join("config");
         std::fs::create_dir_all(&other).unwrap();
         assert_eq!(code(&orca(&other, &other_cfg, &["init"])), 0);
+        configure(&other);
         std::fs::write(other.join("f.json"), plan_doc("plan f", "echo f")).unwrap();
         let out = orca(
             &other,

@@ -1,0 +1,160 @@
+//! What the gate records of an agent's conversation (issue 15): each tool call's result or
+//! error (in its `tool.call` entry) and each model answer (`agent.answer`), bounded to
+//! [`MAX_RECORDED_BYTES`] with the original length noted. The store redacts the entry before
+//! it is hashed, like every audit detail.
+//!
+//! A cut never keeps part of a word: the text is cut back to the last delimiter (white space,
+//! a quote, a comma, a bracket…) before the limit, so a secret straddling the limit is left
+//! out whole rather than recorded in part, where the redactor (which matches whole values and
+//! shapes) could not recognise it.
+
+use orca_core::{ToolError, Usage};
+use serde_json::{Value, json};
+
+/// The most bytes of one tool result, error or answer recorded in the audit log.
+pub const MAX_RECORDED_BYTES: usize = 4096;
+
+/// A text as recorded: at most `max` bytes, whole words only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Bounded {
+    /// What is recorded.
+    pub text: String,
+    /// The original length in bytes.
+    pub bytes: usize,
+    /// Whether `text` is shorter than the original.
+    pub truncated: bool,
+}
+
+/// Whether `c` may end a recorded prefix: it cannot be part of a credential.
+fn delimiter(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\'' | '`' | ',' | ';' | '{' | '}' | '[' | ']' | '(' | ')' | '<' | '>' | '|'
+        )
+}
+
+/// `text` bounded to `max` bytes, cut after the last delimiter at or before the limit.
+pub(super) fn bounded(text: &str, max: usize) -> Bounded {
+    if text.len() <= max {
+        return Bounded {
+            text: text.to_owned(),
+            bytes: text.len(),
+            truncated: false,
+        };
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    // Keep up to and including the last delimiter: the word after it may be cut.
+    let keep = text[..cut]
+        .char_indices()
+        .rev()
+        .find(|(_, c)| delimiter(*c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    Bounded {
+        text: text[..keep].to_owned(),
+        bytes: text.len(),
+        truncated: true,
+    }
+}
+
+/// A tool's result as the model reads it: a string as it is, anything else as JSON text.
+fn result_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The data of a `tool.call` entry, written once the call returned.
+pub(super) fn tool_call_data(
+    agent: &orca_core::AgentId,
+    call: &orca_core::ToolCall,
+    result: &Result<Value, ToolError>,
+) -> Value {
+    let (ok, error, recorded) = match result {
+        Ok(value) => (true, None, bounded(&result_text(value), MAX_RECORDED_BYTES)),
+        Err(e) => {
+            let b = bounded(&e.message, MAX_RECORDED_BYTES);
+            (false, Some(b.text.clone()), b)
+        }
+    };
+    json!({
+        "agent": agent,
+        "tool": call.name,
+        "arguments": call.arguments,
+        "ok": ok,
+        "error": error,
+        "result": ok.then_some(&recorded.text),
+        "bytes": recorded.bytes,
+        "truncated": recorded.truncated,
+    })
+}
+
+/// The data of an `agent.answer` entry: the model's text in one turn.
+pub(super) fn answer_data(
+    agent: &orca_core::AgentId,
+    turn: u32,
+    text: &str,
+    usage: &Usage,
+) -> Value {
+    let b = bounded(text, MAX_RECORDED_BYTES);
+    json!({
+        "agent": agent,
+        "turn": turn,
+        "text": b.text,
+        "bytes": b.bytes,
+        "truncated": b.truncated,
+        "usage": usage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_texts_are_kept_whole() {
+        let b = bounded("hello world", 64);
+        assert_eq!(b.text, "hello world");
+        assert_eq!((b.bytes, b.truncated), (11, false));
+    }
+
+    #[test]
+    fn a_cut_never_keeps_part_of_a_word() {
+        let secret = "s3cr3t-VALUE-0123456789abcdef";
+        for pad in 0..secret.len() + 8 {
+            let text = format!("{} {secret} tail", "x ".repeat(pad));
+            let max = 2 * pad + 10;
+            let b = bounded(&text, max);
+            assert!(b.text.len() <= max);
+            assert!(b.truncated);
+            assert_eq!(b.bytes, text.len());
+            // Either the whole secret or none of it; never a piece of it.
+            for cut in 4..secret.len() {
+                let piece = &secret[..cut];
+                assert!(
+                    !b.text.contains(piece) || b.text.contains(secret),
+                    "{pad}: `{}` holds a piece of the secret",
+                    b.text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cuts_land_on_char_boundaries_and_json_delimiters() {
+        let text = format!(
+            "{{\"a\":\"{}\",\"b\":\"{}\"}}",
+            "é".repeat(10),
+            "z".repeat(50)
+        );
+        let b = bounded(&text, 40);
+        assert_eq!(b.text, "{\"a\":\"éééééééééé\",\"b\":\"");
+        let b = bounded(&"é".repeat(100), 11);
+        assert_eq!(b.text, "", "one long word is left out whole");
+        assert!(b.truncated);
+    }
+}
