@@ -27,9 +27,8 @@ impl PgStore {
         let (client, mut connection) = self
             .pool()
             .config()
-            .connect(tokio_postgres::NoTls)
-            .await
-            .map_err(db("connecting to listen for notifications"))?;
+            .connect("connecting to listen for notifications")
+            .await?;
         let (tx, rx) = mpsc::channel(1024);
         let client = std::sync::Arc::new(client);
         let kept = std::sync::Arc::clone(&client);

@@ -6,14 +6,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use orca_store::StoreError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::Client;
+
+use crate::tls::Target;
 
 /// Connections open at once through the pool (leases and resource locks have their own).
 pub(crate) const POOL_SIZE: usize = 16;
 
 #[derive(Debug)]
 pub(crate) struct Pool {
-    config: Config,
+    config: Target,
     idle: Mutex<Vec<Client>>,
     permits: Arc<Semaphore>,
 }
@@ -27,7 +29,7 @@ pub(crate) struct Conn<'a> {
 }
 
 impl Pool {
-    pub(crate) fn new(config: Config) -> Self {
+    pub(crate) fn new(config: Target) -> Self {
         Self {
             config,
             idle: Mutex::new(Vec::new()),
@@ -35,7 +37,7 @@ impl Pool {
         }
     }
 
-    pub(crate) fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Target {
         &self.config
     }
 
@@ -69,11 +71,8 @@ impl Pool {
 }
 
 /// Opens a connection of its own (not pooled), its driver task spawned on the runtime.
-pub(crate) async fn connect(config: &Config) -> Result<Client, StoreError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| StoreError::backend("connecting to the postgres store", e))?;
+pub(crate) async fn connect(config: &Target) -> Result<Client, StoreError> {
+    let (client, connection) = config.connect("connecting to the postgres store").await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection ended");
