@@ -129,7 +129,7 @@ async fn verify_full_with_the_ca_runs_a_flow_and_no_connection_goes_in_clear() {
         .unwrap()
         .unwrap();
     let (tls, clear, versions) = count(server, &db).await;
-    println!(
+    eprintln!(
         "verify-full: tcp connections to the database: {tls} over TLS ({}), {clear} in clear",
         versions.join(", ")
     );
@@ -158,7 +158,7 @@ async fn without_the_right_ca_verification_fails_naming_the_file() {
         ))
         .await
         .unwrap_err();
-        println!("{mode} with another CA: {err}");
+        eprintln!("{mode} with another CA: {err}");
         assert!(err.contains("not signed by a CA in sslrootcert"), "{err}");
         assert!(err.contains(&format!("sslrootcert={other}")), "{err}");
         assert!(err.contains(&format!("sslmode={mode}")), "{err}");
@@ -177,7 +177,7 @@ async fn without_the_right_ca_verification_fails_naming_the_file() {
         ))
         .await
         .unwrap_err();
-        println!("verify-full without sslrootcert: {err}");
+        eprintln!("verify-full without sslrootcert: {err}");
         assert!(err.contains("add sslrootcert=PATH"), "{err}");
     }
     // A file that is not there.
@@ -216,7 +216,7 @@ async fn a_wrong_host_name_fails_verify_full_only() {
     ))
     .await
     .unwrap_err();
-    println!("verify-full, wrong host name: {err}");
+    eprintln!("verify-full, wrong host name: {err}");
     assert!(
         err.contains("does not name host orca-wrong-name.test"),
         "{err}"
@@ -246,7 +246,7 @@ async fn sslmode_disable_is_refused_by_the_server_and_prefer_goes_over_tls() {
     ))
     .await
     .unwrap_err();
-    println!("sslmode=disable against a hostssl-only server: {err}");
+    eprintln!("sslmode=disable against a hostssl-only server: {err}");
     assert!(err.contains("no encryption"), "{err}");
     assert!(err.contains("sslmode=disable"), "{err}");
     // The default (prefer, like libpq's) takes TLS when the server offers it, unverified.
@@ -258,7 +258,7 @@ async fn sslmode_disable_is_refused_by_the_server_and_prefer_goes_over_tls() {
     .unwrap();
     assert_eq!(store.tls().mode, orca_store_postgres::SslMode::Prefer);
     let (tls, clear, _) = count(server, &db).await;
-    println!("prefer: {tls} over TLS, {clear} in clear");
+    eprintln!("prefer: {tls} over TLS, {clear} in clear");
     assert_eq!((clear, tls > 0), (0, true));
 }
 
@@ -271,7 +271,7 @@ async fn a_client_certificate_logs_in_its_role() {
     let err = connect(&url(server, CERT_USER, "localhost", &db, &base))
         .await
         .unwrap_err();
-    println!("cert role without a client certificate: {err}");
+    eprintln!("cert role without a client certificate: {err}");
     assert!(err.contains("certificate"), "{err}");
     let with_cert = format!(
         "{base}&sslcert={}&sslkey={}",
@@ -298,6 +298,6 @@ async fn against_a_server_without_tls_prefer_goes_in_clear_and_require_fails() {
     let err = connect(&format!("{plain}?sslmode=require"))
         .await
         .unwrap_err();
-    println!("require against a server without tls: {err}");
+    eprintln!("require against a server without tls: {err}");
     assert!(err.contains("server does not support TLS"), "{err}");
 }
