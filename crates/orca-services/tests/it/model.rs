@@ -192,6 +192,7 @@ async fn check(case: Case, backend: Backend) {
 
 /// Runs `cases` random cases on `backend` (failures are shrunk and saved in
 /// `model.proptest-regressions`, which is replayed first), and prints what ran.
+#[expect(clippy::print_stderr, reason = "tests print the counts they check")]
 fn run(backend: Backend, cases: u32) {
     let config = ProptestConfig {
         cases,
