@@ -32,7 +32,7 @@ use orca_store::{Authority, StoreError};
 pub use locks::abandon_lease;
 pub use notify::CHANNELS;
 pub use schema::MigrationReport;
-pub use tls::{SslMode, TlsSettings};
+pub use tls::{Probe, SslMode, TlsSettings};
 pub use transfer::RawLog;
 
 /// The PostgreSQL store. Cheap to clone: clones share the pool.

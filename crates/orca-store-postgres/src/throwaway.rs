@@ -41,6 +41,17 @@ pub enum ThrowawayError {
     },
 }
 
+/// TCP connections counted in a TLS server's log ([`Throwaway::connections_logged`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoggedConnections {
+    /// Let in over TLS.
+    pub tls: usize,
+    /// Let in in clear.
+    pub clear: usize,
+    /// Refused (no TLS, a bad client certificate, …).
+    pub refused: usize,
+}
+
 /// A running throwaway server.
 #[derive(Debug)]
 pub struct Throwaway {
@@ -273,6 +284,36 @@ impl Throwaway {
         )
     }
 
+    /// The TCP connections the server has logged so far (a TLS server logs every one): how
+    /// many were let in over TLS, let in in clear, and refused.
+    #[must_use]
+    pub fn connections_logged(&self) -> LoggedConnections {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        // Lines start `<time> [<pid>] LOG:  …` (the default log_line_prefix).
+        let pid = |line: &str| {
+            line.split_once('[')
+                .and_then(|(_, r)| r.split_once(']'))
+                .map(|(p, _)| p.to_owned())
+        };
+        let mut tcp = std::collections::HashSet::new();
+        let mut counts = LoggedConnections::default();
+        for line in log.lines() {
+            let Some(p) = pid(line) else { continue };
+            if line.contains("connection received: host=") && !line.contains("host=[local]") {
+                tcp.insert(p);
+            } else if tcp.contains(&p) && line.contains("connection authorized:") {
+                if line.contains("SSL enabled") {
+                    counts.tls += 1;
+                } else {
+                    counts.clear += 1;
+                }
+            } else if tcp.contains(&p) && line.contains("FATAL:") {
+                counts.refused += 1;
+            }
+        }
+        counts
+    }
+
     /// The certificates of a server started with [`Throwaway::start_tls`].
     #[must_use]
     pub const fn tls_files(&self) -> Option<&TlsFiles> {
@@ -294,7 +335,8 @@ impl Throwaway {
         let fsync = if durable { "on" } else { "off" };
         let tls = self.tls.as_ref().map_or_else(String::new, |t| {
             format!(
-                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={} -c ssl_ca_file={}",
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={} -c ssl_ca_file={} \
+                 -c log_connections=on",
                 t.server_cert.display(),
                 t.server_key.display(),
                 t.ca.display()

@@ -253,6 +253,58 @@ impl Target {
     }
 }
 
+/// What [`PgStore::probe`] saw of the database (for `orca doctor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The schema version after migrating.
+    pub schema_version: u32,
+    /// The server's version (`server_version`).
+    pub server_version: String,
+    /// The TLS protocol and cipher of this connection (`pg_stat_ssl`), `None` in clear.
+    pub tls: Option<String>,
+    /// Over a unix socket (TLS does not apply).
+    pub unix_socket: bool,
+}
+
+impl crate::PgStore {
+    /// Connects, migrates, and reports how the connection is protected.
+    ///
+    /// # Errors
+    ///
+    /// The database cannot be reached or refuses the connection (the error says why).
+    pub async fn probe(&self) -> Result<Probe, StoreError> {
+        let report = self.migrate().await?;
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                "SELECT current_setting('server_version'), s.ssl, s.version, s.cipher,
+                        a.client_addr IS NULL
+                 FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                 WHERE s.pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .map_err(crate::db("reading pg_stat_ssl"))?;
+        let ssl: bool = row.get(1);
+        let version: Option<String> = row.get(2);
+        let cipher: Option<String> = row.get(3);
+        Ok(Probe {
+            schema_version: report.to,
+            server_version: row.get(0),
+            tls: ssl.then(|| {
+                format!(
+                    "{} {}",
+                    version.unwrap_or_default(),
+                    cipher.unwrap_or_default()
+                )
+                .trim()
+                .to_owned()
+            }),
+            unix_socket: row.get(4),
+        })
+    }
+}
+
 /// Checks the server's certificate as the mode says: not at all, against the CA only, or
 /// against the CA and the host name. Handshake signatures are always checked.
 #[derive(Debug)]

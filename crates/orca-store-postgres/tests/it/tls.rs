@@ -141,6 +141,14 @@ async fn verify_full_with_the_ca_runs_a_flow_and_no_connection_goes_in_clear() {
     // The IP address is in the certificate too.
     let by_ip = url.replace("@localhost:", "@127.0.0.1:");
     connect(&by_ip).await.unwrap();
+    // Every TCP connection the server let in so far, by every test of this process.
+    let logged = server.connections_logged();
+    eprintln!(
+        "server log: {} tcp connections let in over TLS, {} in clear, {} refused",
+        logged.tls, logged.clear, logged.refused
+    );
+    assert_eq!(logged.clear, 0);
+    assert!(logged.tls >= tls);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
