@@ -124,8 +124,8 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, StoreError> {
         .map_err(|e| StoreError::Invalid(format!("store url: tls: {e}")))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier));
-    match (&settings.client_cert, &settings.client_key) {
-        (None, None) => Ok(builder.with_no_client_auth()),
+    let mut config = match (&settings.client_cert, &settings.client_key) {
+        (None, None) => builder.with_no_client_auth(),
         (Some(cert), Some(key)) => {
             let certs = read_certs("sslcert", cert)?;
             let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
@@ -136,13 +136,18 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, StoreError> {
                     "store url: sslcert={} / sslkey: {e}",
                     cert.display()
                 ))
-            })
+            })?
         }
-        _ => Err(StoreError::Invalid(
-            "store url: sslcert and sslkey go together (a client certificate and its key)"
-                .to_owned(),
-        )),
-    }
+        _ => {
+            return Err(StoreError::Invalid(
+                "store url: sslcert and sslkey go together (a client certificate and its key)"
+                    .to_owned(),
+            ));
+        }
+    };
+    // What libpq 17 sends (and `sslnegotiation=direct` needs); older servers ignore it.
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
+    Ok(config)
 }
 
 impl Target {
