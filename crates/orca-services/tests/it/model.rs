@@ -65,7 +65,6 @@ async fn open(backend: Backend) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
             (Arc::new(store), Some(dir))
         }
         Backend::Postgres => {
-            // Missing binaries fail here, with how to install them.
             let server = orca_store_postgres::throwaway::Throwaway::shared()
                 .unwrap_or_else(|e| panic!("{e}"));
             let url = server.create_database().await.unwrap();
@@ -199,6 +198,10 @@ fn run(backend: Backend, cases: u32) {
         source_file: Some(file!()),
         ..ProptestConfig::default()
     };
+    if matches!(backend, Backend::Postgres) {
+        // Missing binaries fail here, once, with how to install them (not once per case).
+        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    }
     let mut runner = TestRunner::new(config);
     let started = Instant::now();
     let ran = std::sync::atomic::AtomicU32::new(0);
