@@ -19,7 +19,7 @@ use thiserror::Error;
 
 mod certs;
 
-pub use certs::{CERT_USER, TlsFiles};
+pub use certs::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, TlsFiles};
 
 /// Why the throwaway server could not start.
 #[derive(Debug, Error)]
@@ -148,7 +148,7 @@ impl Throwaway {
 
     /// Starts a server with `ssl=on` and the certificates of [`TlsFiles`] (made with
     /// `openssl`): over TCP, only TLS connections are let in (the role [`CERT_USER`] by its
-    /// client certificate, every other role trusted); the unix socket is for the harness.
+    /// client certificate, [`SCRAM_USER`] by its password, every other role trusted); the unix socket is for the harness.
     ///
     /// # Errors
     ///
@@ -220,7 +220,10 @@ impl Throwaway {
             server.port = free_port()?;
             match server.pg_ctl_start(durable) {
                 Ok(()) if tls => {
-                    server.psql(&format!("CREATE ROLE {CERT_USER} LOGIN SUPERUSER"))?;
+                    server.psql(&format!(
+                        "CREATE ROLE {CERT_USER} LOGIN SUPERUSER; \
+                         CREATE ROLE {SCRAM_USER} LOGIN SUPERUSER PASSWORD '{SCRAM_PASSWORD}'"
+                    ))?;
                     return Ok(server);
                 }
                 Ok(()) => return Ok(server),

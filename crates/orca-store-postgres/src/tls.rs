@@ -36,6 +36,7 @@ use tokio_rustls::rustls::crypto::{
 };
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+mod binding;
 mod settings;
 
 use settings::split;
@@ -481,11 +482,16 @@ impl AsyncWrite for TlsStream {
 
 impl tokio_postgres::tls::TlsStream for TlsStream {
     fn channel_binding(&self) -> ChannelBinding {
-        // SCRAM's tls-server-end-point needs the hash of the certificate's signature
-        // algorithm; without it the client says it does not bind (`n`), as libpq may.
-        ChannelBinding::none()
+        self.0
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|certs| certs.first())
+            .and_then(|cert| binding::server_end_point(cert))
+            .map_or_else(ChannelBinding::none, ChannelBinding::tls_server_end_point)
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

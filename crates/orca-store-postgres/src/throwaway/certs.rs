@@ -10,6 +10,12 @@ use super::{ThrowawayError, failed};
 /// The role that logs in with a client certificate only (`cert` in `pg_hba.conf`).
 pub const CERT_USER: &str = "orca_cert_user";
 
+/// The role that logs in with a password (SCRAM, channel binding offered over TLS).
+pub const SCRAM_USER: &str = "orca_scram_user";
+
+/// Its password.
+pub const SCRAM_PASSWORD: &str = "orca-scram-pw-3e1d";
+
 /// The files of a TLS throwaway server.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
@@ -140,10 +146,12 @@ pub(super) fn make(dir: &Path) -> Result<TlsFiles, ThrowawayError> {
 }
 
 /// `pg_hba.conf` of a TLS server: TCP only over TLS (the client-certificate role by its
-/// certificate, everyone else trusted), in clear refused; the unix socket (admin) trusted.
+/// certificate, the SCRAM role by its password, everyone else
+/// trusted), in clear refused; the unix socket (admin) trusted.
 pub(super) const HBA: &str = "\
 local all all trust
 hostssl all orca_cert_user 127.0.0.1/32 cert
+hostssl all orca_scram_user 127.0.0.1/32 scram-sha-256
 hostssl all all 127.0.0.1/32 trust
 hostnossl all all 0.0.0.0/0 reject
 hostnossl all all ::/0 reject

@@ -11,7 +11,7 @@ use orca_core::redact::Redactor;
 use orca_core::{Holder, PlanId};
 use orca_store::{AuditLogId, AuditStore, Authority, ExecutionStore, NewAuditEntry, StoreError};
 use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::{CERT_USER, Throwaway};
+use orca_store_postgres::throwaway::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, Throwaway};
 use serde_json::json;
 
 /// Planted in every URL: no message may show it.
@@ -308,4 +308,48 @@ async fn against_a_server_without_tls_prefer_goes_in_clear_and_require_fails() {
         .unwrap_err();
     eprintln!("require against a server without tls: {err}");
     assert!(err.contains("server does not support TLS"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_login_is_bound_to_the_tls_session() {
+    let server = server();
+    let db = database(server).await;
+    let url = |password: &str, binding: &str| {
+        format!(
+            "postgres://{SCRAM_USER}:{password}@localhost:{}/{db}?sslmode=verify-full&sslrootcert={}&channel_binding={binding}",
+            server.port(),
+            ca(server)
+        )
+    };
+    // `require`: SCRAM-SHA-256-PLUS or no login; the server checks the certificate hash we
+    // send against its own, so a wrong hash would fail here.
+    let store = PgStore::connect(
+        &url(SCRAM_PASSWORD, "require"),
+        Authority::permissive(),
+        Redactor::new(),
+    )
+    .await
+    .unwrap();
+    let log = AuditLogId::Plan {
+        plan_id: PlanId::new(),
+    };
+    store
+        .append(log, NewAuditEntry::new("n", json!({})))
+        .await
+        .unwrap();
+    // A wrong password: refused, and neither password is in the message.
+    let err = PgStore::connect(
+        &url("wrong-pw-5b7e", "require"),
+        Authority::permissive(),
+        Redactor::new(),
+    )
+    .await
+    .unwrap_err();
+    let text = chain(&err);
+    eprintln!("scram with a wrong password: {text}");
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(
+        !text.contains("wrong-pw-5b7e") && !text.contains(SCRAM_PASSWORD),
+        "{text}"
+    );
 }
