@@ -97,10 +97,23 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, StoreError> {
     let verifier = if settings.verifying() {
         let path = root_cert_path(settings)?;
         let mut roots = RootCertStore::empty();
-        for cert in read_certs("sslrootcert", &path)? {
-            roots.add(cert).map_err(|e| {
-                StoreError::Invalid(format!("store url: sslrootcert={}: {e}", path.display()))
-            })?;
+        if settings.system_roots() {
+            // The platform's store (`SSL_CERT_FILE` / `SSL_CERT_DIR` are honoured).
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(StoreError::Invalid(format!(
+                    "store url: sslrootcert=system: no CA certificate found in the system's \
+                     store ({} errors; Debian: `apt-get install ca-certificates`)",
+                    found.errors.len()
+                )));
+            }
+        } else {
+            for cert in read_certs("sslrootcert", &path)? {
+                roots.add(cert).map_err(|e| {
+                    StoreError::Invalid(format!("store url: sslrootcert={}: {e}", path.display()))
+                })?;
+            }
         }
         let webpki =
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))

@@ -210,15 +210,38 @@ impl TlsSettings {
             client_cert: None,
             client_key: None,
         };
+        let mut mode_given = false;
         for (key, value) in pairs {
             match key.as_str() {
-                "sslmode" => settings.mode = SslMode::parse(&value)?,
+                "sslmode" => {
+                    settings.mode = SslMode::parse(&value)?;
+                    mode_given = true;
+                }
                 "sslrootcert" => settings.root_cert = Some(PathBuf::from(value)),
                 "sslcert" => settings.client_cert = Some(PathBuf::from(value)),
                 _ => settings.client_key = Some(PathBuf::from(value)),
             }
         }
+        // libpq 16's rule: the system's CAs vouch for any name they signed, so only with the
+        // name checked; it is also the default mode then.
+        if settings.system_roots() {
+            if !mode_given {
+                settings.mode = SslMode::VerifyFull;
+            } else if settings.mode != SslMode::VerifyFull {
+                return Err(StoreError::Invalid(format!(
+                    "store url: sslrootcert=system needs sslmode=verify-full (not {})",
+                    settings.mode.as_str()
+                )));
+            }
+        }
         Ok(settings)
+    }
+
+    /// `sslrootcert=system`: the operating system's trusted CAs.
+    pub(super) fn system_roots(&self) -> bool {
+        self.root_cert
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "system")
     }
 
     /// Whether the server's certificate is checked against a CA (and which file holds it).
@@ -254,6 +277,20 @@ mod tests {
         assert_eq!(rest, "postgresql://db/orca");
         assert_eq!(s.mode, SslMode::Require);
         assert!(!s.verifying());
+    }
+
+    #[test]
+    fn system_roots_mean_verify_full() {
+        let (_, s) = settings("postgres://db/orca?sslrootcert=system");
+        assert_eq!(s.mode, SslMode::VerifyFull);
+        assert!(s.system_roots());
+        let (_, pairs) = split("postgres://db/orca?sslrootcert=system&sslmode=require").unwrap();
+        let err = TlsSettings::from_pairs(pairs).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("sslrootcert=system needs sslmode=verify-full"),
+            "{err}"
+        );
     }
 
     #[test]
