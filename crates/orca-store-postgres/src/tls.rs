@@ -283,6 +283,8 @@ pub struct Probe {
     pub tls: Option<String>,
     /// Over a unix socket (TLS does not apply).
     pub unix_socket: bool,
+    /// To a loopback address (127.0.0.0/8, ::1): clear text stays on this host.
+    pub loopback: bool,
 }
 
 impl crate::PgStore {
@@ -297,7 +299,9 @@ impl crate::PgStore {
         let row = conn
             .query_one(
                 "SELECT current_setting('server_version'), s.ssl, s.version, s.cipher,
-                        a.client_addr IS NULL
+                        a.client_addr IS NULL,
+                        coalesce(inet_server_addr() <<= '127.0.0.0/8'::inet
+                                 OR inet_server_addr() = '::1'::inet, true)
                  FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
                  WHERE s.pid = pg_backend_pid()",
                 &[],
@@ -320,6 +324,7 @@ impl crate::PgStore {
                 .to_owned()
             }),
             unix_socket: row.get(4),
+            loopback: row.get(5),
         })
     }
 }

@@ -150,14 +150,22 @@ async fn shared_store(pg: &orca_store_postgres::PgStore) -> Value {
     let mode = pg.tls().mode.as_str();
     match tokio::time::timeout(Duration::from_secs(15), pg.probe()).await {
         Ok(Ok(p)) => {
-            let security = match (&p.tls, p.unix_socket) {
-                (Some(tls), _) => format!("TLS {tls} (sslmode={mode})"),
-                (None, true) => "unix socket (no TLS there)".to_owned(),
-                (None, false) => format!("in clear (sslmode={mode})"),
+            let (ok, security) = match (&p.tls, p.unix_socket, p.loopback) {
+                (Some(tls), _, _) => (true, format!("TLS {tls} (sslmode={mode})")),
+                (None, true, _) => (true, "unix socket (no TLS there)".to_owned()),
+                (None, false, true) => (true, format!("in clear on this host (sslmode={mode})")),
+                // Documents, audit lines and the login cross the network readable.
+                (None, false, false) => (
+                    false,
+                    format!(
+                        "IN CLEAR over the network (sslmode={mode}): enable ssl on the server \
+                         and use sslmode=verify-full&sslrootcert=PATH"
+                    ),
+                ),
             };
             check(
                 what,
-                true,
+                ok,
                 format!(
                     "postgres {}, schema version {}, {security}",
                     p.server_version, p.schema_version

@@ -190,9 +190,15 @@ async fn without_the_right_ca_verification_fails_naming_the_file() {
     }
     // The system's CAs (libpq 16's `sslrootcert=system`, verify-full by default) do not know
     // the throwaway CA.
-    let err = connect(&url(server, "postgres", "localhost", &db, "sslrootcert=system"))
-        .await
-        .unwrap_err();
+    let err = connect(&url(
+        server,
+        "postgres",
+        "localhost",
+        &db,
+        "sslrootcert=system",
+    ))
+    .await
+    .unwrap_err();
     eprintln!("sslrootcert=system: {err}");
     assert!(err.contains("sslrootcert=system"), "{err}");
     assert!(err.contains("sslmode=verify-full"), "{err}");

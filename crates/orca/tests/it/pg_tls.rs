@@ -90,6 +90,18 @@ fn a_run_over_verify_full_tls_shows_no_password_and_nothing_goes_in_clear() {
     assert!(doctor.contains("TLS TLSv1.3"), "{doctor}");
     assert!(doctor.contains("sslmode=verify-full"), "{doctor}");
     ok(&["--json", "doctor"]);
+    // A server without TLS on this host: doctor says the connection is in clear.
+    let plain = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let plain_url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(plain.create_database())
+        .unwrap();
+    let out = ok(&["--store", &plain_url, "doctor"]);
+    let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        doctor.contains("in clear on this host (sslmode=prefer)"),
+        "{doctor}"
+    );
 
     // The wrong CA, and a file that is not there: refused, saying which setting and file.
     let other = files.other_ca.display().to_string();
