@@ -36,15 +36,16 @@ use tokio_rustls::rustls::crypto::{
 };
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use tokio_rustls::rustls::{
+    self, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+
 mod binding;
 mod settings;
 
 use settings::split;
 pub use settings::{SslMode, TlsSettings};
 
-use tokio_rustls::rustls::{
-    self, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
 /// A parsed store URL: the driver's settings and how to secure its connections.
 #[derive(Clone)]
 pub(crate) struct Target {
@@ -61,6 +62,7 @@ impl std::fmt::Debug for Target {
             .finish_non_exhaustive()
     }
 }
+
 /// The CA file for the verifying modes: `sslrootcert`, else `~/.postgresql/root.crt`.
 fn root_cert_path(settings: &TlsSettings) -> Result<PathBuf, StoreError> {
     if let Some(p) = &settings.root_cert {
