@@ -21,6 +21,7 @@ mod plans;
 mod pool;
 pub mod schema;
 pub mod throwaway;
+mod tls;
 mod transfer;
 mod write;
 
@@ -32,6 +33,7 @@ use orca_store::{Authority, StoreError};
 pub use locks::abandon_lease;
 pub use notify::CHANNELS;
 pub use schema::MigrationReport;
+pub use tls::{Probe, SslMode, TlsSettings};
 pub use transfer::RawLog;
 
 /// How long a running task's lease lasts without its holder's heartbeat (ADR 0026).
@@ -65,17 +67,58 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// A URL without its password, to show.
+/// A URL without its password, to show: `user:***@`, and `password=***` in a URL's query or
+/// in libpq's `key=value` form.
 #[must_use]
 pub fn redacted_url(url: &str) -> String {
+    let mut out = url.to_owned();
     // postgres://user:password@host/db → postgres://user:***@host/db
     if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((creds, host)) = rest.rsplit_once('@')
+        && let Some((creds, host)) = rest
+            .split_once('/')
+            .map_or(rest, |(a, _)| a)
+            .rsplit_once('@')
         && let Some((user, _)) = creds.split_once(':')
     {
-        return format!("{scheme}://{user}:***@{host}");
+        let tail = &rest[creds.len() + 1 + host.len()..];
+        out = format!("{scheme}://{user}:***@{host}{tail}");
     }
-    url.to_owned()
+    // password=… (up to `&` or whitespace; a quoted value up to its closing quote).
+    let mut shown = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(at) = rest.find("password") {
+        let (before, after) = rest.split_at(at);
+        shown.push_str(before);
+        let boundary = before
+            .chars()
+            .next_back()
+            .is_none_or(|c| c == '?' || c == '&' || c.is_whitespace());
+        let value = after["password".len()..].trim_start();
+        match value.strip_prefix('=') {
+            Some(v) if boundary => {
+                let v = v.trim_start();
+                let end = if let Some(q) = v.strip_prefix('\'') {
+                    let mut i = 0;
+                    let bytes = q.as_bytes();
+                    while i < bytes.len() && bytes[i] != b'\'' {
+                        i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    }
+                    (i + 2).min(v.len())
+                } else {
+                    v.find(|c: char| c == '&' || c.is_whitespace())
+                        .unwrap_or(v.len())
+                };
+                shown.push_str("password=***");
+                rest = &v[end..];
+            }
+            _ => {
+                shown.push_str("password");
+                rest = &after["password".len()..];
+            }
+        }
+    }
+    shown.push_str(rest);
+    shown
 }
 
 /// Whether a store location is a PostgreSQL URL.
@@ -93,12 +136,7 @@ impl PgStore {
     ///
     /// The URL is not valid.
     pub fn open(url: &str, authority: Authority, redactor: Redactor) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StoreError::Invalid(format!(
-                "store url {}: not a postgres url: {e}",
-                redacted_url(url)
-            ))
-        })?;
+        let config = tls::Target::parse(url)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 pool: pool::Pool::new(config),
@@ -157,6 +195,12 @@ impl PgStore {
         self.inner.pool.get().await
     }
 
+    /// The TLS settings of the URL (`sslmode`, `sslrootcert`, …; ADR 0027).
+    #[must_use]
+    pub fn tls(&self) -> &TlsSettings {
+        self.inner.pool.config().settings()
+    }
+
     pub(crate) fn pool(&self) -> &pool::Pool {
         &self.inner.pool
     }
@@ -166,4 +210,37 @@ impl PgStore {
 pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
     let context = context.into();
     move |e| StoreError::backend(context, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted_url;
+
+    #[test]
+    fn passwords_are_hidden_in_every_form() {
+        for (url, shown) in [
+            (
+                "postgres://u:s3cret@db:5432/orca?sslmode=require",
+                "postgres://u:***@db:5432/orca?sslmode=require",
+            ),
+            ("postgres://u:s3c@ret@db/orca", "postgres://u:***@db/orca"),
+            (
+                "postgres://u@db/orca?password=s3cret&sslmode=verify-full",
+                "postgres://u@db/orca?password=***&sslmode=verify-full",
+            ),
+            (
+                "host=db password='s3 \\'cret' user=u",
+                "host=db password=*** user=u",
+            ),
+            ("host=db password = s3cret", "host=db password=***"),
+            ("postgres://db/orca", "postgres://db/orca"),
+            (
+                "postgres://u@db/my_password_db",
+                "postgres://u@db/my_password_db",
+            ),
+        ] {
+            assert_eq!(redacted_url(url), shown, "{url}");
+            assert!(!redacted_url(url).contains("s3"), "{url}");
+        }
+    }
 }

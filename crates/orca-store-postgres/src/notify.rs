@@ -24,9 +24,12 @@ impl PgStore {
         let (tx, rx) = mpsc::channel(1024);
         // The connection lives while the driver runs: until the receiver goes (a send fails)
         // or the connection ends.
-        let (client, ended) = crate::pool::open(self.pool().config(), Some(tx))
-            .await
-            .map_err(db("connecting to listen for notifications"))?;
+        let (client, ended) = crate::pool::open(
+            self.pool().config(),
+            "connecting to listen for notifications",
+            Some(tx),
+        )
+        .await?;
         let listen: String = channels
             .iter()
             .filter(|c| CHANNELS.contains(c))

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use orca_store::StoreError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, Statement};
+
+use crate::tls::Target;
 
 /// Connections open at once through the pool (lock holders and listeners are apart: see
 /// `locks` and `notify`).
@@ -56,7 +58,7 @@ impl Session {
 
 #[derive(Debug)]
 pub(crate) struct Pool {
-    config: Config,
+    config: Target,
     idle: Mutex<Vec<Session>>,
     permits: Arc<Semaphore>,
 }
@@ -70,7 +72,7 @@ pub(crate) struct Conn<'a> {
 }
 
 impl Pool {
-    pub(crate) fn new(config: Config) -> Self {
+    pub(crate) fn new(config: Target) -> Self {
         Self {
             config,
             idle: Mutex::new(Vec::new()),
@@ -78,7 +80,7 @@ impl Pool {
         }
     }
 
-    pub(crate) fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Target {
         &self.config
     }
 
@@ -116,10 +118,11 @@ pub(crate) fn take_open(idle: &Mutex<Vec<Session>>) -> Option<Session> {
 /// forwards notifications to `notifications`, if given, until the connection ends or nobody
 /// receives them any more. The receiver fires when the driver has ended.
 pub(crate) async fn open(
-    config: &Config,
+    config: &Target,
+    what: &str,
     notifications: Option<mpsc::Sender<String>>,
-) -> Result<(Client, oneshot::Receiver<()>), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+) -> Result<(Client, oneshot::Receiver<()>), StoreError> {
+    let (client, mut connection) = config.connect(what).await?;
     let (ended, on_end) = oneshot::channel();
     tokio::spawn(async move {
         while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
@@ -147,11 +150,10 @@ pub(crate) async fn open(
 }
 
 /// Opens a connection of its own (not pooled).
-pub(crate) async fn connect(config: &Config) -> Result<Client, StoreError> {
-    open(config, None)
+pub(crate) async fn connect(config: &Target) -> Result<Client, StoreError> {
+    open(config, "connecting to the postgres store", None)
         .await
         .map(|(client, _)| client)
-        .map_err(|e| StoreError::backend("connecting to the postgres store", e))
 }
 
 impl Conn<'_> {

@@ -2,6 +2,9 @@
 //! a free port on 127.0.0.1 with its unix socket in that dir, stopped and removed afterwards
 //! (by [`Drop`], and by a watchdog process if the test process is killed).
 //!
+//! [`Throwaway::shared_tls`] starts one with `ssl=on`, a throwaway CA and certificates
+//! ([`TlsFiles`]) and a `pg_hba.conf` that refuses TCP connections in clear.
+//!
 //! As root the server runs as the `postgres` user (`runuser`), as PostgreSQL requires. The
 //! binaries are looked for in `$ORCA_PG_BIN`, `/usr/lib/postgresql/<version>/bin` (newest
 //! first) and `PATH`; if none is found the error says how to install them.
@@ -13,6 +16,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use thiserror::Error;
+
+mod certs;
+
+pub use certs::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, TlsFiles};
 
 /// Why the throwaway server could not start.
 #[derive(Debug, Error)]
@@ -34,6 +41,17 @@ pub enum ThrowawayError {
     },
 }
 
+/// TCP connections counted in a TLS server's log ([`Throwaway::connections_logged`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoggedConnections {
+    /// Let in over TLS.
+    pub tls: usize,
+    /// Let in in clear.
+    pub clear: usize,
+    /// Refused (no TLS, a bad client certificate, …).
+    pub refused: usize,
+}
+
 /// A running throwaway server.
 #[derive(Debug)]
 pub struct Throwaway {
@@ -42,6 +60,7 @@ pub struct Throwaway {
     port: u16,
     as_postgres: bool,
     databases: AtomicU64,
+    tls: Option<TlsFiles>,
 }
 
 fn failed(what: impl Into<String>, detail: impl ToString) -> ThrowawayError {
@@ -97,6 +116,7 @@ fn free_port() -> Result<u16, ThrowawayError> {
 }
 
 static SHARED: OnceLock<Result<Throwaway, String>> = OnceLock::new();
+static SHARED_TLS: OnceLock<Result<Throwaway, String>> = OnceLock::new();
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 impl Throwaway {
@@ -113,6 +133,30 @@ impl Throwaway {
             .map_err(Clone::clone)
     }
 
+    /// The TLS server shared by every test of this process: `ssl=on`, certificates of a
+    /// throwaway CA, TCP connections in clear refused (see [`Throwaway::start_tls`]).
+    ///
+    /// # Errors
+    ///
+    /// It could not start (the message says why).
+    pub fn shared_tls() -> Result<&'static Self, String> {
+        SHARED_TLS
+            .get_or_init(|| Self::start_tls().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Starts a server with `ssl=on` and the certificates of [`TlsFiles`] (made with
+    /// `openssl`): over TCP, only TLS connections are let in (the role [`CERT_USER`] by its
+    /// client certificate, [`SCRAM_USER`] by its password, every other role trusted); the unix socket is for the harness.
+    ///
+    /// # Errors
+    ///
+    /// The binaries or `openssl` are missing, or a command failed.
+    pub fn start_tls() -> Result<Self, ThrowawayError> {
+        Self::start_with(false, true)
+    }
+
     /// Starts a server. `durable`: `fsync` on, as in production (benchmarks); otherwise off
     /// (tests: what they check does not depend on the disk).
     ///
@@ -120,6 +164,10 @@ impl Throwaway {
     ///
     /// The binaries are missing, or `initdb` / `pg_ctl` failed.
     pub fn start(durable: bool) -> Result<Self, ThrowawayError> {
+        Self::start_with(durable, false)
+    }
+
+    fn start_with(durable: bool, tls: bool) -> Result<Self, ThrowawayError> {
         let bin = find_bin().ok_or(ThrowawayError::Missing)?;
         let as_postgres = is_root();
         let n = NEXT_DIR.fetch_add(1, Ordering::SeqCst);
@@ -133,6 +181,7 @@ impl Throwaway {
             port: 0,
             as_postgres,
             databases: AtomicU64::new(0),
+            tls: None,
         };
         if as_postgres {
             let out = Command::new("chown")
@@ -163,15 +212,126 @@ impl Throwaway {
                 "--locale=C".as_ref(),
             ],
         )?;
+        if tls {
+            server.tls = Some(server.set_up_tls(&data)?);
+        }
         let mut last = None;
         for _ in 0..5 {
             server.port = free_port()?;
             match server.pg_ctl_start(durable) {
+                Ok(()) if tls => {
+                    server.psql(&format!(
+                        "CREATE ROLE {CERT_USER} LOGIN SUPERUSER; \
+                         CREATE ROLE {SCRAM_USER} LOGIN SUPERUSER PASSWORD '{SCRAM_PASSWORD}'"
+                    ))?;
+                    return Ok(server);
+                }
                 Ok(()) => return Ok(server),
                 Err(e) => last = Some(e),
             }
         }
         Err(last.unwrap_or_else(|| failed("pg_ctl start", "gave up")))
+    }
+
+    /// Certificates in `<dir>/tls`, owned by the server's user, and a `pg_hba.conf` that
+    /// refuses TCP in clear.
+    fn set_up_tls(&self, data: &Path) -> Result<TlsFiles, ThrowawayError> {
+        let dir = self.dir.join("tls");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| failed(format!("creating {}", dir.display()), e))?;
+        let files = certs::make(&dir)?;
+        if self.as_postgres {
+            let out = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&dir)
+                .output()
+                .map_err(|e| failed("chown postgres", e))?;
+            if !out.status.success() {
+                return Err(failed(
+                    "chown postgres",
+                    String::from_utf8_lossy(&out.stderr),
+                ));
+            }
+        }
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            // The server refuses a key others can read.
+            std::fs::set_permissions(&files.server_key, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| failed(format!("chmod {}", files.server_key.display()), e))?;
+        }
+        let hba = data.join("pg_hba.conf");
+        std::fs::write(&hba, certs::HBA)
+            .map_err(|e| failed(format!("writing {}", hba.display()), e))?;
+        Ok(files)
+    }
+
+    /// Runs one SQL statement as `postgres` over the unix socket.
+    fn psql(&self, sql: &str) -> Result<(), ThrowawayError> {
+        let port = self.port.to_string();
+        self.run(
+            "psql",
+            &[
+                "-h".as_ref(),
+                self.dir.as_os_str(),
+                "-p".as_ref(),
+                port.as_ref(),
+                "-U".as_ref(),
+                "postgres".as_ref(),
+                "-d".as_ref(),
+                "postgres".as_ref(),
+                "-v".as_ref(),
+                "ON_ERROR_STOP=1".as_ref(),
+                "-c".as_ref(),
+                sql.as_ref(),
+            ],
+        )
+    }
+
+    /// The TCP connections the server has logged so far (a TLS server logs every one): how
+    /// many were let in over TLS, let in in clear, and refused.
+    #[must_use]
+    pub fn connections_logged(&self) -> LoggedConnections {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        // Lines start `<time> [<pid>] LOG:  …` (the default log_line_prefix).
+        let pid = |line: &str| {
+            line.split_once('[')
+                .and_then(|(_, r)| r.split_once(']'))
+                .map(|(p, _)| p.to_owned())
+        };
+        let mut tcp = std::collections::HashSet::new();
+        let mut counts = LoggedConnections::default();
+        for line in log.lines() {
+            let Some(p) = pid(line) else { continue };
+            if line.contains("connection received: host=") && !line.contains("host=[local]") {
+                tcp.insert(p);
+            } else if tcp.contains(&p) && line.contains("connection authorized:") {
+                if line.contains("SSL enabled") {
+                    counts.tls += 1;
+                } else {
+                    counts.clear += 1;
+                }
+            } else if tcp.contains(&p) && line.contains("FATAL:") {
+                counts.refused += 1;
+            }
+        }
+        counts
+    }
+
+    /// The certificates of a server started with [`Throwaway::start_tls`].
+    #[must_use]
+    pub const fn tls_files(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// A URL of `database` over the server's unix socket, as `postgres` (TLS does not apply:
+    /// for the harness and tests to look at the server from outside the store).
+    #[must_use]
+    pub fn socket_url(&self, database: &str) -> String {
+        format!(
+            "host={} port={} user=postgres dbname={database}",
+            self.dir.display(),
+            self.port
+        )
     }
 
     fn options(&self, durable: bool) -> String {
@@ -183,9 +343,18 @@ impl Throwaway {
         } else {
             ""
         };
+        let tls = self.tls.as_ref().map_or_else(String::new, |t| {
+            format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={} -c ssl_ca_file={} \
+                 -c log_connections=on",
+                t.server_cert.display(),
+                t.server_key.display(),
+                t.ca.display()
+            )
+        });
         format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync={fsync} \
-             -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3{stats}",
+             -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3{stats}{tls}",
             self.port,
             self.dir.display()
         )
@@ -261,9 +430,10 @@ impl Throwaway {
     pub async fn create_database(&self) -> Result<String, ThrowawayError> {
         let n = self.databases.fetch_add(1, Ordering::SeqCst);
         let name = format!("orca_{n}");
-        let (client, conn) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls)
-            .await
-            .map_err(|e| failed("connecting to the throwaway server", e))?;
+        let (client, conn) =
+            tokio_postgres::connect(&self.socket_url("postgres"), tokio_postgres::NoTls)
+                .await
+                .map_err(|e| failed("connecting to the throwaway server", e))?;
         let driver = tokio::spawn(conn);
         client
             .batch_execute(&format!("CREATE DATABASE {name}"))

@@ -130,6 +130,8 @@ pub(crate) fn find_root(explicit: Option<&Path>, create: bool) -> Result<PathBuf
 pub(crate) struct App {
     pub(crate) root: PathBuf,
     pub(crate) store: Arc<dyn Store>,
+    /// The shared store, when one is chosen (it is `store` too).
+    pub(crate) shared: Option<orca_store_postgres::PgStore>,
     pub(crate) files: FileStore,
     pub(crate) agents: Arc<Agents>,
     pub(crate) config: Option<Config>,
@@ -168,7 +170,10 @@ impl App {
         }
         let shared = crate::store_cmd::shared_store(global, loaded.config.as_ref(), &authority)?;
         let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
-        let store: Arc<dyn Store> = shared.unwrap_or_else(|| Arc::new(files.clone()));
+        let store: Arc<dyn Store> = match &shared {
+            Some(pg) => Arc::new(pg.clone()),
+            None => Arc::new(files.clone()),
+        };
         // Short ids are for people: `--json` (scripts, the bench) skips the scan.
         if !global.json {
             crate::ids::load(store.as_ref()).await;
@@ -176,6 +181,7 @@ impl App {
         Ok(Self {
             root,
             store,
+            shared,
             files,
             agents: Arc::new(loaded.agents.with_sandbox(sandbox.policy.clone())),
             config: loaded.config,

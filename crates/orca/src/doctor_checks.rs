@@ -36,6 +36,9 @@ pub(crate) async fn run(app: &App) -> Vec<Value> {
     out.extend(endpoints(app).await);
     out.extend(programs(app).await);
     out.push(store_writable(app.root()));
+    if let Some(pg) = &app.shared {
+        out.push(shared_store(pg).await);
+    }
     let sandbox = app.sandbox.audit_data();
     let effective = sandbox["effective"]
         .as_str()
@@ -138,6 +141,40 @@ fn store_writable(root: &Path) -> Value {
         Err(e) => (false, format!("{} is not writable: {e}", dir.display())),
     };
     check("store".to_owned(), ok, detail)
+}
+
+/// The shared store: reachable, migrated, and how the connection is protected (ADR 0027).
+/// The URL is shown without its password.
+async fn shared_store(pg: &orca_store_postgres::PgStore) -> Value {
+    let what = format!("shared store {}", pg.url());
+    let mode = pg.tls().mode.as_str();
+    match tokio::time::timeout(Duration::from_secs(15), pg.probe()).await {
+        Ok(Ok(p)) => {
+            let (ok, security) = match (&p.tls, p.unix_socket, p.loopback) {
+                (Some(tls), _, _) => (true, format!("TLS {tls} (sslmode={mode})")),
+                (None, true, _) => (true, "unix socket (no TLS there)".to_owned()),
+                (None, false, true) => (true, format!("in clear on this host (sslmode={mode})")),
+                // Documents, audit lines and the login cross the network readable.
+                (None, false, false) => (
+                    false,
+                    format!(
+                        "IN CLEAR over the network (sslmode={mode}): enable ssl on the server \
+                         and use sslmode=verify-full&sslrootcert=PATH"
+                    ),
+                ),
+            };
+            check(
+                what,
+                ok,
+                format!(
+                    "postgres {}, schema version {}, {security}",
+                    p.server_version, p.schema_version
+                ),
+            )
+        }
+        Ok(Err(e)) => check(what, false, crate::exit::chain(&e)),
+        Err(_) => check(what, false, "no answer within 15 s".to_owned()),
+    }
 }
 
 /// The checks as text lines (`ok` / `PROBLEM`), for the terminal report.

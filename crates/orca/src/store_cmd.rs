@@ -4,12 +4,11 @@
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Subcommand;
 use orca_agents::config::Config;
 use orca_store::{
-    AuditStore, Authority, ExecutionStore, FileStore, PlanStore, Revision, Store, StoreError,
+    AuditStore, Authority, ExecutionStore, FileStore, PlanStore, Revision, StoreError,
 };
 use orca_store_postgres::{PgStore, RawLog, is_postgres_url};
 use serde::Serialize;
@@ -61,12 +60,15 @@ pub(crate) fn shared_store(
     global: &Global,
     config: Option<&Config>,
     authority: &Authority,
-) -> Result<Option<Arc<dyn Store>>, CliError> {
+) -> Result<Option<PgStore>, CliError> {
     let Some(url) = url(global, config)? else {
         return Ok(None);
     };
-    let store = PgStore::open(&url, authority.clone(), crate::secrets::redactor())?;
-    Ok(Some(Arc::new(store)))
+    Ok(Some(PgStore::open(
+        &url,
+        authority.clone(),
+        crate::secrets::redactor(),
+    )?))
 }
 
 /// `audit verify` reads the file layout: on a shared store, it says how to check offline.

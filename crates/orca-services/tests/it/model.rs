@@ -1,16 +1,20 @@
 //! Model-based test: random plans, random agent outcomes and random human decisions never
-//! break an invariant of the runner.
+//! break an invariant of the runner — on every store backend: memory, files, and a throwaway
+//! PostgreSQL (one server per test run, a fresh database per case; fewer cases there, each
+//! case costs a `CREATE DATABASE` and a migration).
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use crate::support;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use orca_core::strategy;
 use orca_core::{ApprovedPlan, ExecutionStage, Task, TaskStatus, graph};
 use orca_services::{FailurePolicy, Quiet, RunOutcome, ScriptedHitl};
 use orca_store::Store;
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -44,8 +48,40 @@ fn case() -> impl Strategy<Value = Case> {
     })
 }
 
-async fn check(case: Case) {
-    let store: Arc<dyn Store> = Arc::new(orca_store::MemoryStore::new());
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Memory,
+    File,
+    Postgres,
+}
+
+/// A fresh store of `backend` (the tempdir, if any, lives as long as it is used).
+async fn open(backend: Backend) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+    match backend {
+        Backend::Memory => (Arc::new(orca_store::MemoryStore::new()), None),
+        Backend::File => {
+            let dir = tempfile::tempdir().unwrap();
+            let store = orca_store::FileStore::open(dir.path()).unwrap();
+            (Arc::new(store), Some(dir))
+        }
+        Backend::Postgres => {
+            let server = orca_store_postgres::throwaway::Throwaway::shared()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let url = server.create_database().await.unwrap();
+            let store = orca_store_postgres::PgStore::connect(
+                &url,
+                orca_store::Authority::permissive(),
+                orca_core::redact::Redactor::new(),
+            )
+            .await
+            .unwrap();
+            (Arc::new(store), None)
+        }
+    }
+}
+
+async fn check(case: Case, backend: Backend) {
+    let (store, _dir) = open(backend).await;
     let agents = ScriptedAgents::new();
     for (step, outcomes) in case.plan.content().steps.iter().zip(&case.outcomes) {
         agents.script(
@@ -153,12 +189,53 @@ async fn check(case: Case) {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-
-    #[test]
-    fn the_runner_keeps_its_invariants(case in case()) {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(check(case));
+/// Runs `cases` random cases on `backend` (failures are shrunk and saved in
+/// `model.proptest-regressions`, which is replayed first), and prints what ran.
+#[expect(clippy::print_stderr, reason = "tests print the counts they check")]
+fn run(backend: Backend, cases: u32) {
+    let config = ProptestConfig {
+        cases,
+        source_file: Some(file!()),
+        ..ProptestConfig::default()
+    };
+    if matches!(backend, Backend::Postgres) {
+        // Missing binaries fail here, once, with how to install them (not once per case).
+        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
     }
+    let mut runner = TestRunner::new(config);
+    let started = Instant::now();
+    let ran = std::sync::atomic::AtomicU32::new(0);
+    let result = runner.run(&case(), |case| {
+        ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(check(case, backend));
+        Ok(())
+    });
+    let elapsed = started.elapsed();
+    let ran = ran.into_inner();
+    eprintln!(
+        "model on {backend:?}: {ran} cases run ({cases} asked), {:.1} ms per case",
+        elapsed.as_secs_f64() * 1000.0 / f64::from(ran.max(1))
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn the_runner_keeps_its_invariants_in_memory() {
+    run(Backend::Memory, 48);
+}
+
+#[test]
+fn the_runner_keeps_its_invariants_on_files() {
+    run(Backend::File, 24);
+}
+
+#[test]
+fn the_runner_keeps_its_invariants_on_postgres() {
+    run(Backend::Postgres, 24);
 }

@@ -21,6 +21,14 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
     let project = root.filter(|r| r.join(".orca").is_dir());
     let layers = config_layers::load(project.as_deref(), &env)?.unwrap_or_default();
     let mut rows = config_layers::effective(&layers);
+    // The shared store's URL may hold a password: shown without it (ADR 0027).
+    for (key, value, _) in &mut rows {
+        if key == "store.url"
+            && let Some(toml::Value::String(url)) = value
+        {
+            *url = orca_store_postgres::redacted_url(url);
+        }
+    }
     // The settings an environment variable can set, at their built-in default when unset.
     for (var, key) in ENV_OVERRIDES {
         if !rows.iter().any(|(k, _, _)| k == key) {

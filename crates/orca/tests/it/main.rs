@@ -17,6 +17,7 @@ mod e2e;
 mod hostile;
 mod mcp;
 mod pg_store;
+mod pg_tls;
 mod pg_workers;
 mod plan_tools;
 mod planner_tokens;
