@@ -1,0 +1,694 @@
+//! How orca reaches model servers (ADR 0025): which root certificates a TLS connection trusts
+//! and which proxy it goes through.
+//!
+//! - **Roots**: the system's (reqwest 0.13 with rustls verifies through
+//!   `rustls-platform-verifier`, which on Linux loads the system store with
+//!   `rustls-native-certs`; that honours `SSL_CERT_FILE` / `SSL_CERT_DIR` as OpenSSL does), plus
+//!   an optional `ca_file` (PEM, one or many certificates) from the config. A `ca_file` that is
+//!   missing, unreadable, not PEM or not a certificate is an error naming the file and the
+//!   setting, never a silent fallback.
+//! - **Proxies**: `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (upper case first,
+//!   then lower case), read once from the caller's environment lookup — never from the process
+//!   environment behind its back — so every value is explicit (and tests do not race on the
+//!   process-global environment). Credentials in a proxy URL are never printed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long connecting (TCP, proxy tunnel, TLS) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Largest `ca_file` read (a full system bundle is about 250 KB).
+const MAX_CA_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A network setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// A `ca_file` that cannot be used.
+    #[error("{setting}: {path}: {message}")]
+    CaFile {
+        /// The setting that names it (`tls.ca_file`, `agents.coder.ca_file`).
+        setting: String,
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A proxy variable whose value is not a usable URL (the value is not quoted: it may hold
+    /// credentials).
+    #[error("the environment variable {var} is not a usable proxy URL: {message}")]
+    Proxy {
+        /// The variable.
+        var: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// A `ca_file`: its certificates, read and parsed once.
+#[derive(Clone)]
+pub struct CaFile {
+    path: PathBuf,
+    setting: String,
+    certs: Vec<reqwest::Certificate>,
+}
+
+impl std::fmt::Debug for CaFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaFile")
+            .field("path", &self.path)
+            .field("setting", &self.setting)
+            .field("certificates", &self.certs.len())
+            .finish()
+    }
+}
+
+impl CaFile {
+    /// Reads `path` (named by `setting` in errors): a PEM file of one or more certificates.
+    ///
+    /// # Errors
+    ///
+    /// Missing, unreadable, too large, not PEM, or holding no certificate.
+    pub fn load(path: &Path, setting: &str) -> Result<Self, NetError> {
+        use std::io::Read as _;
+        let err = |message: String| NetError::CaFile {
+            setting: setting.to_owned(),
+            path: path.display().to_string(),
+            message,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+        if !meta.is_file() {
+            return Err(err("not a regular file".to_owned()));
+        }
+        if meta.len() > MAX_CA_FILE_BYTES {
+            return Err(err(format!(
+                "{} bytes, more than the {MAX_CA_FILE_BYTES} a certificate file may have",
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_CA_FILE_BYTES).read_to_end(&mut bytes))
+            .map_err(|e| err(format!("cannot read it: {e}")))?;
+        let text = String::from_utf8_lossy(&bytes);
+        if !text.contains("-----BEGIN CERTIFICATE-----") {
+            return Err(err(
+                "no PEM certificate in it (expected -----BEGIN CERTIFICATE----- blocks)".to_owned(),
+            ));
+        }
+        let certs = reqwest::Certificate::from_pem_bundle(&bytes)
+            .map_err(|e| err(format!("not valid PEM: {}", error_chain(&e))))?;
+        if certs.is_empty() {
+            return Err(err("no PEM certificate in it".to_owned()));
+        }
+        // Building a client checks every certificate (DER that is not a certificate fails).
+        let ca = Self {
+            path: path.to_owned(),
+            setting: setting.to_owned(),
+            certs,
+        };
+        reqwest::Client::builder()
+            .no_proxy()
+            .tls_certs_only(ca.certs.clone())
+            .build()
+            .map_err(|e| err(format!("not a usable certificate: {}", error_chain(&e))))?;
+        Ok(ca)
+    }
+
+    /// The file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many certificates it holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.certs.len()
+    }
+
+    /// Whether it holds none (never, once loaded).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.certs.is_empty()
+    }
+}
+
+/// A proxy URL as given; its `Display` and `Debug` hide any credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyUrl {
+    var: String,
+    raw: String,
+}
+
+impl ProxyUrl {
+    /// The URL with `user:password@` replaced by `***@`.
+    #[must_use]
+    pub fn masked(&self) -> String {
+        mask_userinfo(&self.raw)
+    }
+
+    /// The variable it came from.
+    #[must_use]
+    pub fn var(&self) -> &str {
+        &self.var
+    }
+}
+
+impl std::fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.var, self.masked())
+    }
+}
+
+impl std::fmt::Display for ProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.masked())
+    }
+}
+
+/// `scheme://user:pass@host` → `scheme://***@host`.
+#[must_use]
+pub fn mask_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let prefix = if scheme.is_empty() {
+                String::new()
+            } else {
+                format!("{scheme}://")
+            };
+            format!("{prefix}***@{}", &rest[at + 1..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The proxy settings, from the standard variables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Proxies {
+    https: Option<ProxyUrl>,
+    http: Option<ProxyUrl>,
+    all: Option<ProxyUrl>,
+    no_proxy: Option<String>,
+}
+
+impl Proxies {
+    /// Reads `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY` (each upper case first, then
+    /// lower case; empty values are unset) through `env`. As curl and hyper do, `HTTP_PROXY` is
+    /// ignored when `REQUEST_METHOD` is set (a CGI environment, where a client can set it).
+    ///
+    /// # Errors
+    ///
+    /// A value that is not a proxy URL (the error names the variable, never the value).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, NetError> {
+        let get = |names: &[&str]| -> Result<Option<ProxyUrl>, NetError> {
+            for name in names {
+                if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+                    let url = ProxyUrl {
+                        var: (*name).to_owned(),
+                        raw: v.trim().to_owned(),
+                    };
+                    reqwest::Proxy::all(url.raw.as_str()).map_err(|e| NetError::Proxy {
+                        var: (*name).to_owned(),
+                        message: mask_userinfo(&error_chain(&e)),
+                    })?;
+                    return Ok(Some(url));
+                }
+            }
+            Ok(None)
+        };
+        let cgi = env("REQUEST_METHOD").is_some();
+        Ok(Self {
+            https: get(&["HTTPS_PROXY", "https_proxy"])?,
+            http: if cgi {
+                get(&["http_proxy"])?
+            } else {
+                get(&["HTTP_PROXY", "http_proxy"])?
+            },
+            all: get(&["ALL_PROXY", "all_proxy"])?,
+            no_proxy: ["NO_PROXY", "no_proxy"]
+                .iter()
+                .find_map(|n| env(n))
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty()),
+        })
+    }
+
+    /// Whether any proxy is set.
+    #[must_use]
+    pub const fn any(&self) -> bool {
+        self.https.is_some() || self.http.is_some() || self.all.is_some()
+    }
+
+    /// The proxy a request to `url` goes through (`None`: direct), as reqwest decides it.
+    #[must_use]
+    pub fn for_url(&self, url: &str) -> Option<&ProxyUrl> {
+        let https = url.starts_with("https://");
+        let host = url
+            .split_once("://")
+            .map_or(url, |(_, rest)| rest)
+            .split(['/', '?'])
+            .next()
+            .unwrap_or_default();
+        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        let host = if host.starts_with('[') {
+            host.split(']')
+                .next()
+                .unwrap_or(host)
+                .trim_start_matches('[')
+        } else {
+            host.rsplit_once(':').map_or(host, |(h, _)| h)
+        };
+        if self
+            .no_proxy
+            .as_deref()
+            .is_some_and(|n| no_proxy_matches(n, host))
+        {
+            return None;
+        }
+        if https {
+            self.https.as_ref().or(self.all.as_ref())
+        } else {
+            self.http.as_ref().or(self.all.as_ref())
+        }
+    }
+
+    fn reqwest_proxies(&self) -> Vec<reqwest::Proxy> {
+        let no = || {
+            self.no_proxy
+                .as_deref()
+                .and_then(reqwest::NoProxy::from_string)
+        };
+        let mut out = Vec::new();
+        // Checked when read; a failure here cannot happen, and would only leave that one out.
+        if let Some(p) = &self.https
+            && let Ok(proxy) = reqwest::Proxy::https(p.raw.as_str())
+        {
+            out.push(proxy.no_proxy(no()));
+        }
+        if let Some(p) = &self.http
+            && let Ok(proxy) = reqwest::Proxy::http(p.raw.as_str())
+        {
+            out.push(proxy.no_proxy(no()));
+        }
+        if let Some(p) = &self.all
+            && let Ok(proxy) = reqwest::Proxy::all(p.raw.as_str())
+        {
+            out.push(proxy.no_proxy(no()));
+        }
+        out
+    }
+
+    /// One line for `orca doctor` (credentials masked).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = [&self.https, &self.http, &self.all]
+            .into_iter()
+            .flatten()
+            .map(|p| format!("{}={}", p.var, p.masked()))
+            .collect();
+        if parts.is_empty() {
+            return "none (no HTTPS_PROXY, HTTP_PROXY or ALL_PROXY)".to_owned();
+        }
+        if let Some(n) = &self.no_proxy {
+            parts.push(format!("NO_PROXY={n}"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The `NO_PROXY` rule (as reqwest and curl apply it, for display): `*`, a host or domain suffix
+/// (`example.com` and `.example.com` match `example.com` and its subdomains), an IP, or an
+/// IP network (`10.0.0.0/8`).
+#[must_use]
+pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let ip: Option<std::net::IpAddr> = host.parse().ok();
+    no_proxy
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .any(|entry| {
+            if entry == "*" {
+                return true;
+            }
+            if let Some(ip) = ip {
+                if let Some((net, bits)) = entry.split_once('/') {
+                    return in_network(ip, net, bits);
+                }
+                return entry.parse::<std::net::IpAddr>().is_ok_and(|e| e == ip);
+            }
+            let domain = entry.trim_start_matches('.').to_ascii_lowercase();
+            host == domain || host.ends_with(&format!(".{domain}"))
+        })
+}
+
+fn in_network(ip: std::net::IpAddr, net: &str, bits: &str) -> bool {
+    use std::net::IpAddr;
+    let Ok(bits) = bits.parse::<u32>() else {
+        return false;
+    };
+    match (ip, net.parse::<IpAddr>()) {
+        (IpAddr::V4(a), Ok(IpAddr::V4(n))) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), Ok(IpAddr::V6(n))) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+/// Where a client's root certificates come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CaSource {
+    /// The system's store (or `SSL_CERT_FILE` / `SSL_CERT_DIR` when set).
+    System,
+    /// The system's store and a `ca_file`.
+    SystemAndFile {
+        /// The file.
+        path: PathBuf,
+        /// Its certificates.
+        certificates: usize,
+    },
+    /// Only a `ca_file`: the system's store could not be loaded.
+    FileOnly {
+        /// The file.
+        path: PathBuf,
+        /// Its certificates.
+        certificates: usize,
+        /// Why not the system's.
+        system: String,
+    },
+    /// No roots at all: https endpoints fail (the system's store could not be loaded and no
+    /// `ca_file` is set). http endpoints (a local model server) still work.
+    None {
+        /// Why not the system's.
+        system: String,
+    },
+}
+
+impl std::fmt::Display for CaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::System => f.write_str("the system's root certificates"),
+            Self::SystemAndFile { path, certificates } => write!(
+                f,
+                "the system's root certificates and {} ({certificates} certificate{})",
+                path.display(),
+                if *certificates == 1 { "" } else { "s" }
+            ),
+            Self::FileOnly {
+                path,
+                certificates,
+                system,
+            } => write!(
+                f,
+                "only {} ({certificates} certificates; the system's: {system})",
+                path.display()
+            ),
+            Self::None { system } => write!(
+                f,
+                "none: the system's could not be loaded ({system}); https endpoints fail; set tls.ca_file"
+            ),
+        }
+    }
+}
+
+/// How one agent reaches its model server: roots and proxies, read once.
+#[derive(Debug, Clone, Default)]
+pub struct Net {
+    ca_file: Option<Arc<CaFile>>,
+    proxies: Proxies,
+    cert_env: Option<String>,
+    clients: Arc<Mutex<BTreeMap<Duration, (reqwest::Client, CaSource)>>>,
+}
+
+impl Net {
+    /// The settings from `env`: the proxy variables, and whether `SSL_CERT_FILE` /
+    /// `SSL_CERT_DIR` replace the system's store (for `orca doctor`).
+    ///
+    /// # Errors
+    ///
+    /// A proxy variable that is not a URL.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, NetError> {
+        let cert_env = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+            .iter()
+            .find_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| format!("{n}={v}")));
+        Ok(Self {
+            ca_file: None,
+            proxies: Proxies::from_env(env)?,
+            cert_env,
+            clients: Arc::default(),
+        })
+    }
+
+    /// No proxy, the system's roots (what a library user gets without a config).
+    #[must_use]
+    pub fn direct() -> Self {
+        Self::default()
+    }
+
+    /// The same settings with `ca` added to the roots (a separate client cache).
+    #[must_use]
+    pub fn with_ca_file(&self, ca: Option<Arc<CaFile>>) -> Self {
+        Self {
+            ca_file: ca,
+            proxies: self.proxies.clone(),
+            cert_env: self.cert_env.clone(),
+            clients: Arc::default(),
+        }
+    }
+
+    /// The proxies.
+    #[must_use]
+    pub const fn proxies(&self) -> &Proxies {
+        &self.proxies
+    }
+
+    /// The `ca_file`, if any.
+    #[must_use]
+    pub fn ca_file(&self) -> Option<&CaFile> {
+        self.ca_file.as_deref()
+    }
+
+    /// A client whose requests time out after `timeout` (built once per timeout; clones share
+    /// connections).
+    ///
+    /// # Errors
+    ///
+    /// The `ca_file`'s certificates refused by the TLS library, or a client that cannot be built.
+    pub fn client(&self, timeout: Duration) -> Result<reqwest::Client, NetError> {
+        self.client_and_source(timeout).map(|(c, _)| c)
+    }
+
+    /// Where the roots of this agent's clients come from (for `orca doctor`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::client`].
+    pub fn ca_source(&self) -> Result<String, NetError> {
+        let (_, source) = self.client_and_source(crate::http::DEFAULT_REQUEST_TIMEOUT)?;
+        Ok(match (&source, &self.cert_env) {
+            (CaSource::System | CaSource::SystemAndFile { .. }, Some(env)) => {
+                format!("{source} (the system's from {env})")
+            }
+            _ => source.to_string(),
+        })
+    }
+
+    fn client_and_source(
+        &self,
+        timeout: Duration,
+    ) -> Result<(reqwest::Client, CaSource), NetError> {
+        let mut clients = self
+            .clients
+            .lock()
+            .map_err(|_| NetError::Client("a client cache lock was poisoned".to_owned()))?;
+        if let Some(hit) = clients.get(&timeout) {
+            return Ok(hit.clone());
+        }
+        let built = self.build(timeout)?;
+        clients.insert(timeout, built.clone());
+        Ok(built)
+    }
+
+    fn builder(&self, timeout: Duration) -> reqwest::ClientBuilder {
+        let mut b = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(CONNECT_TIMEOUT)
+            // Only the proxies read through the caller's lookup; never the process's own.
+            .no_proxy();
+        for p in self.proxies.reqwest_proxies() {
+            b = b.proxy(p);
+        }
+        b
+    }
+
+    fn build(&self, timeout: Duration) -> Result<(reqwest::Client, CaSource), NetError> {
+        let Some(ca) = &self.ca_file else {
+            return match self.builder(timeout).build() {
+                Ok(c) => Ok((c, CaSource::System)),
+                Err(e) => {
+                    let system = error_chain(&e);
+                    tracing::warn!(
+                        "the system's root certificates could not be loaded ({system}); https model endpoints will fail; set tls.ca_file"
+                    );
+                    let client = self
+                        .builder(timeout)
+                        .tls_certs_only([])
+                        .build()
+                        .map_err(|e| NetError::Client(error_chain(&e)))?;
+                    Ok((client, CaSource::None { system }))
+                }
+            };
+        };
+        let ca_err = |e: &reqwest::Error| NetError::CaFile {
+            setting: ca.setting.clone(),
+            path: ca.path.display().to_string(),
+            message: format!("not usable: {}", error_chain(e)),
+        };
+        match self
+            .builder(timeout)
+            .tls_certs_merge(ca.certs.clone())
+            .build()
+        {
+            Ok(c) => Ok((
+                c,
+                CaSource::SystemAndFile {
+                    path: ca.path.clone(),
+                    certificates: ca.certs.len(),
+                },
+            )),
+            Err(merged) => {
+                let client = self
+                    .builder(timeout)
+                    .tls_certs_only(ca.certs.clone())
+                    .build()
+                    .map_err(|e| ca_err(&e))?;
+                Ok((
+                    client,
+                    CaSource::FileOnly {
+                        path: ca.path.clone(),
+                        certificates: ca.certs.len(),
+                        system: error_chain(&merged),
+                    },
+                ))
+            }
+        }
+    }
+}
+
+/// An error and its sources on one line.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    mask_userinfo(&parts.join(": "))
+}
+
+/// Why a connection failed, readable: a certificate the roots do not trust says so and names
+/// the setting that fixes it; a refused proxy tunnel says so.
+#[must_use]
+pub fn connect_failure(err: &reqwest::Error) -> String {
+    let chain = error_chain(err);
+    let lower = chain.to_ascii_lowercase();
+    if lower.contains("certificate") || lower.contains("unknownissuer") {
+        let why = chain
+            .split(": ")
+            .find(|p| p.to_ascii_lowercase().contains("certificate"))
+            .unwrap_or("the certificate was refused");
+        format!(
+            "TLS: the server's certificate is not trusted ({why}); if a private CA or a company proxy signs it, set tls.ca_file (or the agent's ca_file) to its PEM file"
+        )
+    } else if lower.contains("tls") || lower.contains("handshake") {
+        format!(
+            "TLS handshake failed ({})",
+            crate::http::shorten(&chain, 200)
+        )
+    } else if lower.contains("proxy") || lower.contains("tunnel") {
+        format!("the proxy failed ({})", crate::http::shorten(&chain, 200))
+    } else {
+        "connection refused or failed".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_masked() {
+        assert_eq!(
+            mask_userinfo("http://user:s3cret@proxy.corp:3128"),
+            "http://***@proxy.corp:3128"
+        );
+        assert_eq!(
+            mask_userinfo("http://proxy:3128/x@y"),
+            "http://proxy:3128/x@y"
+        );
+        let env = |k: &str| (k == "HTTPS_PROXY").then(|| "http://u:pw@p:1".to_owned());
+        let p = Proxies::from_env(&env).unwrap();
+        assert!(!format!("{p:?} {}", p.describe()).contains("pw"));
+    }
+
+    #[test]
+    fn no_proxy_rules() {
+        let rules = "example.com, .corp.internal,10.0.0.0/8, 127.0.0.1,::1";
+        for (host, hit) in [
+            ("example.com", true),
+            ("api.example.com", true),
+            ("notexample.com", false),
+            ("x.corp.internal", true),
+            ("corp.internal", true),
+            ("10.2.3.4", true),
+            ("11.2.3.4", false),
+            ("127.0.0.1", true),
+            ("::1", true),
+            ("localhost", false),
+        ] {
+            assert_eq!(no_proxy_matches(rules, host), hit, "{host}");
+        }
+        assert!(no_proxy_matches("*", "anything"));
+    }
+
+    #[test]
+    fn proxy_choice_by_scheme() {
+        let env = |k: &str| match k {
+            "https_proxy" => Some("http://tls-proxy:1".to_owned()),
+            "ALL_PROXY" => Some("http://all:2".to_owned()),
+            "NO_PROXY" => Some("local.test".to_owned()),
+            _ => None,
+        };
+        let p = Proxies::from_env(&env).unwrap();
+        assert_eq!(
+            p.for_url("https://api.x/v1").map(ProxyUrl::masked),
+            Some("http://tls-proxy:1".to_owned())
+        );
+        assert_eq!(
+            p.for_url("http://api.x/v1").map(ProxyUrl::masked),
+            Some("http://all:2".to_owned())
+        );
+        assert_eq!(p.for_url("https://a.local.test:8443/v1"), None);
+        let bad = |k: &str| (k == "HTTP_PROXY").then(|| "http://[::1".to_owned());
+        let e = Proxies::from_env(&bad).unwrap_err();
+        assert!(e.to_string().contains("HTTP_PROXY"), "{e}");
+    }
+}
