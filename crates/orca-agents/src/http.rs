@@ -107,10 +107,7 @@ fn transport_error(err: &reqwest::Error, endpoint: &str) -> BackendError {
             endpoint: endpoint.to_owned(),
         }
     } else if err.is_connect() {
-        BackendError::Unreachable {
-            endpoint: endpoint.to_owned(),
-            message: crate::net::connect_failure(err),
-        }
+        crate::net::connect_error(err, endpoint)
     } else if err.is_decode() || err.is_body() {
         BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),

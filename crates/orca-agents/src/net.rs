@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::error::BackendError;
+
 /// How long connecting (TCP, proxy tunnel, TLS) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -604,6 +606,28 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     mask_userinfo(&parts.join(": "))
 }
 
+/// A failed connection as a backend error: [`BackendError::Tls`] for a certificate or
+/// handshake failure, [`BackendError::Unreachable`] otherwise.
+pub(crate) fn connect_error(err: &reqwest::Error, endpoint: &str) -> BackendError {
+    let message = connect_failure(err);
+    if let Some(tls) = message.strip_prefix("TLS: ") {
+        BackendError::Tls {
+            endpoint: endpoint.to_owned(),
+            message: tls.to_owned(),
+        }
+    } else if message.starts_with("TLS handshake") {
+        BackendError::Tls {
+            endpoint: endpoint.to_owned(),
+            message,
+        }
+    } else {
+        BackendError::Unreachable {
+            endpoint: endpoint.to_owned(),
+            message,
+        }
+    }
+}
+
 /// Why a connection failed, readable: a certificate the roots do not trust says so and names
 /// the setting that fixes it; a refused proxy tunnel says so.
 #[must_use]
@@ -612,8 +636,9 @@ pub fn connect_failure(err: &reqwest::Error) -> String {
     let lower = chain.to_ascii_lowercase();
     if lower.contains("certificate") || lower.contains("unknownissuer") {
         let why = chain
-            .split(": ")
-            .find(|p| p.to_ascii_lowercase().contains("certificate"))
+            .find("invalid peer certificate")
+            .or_else(|| chain.to_ascii_lowercase().find("certificate"))
+            .and_then(|i| chain.get(i..))
             .unwrap_or("the certificate was refused");
         format!(
             "TLS: the server's certificate is not trusted ({why}); if a private CA or a company proxy signs it, set tls.ca_file (or the agent's ca_file) to its PEM file"

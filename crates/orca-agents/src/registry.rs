@@ -377,6 +377,16 @@ impl Agents {
             && let Some(w) = self.asked_window(entry).await
         {
             settings.context_window = Some(w.tokens);
+            // An output cap the window cannot hold would fail every request: unless the
+            // agent sets one, a turn may write at most a quarter of an asked window.
+            if entry.generation.max_output_tokens.is_none() {
+                let quarter = u32::try_from((w.tokens / 4).max(256)).unwrap_or(u32::MAX);
+                settings.max_output_tokens = Some(
+                    settings
+                        .max_output_tokens
+                        .map_or(quarter, |m| m.min(quarter)),
+                );
+            }
         }
         settings
     }

@@ -175,6 +175,13 @@ impl Windows {
             }
         }
         let show = self.show(client, root, model).await?;
+        // Only an answer shaped like Ollama's says anything.
+        if !["model_info", "parameters", "details"]
+            .iter()
+            .any(|k| show.get(k).is_some())
+        {
+            return None;
+        }
         let (num_ctx, trained) = parse_ollama_show(&show);
         Some(match (api, num_ctx, trained) {
             (_, Some(n), _) => KnownWindow {
