@@ -53,6 +53,7 @@ pub struct Agents {
     project_instructions: bool,
     net: Net,
     windows: Arc<Windows>,
+    ask_windows: bool,
 }
 
 impl Agents {
@@ -79,6 +80,7 @@ impl Agents {
             project_instructions: true,
             net: Net::direct(),
             windows: Arc::new(Windows::new()),
+            ask_windows: false,
         }
     }
 
@@ -119,6 +121,7 @@ impl Agents {
     ) -> Self {
         let mut agents = Self::shell_only(root);
         agents.settings = settings;
+        agents.ask_windows = true;
         agents.net = Net::from_env(env).unwrap_or_else(|err| {
             tracing::warn!(%err, "model requests go direct, through no proxy");
             Net::direct()
@@ -169,6 +172,7 @@ impl Agents {
         let mut agents = Self::shell_only(root);
         agents.settings = settings;
         agents.project_instructions = !config.skip_project_instructions;
+        agents.ask_windows = true;
         agents.net = Net::from_env(env).map_err(|e| ConfigError::Invalid {
             file: "<environment>".to_owned(),
             field: "proxy".to_owned(),
@@ -377,22 +381,33 @@ impl Agents {
             && let Some(w) = self.asked_window(entry).await
         {
             settings.context_window = Some(w.tokens);
-            // An output cap the window cannot hold would fail every request: unless the
-            // agent sets one, a turn may write at most a quarter of an asked window.
-            if entry.generation.max_output_tokens.is_none() {
-                let quarter = u32::try_from((w.tokens / 4).max(256)).unwrap_or(u32::MAX);
-                settings.max_output_tokens = Some(
-                    settings
-                        .max_output_tokens
-                        .map_or(quarter, |m| m.min(quarter)),
-                );
-            }
+        }
+        // An output cap the window cannot hold would fail every request: unless the agent
+        // sets one, a turn may write at most a quarter of its window.
+        if let Some(window) = settings.context_window
+            && entry.generation.max_output_tokens.is_none()
+        {
+            let quarter = u32::try_from((window / 4).max(256)).unwrap_or(u32::MAX);
+            settings.max_output_tokens =
+                Some(settings.max_output_tokens.map_or(quarter, |m| m.min(quarter)));
         }
         settings
     }
 
+    /// Whether the windows of agents without a configured `context_window` are asked of
+    /// their servers (builder style). On for [`Self::from_config`] and [`Self::with_defaults`];
+    /// off for [`Self::new`], whose embedder sets windows itself.
+    #[must_use]
+    pub const fn with_window_probe(mut self, on: bool) -> Self {
+        self.ask_windows = on;
+        self
+    }
+
     /// The window `entry`'s server reports (model servers reached over HTTP only).
     async fn asked_window(&self, entry: &Entry) -> Option<KnownWindow> {
+        if !self.ask_windows {
+            return None;
+        }
         let BackendSpec::OpenAi {
             base_url, model, ..
         } = &entry.profile.backend

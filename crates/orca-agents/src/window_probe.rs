@@ -134,7 +134,7 @@ impl Windows {
         if is_cloud(base_url) {
             return None;
         }
-        let k = (api, base_url.to_owned(), model.to_owned());
+        let k = (api, server_root(base_url).to_owned(), model.to_owned());
         let mut cache = self.cache.lock().await;
         if let Some(hit) = cache.get(&k) {
             return *hit;

@@ -16,6 +16,7 @@ mod http;
 mod live;
 mod net;
 mod net_support;
+mod ollama;
 mod real_clis;
 mod responses;
 mod sandbox;
