@@ -388,8 +388,11 @@ impl Agents {
             && entry.generation.max_output_tokens.is_none()
         {
             let quarter = u32::try_from((window / 4).max(256)).unwrap_or(u32::MAX);
-            settings.max_output_tokens =
-                Some(settings.max_output_tokens.map_or(quarter, |m| m.min(quarter)));
+            settings.max_output_tokens = Some(
+                settings
+                    .max_output_tokens
+                    .map_or(quarter, |m| m.min(quarter)),
+            );
         }
         settings
     }

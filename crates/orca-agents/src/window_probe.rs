@@ -1,7 +1,8 @@
 //! A model's context window asked from its server when the config does not give one
 //! (ADR 0025): llama.cpp `GET /props` (`default_generation_settings.n_ctx`), vLLM
 //! `GET /v1/models` (`max_model_len`), Ollama `POST /api/show` (the `num_ctx` parameter, else
-//! `model_info["<arch>.context_length"]`). Asked once per run per server and model (cached in
+//! `model_info["<arch>.context_length"]`; through an OpenAI-compatible URL only after
+//! `GET /api/version` says the server is Ollama, so that no other server gets a POST). Asked once per run per server and model (cached in
 //! memory, unknown answers too), each request under a short timeout; a server that says
 //! nothing leaves the window unknown (requests are then not fitted, as before). No key is sent
 //! with these questions (as `orca doctor`'s probes): llama.cpp and Ollama answer them without
@@ -173,6 +174,9 @@ impl Windows {
                     source: WindowSource::VllmModels,
                 });
             }
+            // Only a server that says it is Ollama is asked with a POST.
+            let version = self.get(client, &format!("{root}/api/version")).await?;
+            version.get("version").and_then(Value::as_str)?;
         }
         let show = self.show(client, root, model).await?;
         // Only an answer shaped like Ollama's says anything.

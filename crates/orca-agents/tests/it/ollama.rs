@@ -11,8 +11,7 @@ use std::sync::Mutex;
 
 use orca_agents::config::Config;
 use orca_agents::{
-    Agents, ChatRequest, Message, OllamaBackend, ReasoningEffort, Sampling, ToolChoice,
-    ToolResult,
+    Agents, ChatRequest, Message, OllamaBackend, ReasoningEffort, Sampling, ToolChoice, ToolResult,
 };
 use orca_core::{AgentPort, Budget, TaskResult, ToolCall, ToolSpec};
 use serde_json::{Value, json};
@@ -71,10 +70,15 @@ fn request_bodies() {
         None,
         reqwest::Client::new(),
     );
-    insta::assert_json_snapshot!("ollama_native_tools", b.request_body(&request(), Some(8192)));
+    insta::assert_json_snapshot!(
+        "ollama_native_tools",
+        b.request_body(&request(), Some(8192))
+    );
     let mut json_mode = request();
     json_mode.tools.clear();
-    json_mode.output_schema = Some(json!({"anyOf": [{"type": "object", "properties": {"tool": {"const": "read_file"}}}]}));
+    json_mode.output_schema = Some(
+        json!({"anyOf": [{"type": "object", "properties": {"tool": {"const": "read_file"}}}]}),
+    );
     json_mode.sampling = Sampling::default();
     json_mode.max_output_tokens = None;
     insta::assert_json_snapshot!("ollama_native_json_mode", b.request_body(&json_mode, None));
@@ -93,7 +97,11 @@ impl Respond for &'static Chat {
             .unwrap()
             .push(serde_json::from_slice(&request.body).unwrap());
         let mut q = self.replies.lock().unwrap();
-        let body = if q.len() > 1 { q.remove(0) } else { q[0].clone() };
+        let body = if q.len() > 1 {
+            q.remove(0)
+        } else {
+            q[0].clone()
+        };
         ResponseTemplate::new(200).set_body_json(body)
     }
 }
@@ -160,13 +168,20 @@ async fn a_step_runs_on_native_ollama_with_num_ctx() {
     let dir = tempfile::tempdir().unwrap();
     for (extra, num_ctx, asked) in [
         ("", 16384, 1),
-        ("[agents.coder.generation]\ncontext_window = 8192\n", 8192, 0),
+        (
+            "[agents.coder.generation]\ncontext_window = 8192\n",
+            8192,
+            0,
+        ),
     ] {
         let (s, chat) = fake_ollama(vec![
             ollama_turn("", &[("lookup", json!({"key": "k"}))], "stop"),
             ollama_turn(
                 "",
-                &[("submit_result", json!({"status": "success", "summary": "done natively"}))],
+                &[(
+                    "submit_result",
+                    json!({"status": "success", "summary": "done natively"}),
+                )],
                 "stop",
             ),
         ])
@@ -195,7 +210,10 @@ async fn a_step_runs_on_native_ollama_with_num_ctx() {
         );
         assert!(sent.iter().all(|n| *n == num_ctx), "{sent:?}");
         assert_eq!(show_count, asked);
-        assert_eq!((reply.usage.input_tokens, reply.usage.output_tokens), (600, 80));
+        assert_eq!(
+            (reply.usage.input_tokens, reply.usage.output_tokens),
+            (600, 80)
+        );
         // The tool result went back as a tool message named after the tool.
         let last = &bodies[1]["messages"];
         let tool_msg = last
@@ -214,9 +232,16 @@ async fn a_step_runs_on_native_ollama_with_num_ctx() {
 #[tokio::test]
 async fn length_is_truncation() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, chat) = fake_ollama(vec![ollama_turn("and then the plan goes on", &[], "length")]).await;
+    let (s, chat) = fake_ollama(vec![ollama_turn(
+        "and then the plan goes on",
+        &[],
+        "length",
+    )])
+    .await;
     let a = agents(dir.path(), &s.uri(), "");
-    let reply = a.run_task(task("coder", Budget::UNLIMITED), &TestTools::new()).await;
+    let reply = a
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
     let TaskResult::Failure(f) = &reply.outcome else {
         panic!("{:?}", reply.outcome)
     };
@@ -264,7 +289,10 @@ async fn json_mode_sends_format() {
         .iter()
         .filter(|b| b["format"].to_string().contains("submit_result") && b.get("tools").is_none())
         .count();
-    println!("ollama json mode: {with_format}/{} requests with format and no tools", bodies.len());
+    println!(
+        "ollama json mode: {with_format}/{} requests with format and no tools",
+        bodies.len()
+    );
     assert_eq!(with_format, bodies.len());
     assert_eq!(tools.names(), ["lookup"]);
 }

@@ -86,6 +86,11 @@ async fn server(kind: Kind) -> MockServer {
         Kind::Ollama | Kind::OllamaNumCtx => {
             let num_ctx = matches!(kind, Kind::OllamaNumCtx).then_some(8192);
             Mock::given(method("GET"))
+                .and(path("/api/version"))
+                .respond_with(ok(json!({"version": "0.6.8"})))
+                .mount(&s)
+                .await;
+            Mock::given(method("GET"))
                 .and(path("/v1/models"))
                 .respond_with(ok(ollama_models()))
                 .mount(&s)
@@ -189,7 +194,7 @@ async fn window_asked_from_each_server_once() {
         );
         assert_eq!(first, expected, "{kind:?}");
         assert_eq!(after, asked, "{kind:?}: asked once per run");
-        assert!(asked <= 3, "{kind:?}: {asked} questions");
+        assert!(asked <= 4, "{kind:?}: {asked} questions");
     }
     // A configured window is not asked.
     let s = server(Kind::LlamaCpp).await;
