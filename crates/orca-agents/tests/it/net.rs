@@ -1,7 +1,7 @@
 //! Custom roots and proxies (ADR 0025), against a local HTTPS fake model server signed by a
 //! throwaway CA and a counting proxy. Every environment value is passed as an explicit lookup,
 //! so nothing here touches the process environment (tests run in parallel).
-#![expect(clippy::unwrap_used, reason = "tests")]
+#![allow(clippy::unwrap_used, reason = "tests")]
 
 use crate::common::{TestTools, fast_settings, task};
 use crate::net_support::{CountingProxy, FakeServer, Pki, openai_submit};
