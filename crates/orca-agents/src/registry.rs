@@ -127,8 +127,22 @@ impl Agents {
             Net::direct()
         });
         let backend = BackendSpec::default_from_env(env);
+        // The local Ollama fallback speaks Ollama's native API, which takes the context size
+        // (`num_ctx`): through its OpenAI endpoint every prompt would be cut to Ollama's default
+        // window (ADR 0025).
+        let api = match &backend {
+            BackendSpec::OpenAi {
+                base_url,
+                api_key: None,
+                ..
+            } if base_url == crate::profile::OLLAMA_BASE_URL => WireApi::Ollama,
+            _ => WireApi::Chat,
+        };
         for profile in crate::profile::built_in_profiles(&backend) {
-            let generation = Generation::default();
+            let generation = Generation {
+                api,
+                ..Generation::default()
+            };
             let runtime = match backend.build_chat(
                 &profile.id,
                 &generation,

@@ -4,8 +4,8 @@
 pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is optional.
 #
 # Without any backend configured, orca uses Anthropic if ANTHROPIC_API_KEY is set, else OpenAI if
-# OPENAI_API_KEY is set, else a local Ollama at http://127.0.0.1:11434/v1. The `shell` agent
-# needs no model at all.
+# OPENAI_API_KEY is set, else a local Ollama at http://127.0.0.1:11434 (its native API, which
+# takes the context size). The `shell` agent needs no model at all.
 #
 # Backends: anthropic, openai (any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, LM
 # Studio), ollama, claude-code, codex, opencode (command-line agents), scripted (replays a JSON

@@ -296,3 +296,16 @@ async fn json_mode_sends_format() {
     assert_eq!(with_format, bodies.len());
     assert_eq!(tools.names(), ["lookup"]);
 }
+
+/// Without a config and without keys, the local Ollama fallback speaks the native API (so its
+/// window is what orca sends as `num_ctx`); with a key, the provider's API as before.
+#[test]
+fn the_zero_config_ollama_fallback_is_native() {
+    use orca_agents::{LoopSettings, WireApi};
+    let planner = orca_core::AgentId::planner();
+    let none = Agents::with_defaults("/p", &|_| None, LoopSettings::default());
+    assert_eq!(none.generation(&planner).api, WireApi::Ollama);
+    let key = |k: &str| (k == "OPENAI_API_KEY").then(|| "sk-x".to_owned());
+    let openai = Agents::with_defaults("/p", &key, LoopSettings::default());
+    assert_eq!(openai.generation(&planner).api, WireApi::Chat);
+}
