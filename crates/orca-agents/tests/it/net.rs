@@ -240,3 +240,25 @@ async fn proxies_carry_model_traffic_unless_no_proxy_matches() {
     }
     let _ = json!({});
 }
+
+/// Misplaced settings name their field: a `ca_file` on a command-line agent, `api = "ollama"`
+/// on Anthropic, an unknown `[tls]` key.
+#[test]
+fn misplaced_net_settings_name_their_field() {
+    for (text, field) in [
+        (
+            "[agents.cc]\nbackend = \"claude-code\"\nca_file = \"ca.pem\"\n",
+            "agents.cc.ca_file",
+        ),
+        (
+            "[agents.coder]\nbackend = \"anthropic\"\napi = \"ollama\"\n",
+            "agents.coder.api",
+        ),
+        ("[tls]\ncafile = \"x.pem\"\n", "cafile"),
+    ] {
+        let err = Config::parse(text, Path::new(".orca/config.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{text}: {err}");
+    }
+}
