@@ -506,6 +506,17 @@ impl Config {
         g
     }
 
+    /// Whether `agent` runs on the default backend (no `backend` and no `api` for it or in
+    /// `[defaults]`): then the local Ollama fallback speaks Ollama's native API.
+    #[must_use]
+    pub fn on_default_backend(&self, agent: &AgentId) -> bool {
+        let merged = self
+            .agents
+            .get(agent)
+            .map_or_else(|| self.defaults.clone(), |s| s.merged_over(&self.defaults));
+        merged.backend.is_none() && merged.api.is_none()
+    }
+
     /// The `ca_file` of `agent` and the setting that names it: its own, else `[defaults]`'s,
     /// else `[tls]`'s. A relative path is taken from `root`, `~/` from `HOME`.
     #[must_use]

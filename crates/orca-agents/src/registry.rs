@@ -130,13 +130,10 @@ impl Agents {
         // The local Ollama fallback speaks Ollama's native API, which takes the context size
         // (`num_ctx`): through its OpenAI endpoint every prompt would be cut to Ollama's default
         // window (ADR 0025).
-        let api = match &backend {
-            BackendSpec::OpenAi {
-                base_url,
-                api_key: None,
-                ..
-            } if base_url == crate::profile::OLLAMA_BASE_URL => WireApi::Ollama,
-            _ => WireApi::Chat,
+        let api = if is_ollama_fallback(&backend) {
+            WireApi::Ollama
+        } else {
+            WireApi::Chat
         };
         for profile in crate::profile::built_in_profiles(&backend) {
             let generation = Generation {
@@ -211,7 +208,10 @@ impl Agents {
             },
         };
         for profile in profiles {
-            let generation = config.generation(&profile.id);
+            let mut generation = config.generation(&profile.id);
+            if config.on_default_backend(&profile.id) && is_ollama_fallback(&profile.backend) {
+                generation.api = WireApi::Ollama;
+            }
             let net = match config.ca_file_for(&profile.id, &agents.root, env) {
                 None => agents.net.clone(),
                 Some((path, setting)) => {
@@ -640,4 +640,11 @@ impl AgentPort for Agents {
             }
         }
     }
+}
+
+/// The local Ollama that [`BackendSpec::default_from_env`] falls back to without keys: spoken
+/// to natively, since its OpenAI endpoint cuts every prompt to Ollama's default window.
+fn is_ollama_fallback(backend: &BackendSpec) -> bool {
+    matches!(backend, BackendSpec::OpenAi { base_url, api_key: None, .. }
+        if base_url == crate::profile::OLLAMA_BASE_URL)
 }

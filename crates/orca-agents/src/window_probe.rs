@@ -98,7 +98,8 @@ pub fn server_root(base_url: &str) -> &str {
 }
 
 /// Hosts that are asked nothing (cloud APIs whose windows orca cannot read this way).
-fn is_cloud(base_url: &str) -> bool {
+#[must_use]
+pub fn is_cloud(base_url: &str) -> bool {
     ["api.openai.com", "api.anthropic.com"]
         .iter()
         .any(|h| base_url.contains(h))

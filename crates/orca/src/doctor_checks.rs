@@ -58,33 +58,50 @@ pub(crate) async fn run(app: &App) -> Vec<Value> {
 /// each model agent's context window and its source (ADR 0025).
 async fn endpoints(app: &App) -> Vec<Value> {
     let mut urls = std::collections::BTreeMap::new();
+    // Agents sharing a model and what is known of its window are reported on one line.
+    let mut windows: std::collections::BTreeMap<(String, String, bool), Vec<String>> =
+        std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for info in app.agents.agents() {
         let Some(net) = app.agents.net(&info.id) else {
             continue;
         };
-        let url = match app.agents.profile(&info.id).map(|p| &p.backend) {
-            Some(BackendSpec::OpenAi { base_url, .. }) => {
-                format!("{}/models", base_url.trim_end_matches('/'))
-            }
-            Some(BackendSpec::Anthropic { base_url, .. }) => {
-                format!("{}/v1/models", base_url.trim_end_matches('/'))
-            }
+        let (url, base) = match app.agents.profile(&info.id).map(|p| &p.backend) {
+            Some(BackendSpec::OpenAi { base_url, .. }) => (
+                format!("{}/models", base_url.trim_end_matches('/')),
+                base_url.clone(),
+            ),
+            Some(BackendSpec::Anthropic { base_url, .. }) => (
+                format!("{}/v1/models", base_url.trim_end_matches('/')),
+                base_url.clone(),
+            ),
             _ => continue,
         };
         let window = match app.agents.context_window(&info.id).await {
-            Some(w) => (true, w.to_string()),
-            None => (
-                true,
-                "unknown (not configured, and the server did not say); requests are not fitted; set generation.context_window".to_owned(),
-            ),
+            Some(w) => w.to_string(),
+            None if orca_agents::window_probe::is_cloud(&base)
+                || matches!(
+                    app.agents.profile(&info.id).map(|p| &p.backend),
+                    Some(BackendSpec::Anthropic { .. })
+                ) =>
+            {
+                "not configured (a cloud API is not asked); requests are not fitted; set generation.context_window".to_owned()
+            }
+            None => "unknown (not configured, and the server did not say); requests are not fitted; set generation.context_window".to_owned(),
         };
-        out.push(check(
-            format!("context window {}", info.id),
-            window.0,
-            window.1,
-        ));
+        let model = info.model.clone().unwrap_or_default();
+        windows
+            .entry((format!("{model} at {base}"), window, true))
+            .or_default()
+            .push(info.id.to_string());
         urls.entry(url).or_insert_with(|| net.clone());
+    }
+    for ((what, detail, ok), agents) in windows {
+        out.push(check(
+            format!("context window of {what} ({})", agents.join(", ")),
+            ok,
+            detail,
+        ));
     }
     for (url, net) in urls {
         let (ok, detail) = match orca_agents::probe_endpoint(&net, &url, PROBE_TIMEOUT).await {

@@ -308,4 +308,19 @@ fn the_zero_config_ollama_fallback_is_native() {
     let key = |k: &str| (k == "OPENAI_API_KEY").then(|| "sk-x".to_owned());
     let openai = Agents::with_defaults("/p", &key, LoopSettings::default());
     assert_eq!(openai.generation(&planner).api, WireApi::Chat);
+    // The same through a config that names no backend; not when it names one.
+    let dir = tempfile::tempdir().unwrap();
+    for (text, api) in [
+        ("project_instructions = false\n", WireApi::Ollama),
+        ("[defaults]\nbackend = \"ollama\"\n", WireApi::Chat),
+        (
+            "[defaults]\nbase_url = \"http://127.0.0.1:8080/v1\"\n",
+            WireApi::Chat,
+        ),
+    ] {
+        let config = Config::parse(text, Path::new(".orca/config.toml")).unwrap();
+        let a =
+            Agents::from_config(dir.path(), &config, &|_| None, LoopSettings::default()).unwrap();
+        assert_eq!(a.generation(&planner).api, api, "{text}");
+    }
 }
