@@ -143,6 +143,10 @@ impl Windows {
         }
         let found = self.ask(client, api, base_url, model).await;
         match &found {
+            Some(w) if w.source == WindowSource::OllamaDefault => tracing::warn!(
+                "{model} at {base_url} runs with Ollama's default context of {} tokens through its OpenAI endpoint; orca fits requests to it. For a larger window set api = \"ollama\" (orca then sends num_ctx) with generation.context_window",
+                w.tokens
+            ),
             Some(w) => tracing::debug!(model, base_url, window = %w, "context window"),
             None => tracing::debug!(model, base_url, "the server did not say its context window"),
         }
