@@ -244,6 +244,26 @@ impl Proxies {
         })
     }
 
+    /// The credentials in the proxy URLs (user-info and password), for the redactor of
+    /// everything printed.
+    #[must_use]
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in [&self.https, &self.http, &self.all].into_iter().flatten() {
+            let rest = p.raw.split_once("://").map_or(p.raw.as_str(), |(_, r)| r);
+            let authority = rest.split('/').next().unwrap_or_default();
+            if let Some((userinfo, _)) = authority.rsplit_once('@') {
+                out.push(userinfo.to_owned());
+                if let Some((_, password)) = userinfo.split_once(':')
+                    && !password.is_empty()
+                {
+                    out.push(password.to_owned());
+                }
+            }
+        }
+        out
+    }
+
     /// Whether any proxy is set.
     #[must_use]
     pub const fn any(&self) -> bool {
@@ -672,6 +692,7 @@ mod tests {
         let env = |k: &str| (k == "HTTPS_PROXY").then(|| "http://u:pw@p:1".to_owned());
         let p = Proxies::from_env(&env).unwrap();
         assert!(!format!("{p:?} {}", p.describe()).contains("pw"));
+        assert_eq!(p.secrets(), ["u:pw", "pw"]);
     }
 
     #[test]

@@ -334,6 +334,12 @@ impl Agents {
             .collect()
     }
 
+    /// The credentials of the proxy URLs model requests go through (for the redactor).
+    #[must_use]
+    pub fn proxy_secrets(&self) -> Vec<String> {
+        self.net.proxies().secrets()
+    }
+
     /// The project root commands and tools run in.
     #[must_use]
     pub fn root(&self) -> &Path {

@@ -195,7 +195,8 @@ async fn doctor_reaches_a_private_ca_endpoint_through_the_proxy() {
         ".orca/config.toml",
         &format!("[tls]\nca_file = \"ca.pem\"\n\n{agent}"),
     );
-    let v = doctor(&[("HTTPS_PROXY", &proxy_url)]);
+    // Every log line too (trace level): the proxy's password never appears.
+    let v = doctor(&[("HTTPS_PROXY", &proxy_url), ("ORCA_LOG", "trace")]);
     let reached = check(&v, &endpoint);
     let roots = check(&v, &format!("tls roots for {url}"));
     let via = check(&v, &format!("proxy for {url}"));
