@@ -6,7 +6,8 @@
 //!   agent is always present.
 //! - [`ChatBackend`] is the small trait a model backend implements; adapters:
 //!   [`OpenAiBackend`] (Chat Completions: OpenAI, Ollama, vLLM, llama.cpp, LM Studio),
-//!   [`AnthropicBackend`] (Messages), [`ScriptedBackend`] (replays a file). Command-line agents
+//!   [`AnthropicBackend`] (Messages), [`OllamaBackend`] (Ollama's native `/api/chat`),
+//!   [`ScriptedBackend`] (replays a file). Command-line agents
 //!   (Claude Code, Codex, opencode) run as subprocesses ([`CliSpec`]).
 //! - The agent loop offers the caller's tools plus a forced `submit_result` tool, validates the
 //!   result, repairs it up to twice, enforces budgets and retries transient errors.
