@@ -259,3 +259,46 @@ async fn asked_window_is_enforced_before_sending() {
         f.message
     );
 }
+
+/// With an asked window of 4096 and no `max_output_tokens`, a turn asks for at most a quarter
+/// of it (1024), not the default 8192 the window could never hold; the step then completes.
+#[tokio::test]
+async fn asked_window_caps_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/props"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(llama_props(4096)))
+        .mount(&s)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"choices": [{"message": {
+            "role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "submit_result", "arguments": "{\"status\":\"success\",\"summary\":\"ok\"}"}}]},
+            "finish_reason": "tool_calls"}]})))
+        .mount(&s)
+        .await;
+    let a = agents(
+        dir.path(),
+        &coder_config(&format!("{}/v1", s.uri()), "m", ""),
+    );
+    let reply = a
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    assert!(
+        matches!(reply.outcome, TaskResult::Success(_)),
+        "{:?}",
+        reply.outcome
+    );
+    let sent: Vec<Value> = s
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/chat/completions"))
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["max_tokens"].clone())
+        .collect();
+    println!("asked window 4096: max_tokens sent {sent:?}");
+    assert_eq!(sent, [json!(1024)]);
+}
