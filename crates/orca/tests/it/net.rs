@@ -190,6 +190,20 @@ async fn doctor_reaches_a_private_ca_endpoint_through_the_proxy() {
     );
     assert_eq!(answered.load(Ordering::SeqCst), 0);
 
+    // SSL_CERT_FILE replaces the system's store (rustls-native-certs, as OpenSSL does): the
+    // private CA alone is then trusted, without any ca_file.
+    let ca_pem = p.root().join("ca.pem").display().to_string();
+    let v = doctor(&[("SSL_CERT_FILE", &ca_pem)]);
+    let by_env = check(&v, &endpoint);
+    assert_eq!(by_env["ok"], true, "{by_env}");
+    assert!(
+        check(&v, &format!("tls roots for {url}"))["detail"]
+            .as_str()
+            .unwrap()
+            .contains("SSL_CERT_FILE="),
+        "{v}"
+    );
+
     // With [tls] ca_file, through HTTPS_PROXY (with credentials).
     p.write(
         ".orca/config.toml",
@@ -236,8 +250,9 @@ async fn doctor_reaches_a_private_ca_endpoint_through_the_proxy() {
         "{err}"
     );
     println!(
-        "binary tls/proxy: without ca_file \"{}\"; with ca_file: {}, roots \"{}\", {through_proxy} CONNECT tunnels ({} with credentials), {after_no_proxy} with NO_PROXY=localhost, {} requests answered; bad ca_file: {}",
+        "binary tls/proxy: without ca_file \"{}\"; with SSL_CERT_FILE=ca.pem: {}; with ca_file: {}, roots \"{}\", {through_proxy} CONNECT tunnels ({} with credentials), {after_no_proxy} with NO_PROXY=localhost, {} requests answered; bad ca_file: {}",
         refused["detail"].as_str().unwrap(),
+        by_env["detail"].as_str().unwrap(),
         reached["detail"].as_str().unwrap(),
         roots["detail"].as_str().unwrap(),
         authorized.load(Ordering::SeqCst),
