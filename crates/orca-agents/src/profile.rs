@@ -35,6 +35,16 @@ pub const DEFAULT_OLLAMA_MODEL: &str = "qwen2.5-coder";
 
 /// Workspace tools that only read (from the one table, [`orca_core::tool_access`]).
 pub use orca_core::tool_access::WORKSPACE_READ_TOOLS as READ_TOOLS;
+
+/// What the writing specialists (documents, design records) may use: read, and write files,
+/// but run nothing.
+const DOCUMENT_TOOLS: &[&str] = &[
+    "read_file",
+    "list_files",
+    "search_text",
+    "write_file",
+    "edit_file",
+];
 /// All workspace tools (from the one table, [`orca_core::tool_access`]).
 pub use orca_core::tool_access::WORKSPACE_TOOL_NAMES as ALL_TOOLS;
 
@@ -139,68 +149,50 @@ impl BackendSpec {
             field: format!("agents.{id}.backend"),
             message,
         };
+        let timeout = generation.request_timeout;
+        let prices = prices.clone();
         let client = || {
-            net.client(generation.request_timeout)
-                .map_err(|e| ConfigError::Invalid {
-                    file: "<profiles>".to_owned(),
-                    field: format!("agents.{id}"),
-                    message: e.to_string(),
-                })
+            net.client(timeout).map_err(|e| ConfigError::Invalid {
+                file: "<profiles>".to_owned(),
+                field: format!("agents.{id}"),
+                message: e.to_string(),
+            })
         };
         Ok(match self {
             Self::OpenAi {
                 base_url,
                 model,
                 api_key,
-            } if generation.api == WireApi::Ollama => Arc::new(
-                OllamaBackend::new(base_url, model, api_key.clone(), client()?)
-                    .with_context_window(generation.context_window)
-                    .with_windows(Arc::clone(windows))
-                    .with_prices(prices.clone()),
-            ),
-            Self::OpenAi {
-                base_url,
-                model,
-                api_key,
-            } if generation.api == WireApi::Responses => {
-                let mut b = ResponsesBackend::new(
-                    base_url,
-                    model,
-                    api_key.clone(),
-                    generation.request_timeout,
-                )
-                .with_prices(prices.clone());
-                b.client = client()?;
-                Arc::new(b)
-            }
-            Self::OpenAi {
-                base_url,
-                model,
-                api_key,
-            } => {
-                let mut b = OpenAiBackend::with_timeout(
-                    base_url,
-                    model,
-                    api_key.clone(),
-                    generation.request_timeout,
-                )
-                .with_token_param(generation.token_param)
-                .with_prices(prices.clone());
-                b.client = client()?;
-                Arc::new(b)
-            }
+            } => match generation.api {
+                WireApi::Ollama => Arc::new(
+                    OllamaBackend::new(base_url, model, api_key.clone(), client()?)
+                        .with_context_window(generation.context_window)
+                        .with_windows(Arc::clone(windows))
+                        .with_prices(prices),
+                ),
+                WireApi::Responses => {
+                    let mut b = ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
+                        .with_prices(prices);
+                    b.client = client()?;
+                    Arc::new(b)
+                }
+                WireApi::Chat => {
+                    let mut b =
+                        OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                            .with_token_param(generation.token_param)
+                            .with_prices(prices);
+                    b.client = client()?;
+                    Arc::new(b)
+                }
+            },
             Self::Anthropic {
                 base_url,
                 model,
                 api_key,
             } => {
-                let mut b = AnthropicBackend::with_timeout(
-                    base_url,
-                    model,
-                    api_key.clone(),
-                    generation.request_timeout,
-                )
-                .with_prices(prices.clone());
+                let mut b =
+                    AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                        .with_prices(prices);
                 b.client = client()?;
                 Arc::new(b)
             }
@@ -329,26 +321,14 @@ pub const BUILT_INS: &[BuiltIn] = &[
         role: Role::Specialist,
         description: "writes and updates documentation (READMEs, guides, doc comments)",
         prompt: include_str!("../prompts/document-writer.md"),
-        tools: &[
-            "read_file",
-            "list_files",
-            "search_text",
-            "write_file",
-            "edit_file",
-        ],
+        tools: DOCUMENT_TOOLS,
     },
     BuiltIn {
         id: "architect",
         role: Role::Specialist,
         description: "designs structure and interfaces and writes design records; does not implement",
         prompt: include_str!("../prompts/architect.md"),
-        tools: &[
-            "read_file",
-            "list_files",
-            "search_text",
-            "write_file",
-            "edit_file",
-        ],
+        tools: DOCUMENT_TOOLS,
     },
 ];
 
