@@ -9,11 +9,19 @@
 //! <git-common-dir>/orca-worktrees/<exec>/steps/<step>    branch orca-step/<exec>/<step>
 //! ```
 //!
-//! `orca/<exec>` starts at the commit checked out when the execution first prepared a step
-//! (its base); each completed step's branch is merged into it with `--no-ff`. Every operation
-//! is idempotent: a worktree found on resume is re-created from the integration branch, a merge
-//! cut by `kill -9` is aborted before the next one, a branch already merged is not merged again.
-//! The user's checked-out branch and working tree are only touched by [`GitWorktrees::apply`].
+//! and the refs of `refs.rs` (`refs/orca/<exec>/base`, `…/result/<step>`, …).
+//!
+//! `orca/<exec>` starts at the execution's base: the commit checked out when it first prepared
+//! a step. A step's worktree starts at that base with the results of its direct dependencies
+//! merged in (plan order), so what it sees does not depend on which unrelated steps happened to
+//! finish first; each completed step's branch is merged into `orca/<exec>` with `--no-ff` and
+//! its final commit kept as `refs/orca/<exec>/result/<step>`. Every operation is idempotent: a
+//! worktree found on resume is re-created, a merge cut by `kill -9` is aborted before the next
+//! one, a branch already merged is not merged again, a missing ref is recovered. The user's
+//! checked-out branch and working tree are only touched by [`GitWorktrees::apply`].
+
+mod git;
+mod refs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,8 +30,10 @@ use async_trait::async_trait;
 use orca_core::{
     ExecutionId, KeptWorktree, StepId, StepWorkspaces, ToolHost, WorkspaceEnd, WorkspaceError,
 };
-use tokio::process::Command;
 use tokio::sync::Mutex;
+
+use self::git::{create_parent, git, unmerged};
+use self::refs::{Kind, base_ref, merge_subject, step_ref};
 
 impl std::fmt::Debug for GitWorktrees {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -33,17 +43,6 @@ impl std::fmt::Debug for GitWorktrees {
             .finish_non_exhaustive()
     }
 }
-
-/// Variables that would point git at another repository or index than the one asked for.
-const GIT_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_CEILING_DIRECTORIES",
-];
 
 /// What [`GitWorktrees::apply`] did to the user's branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,12 +205,23 @@ impl GitWorktrees {
         Ok(())
     }
 
-    /// A merged step's worktree and branch are no longer needed: only failed steps keep theirs.
-    async fn drop_merged(
+    /// The integration branch as a full ref name.
+    fn branch_ref(&self, execution: ExecutionId) -> String {
+        format!("refs/heads/{}", self.branch(execution))
+    }
+
+    /// A merged step's worktree and branch are no longer needed (only failed steps keep
+    /// theirs): its result is recorded first, then they go.
+    async fn finish_step(
         &self,
         execution: ExecutionId,
         step: &StepId,
+        result: &str,
     ) -> Result<(), WorkspaceError> {
+        self.set_ref(&step_ref(execution, Kind::Result, step), result)
+            .await?;
+        self.delete_ref(&step_ref(execution, Kind::Conflict, step))
+            .await?;
         self.remove_worktree(&self.step_dir(execution, step))
             .await?;
         let branch = Self::step_branch(execution, step);
@@ -221,22 +231,13 @@ impl GitWorktrees {
         Ok(())
     }
 
-    /// The integration branch and its worktree, created on first use from `HEAD`.
+    /// The integration branch and its worktree, created on first use at the execution's base
+    /// (recorded before the branch, so a crash between the two re-creates the branch there).
     async fn ensure_integration(&self, execution: ExecutionId) -> Result<PathBuf, WorkspaceError> {
+        let base = self.ensure_base(execution).await?;
         let branch = self.branch(execution);
         if !self.has_branch(&branch).await {
-            git(
-                &self.top,
-                &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-            )
-            .await
-            .map_err(|_| {
-                WorkspaceError::Git(format!(
-                    "{} has no commit yet: commit once before running isolated steps",
-                    self.top.display()
-                ))
-            })?;
-            git(&self.top, &["branch", &branch, "HEAD"]).await?;
+            git(&self.top, &["branch", &branch, &base]).await?;
         }
         let dir = self.integration_dir(execution);
         if !self.is_registered(&dir).await? {
@@ -256,9 +257,63 @@ impl GitWorktrees {
         Ok(dir)
     }
 
+    /// Merges the results of `after` into the step's fresh worktree `dir`, in order. A
+    /// dependency whose result cannot be found adds nothing (logged). A conflict is left in the
+    /// worktree for inspection and marks the step, so its next attempt starts from the
+    /// integration branch, where those results were merged.
+    async fn merge_dependencies(
+        &self,
+        execution: ExecutionId,
+        step: &StepId,
+        after: &[StepId],
+        dir: &Path,
+    ) -> Result<(), WorkspaceError> {
+        let mut merged = Vec::new();
+        for dep in after {
+            let Some(result) = self.result_of(execution, dep).await? else {
+                // Only if its ref was removed and it merged nothing: start without it.
+                tracing::warn!(%execution, %step, dependency = %dep, "no result recorded for the dependency");
+                continue;
+            };
+            merged.push(dep.clone());
+            let message = format!("orca: step {step} starts from step {dep}");
+            let outcome = git(
+                dir,
+                &[
+                    "merge",
+                    "--ff",
+                    "--no-edit",
+                    "--no-verify",
+                    "--quiet",
+                    "-m",
+                    &message,
+                    &result,
+                ],
+            )
+            .await;
+            let Err(e) = outcome else { continue };
+            let files = unmerged(dir).await;
+            if files.is_empty() {
+                return Err(WorkspaceError::Git(format!(
+                    "cannot merge the result of step `{dep}` into the worktree of step `{step}`: {e}"
+                )));
+            }
+            if let Some(tip) = self.commit_of(&self.branch_ref(execution)).await {
+                self.set_ref(&step_ref(execution, Kind::Conflict, step), &tip)
+                    .await?;
+            }
+            return Err(WorkspaceError::DependenciesConflict {
+                step: step.clone(),
+                dependencies: merged,
+                files,
+            });
+        }
+        Ok(())
+    }
+
     /// Starts `next`'s branch where `previous`'s ends (a replan continues from the merged
-    /// results of the plan it replaces, not from `HEAD`). Nothing happens when `next` already
-    /// has a branch or `previous` has none.
+    /// results of the plan it replaces, not from `HEAD`): that is `next`'s base. Nothing
+    /// happens when `next` already has a branch or `previous` has none.
     ///
     /// # Errors
     /// A git failure.
@@ -268,11 +323,15 @@ impl GitWorktrees {
         next: ExecutionId,
     ) -> Result<bool, WorkspaceError> {
         let _guard = self.lock.lock().await;
-        let (from, to) = (self.branch(previous), self.branch(next));
-        if self.has_branch(&to).await || !self.has_branch(&from).await {
+        let to = self.branch(next);
+        if self.has_branch(&to).await {
             return Ok(false);
         }
-        git(&self.top, &["branch", &to, &from]).await?;
+        let Some(tip) = self.commit_of(&self.branch_ref(previous)).await else {
+            return Ok(false);
+        };
+        self.set_ref(&base_ref(next), &tip).await?;
+        git(&self.top, &["branch", &to, &tip]).await?;
         Ok(true)
     }
 
@@ -331,29 +390,41 @@ impl StepWorkspaces for GitWorktrees {
         &self,
         execution: ExecutionId,
         step: &StepId,
+        after: &[StepId],
     ) -> Result<PathBuf, WorkspaceError> {
         let _guard = self.lock.lock().await;
         self.ensure_integration(execution).await?;
+        let base = self.ensure_base(execution).await?;
         let dir = self.step_dir(execution, step);
-        // Every attempt starts fresh from the integration branch: what a killed or failed
-        // attempt left is dropped (its branch stays until then for inspection).
+        // Every attempt starts fresh: what a killed or failed attempt left (a half-done merge
+        // included) is dropped.
         self.remove_worktree(&dir).await?;
         create_parent(&dir).await?;
+        // After a conflict the step starts from the integration branch, which holds what it
+        // conflicted with; otherwise from the base plus its dependencies' results.
+        let conflicted = self
+            .commit_of(&step_ref(execution, Kind::Conflict, step))
+            .await
+            .is_some();
+        let start = if conflicted {
+            self.branch_ref(execution)
+        } else {
+            base
+        };
         let d = dir.to_string_lossy();
         let branch = Self::step_branch(execution, step);
         git(
             &self.top,
-            &[
-                "worktree",
-                "add",
-                "--quiet",
-                "-B",
-                &branch,
-                &d,
-                &self.branch(execution),
-            ],
+            &["worktree", "add", "--quiet", "-B", &branch, &d, &start],
         )
         .await?;
+        if !conflicted {
+            self.merge_dependencies(execution, step, after, &dir)
+                .await?;
+        }
+        let started = git(&dir, &["rev-parse", "HEAD"]).await?;
+        self.set_ref(&step_ref(execution, Kind::Start, step), started.trim())
+            .await?;
         Ok(dir.join(&self.sub))
     }
 
@@ -366,26 +437,38 @@ impl StepWorkspaces for GitWorktrees {
         let _guard = self.lock.lock().await;
         let dir = self.step_dir(execution, step);
         let branch = Self::step_branch(execution, step);
-        if !self.is_registered(&dir).await? && !self.has_branch(&branch).await {
+        let registered = self.is_registered(&dir).await?;
+        if !registered && !self.has_branch(&branch).await {
             // Merged and dropped already (integrating again after a crash changes nothing).
             return Ok(());
         }
-        git(&dir, &["add", "--all"]).await?;
-        if git(&dir, &["diff", "--cached", "--quiet"]).await.is_err() {
-            let message = format!("orca: step {step} (execution {execution}, attempt {attempt})");
-            git(&dir, &["commit", "--quiet", "--no-verify", "-m", &message]).await?;
+        if registered {
+            git(&dir, &["add", "--all"]).await?;
+            if git(&dir, &["diff", "--cached", "--quiet"]).await.is_err() {
+                let message =
+                    format!("orca: step {step} (execution {execution}, attempt {attempt})");
+                git(&dir, &["commit", "--quiet", "--no-verify", "-m", &message]).await?;
+            }
         }
+        let Some(tip) = self.commit_of(&format!("refs/heads/{branch}")).await else {
+            return Err(WorkspaceError::Git(format!(
+                "step `{step}` has no branch `{branch}` to merge"
+            )));
+        };
         let integration = self.ensure_integration(execution).await?;
-        if git(
-            &integration,
-            &["merge-base", "--is-ancestor", &branch, "HEAD"],
-        )
-        .await
-        .is_ok()
+        let started = self
+            .commit_of(&step_ref(execution, Kind::Start, step))
+            .await;
+        // Nothing of its own to merge: it changed nothing (its dependencies' results are
+        // merged already), or its branch is merged already.
+        if started.as_deref() == Some(tip.as_str())
+            || git(&integration, &["merge-base", "--is-ancestor", &tip, "HEAD"])
+                .await
+                .is_ok()
         {
-            return self.drop_merged(execution, step).await;
+            return self.finish_step(execution, step, &tip).await;
         }
-        let message = format!("orca: merge step {step}");
+        let message = merge_subject(step);
         if git(
             &integration,
             &[
@@ -395,24 +478,26 @@ impl StepWorkspaces for GitWorktrees {
                 "--quiet",
                 "-m",
                 &message,
-                &branch,
+                &tip,
             ],
         )
         .await
         .is_ok()
         {
-            return self.drop_merged(execution, step).await;
+            return self.finish_step(execution, step, &tip).await;
         }
-        let files = git(&integration, &["diff", "--name-only", "--diff-filter=U"])
-            .await
-            .unwrap_or_default();
-        let files: Vec<String> = files.lines().map(str::to_owned).collect();
+        let files = unmerged(&integration).await;
         git(&integration, &["merge", "--abort"]).await?;
         if files.is_empty() {
             return Err(WorkspaceError::Git(format!(
                 "merging step `{step}` into `{}` failed",
                 self.branch(execution)
             )));
+        }
+        // The retry starts from the integration branch, where what it conflicted with is.
+        if let Some(at) = self.commit_of(&self.branch_ref(execution)).await {
+            self.set_ref(&step_ref(execution, Kind::Conflict, step), &at)
+                .await?;
         }
         Err(WorkspaceError::Conflict {
             step: step.clone(),
@@ -447,6 +532,8 @@ impl StepWorkspaces for GitWorktrees {
         for b in left.lines().filter(|l| !l.is_empty()) {
             git(&self.top, &["branch", "--quiet", "-D", b]).await?;
         }
+        // The base and the results go with the worktrees; `orca/<exec>` holds them all.
+        self.delete_refs(execution).await?;
         if exec_dir.exists() {
             tokio::fs::remove_dir_all(&exec_dir).await.map_err(|e| {
                 WorkspaceError::Git(format!("cannot remove {}: {e}", exec_dir.display()))
@@ -483,54 +570,5 @@ impl StepWorkspaces for GitWorktrees {
 
     fn tools_at(&self, dir: &Path) -> Option<Arc<dyn ToolHost>> {
         self.tools.as_ref().and_then(|f| f(dir))
-    }
-}
-
-async fn create_parent(dir: &Path) -> Result<(), WorkspaceError> {
-    if let Some(parent) = dir.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| WorkspaceError::Git(format!("cannot create {}: {e}", parent.display())))?;
-    }
-    Ok(())
-}
-
-/// Runs `git` in `dir` and returns its standard output; a non-zero exit is an error holding
-/// the command and its standard error. orca's commits are made as `orca`, unsigned, without
-/// the repository's hooks.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=orca",
-            "-c",
-            "user.email=orca@localhost",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-        ])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    for name in GIT_ENV {
-        cmd.env_remove(name);
-    }
-    let out = cmd
-        .output()
-        .await
-        .map_err(|e| WorkspaceError::Git(format!("cannot run git: {e}")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(WorkspaceError::Git(format!(
-            "git {} failed in {}: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
     }
 }

@@ -2,16 +2,19 @@
 //!
 //! A step with `isolation: "worktree"` (or every step that declares `writes`, when the plan's
 //! default says so) runs in a checkout of its own, on a branch named after the execution and the
-//! step, and its result is merged into the execution's integration branch when it completes.
+//! step, created from the execution's base commit plus the results of its direct dependencies,
+//! and its result is merged into the execution's integration branch when it completes.
 //! orca-core only names the rule and the port; the git code is in `orca-agents` (`worktree.rs`)
 //! and the binary wires it (ADR 0017).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::ToolHost;
+use crate::graph::dependency_indices;
 use crate::id::{ExecutionId, StepId};
 use crate::plan::{PlanContent, Step};
 
@@ -51,6 +54,39 @@ pub fn any_worktree(plan: &PlanContent, fallback: Option<Isolation>) -> bool {
         .any(|s| Isolation::of(s, plan, fallback) == Isolation::Worktree)
 }
 
+/// The steps whose results the worktree of `plan.steps[index]` starts from, in plan order:
+/// its direct dependencies (the "after the previous step" default applied), where one that
+/// runs in place — and so commits nothing — is replaced by its own, recursively. Each result
+/// already holds its own dependencies' results.
+#[must_use]
+pub fn worktree_dependencies(
+    plan: &PlanContent,
+    index: usize,
+    fallback: Option<Isolation>,
+) -> Vec<StepId> {
+    let deps = dependency_indices(&plan.steps);
+    let mut found = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<usize> = deps.get(index).cloned().unwrap_or_default();
+    while let Some(i) = todo.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        let Some(step) = plan.steps.get(i) else {
+            continue;
+        };
+        if Isolation::of(step, plan, fallback) == Isolation::Worktree {
+            found.insert(i);
+        } else if let Some(more) = deps.get(i) {
+            todo.extend(more);
+        }
+    }
+    found
+        .into_iter()
+        .filter_map(|i| plan.steps.get(i).map(|s| s.id.clone()))
+        .collect()
+}
+
 /// Why a step's workspace could not be prepared or merged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -65,6 +101,20 @@ pub enum WorkspaceError {
         step: StepId,
         /// The integration branch.
         branch: String,
+        /// The conflicting files, relative to the repository.
+        files: Vec<String>,
+    },
+    /// The results of the step's dependencies do not merge into one starting point.
+    #[error(
+        "the results of step `{step}`'s dependencies {} conflict in {}",
+        dependencies.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", "),
+        files.join(", ")
+    )]
+    DependenciesConflict {
+        /// The step that was to start.
+        step: StepId,
+        /// The dependencies merged so far, the one that conflicted last.
+        dependencies: Vec<StepId>,
         /// The conflicting files, relative to the repository.
         files: Vec<String>,
     },
@@ -88,7 +138,8 @@ pub struct KeptWorktree {
 /// How the execution's isolated workspaces ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkspaceEnd {
-    /// Every step completed: the step worktrees and branches go, the integration branch stays.
+    /// Every step completed: the step worktrees, branches and result refs go, the integration
+    /// branch stays.
     Completed,
     /// Failed or stopped: everything is kept for inspection.
     Kept,
@@ -99,17 +150,24 @@ pub enum WorkspaceEnd {
 /// finds, so nothing leaks.
 #[async_trait]
 pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
-    /// Prepares a fresh checkout for an attempt of `step` (from the integration branch, which
-    /// holds the execution's base commit and every merged result, its dependencies' included)
-    /// and returns the directory it runs in.
+    /// Prepares a fresh checkout for an attempt of `step` and returns the directory it runs in:
+    /// the execution's base commit with the results of `after` (its direct dependencies, in
+    /// plan order; see [`worktree_dependencies`]) merged in. After a conflict (its own merge,
+    /// or its dependencies') the next attempt starts from the integration branch instead,
+    /// which holds what it conflicted with.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::DependenciesConflict`] when the dependencies' results conflict.
     async fn prepare(
         &self,
         execution: ExecutionId,
         step: &StepId,
+        after: &[StepId],
     ) -> Result<PathBuf, WorkspaceError>;
 
-    /// Commits what the attempt changed on its branch and merges the branch into the
-    /// integration branch. A conflict leaves the integration branch as it was.
+    /// Commits what the attempt changed on its branch, merges the branch into the integration
+    /// branch and keeps the result addressable for the steps that depend on it. A conflict
+    /// leaves the integration branch as it was.
     async fn integrate(
         &self,
         execution: ExecutionId,

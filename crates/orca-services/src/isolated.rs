@@ -1,6 +1,8 @@
 //! Worktree isolation at dispatch (ADR 0017): a step whose effective isolation is `worktree`
-//! gets a fresh worktree before its agent runs, and a success is merged into the execution's
-//! integration branch before it counts. A merge conflict turns the success into a
+//! gets a fresh worktree before its agent runs (the execution's base plus the results of its
+//! dependencies, which the runner resolved into `step.depends_on`), and a success is merged
+//! into the execution's integration branch before it counts. A merge conflict — of the
+//! step into the branch, or between its dependencies' results while preparing — is a
 //! `merge_conflict` failure listing the files, which goes to the human's deviation decision.
 //! Without a [`StepWorkspaces`] (outside a git repository) the step runs in place.
 
@@ -20,15 +22,33 @@ pub(crate) async fn prepare(
     ctx: &ToolContext,
     request: &mut TaskRequest,
 ) -> Result<ToolContext, TaskFailure> {
+    let step = &request.step.id;
+    let after = request.step.depends_on.clone().unwrap_or_default();
     let dir = workspaces
-        .prepare(request.execution_id, &request.step.id)
+        .prepare(request.execution_id, step, &after)
         .await
-        .map_err(|e| {
-            TaskFailure::new(
+        .map_err(|e| match e {
+            WorkspaceError::DependenciesConflict {
+                ref dependencies,
+                ref files,
+                ..
+            } => TaskFailure::new(
+                ErrorCode::MergeConflict,
+                format!(
+                    "step `{step}` cannot start: the results of its dependencies {} conflict in {}; retry with guidance (it restarts from the execution's branch, where they were merged), replan, or stop",
+                    dependencies
+                        .iter()
+                        .map(|d| format!("`{d}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    files.join(", ")
+                ),
+            ),
+            other => TaskFailure::new(
                 ErrorCode::TaskFailed,
-                format!("cannot prepare the worktree of step `{}`", request.step.id),
+                format!("cannot prepare the worktree of step `{step}`"),
             )
-            .with_cause(e.to_string())
+            .with_cause(other.to_string()),
         })?;
     let mut ctx = ctx.clone();
     if ctx.workspace.is_some() {

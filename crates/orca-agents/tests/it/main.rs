@@ -27,3 +27,4 @@ mod weak_model;
 mod window_probe;
 mod workspace;
 mod worktree;
+mod worktree_base;

@@ -66,8 +66,8 @@ async fn merges_conflicts_and_idempotence() {
     let branch = git.branch(exec);
 
     // Two steps prepared at once; each edits its own line.
-    let a = git.prepare(exec, &step("a")).await.unwrap();
-    let b = git.prepare(exec, &step("b")).await.unwrap();
+    let a = git.prepare(exec, &step("a"), &[]).await.unwrap();
+    let b = git.prepare(exec, &step("b"), &[]).await.unwrap();
     std::fs::write(a.join("f.txt"), "ONE\ntwo\nthree\n").unwrap();
     std::fs::write(b.join("f.txt"), "one\ntwo\nTHREE\n").unwrap();
     git.integrate(exec, &step("a"), 1).await.unwrap();
@@ -81,9 +81,10 @@ async fn merges_conflicts_and_idempotence() {
     git.integrate(exec, &step("b"), 1).await.unwrap();
     assert_eq!(rev(root, &branch), tip);
 
-    // Two steps editing the same line: the second conflicts, the branch stays where it was.
-    let c = git.prepare(exec, &step("c")).await.unwrap();
-    let d = git.prepare(exec, &step("d")).await.unwrap();
+    // Two steps after both, editing the same line: the second conflicts, the branch stays.
+    let ab = [step("a"), step("b")];
+    let c = git.prepare(exec, &step("c"), &ab).await.unwrap();
+    let d = git.prepare(exec, &step("d"), &ab).await.unwrap();
     std::fs::write(c.join("f.txt"), "ONE\nc\nTHREE\n").unwrap();
     std::fs::write(d.join("f.txt"), "ONE\nd\nTHREE\n").unwrap();
     git.integrate(exec, &step("c"), 1).await.unwrap();
@@ -116,7 +117,7 @@ async fn merges_conflicts_and_idempotence() {
     );
     assert!(!merged, "the manual merge conflicts");
     // Prepared again (a retry), d starts from the merged results and now merges.
-    let d = git.prepare(exec, &step("d")).await.unwrap();
+    let d = git.prepare(exec, &step("d"), &ab).await.unwrap();
     assert_eq!(
         std::fs::read_to_string(d.join("f.txt")).unwrap(),
         "ONE\nc\nTHREE\n"
@@ -129,8 +130,8 @@ async fn merges_conflicts_and_idempotence() {
     );
 
     // Preparing twice leaves one worktree for the step.
-    git.prepare(exec, &step("e")).await.unwrap();
-    git.prepare(exec, &step("e")).await.unwrap();
+    git.prepare(exec, &step("e"), &[]).await.unwrap();
+    git.prepare(exec, &step("e"), &[]).await.unwrap();
     let during = worktrees(root);
     println!("worktrees with e prepared twice: {during}");
     assert_eq!(during, 3, "the user's, the integration one, e's");
@@ -147,8 +148,11 @@ async fn merges_conflicts_and_idempotence() {
     let step_branches = ok(root, &["for-each-ref", "refs/heads/orca-step/"])
         .lines()
         .count();
-    println!("after end: worktrees {left}, step branches {step_branches}");
+    let refs = ok(root, &["for-each-ref", "refs/orca/"]).lines().count();
+    println!("after end: worktrees {left}, step branches {step_branches}, orca refs {refs}");
     assert_eq!((left, step_branches), (1, 0));
+    // The replan's base is kept (its execution has not ended); none of `exec`'s is.
+    assert_eq!(refs, 1);
     assert!(!git.worktrees_dir().join(exec.to_string()).exists());
     // The user's checkout never moved.
     assert_eq!(rev(root, "HEAD"), head);
@@ -171,7 +175,7 @@ async fn a_repository_without_a_commit_says_so() {
     ok(dir.path(), &["init", "--quiet"]);
     let git = GitWorktrees::discover(dir.path()).await.unwrap();
     let err = git
-        .prepare(ExecutionId::new(), &step("a"))
+        .prepare(ExecutionId::new(), &step("a"), &[])
         .await
         .unwrap_err();
     assert!(err.to_string().contains("has no commit yet"), "{err}");
@@ -183,7 +187,7 @@ async fn a_worktree_left_locked_and_half_made_by_a_crash_is_recreated() {
     let root = r.path();
     let git = GitWorktrees::discover(root).await.unwrap();
     let exec = ExecutionId::new();
-    let dir = git.prepare(exec, &step("a")).await.unwrap();
+    let dir = git.prepare(exec, &step("a"), &[]).await.unwrap();
     // What `kill -9` during `git worktree add` leaves: the entry locked, the directory gone.
     ok(
         root,
@@ -196,7 +200,7 @@ async fn a_worktree_left_locked_and_half_made_by_a_crash_is_recreated() {
         ],
     );
     std::fs::remove_dir_all(&dir).unwrap();
-    let again = git.prepare(exec, &step("a")).await.unwrap();
+    let again = git.prepare(exec, &step("a"), &[]).await.unwrap();
     assert_eq!(again, dir);
     assert!(again.join("f.txt").exists());
     let n = worktrees(root);

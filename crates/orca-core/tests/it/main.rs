@@ -12,4 +12,5 @@ mod redact;
 mod serde_roundtrip;
 mod snapshots;
 mod step_env;
+mod worktree_dependencies;
 mod write_conflicts;

@@ -220,13 +220,19 @@ impl Runner {
             None => timeout,
         };
         // Hook (ADR 0017): the step carries its effective isolation (its own, else the
-        // plan's or the config's default for writing steps) for the dispatcher.
+        // plan's or the config's default for writing steps) for the dispatcher; an isolated
+        // one carries in `depends_on` the steps whose results its worktree starts from (its
+        // direct dependencies, one run in place replaced by its own).
         let mut step = step;
-        step.isolation = Some(orca_core::Isolation::of(
-            &step,
-            run.plan.content(),
-            self.config.isolation,
-        ));
+        let isolation = orca_core::Isolation::of(&step, run.plan.content(), self.config.isolation);
+        step.isolation = Some(isolation);
+        if isolation == orca_core::Isolation::Worktree {
+            step.depends_on = Some(orca_core::isolation::worktree_dependencies(
+                run.plan.content(),
+                index,
+                self.config.isolation,
+            ));
+        }
         let request = TaskRequest {
             agent: step.agent.clone(),
             execution_id: run.id,

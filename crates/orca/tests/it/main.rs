@@ -30,4 +30,5 @@ mod tamper;
 mod weak_model;
 mod web;
 mod web_policy;
+mod worktree_bases;
 mod worktrees;

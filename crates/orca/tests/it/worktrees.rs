@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-struct Project {
-    dir: TempDir,
+pub(crate) struct Project {
+    pub(crate) dir: TempDir,
     config_home: TempDir,
     /// Plan documents (outside the repository).
     docs: TempDir,
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -51,7 +51,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// The message of the first failure with `code` anywhere in `v`.
-fn find_code(v: &Value, code: &str) -> Option<String> {
+pub(crate) fn find_code(v: &Value, code: &str) -> Option<String> {
     match v {
         Value::Object(m) => {
             if m.get("code").and_then(Value::as_str) == Some(code) {
@@ -84,7 +84,7 @@ fn last_json(text: &str) -> Option<Value> {
 impl Project {
     /// A git repository with one commit (`shared.txt`, `.gitignore` holding `.orca/`), then
     /// `orca init`. `git: false` makes a plain directory.
-    fn new(with_git: bool) -> Self {
+    pub(crate) fn new(with_git: bool) -> Self {
         let p = Self {
             dir: tempfile::tempdir().unwrap(),
             config_home: tempfile::tempdir().unwrap(),
@@ -102,19 +102,19 @@ impl Project {
         p
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// A marker file steps write by absolute path from their worktrees: inside the project
     /// (the sandbox lets a step write only there), in `marks/`, which git ignores.
-    fn mark(&self, name: &str) -> PathBuf {
+    pub(crate) fn mark(&self, name: &str) -> PathBuf {
         let dir = self.path("marks");
         std::fs::create_dir_all(&dir).unwrap();
         dir.join(name)
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = common::isolated(self.dir.path(), self.config_home.path());
         cmd.args(args)
             .stdin(Stdio::null())
@@ -123,11 +123,11 @@ impl Project {
         cmd
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
-    fn json(&self, args: &[&str]) -> (i32, Value, String) {
+    pub(crate) fn json(&self, args: &[&str]) -> (i32, Value, String) {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
         let out = self.run(&all);
@@ -150,7 +150,7 @@ impl Project {
     }
 
     /// Writes a plan document of shell steps `(id, command, depends_on, isolation)`.
-    fn plan(&self, steps: &[(&str, &str, &[&str], Option<&str>)]) -> String {
+    pub(crate) fn plan(&self, steps: &[(&str, &str, &[&str], Option<&str>)]) -> String {
         let steps: Vec<Value> = steps
             .iter()
             .map(|(id, cmd, deps, iso)| {
@@ -171,7 +171,7 @@ impl Project {
 
     /// What the user sees of their repository: branch, HEAD, status, and a hash of every
     /// tracked and untracked file's content in the working tree (`.orca/` aside).
-    fn user_state(&self) -> String {
+    pub(crate) fn user_state(&self) -> String {
         let d = self.dir.path();
         let listed = git(
             d,
@@ -192,14 +192,14 @@ impl Project {
     }
 
     /// `git worktree list` entries (the user's own checkout included).
-    fn worktrees(&self) -> usize {
+    pub(crate) fn worktrees(&self) -> usize {
         git(self.dir.path(), &["worktree", "list", "--porcelain"])
             .lines()
             .filter(|l| l.starts_with("worktree "))
             .count()
     }
 
-    fn step_branches(&self) -> usize {
+    pub(crate) fn step_branches(&self) -> usize {
         git(
             self.dir.path(),
             &[
@@ -212,7 +212,17 @@ impl Project {
         .count()
     }
 
-    fn show(&self, rev_path: &str) -> String {
+    /// orca's refs (`refs/orca/<exec>/base`, `…/result/<step>`, …), of every execution.
+    pub(crate) fn orca_refs(&self) -> usize {
+        git(
+            self.dir.path(),
+            &["for-each-ref", "--format=%(refname)", "refs/orca/"],
+        )
+        .lines()
+        .count()
+    }
+
+    pub(crate) fn show(&self, rev_path: &str) -> String {
         git(self.dir.path(), &["show", rev_path])
     }
 }
@@ -257,9 +267,11 @@ fn two_parallel_steps_editing_different_files_merge_cleanly_and_leave_the_user_u
     println!("user state changed: {changed}");
     assert_eq!(before, after);
     let (wt, sb) = (p.worktrees(), p.step_branches());
-    println!("worktrees after a completed run: {wt} (the user's own), step branches left: {sb}");
-    assert_eq!(wt, 1);
-    assert_eq!(sb, 0);
+    let refs = p.orca_refs();
+    println!(
+        "worktrees after a completed run: {wt} (the user's own), step branches left: {sb}, orca refs left: {refs}"
+    );
+    assert_eq!((wt, sb, refs), (1, 0, 0));
     assert!(
         !p.path("left.txt").exists(),
         "a step wrote into the user's tree"
@@ -379,8 +391,11 @@ fn kill_9_mid_run_then_resume_recreates_worktrees_and_leaks_none() {
     let dirs = std::fs::read_dir(p.path(".git/orca-worktrees"))
         .map(|d| d.count())
         .unwrap_or(0);
-    println!("after resume: worktrees {wt}, step branches {sb}, orca worktree dirs {dirs}");
-    assert_eq!((wt, sb, dirs), (1, 0, 0));
+    let refs = p.orca_refs();
+    println!(
+        "after resume: worktrees {wt}, step branches {sb}, orca worktree dirs {dirs}, orca refs {refs}"
+    );
+    assert_eq!((wt, sb, dirs, refs), (1, 0, 0, 0));
     assert_eq!(
         std::fs::read_to_string(&started).unwrap().lines().count(),
         2
