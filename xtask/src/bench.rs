@@ -1,4 +1,6 @@
-//! `cargo xtask bench [--quick] [--dev] [--reps N]`: every benchmark of the project, one table.
+//! `cargo xtask bench [pg] [--quick] [--dev] [--reps N]`: every benchmark of the project, one
+//! table; `pg` runs only the PostgreSQL part (`pg_bench`, and `runner_bench --dag-only`: the
+//! DAG ratios and both worker modes on postgres, ADR 0026).
 //!
 //! Runs (each several times; the table shows the median and the spread min–max):
 //! - the store benchmark example `orca-store/examples/store_bench.rs`, if it exists;
@@ -33,6 +35,8 @@ struct Row {
 
 struct Options {
     quick: bool,
+    /// Only the PostgreSQL figures.
+    pg_only: bool,
     profile: Profile,
     reps: usize,
 }
@@ -55,15 +59,25 @@ fn parse(args: &[String]) -> Result<Options, String> {
         None if quick => 1,
         None => 3,
     };
-    for a in args {
+    let mut pg_only = false;
+    for (i, a) in args.iter().enumerate() {
         if a.starts_with("--")
             && !matches!(a.as_str(), "--quick" | "--release" | "--dev" | "--reps")
         {
             return Err(format!("bench: unknown option {a}"));
         }
+        let is_reps_value = i > 0 && args[i - 1] == "--reps";
+        if !a.starts_with("--") && !is_reps_value {
+            if a == "pg" {
+                pg_only = true;
+            } else {
+                return Err(format!("bench: unknown part {a} (the one part is `pg`)"));
+            }
+        }
     }
     Ok(Options {
         quick,
+        pg_only,
         profile,
         reps,
     })
@@ -74,9 +88,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let out_dir = util::target_dir(root).join("bench");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
-    let has_store_bench = root
-        .join("crates/orca-store/examples/store_bench.rs")
-        .is_file();
+    let has_store_bench = !opts.pg_only
+        && root
+            .join("crates/orca-store/examples/store_bench.rs")
+            .is_file();
 
     util::say(&format!(
         "building ({} profile)…",
@@ -86,7 +101,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             "dev"
         }
     ));
-    util::build(opts.profile, &["-p", "orca", "--bin", "orca"])?;
+    if !opts.pg_only {
+        util::build(opts.profile, &["-p", "orca", "--bin", "orca"])?;
+    }
     util::build(
         opts.profile,
         &["-p", "orca-services", "--example", "runner_bench"],
@@ -110,7 +127,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             example(
                 &bin,
                 &out_dir.join(format!("store-{rep}.json")),
-                opts.quick,
+                &opts,
                 &mut rows,
             )?;
         }
@@ -118,7 +135,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         example(
             &bin,
             &out_dir.join(format!("runner-{rep}.json")),
-            opts.quick,
+            &opts,
             &mut rows,
         )?;
         // The PostgreSQL store on a throwaway durable server (ADR 0021, 0022).
@@ -126,13 +143,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         example(
             &bin,
             &out_dir.join(format!("pg-{rep}.json")),
-            opts.quick,
+            &opts,
             &mut rows,
         )?;
-        cli(root, &opts, &mut rows)?;
+        if !opts.pg_only {
+            cli(root, &opts, &mut rows)?;
+        }
     }
 
-    let (table, report) = render(&rows, &opts, has_store_bench);
+    let (table, report) = render(&rows, &opts, has_store_bench || opts.pg_only);
     util::say(&table);
     let path = out_dir.join("report.json");
     let bytes = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
@@ -158,11 +177,20 @@ fn add(rows: &mut Vec<Row>, name: &str, unit: &str, value: f64, target: Option<f
 
 /// Runs a benchmark example with `--json PATH` and collects its figures
 /// (`{"figures": [{"name", "value", "unit", "target", "description"}]}`).
-fn example(bin: &Path, json_path: &Path, quick: bool, rows: &mut Vec<Row>) -> Result<(), String> {
+fn example(
+    bin: &Path,
+    json_path: &Path,
+    opts: &Options,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let _ = std::fs::remove_file(json_path);
     let mut cmd = util::command(bin);
-    if quick {
+    if opts.quick {
         cmd.arg("--quick");
+    }
+    if opts.pg_only {
+        // The runner benchmark's postgres figures only (pg_bench ignores it).
+        cmd.arg("--dag-only");
     }
     let out = cmd
         .arg("--json")

@@ -16,8 +16,8 @@ commands:
           sources), the README's test command; --full (what .ci/run runs) adds the quick
           bench, a short torture campaign and a short fuzz run. Prints each stage's time.
   tidy    the project's own conventions (layering, lints, docs)
-  bench   [--quick] [--dev|--release] [--reps N]
-          every benchmark, one table; writes target/bench/report.json
+  bench   [pg] [--quick] [--dev|--release] [--reps N]
+          every benchmark (pg: only the PostgreSQL ones), one table; writes target/bench/report.json
           (--quick: small sizes, dev build, nothing judged)
   torture [--kills N] [--dev|--release] [--seed S]
           kill -9 campaign on the orca binary (default 5 kills, dev build;

@@ -248,6 +248,167 @@ async fn run(
     Ok(elapsed)
 }
 
+/// What the workers of (f) claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// One leader drives the execution (`orca worker --claim execution`).
+    Execution,
+    /// Tasks claimed one by one (`orca worker --claim task`).
+    Task,
+}
+
+impl Mode {
+    const fn name(self) -> &'static str {
+        match self {
+            Self::Execution => "executions",
+            Self::Task => "tasks",
+        }
+    }
+
+    const fn figure(self, workers: usize) -> &'static str {
+        match (self, workers) {
+            (Self::Execution, 1) => "pg_claim_execution_1w_per_s",
+            (Self::Execution, 4) => "pg_claim_execution_4w_per_s",
+            (Self::Execution, _) => "pg_claim_execution_8w_per_s",
+            (Self::Task, 1) => "pg_claim_task_1w_per_s",
+            (Self::Task, 4) => "pg_claim_task_4w_per_s",
+            (Self::Task, _) => "pg_claim_task_8w_per_s",
+        }
+    }
+}
+
+/// Tasks in flight at once per worker (`orca worker --tasks`).
+const WORKER_TASKS: usize = 4;
+
+/// One worker of (f): its own store connections, holder and runner, as `orca worker` does.
+/// Connected and listening before `ready` lets every worker start at once.
+async fn bench_worker(
+    url: &str,
+    mode: Mode,
+    exec: orca_core::ExecutionId,
+    delay: Duration,
+    ready: Arc<tokio::sync::Barrier>,
+) -> Result<(), BoxError> {
+    let pg = orca_store_postgres::PgStore::connect(
+        url,
+        orca_store::Authority::permissive(),
+        orca_core::redact::Redactor::new(),
+    )
+    .await?;
+    let mut rx = pg.listen(orca_store_postgres::CHANNELS).await?;
+    ready.wait().await;
+    let orca = Orca::new(
+        Arc::new(pg),
+        BenchAgent::new(delay),
+        Arc::new(NoHuman),
+        None,
+        Budget::UNLIMITED,
+    );
+    let mut config = RunConfig::new(holder());
+    config.concurrency = WORKER_TASKS;
+    let runner = orca.runner(config, Arc::new(Quiet));
+    let cancel = CancellationToken::new();
+    match mode {
+        Mode::Execution => match runner.run(exec, cancel).await {
+            // Another worker leads it: this one has nothing to do.
+            Ok(_)
+            | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
+                ..
+            })) => Ok(()),
+            Err(e) => Err(e.into()),
+        },
+        Mode::Task => {
+            let wake = Arc::new(tokio::sync::Notify::new());
+            let fed = Arc::clone(&wake);
+            let feeder = tokio::spawn(async move {
+                while rx.recv().await.is_some() {
+                    fed.notify_one();
+                }
+            });
+            // The opening's lease, taken through another connection, may still be going.
+            let mut outcome = orca_services::ClaimOutcome::Led;
+            for _ in 0..200 {
+                outcome = runner.run_claims(exec, &cancel, Arc::clone(&wake)).await?;
+                if outcome != orca_services::ClaimOutcome::Led {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            feeder.abort();
+            if outcome == orca_services::ClaimOutcome::ForLeader {
+                match runner.run(exec, cancel).await {
+                    Ok(_)
+                    | Err(orca_services::ServiceError::Store(
+                        orca_store::StoreError::LeaseHeld { .. },
+                    )) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `workers` workers on one 4-layer DAG of `sizes.wide` tasks; the wall time until it ended.
+async fn workers_run(
+    url: &str,
+    mode: Mode,
+    workers: usize,
+    sizes: &Sizes,
+) -> Result<Duration, BoxError> {
+    let store = Arc::new(
+        orca_store_postgres::PgStore::connect(
+            url,
+            orca_store::Authority::permissive(),
+            orca_core::redact::Redactor::new(),
+        )
+        .await?,
+    );
+    let orca = Orca::new(
+        store.clone(),
+        BenchAgent::new(Duration::ZERO),
+        Arc::new(NoHuman),
+        None,
+        Budget::UNLIMITED,
+    );
+    let proposal = orca
+        .planning
+        .create_proposal(content(layered(4, sizes.wide / 4)?), None)
+        .await?;
+    orca.planning.approve(proposal.id(), "bench", None).await?;
+    let (_, exec) = orca.executions.create(proposal.id()).await?;
+    if mode == Mode::Task {
+        // Opened once (as the first claiming worker does), outside the timing.
+        orca.runner(RunConfig::new(holder()), Arc::new(Quiet))
+            .begin_for_claims(exec)
+            .await?;
+    }
+    let ready = Arc::new(tokio::sync::Barrier::new(workers + 1));
+    let mut joins = tokio::task::JoinSet::new();
+    for _ in 0..workers {
+        let url = url.to_owned();
+        let delay = sizes.wide_delay;
+        let ready = Arc::clone(&ready);
+        joins.spawn(async move { bench_worker(&url, mode, exec, delay, ready).await });
+    }
+    ready.wait().await;
+    let start = Instant::now();
+    for r in joins.join_all().await {
+        r?;
+    }
+    let wall = start.elapsed();
+    let stage = orca.executions.get(exec).await?.execution.value.stage();
+    if stage != orca_core::ExecutionStage::Completed {
+        return Err(format!(
+            "{} workers claiming {}: ended {stage:?}",
+            workers,
+            mode.name()
+        )
+        .into());
+    }
+    Ok(wall)
+}
+
 /// CPU time (user + system) of this process so far.
 fn cpu_time() -> Duration {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -290,6 +451,11 @@ struct Sizes {
     overhead_tasks: usize,
     big: usize,
     small: usize,
+    /// Only the postgres figures (`--dag-only`, for `cargo xtask bench pg`).
+    dag_only: bool,
+    /// Tasks of the wide DAG of (f) and its agent calls' time.
+    wide: usize,
+    wide_delay: Duration,
 }
 
 async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
@@ -324,6 +490,51 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
                 critical.as_secs_f64()
             ),
         });
+    }
+
+    // (f) Both worker modes on one wide DAG on postgres (ADR 0022, 0026): 1, 4, 8 workers.
+    let pg_url = server.create_database().await?;
+    let mut rates = Vec::new();
+    for mode in [Mode::Execution, Mode::Task] {
+        for workers in [1usize, 4, 8] {
+            let wall = workers_run(&pg_url, mode, workers, sizes).await?;
+            let rate = sizes.wide as f64 / wall.as_secs_f64();
+            rates.push(rate);
+            out.push(Figure {
+                name: mode.figure(workers),
+                value: rate,
+                unit: "/s",
+                target: None,
+                description: format!(
+                    "{} tasks (4 layers), {} ms calls, {workers} worker(s) of {} tasks each, claiming {}: tasks/s",
+                    sizes.wide,
+                    sizes.wide_delay.as_millis(),
+                    WORKER_TASKS,
+                    mode.name()
+                ),
+            });
+        }
+    }
+    // rates: execution 1, 4, 8; task 1, 4, 8.
+    out.push(Figure {
+        name: "pg_claim_task_4w_vs_1w",
+        value: rates[4] / rates[3],
+        unit: "x",
+        target: None,
+        description: "tasks claimed one by one: tasks/s with 4 workers ÷ with 1 (goal ≥ 3.2)"
+            .to_owned(),
+    });
+    out.push(Figure {
+        name: "pg_claim_task_vs_execution_4w",
+        value: rates[4] / rates[1],
+        unit: "x",
+        target: None,
+        description: "4 workers: tasks/s claiming tasks ÷ claiming executions (one leader)"
+            .to_owned(),
+    });
+    drop(server);
+    if sizes.dag_only {
+        return Ok(out);
     }
 
     // (b) Context size: step 50 vs step 5 of a sequential plan.
@@ -491,6 +702,7 @@ fn real_main() -> Result<(), BoxError> {
         return runtime.block_on(memory_child(tasks));
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let dag_only = args.iter().any(|a| a == "--dag-only");
     let json_path = args
         .iter()
         .position(|a| a == "--json")
@@ -503,6 +715,9 @@ fn real_main() -> Result<(), BoxError> {
             overhead_tasks: 20,
             big: 40,
             small: 4,
+            dag_only,
+            wide: 40,
+            wide_delay: Duration::from_millis(5),
         }
     } else {
         Sizes {
@@ -511,10 +726,15 @@ fn real_main() -> Result<(), BoxError> {
             overhead_tasks: 1000,
             big: 1000,
             small: 100,
+            dag_only,
+            wide: 200,
+            wide_delay: Duration::from_millis(20),
         }
     };
     let mut figures = runtime.block_on(figures(&sizes))?;
-    figures.push(peak_memory_figure(sizes.big)?);
+    if !sizes.dag_only {
+        figures.push(peak_memory_figure(sizes.big)?);
+    }
 
     let mut table = String::new();
     let _ = writeln!(

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use orca_core::{
     ApprovedPlan, AuditKind, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId,
     ExecutionStage, Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task,
-    TaskFailure, TaskInterruption, TaskStatus, TaskSuccess, TransitionError, UNDER_EXECUTION,
-    build_context_with, schedule,
+    TaskFailure, TaskInterruption, TaskResult, TaskStatus, TaskSuccess, TransitionError,
+    UNDER_EXECUTION, build_context_with, schedule,
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{
@@ -47,6 +47,24 @@ pub struct PreparedStart {
     execution: ExecutionId,
     task: Task,
     expected: Revision,
+}
+
+impl PreparedStart {
+    /// The running task to write.
+    #[must_use]
+    pub const fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// The revision the task was read at.
+    #[must_use]
+    pub const fn expected(&self) -> Revision {
+        self.expected
+    }
+
+    pub(crate) fn into_task(self) -> Task {
+        self.task
+    }
 }
 
 /// Executions: how runs of approved plans went.
@@ -313,6 +331,28 @@ impl ExecutionService {
         })
     }
 
+    /// The running task `task` as its attempt's `outcome` leaves it.
+    pub(crate) fn finished(task: Task, outcome: &TaskResult) -> Result<Task> {
+        let running = Self::running(task)?;
+        Ok(match outcome {
+            TaskResult::Success(s) => Task::Completed(running.complete(s.clone(), now())),
+            TaskResult::Failure(f) => Task::Failed(running.fail(f.clone(), now())),
+            TaskResult::Interruption(i) => Task::Failed(running.interrupt(i.clone(), now())),
+        })
+    }
+
+    fn running(task: Task) -> Result<RunningTask> {
+        match task {
+            Task::Running(running) => Ok(running),
+            other => Err(TransitionError::TaskStatus {
+                step: other.step_id().clone(),
+                status: other.status(),
+                expected: "only a running task can finish",
+            }
+            .into()),
+        }
+    }
+
     async fn finish_task(
         &self,
         execution: ExecutionId,
@@ -320,15 +360,7 @@ impl ExecutionService {
         finish: impl FnOnce(RunningTask) -> Task,
     ) -> Result<Versioned<Task>> {
         let Versioned { value, revision } = task;
-        let Task::Running(running) = value else {
-            return Err(TransitionError::TaskStatus {
-                step: value.step_id().clone(),
-                status: value.status(),
-                expected: "only a running task can finish",
-            }
-            .into());
-        };
-        let next = finish(running);
+        let next = finish(Self::running(value)?);
         let revision = self.store.update_task(execution, &next, revision).await?;
         Ok(Versioned {
             value: next,
@@ -401,22 +433,47 @@ impl ExecutionService {
     /// the lease); each is recorded as an abandoned attempt and becomes failed (`interrupted`),
     /// ready to be retried. Returns the steps recovered.
     pub async fn recover(&self, id: ExecutionId, note: &str) -> Result<Vec<StepId>> {
+        self.recover_steps(id, note, None).await
+    }
+
+    /// [`Self::recover`] of the running tasks among `only` (all when `None`): a task that
+    /// changed meanwhile (its holder finished it after all) is left as it is.
+    pub async fn recover_steps(
+        &self,
+        id: ExecutionId,
+        note: &str,
+        only: Option<&[StepId]>,
+    ) -> Result<Vec<StepId>> {
         let snap = self.get(id).await?;
         let mut recovered = Vec::new();
         for t in snap.tasks {
             if let Task::Running(r) = t.value {
+                if only.is_some_and(|o| !o.contains(&r.step_id)) {
+                    continue;
+                }
                 let step = r.step_id.clone();
                 let attempt = r.attempt;
                 let holder = r.holder.clone();
                 let next = Task::Failed(r.abandon(note, now()));
-                self.store.update_task(id, &next, t.revision).await?;
-                self.append(
-                    &snap.execution.value,
-                    AuditKind::TaskAttemptAbandoned,
-                    UNDER_EXECUTION,
-                    json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note }),
-                )
-                .await?;
+                let data =
+                    json!({ "step_id": step, "attempt": attempt, "holder": holder, "note": note });
+                let execution = &snap.execution.value;
+                let kind = AuditKind::TaskAttemptAbandoned;
+                let logged = (kind, UNDER_EXECUTION, data.clone());
+                match self
+                    .write_logged(execution, &next, t.revision, logged)
+                    .await
+                {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        self.store.update_task(id, &next, t.revision).await?;
+                        self.append(execution, kind, UNDER_EXECUTION, data).await?;
+                    }
+                    Err(ServiceError::Store(StoreError::Conflict { .. })) if only.is_some() => {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
                 recovered.push(step);
             }
         }

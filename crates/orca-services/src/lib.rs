@@ -43,7 +43,8 @@ pub use planning::{DraftEdit, PlanningService};
 pub use record::{AppliedPolicy, StartedAttempt};
 pub use relay::{ApprovalOutcome, OrcaService};
 pub use runner::{
-    Backoff, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome, RunReport, Runner,
+    Backoff, ClaimOutcome, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome,
+    RunReport, Runner,
 };
 pub use tools::{CallMode, Gate, ProcessSink, StepOwner, ToolContext};
 

@@ -12,7 +12,7 @@ use orca_core::{
     StepId, Task, TaskResult, UNDER_EXECUTION, Usage,
 };
 use orca_store::audit::NewAuditEntry;
-use orca_store::{AuditLogId, StoreError, Versioned};
+use orca_store::{AuditLogId, Revision, StoreError, Versioned};
 use serde_json::{Value, json};
 
 use crate::error::Result;
@@ -63,6 +63,30 @@ impl ExecutionService {
             )
             .await?
             .seq)
+    }
+
+    /// A task transition and its entry as ONE durable write, where the store can (ADR 0026):
+    /// `Some((revision, entry seq))`. `None`: the store cannot and nothing was written; the
+    /// caller writes the two one after the other, in its order.
+    pub(crate) async fn write_logged(
+        &self,
+        execution: &Execution,
+        next: &Task,
+        expected: Revision,
+        (kind, parent, data): (AuditKind, Option<u64>, Value),
+    ) -> Result<Option<(Revision, u64)>> {
+        let info = execution.info();
+        Ok(self
+            .store()
+            .update_task_logged(
+                info.id,
+                next,
+                expected,
+                Self::log(info.plan_id, info.id),
+                NewAuditEntry::new(kind, data).with_parent(parent),
+            )
+            .await?
+            .map(|(revision, entry)| (revision, entry.seq)))
     }
 
     /// The first entry of an execution whose creator died before writing it.
@@ -136,11 +160,24 @@ impl ExecutionService {
         step: &StepId,
         agent: &orca_core::AgentId,
     ) -> Result<StartedAttempt> {
-        let task = self.commit_start(start).await?;
-        let attempt = match &task.value {
+        let attempt = match start.task() {
             Task::Running(r) => r.attempt,
             _ => 0,
         };
+        let data = json!({ "step_id": step, "agent": agent, "attempt": attempt });
+        let logged = (AuditKind::TaskAttemptStarted, UNDER_EXECUTION, data);
+        if let Some((revision, attempt_seq)) = self
+            .write_logged(execution, start.task(), start.expected(), logged)
+            .await?
+        {
+            let task = Versioned {
+                value: start.into_task(),
+                revision,
+            };
+            return Ok(StartedAttempt { task, attempt_seq });
+        }
+        // One after the other: the state first, then its entry.
+        let task = self.commit_start(start).await?;
         let attempt_seq = self
             .append(
                 execution,
@@ -179,6 +216,18 @@ impl ExecutionService {
                 json!({ "step_id": step, "interruption": interruption }),
             ),
         };
+        let next = Self::finished(task.value.clone(), outcome)?;
+        let logged = (kind, Some(parent), data.clone());
+        if let Some((revision, _)) = self
+            .write_logged(execution, &next, task.revision, logged)
+            .await?
+        {
+            return Ok(Versioned {
+                value: next,
+                revision,
+            });
+        }
+        // One after the other: the entry first (a state never holds a result the log does not).
         self.append(execution, kind, Some(parent), data).await?;
         let id = execution.id();
         let done = match outcome {

@@ -95,6 +95,168 @@ async fn execution(
     Ok((plan, exec, tasks))
 }
 
+/// The server's counters: commits, WAL flushes (fsyncs), statements.
+struct Stats {
+    client: tokio_postgres::Client,
+    statements: bool,
+}
+
+struct Sample {
+    commits: i64,
+    wal_syncs: i64,
+}
+
+impl Stats {
+    async fn connect(url: &str) -> Result<Self, BoxError> {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+        tokio::spawn(conn);
+        // pg_stat_statements: loaded by the throwaway durable server when installed.
+        let statements = client
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .await
+            .is_ok()
+            && client
+                .batch_execute("SELECT pg_stat_statements_reset()")
+                .await
+                .is_ok();
+        Ok(Self { client, statements })
+    }
+
+    async fn sample(&self) -> Result<Sample, BoxError> {
+        // Counters are published at the end of each backend's transaction: let them settle.
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        self.client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await?;
+        let row = self
+            .client
+            .query_one(
+                "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
+                        (SELECT wal_sync FROM pg_stat_wal)",
+                &[],
+            )
+            .await?;
+        Ok(Sample {
+            commits: row.get(0),
+            wal_syncs: row.get(1),
+        })
+    }
+}
+
+/// Prints where the time of the one-worker run went: commits and WAL flushes per task, and
+/// each statement's calls per task and server time (pg_stat_statements, top level).
+async fn breakdown(
+    stats: &Stats,
+    before: &Sample,
+    after: &Sample,
+    n: usize,
+    out: &mut Vec<Figure>,
+) -> Result<(), BoxError> {
+    let per = |a: i64, b: i64| (b - a) as f64 / n as f64;
+    // The two samples' own transactions are among the commits.
+    let commits = per(before.commits + 2, after.commits);
+    let syncs = per(before.wal_syncs, after.wal_syncs);
+    out.push(Figure {
+        name: "pg_commits_per_task".into(),
+        value: commits,
+        unit: "",
+        target: None,
+        description: "commits per task claim + complete (1 worker)".into(),
+    });
+    out.push(Figure {
+        name: "pg_wal_syncs_per_task".into(),
+        value: syncs,
+        unit: "",
+        target: None,
+        description: "WAL flushes (fsync) per task claim + complete (1 worker)".into(),
+    });
+    if !stats.statements {
+        say("(no pg_stat_statements on this server: no per-statement breakdown)");
+        return Ok(());
+    }
+    let rows = stats
+        .client
+        .query(
+            "SELECT calls, total_exec_time, query FROM pg_stat_statements
+              WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND query NOT LIKE '%pg_stat%'
+              ORDER BY calls DESC LIMIT 12",
+            &[],
+        )
+        .await?;
+    let mut statements = 0.0;
+    let mut lines =
+        String::from("per-statement breakdown, 1 worker (calls per task, server ms per call):\n");
+    for r in &rows {
+        let calls: i64 = r.get(0);
+        let total: f64 = r.get(1);
+        let query: String = r.get(2);
+        let query: String = query.split_whitespace().collect::<Vec<_>>().join(" ");
+        let per_task = calls as f64 / n as f64;
+        statements += per_task;
+        let _ = writeln!(
+            lines,
+            "  {per_task:>6.2}  {:>7.3} ms  {}",
+            total / calls.max(1) as f64,
+            query.chars().take(90).collect::<String>()
+        );
+    }
+    say(lines.trim_end());
+    out.push(Figure {
+        name: "pg_statements_per_task".into(),
+        value: statements,
+        unit: "",
+        target: None,
+        description: "statements (round trips once prepared) per task claim + complete".into(),
+    });
+    Ok(())
+}
+
+/// What this machine allows at best: the median of one round trip that does nothing
+/// (`SELECT 1`, prepared) and of one durable commit (a one-row insert, fsync on). A task claim +
+/// complete is two statements: it costs at least two of each.
+async fn floor(stats: &Stats, n: usize, out: &mut Vec<Figure>) -> Result<(), BoxError> {
+    let c = &stats.client;
+    let durable = "CREATE TABLE IF NOT EXISTS bench_commit (x int)";
+    c.batch_execute(durable).await?;
+    let ping = c.prepare("SELECT 1").await?;
+    let commit = c.prepare("INSERT INTO bench_commit VALUES (1)").await?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (mut rt, mut cm) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t = Instant::now();
+        c.query_one(&ping, &[]).await?;
+        rt.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        c.execute(&commit, &[]).await?;
+        cm.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    for (name, value, description) in [
+        (
+            "pg_round_trip_ms",
+            median(rt),
+            "one empty round trip (SELECT 1), median: this machine's floor",
+        ),
+        (
+            "pg_commit_ms",
+            median(cm),
+            "one durable one-row commit (fsync on), median: this machine's floor",
+        ),
+    ] {
+        out.push(Figure {
+            name: name.into(),
+            value,
+            unit: "ms",
+            target: None,
+            description: description.into(),
+        });
+    }
+    Ok(())
+}
+
 struct Figure {
     name: String,
     value: f64,
@@ -111,13 +273,18 @@ async fn figures(quick: bool) -> Result<Vec<Figure>, BoxError> {
     let n = if quick { 40 } else { 400 };
     let mut out = Vec::new();
 
-    // One worker, one task after another.
+    // One worker, one task after another, with the server's own counts of what it cost.
     let (plan, exec, tasks) = execution(&store, n).await?;
+    let stats = Stats::connect(&url).await?;
+    let before = stats.sample().await?;
     let start = Instant::now();
     for i in 0..n {
         claim_complete(&store, &plan, exec, &tasks, i).await?;
     }
     let per_task_ms = start.elapsed().as_secs_f64() * 1000.0 / n as f64;
+    let after = stats.sample().await?;
+    breakdown(&stats, &before, &after, n, &mut out).await?;
+    floor(&stats, n, &mut out).await?;
     out.push(Figure {
         name: "pg_task_claim_complete_ms".into(),
         value: per_task_ms,

@@ -3,22 +3,14 @@
 //! store's.
 
 use async_trait::async_trait;
-use orca_store::audit::{self, AuditEntry, NewAuditEntry, Seal, VerifyReport};
+use orca_store::audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 use orca_store::{AuditLogId, AuditStore, Authority, StoreError};
 use time::OffsetDateTime;
 
 use crate::codec::{corrupt, encode, log_key};
 use crate::{PgStore, db};
 
-fn parse_entry(key: &str, seq: i64, line: &str) -> Result<AuditEntry, StoreError> {
-    serde_json::from_str(line).map_err(|e| {
-        corrupt(
-            "audit_entries",
-            &format!("{key} #{seq}"),
-            format!("not an audit entry: {e}"),
-        )
-    })
-}
+use crate::write::parse_entry;
 
 fn parse_seal(key: &str, text: &str) -> Result<Seal, StoreError> {
     serde_json::from_str(text).map_err(|e| corrupt("audit_logs", key, format!("not a seal: {e}")))
@@ -72,42 +64,8 @@ impl AuditStore for PgStore {
         log: AuditLogId,
         entry: NewAuditEntry,
     ) -> Result<AuditEntry, StoreError> {
-        let entry = NewAuditEntry {
-            data: self.inner.redactor.redact_json(entry.data),
-            ..entry
-        };
-        let key = log_key(log);
-        let mut conn = self.conn().await?;
-        let tx = conn
-            .transaction()
-            .await
-            .map_err(db(format!("appending to the {log}")))?;
-        if lock_log(&tx, log, &key).await?.is_some() {
-            return Err(StoreError::Immutable(format!("the {log} is sealed")));
-        }
-        let last = tx
-            .query_opt(
-                "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq DESC LIMIT 1",
-                &[&key],
-            )
-            .await
-            .map_err(db(format!("reading the head of the {log}")))?
-            .map(|r| parse_entry(&key, r.get(0), r.get(1)))
-            .transpose()?;
-        let entry = audit::next_entry(last.as_ref(), entry, OffsetDateTime::now_utc());
-        let line = encode(&entry, &format!("an entry of the {log}"))?;
-        let seq = i64::try_from(entry.seq)
-            .map_err(|_| StoreError::Invalid(format!("the {log} is full")))?;
-        tx.execute(
-            "INSERT INTO audit_entries (log_key, seq, line) VALUES ($1, $2, $3)",
-            &[&key, &seq, &line],
-        )
-        .await
-        .map_err(db(format!("appending to the {log}")))?;
-        tx.commit()
-            .await
-            .map_err(db(format!("committing to the {log}")))?;
-        Ok(entry)
+        let (_, entry) = crate::write::write(self, None, Some((log, entry))).await?;
+        entry.ok_or_else(|| StoreError::backend(format!("appending to the {log}"), "no entry"))
     }
 
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {

@@ -85,3 +85,36 @@ pub(crate) fn log_key(log: AuditLogId) -> String {
         } => format!("exec:{plan_id}:{execution_id}"),
     }
 }
+
+/// Reads the document of row `key` of `table` (`plans` or `executions`) locked for the rest of
+/// the transaction, checks it is still at `expected`, and returns it with its next revision:
+/// the start of every compare-and-swap update.
+pub(crate) async fn locked_at<T>(
+    tx: &tokio_postgres::Transaction<'_>,
+    table: &'static str,
+    key: &str,
+    what: &str,
+    expected: Revision,
+    parse: fn(&str) -> Result<T, DocumentError>,
+) -> Result<(Versioned<T>, Revision), StoreError> {
+    let row = tx
+        .query_opt(
+            &format!("SELECT revision, doc FROM {table} WHERE id = $1 FOR UPDATE"),
+            &[&key],
+        )
+        .await
+        .map_err(crate::db(format!("reading {what}")))?
+        .ok_or_else(|| StoreError::NotFound {
+            what: what.to_owned(),
+        })?;
+    let stored = decode(table, key, row.get(1), row.get(0), parse)?;
+    if stored.revision != expected {
+        return Err(orca_store::common::conflict(
+            what.to_owned(),
+            expected,
+            stored.revision,
+        ));
+    }
+    let next = orca_store::common::next_revision(what, stored.revision)?;
+    Ok((stored, next))
+}

@@ -4,21 +4,25 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use orca_core::{Execution, ExecutionId, ExecutionStage, Holder, PlanId, StepId, Task};
+use orca_core::{Execution, ExecutionId, Holder, PlanId, StepId, Task};
+use orca_store::AuditLogId;
+use orca_store::audit::{AuditEntry, NewAuditEntry};
 use orca_store::common;
 use orca_store::{
     ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
     ResourceGuard, Revision, StoreError, Versioned,
 };
-use tokio_postgres::IsolationLevel;
 
-use crate::codec::{self, corrupt, db_revision, decode, encode_redacted, tag};
+use crate::codec::{self, db_revision, decode, encode_redacted, tag};
+use crate::write::TaskWrite;
 use crate::{PgStore, db};
 
-fn stage_of(key: &str, text: &str) -> Result<ExecutionStage, StoreError> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned()))
-        .map_err(|e| corrupt("executions", key, format!("unknown stage {text:?}: {e}")))
-}
+/// The header (step NULL) then its tasks in plan order, in one statement.
+const SNAPSHOT: &str = "SELECT NULL::text, revision, doc, -1 AS ord FROM executions WHERE id = $1
+     UNION ALL
+     SELECT t.step_id, t.revision, t.doc, t.ord FROM tasks t
+      WHERE t.execution_id = $1 AND EXISTS (SELECT 1 FROM executions WHERE id = $1)
+     ORDER BY 4";
 
 #[async_trait]
 impl ExecutionStore for PgStore {
@@ -99,40 +103,31 @@ impl ExecutionStore for PgStore {
         let key = id.to_string();
         let what = common::exec_what(id);
         let mut conn = self.conn().await?;
-        // One consistent snapshot of the header and its tasks.
-        let tx = conn
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
+        // One statement: one consistent snapshot of the header and its tasks, one round trip.
+        let stmt = conn
+            .prepared(SNAPSHOT)
             .await
             .map_err(db(format!("reading {what}")))?;
-        let row = tx
-            .query_opt(
-                "SELECT revision, doc FROM executions WHERE id = $1",
-                &[&key],
-            )
+        let rows = conn
+            .query(&stmt, &[&key])
             .await
-            .map_err(db(format!("reading {what}")))?
+            .map_err(db(format!("reading {what}")))?;
+        let mut rows = rows.iter();
+        let header = rows
+            .next()
+            .filter(|r| r.get::<_, Option<String>>(0).is_none())
             .ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
         let execution = decode(
             "executions",
             &key,
-            row.get(1),
-            row.get(0),
+            header.get(2),
+            header.get(1),
             Execution::from_json,
         )?;
-        let rows = tx
-            .query(
-                "SELECT step_id, revision, doc FROM tasks WHERE execution_id = $1 ORDER BY ord",
-                &[&key],
-            )
-            .await
-            .map_err(db(format!("reading the tasks of {what}")))?;
-        tx.commit().await.map_err(db(format!("reading {what}")))?;
-        let mut tasks = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let step: String = r.get(0);
+        let mut tasks = Vec::new();
+        for r in rows {
+            let step: Option<String> = r.get(0);
+            let step = step.unwrap_or_default();
             tasks.push(decode(
                 "tasks",
                 &format!("{key}/{step}"),
@@ -146,12 +141,13 @@ impl ExecutionStore for PgStore {
 
     async fn execution_header(&self, id: ExecutionId) -> Result<Versioned<Execution>, StoreError> {
         let key = id.to_string();
-        let conn = self.conn().await?;
+        let mut conn = self.conn().await?;
+        let stmt = conn
+            .prepared("SELECT revision, doc FROM executions WHERE id = $1")
+            .await
+            .map_err(db(format!("reading execution {id}")))?;
         let row = conn
-            .query_opt(
-                "SELECT revision, doc FROM executions WHERE id = $1",
-                &[&key],
-            )
+            .query_opt(&stmt, &[&key])
             .await
             .map_err(db(format!("reading execution {id}")))?
             .ok_or_else(|| StoreError::NotFound {
@@ -168,12 +164,13 @@ impl ExecutionStore for PgStore {
 
     async fn task(&self, id: ExecutionId, step: &StepId) -> Result<Versioned<Task>, StoreError> {
         let key = id.to_string();
-        let conn = self.conn().await?;
+        let mut conn = self.conn().await?;
+        let stmt = conn
+            .prepared("SELECT revision, doc FROM tasks WHERE execution_id = $1 AND step_id = $2")
+            .await
+            .map_err(db(format!("reading task {step} of {id}")))?;
         let row = conn
-            .query_opt(
-                "SELECT revision, doc FROM tasks WHERE execution_id = $1 AND step_id = $2",
-                &[&key, &step.to_string()],
-            )
+            .query_opt(&stmt, &[&key, &step.to_string()])
             .await
             .map_err(db(format!("reading task {step} of {id}")))?;
         let Some(row) = row else {
@@ -190,6 +187,43 @@ impl ExecutionStore for PgStore {
         )
     }
 
+    async fn changed_tasks(
+        &self,
+        id: ExecutionId,
+        known: &[Revision],
+    ) -> Result<Vec<(usize, Versioned<Task>)>, StoreError> {
+        let key = id.to_string();
+        let known: Vec<i64> = known.iter().map(|r| db_revision(*r)).collect();
+        let mut conn = self.conn().await?;
+        let stmt = conn
+            .prepared(
+                "SELECT ord, step_id, revision, doc FROM tasks
+                  WHERE execution_id = $1
+                    AND revision IS DISTINCT FROM ($2::int8[])[ord + 1]
+                  ORDER BY ord",
+            )
+            .await
+            .map_err(db(format!("reading the tasks of {id}")))?;
+        let rows = conn
+            .query(&stmt, &[&key, &known])
+            .await
+            .map_err(db(format!("reading the tasks of {id}")))?;
+        let mut changed = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let ord: i32 = r.get(0);
+            let step: String = r.get(1);
+            let task = decode(
+                "tasks",
+                &format!("{key}/{step}"),
+                r.get(3),
+                r.get(2),
+                Task::from_json,
+            )?;
+            changed.push((usize::try_from(ord).unwrap_or(usize::MAX), task));
+        }
+        Ok(changed)
+    }
+
     async fn update_execution(
         &self,
         execution: &Execution,
@@ -204,26 +238,16 @@ impl ExecutionStore for PgStore {
             .transaction()
             .await
             .map_err(db(format!("updating {what}")))?;
-        let row = tx
-            .query_opt(
-                "SELECT revision, doc FROM executions WHERE id = $1 FOR UPDATE",
-                &[&key],
-            )
-            .await
-            .map_err(db(format!("reading {what}")))?
-            .ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
-        let stored = decode(
+        let (stored, next) = codec::locked_at(
+            &tx,
             "executions",
             &key,
-            row.get(1),
-            row.get(0),
+            &what,
+            expected,
             Execution::from_json,
-        )?;
-        if stored.revision != expected {
-            return Err(common::conflict(what, expected, stored.revision));
-        }
+        )
+        .await?;
         common::check_execution_update(&stored.value, execution)?;
-        let next = common::next_revision(&what, stored.revision)?;
         tx.execute(
             "UPDATE executions SET revision = $2, stage = $3, doc = $4 WHERE id = $1",
             &[&key, &db_revision(next), &tag(&execution.stage()), &doc],
@@ -248,59 +272,52 @@ impl ExecutionStore for PgStore {
         task: &Task,
         expected: Revision,
     ) -> Result<Revision, StoreError> {
-        let key = execution.to_string();
-        let step = task.step_id().to_string();
-        let what = common::task_what(execution, task);
-        let doc = encode_redacted(task, &what, &self.inner.redactor)?;
-        let mut conn = self.conn().await?;
-        let tx = conn
-            .transaction()
-            .await
-            .map_err(db(format!("updating {what}")))?;
-        // FOR SHARE: the header cannot turn terminal until this task write commits.
-        let stage: String = tx
-            .query_opt(
-                "SELECT stage FROM executions WHERE id = $1 FOR SHARE",
-                &[&key],
-            )
-            .await
-            .map_err(db(format!("reading execution {execution}")))?
-            .ok_or_else(|| StoreError::NotFound {
-                what: common::exec_what(execution),
-            })?
-            .get(0);
-        let stage = stage_of(&key, &stage)?;
-        let row = tx
-            .query_opt(
-                "SELECT revision FROM tasks WHERE execution_id = $1 AND step_id = $2 FOR UPDATE",
-                &[&key, &step],
-            )
-            .await
-            .map_err(db(format!("reading {what}")))?;
-        common::check_task_update(execution, stage, row.is_some(), task)?;
-        let Some(row) = row else {
-            return Err(StoreError::NotFound { what });
-        };
-        let found = codec::revision_of("tasks", &format!("{key}/{step}"), row.get(0))?;
-        if found != expected {
-            return Err(common::conflict(what, expected, found));
-        }
-        let next = common::next_revision(&what, found)?;
-        tx.execute(
-            "UPDATE tasks SET revision = $3, status = $4, doc = $5
-             WHERE execution_id = $1 AND step_id = $2",
-            &[&key, &step, &db_revision(next), &tag(&task.status()), &doc],
+        let (revision, _) = crate::write::write(
+            self,
+            Some(TaskWrite {
+                execution,
+                task,
+                expected,
+            }),
+            None,
         )
-        .await
-        .map_err(db(format!("writing {what}")))?;
-        // Wakes watchers of this execution (LISTEN orca_tasks); delivered on commit.
-        tx.execute("SELECT pg_notify('orca_tasks', $1)", &[&key])
-            .await
-            .map_err(db(format!("notifying the change of {what}")))?;
-        tx.commit()
-            .await
-            .map_err(db(format!("committing {what}")))?;
-        Ok(next)
+        .await?;
+        revision.ok_or_else(|| StoreError::backend("writing a task", "no revision written"))
+    }
+
+    async fn update_task_logged(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+        log: AuditLogId,
+        entry: NewAuditEntry,
+    ) -> Result<Option<(Revision, AuditEntry)>, StoreError> {
+        let written = crate::write::write(
+            self,
+            Some(TaskWrite {
+                execution,
+                task,
+                expected,
+            }),
+            Some((log, entry)),
+        )
+        .await?;
+        match written {
+            (Some(revision), Some(entry)) => Ok(Some((revision, entry))),
+            _ => Err(StoreError::backend(
+                "writing a task and its entry",
+                "nothing written",
+            )),
+        }
+    }
+
+    async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
+        crate::locks::renew_task_leases(self, holder).await
+    }
+
+    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<StepId>, StoreError> {
+        crate::locks::expired_tasks(self, execution).await
     }
 
     async fn list_executions(
@@ -364,6 +381,14 @@ impl ExecutionStore for PgStore {
         holder: &Holder,
     ) -> Result<Lease, StoreError> {
         crate::locks::acquire_lease(self, execution, holder).await
+    }
+
+    async fn acquire_shared_lease(
+        &self,
+        execution: ExecutionId,
+        holder: &Holder,
+    ) -> Result<Option<Lease>, StoreError> {
+        crate::locks::acquire_shared_lease(self, execution, holder).await
     }
 
     async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError> {

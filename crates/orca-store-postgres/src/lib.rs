@@ -22,6 +22,7 @@ mod pool;
 pub mod schema;
 pub mod throwaway;
 mod transfer;
+mod write;
 
 use std::sync::Arc;
 
@@ -32,6 +33,9 @@ pub use locks::abandon_lease;
 pub use notify::CHANNELS;
 pub use schema::MigrationReport;
 pub use transfer::RawLog;
+
+/// How long a running task's lease lasts without its holder's heartbeat (ADR 0026).
+pub const DEFAULT_TASK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The PostgreSQL store. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -44,6 +48,10 @@ struct Inner {
     authority: Authority,
     redactor: Redactor,
     releases: Arc<locks::Releases>,
+    /// The head of each audit log as this store last saw it (`write`).
+    heads: write::Heads,
+    /// How long a claimed task's lease lasts without a heartbeat.
+    task_lease: std::time::Duration,
     url: String,
     /// The schema was brought up to date by this store (on its first connection).
     migrated: tokio::sync::OnceCell<MigrationReport>,
@@ -97,6 +105,8 @@ impl PgStore {
                 authority,
                 redactor,
                 releases: Arc::new(locks::Releases::default()),
+                heads: write::Heads::default(),
+                task_lease: DEFAULT_TASK_LEASE,
                 url: url.to_owned(),
                 migrated: tokio::sync::OnceCell::new(),
             }),

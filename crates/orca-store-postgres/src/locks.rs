@@ -2,9 +2,14 @@
 //! when their holder's connection does (its process died, its host is gone once TCP keepalive
 //! notices). The lease row records who holds it and when (the database's clock).
 //!
-//! A guard is released when dropped. The release runs on the runtime (unlock, then close the
-//! connection); until it has finished, this store's own next attempt on the same lock waits
-//! for it (so dropping a guard and locking again at once behaves as with the file store).
+//! A guard is released when dropped. The release runs on the runtime (unlock, then the
+//! connection goes back to this store's idle lock connections, ADR 0026: a lock costs one
+//! round trip, not a new connection); until it has finished, this store's own next attempt on
+//! the same lock waits for it (so dropping a guard and locking again at once behaves as with
+//! the file store).
+//!
+//! Task leases (workers claiming tasks one by one, ADR 0026) are rows with an expiry in the
+//! database's clock, written with the running task (`write`), renewed here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,23 +17,35 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use orca_core::{ExecutionId, Holder};
+use crate::pool::Session;
+use crate::{PgStore, db};
+use orca_core::{ExecutionId, Holder, StepId};
 use orca_store::common;
 use orca_store::{Lease, LeaseInfo, ResourceGuard, StoreError};
 use time::OffsetDateTime;
 use tokio::sync::Notify;
-use tokio_postgres::Client;
 
-use crate::{PgStore, db};
+/// Idle lock connections kept for reuse.
+const IDLE_LOCK_CONNECTIONS: usize = 32;
 
-/// Releases under way in this process, by lock key.
+/// Releases under way in this process, by lock key, and the idle lock connections.
 #[derive(Debug, Default)]
 pub(crate) struct Releases {
     pending: Mutex<HashMap<i64, usize>>,
     done: Notify,
+    /// Connections that held locks and hold none now.
+    idle: Mutex<Vec<Session>>,
 }
 
 impl Releases {
+    /// Keeps a connection that holds no lock for the next lock.
+    fn keep(&self, session: Session) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if !session.is_closed() && idle.len() < IDLE_LOCK_CONNECTIONS {
+            idle.push(session);
+        }
+    }
+
     fn begin(&self, keys: &[i64]) {
         let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         for k in keys {
@@ -84,7 +101,7 @@ pub(crate) fn lock_key(namespace: &str, name: &str) -> i64 {
 
 /// A held lock: its own connection, released (or abandoned) when dropped.
 struct Held {
-    client: Option<Client>,
+    client: Option<Session>,
     keys: Vec<i64>,
     /// The lease row to delete on a clean release.
     lease_row: Option<String>,
@@ -92,6 +109,20 @@ struct Held {
     abandon: AtomicBool,
     releases: Arc<Releases>,
     runtime: tokio::runtime::Handle,
+}
+
+impl Held {
+    /// Locks of `keys` held on `client`, released on drop (no lease row yet).
+    fn new(store: &PgStore, client: Session, keys: Vec<i64>) -> Self {
+        Self {
+            client: Some(client),
+            keys,
+            lease_row: None,
+            abandon: AtomicBool::new(false),
+            releases: Arc::clone(&store.inner.releases),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
 }
 
 impl Drop for Held {
@@ -110,13 +141,19 @@ impl Drop for Held {
         let done = Arc::clone(&releases);
         let done_keys = keys.clone();
         let task = async move {
-            if let Some(id) = row {
-                let _ = client
-                    .execute("DELETE FROM leases WHERE execution_id = $1", &[&id])
-                    .await;
+            let mut session = client;
+            if let Some(id) = row
+                && let Ok(stmt) = session.prepared(DELETE_LEASE).await
+            {
+                let _ = session.client.execute(&stmt, &[&id]).await;
             }
-            let _ = client.execute("SELECT pg_advisory_unlock_all()", &[]).await;
-            drop(client);
+            // Unlocked: the connection is kept for the next lock; not unlocked (it failed):
+            // it is closed, which lets go of its locks all the same.
+            if let Ok(stmt) = session.prepared(UNLOCK_ALL).await
+                && session.client.execute(&stmt, &[]).await.is_ok()
+            {
+                done.keep(session);
+            }
             done.end(&done_keys);
         };
         // With no runtime left, closing the connection releases the locks all the same.
@@ -133,23 +170,45 @@ pub fn abandon_lease(lease: Lease) {
     drop(lease);
 }
 
-async fn take_locks(store: &PgStore, keys: &[i64]) -> Result<Option<Client>, StoreError> {
+const TRY_LOCKS: &str =
+    "SELECT coalesce(bool_and(pg_try_advisory_lock(k)), true) FROM unnest($1::int8[]) AS k";
+const TRY_SHARED: &str =
+    "SELECT coalesce(bool_and(pg_try_advisory_lock_shared(k)), true) FROM unnest($1::int8[]) AS k";
+const UNLOCK_ALL: &str = "SELECT pg_advisory_unlock_all()";
+const DELETE_LEASE: &str = "DELETE FROM leases WHERE execution_id = $1";
+
+/// Takes every lock of `keys` (exclusive, or shared), all or none, on a connection of its own.
+async fn take_locks(
+    store: &PgStore,
+    keys: &[i64],
+    shared: bool,
+) -> Result<Option<Session>, StoreError> {
     store.inner.releases.settle(keys).await;
     store.migrate().await?;
-    let client = crate::pool::connect(store.pool().config()).await?;
-    let row = client
-        .query_one(
-            "SELECT coalesce(bool_and(pg_try_advisory_lock(k)), true) FROM unnest($1::int8[]) AS k",
-            &[&keys],
-        )
+    let releases = &store.inner.releases;
+    let mut session = match crate::pool::take_open(&releases.idle) {
+        Some(s) => s,
+        None => Session::new(crate::pool::connect(store.pool().config()).await?),
+    };
+    let stmt = session
+        .prepared(if shared { TRY_SHARED } else { TRY_LOCKS })
+        .await
+        .map_err(db("taking advisory locks"))?;
+    let row = session
+        .client
+        .query_one(&stmt, &[&keys])
         .await
         .map_err(db("taking advisory locks"))?;
     let all: bool = row.get(0);
     if all {
-        return Ok(Some(client));
+        return Ok(Some(session));
     }
-    // All or none: what was taken goes with the connection, explicitly first.
-    let _ = client.execute("SELECT pg_advisory_unlock_all()", &[]).await;
+    // All or none: what was taken is let go before the connection is kept.
+    if let Ok(stmt) = session.prepared(UNLOCK_ALL).await
+        && session.client.execute(&stmt, &[]).await.is_ok()
+    {
+        releases.keep(session);
+    }
     Ok(None)
 }
 
@@ -205,7 +264,7 @@ pub(crate) async fn acquire_lease(
 ) -> Result<Lease, StoreError> {
     let key = lease_key(execution);
     let id = execution.to_string();
-    let Some(client) = take_locks(store, &[key]).await? else {
+    let Some(client) = take_locks(store, &[key], false).await? else {
         let current = lease(store, execution).await?;
         return Err(StoreError::LeaseHeld {
             execution,
@@ -220,18 +279,12 @@ pub(crate) async fn acquire_lease(
         });
     };
     // From here the lock is ours: dropping `held` on any error releases it.
-    let mut held = Held {
-        client: Some(client),
-        keys: vec![key],
-        lease_row: None,
-        abandon: AtomicBool::new(false),
-        releases: Arc::clone(&store.inner.releases),
-        runtime: tokio::runtime::Handle::current(),
-    };
-    let client = held
+    let mut held = Held::new(store, client, vec![key]);
+    let client = &held
         .client
         .as_ref()
-        .ok_or_else(|| StoreError::backend("taking a lease", "the lease connection is gone"))?;
+        .ok_or_else(|| StoreError::backend("taking a lease", "the lease connection is gone"))?
+        .client;
     let exists = client
         .query_opt("SELECT 1 FROM executions WHERE id = $1", &[&id])
         .await
@@ -283,13 +336,34 @@ pub(crate) async fn acquire_lease(
     Ok(Lease::new(execution, info, Box::new(held), took_over))
 }
 
+/// A shared hold on an execution's lease lock (workers claiming its tasks, ADR 0026): no row
+/// is written; it goes with its connection like the exclusive lease.
+pub(crate) async fn acquire_shared_lease(
+    store: &PgStore,
+    execution: ExecutionId,
+    holder: &Holder,
+) -> Result<Option<Lease>, StoreError> {
+    let key = lease_key(execution);
+    let Some(client) = take_locks(store, &[key], true).await? else {
+        return Ok(None);
+    };
+    let held = Held::new(store, client, vec![key]);
+    let info = LeaseInfo {
+        holder: holder.clone(),
+        acquired_at: OffsetDateTime::now_utc(),
+        stale: false,
+        renewed_at: None,
+    };
+    Ok(Some(Lease::new(execution, info, Box::new(held), None)))
+}
+
 pub(crate) async fn renew_lease(lease: &Lease) -> Result<(), StoreError> {
     let Some(held) = lease.backend_guard().downcast_ref::<Held>() else {
         return Err(StoreError::Invalid(
             "this lease was not taken from a postgres store".into(),
         ));
     };
-    let Some(client) = held.client.as_ref() else {
+    let Some(client) = held.client.as_ref().map(|s| &s.client) else {
         return Ok(());
     };
     let execution = lease.execution();
@@ -315,16 +389,56 @@ pub(crate) async fn try_lock_resources(
         .iter()
         .map(|n| lock_key("orca-resource", n))
         .collect();
-    let Some(client) = take_locks(store, &keys).await? else {
+    let Some(client) = take_locks(store, &keys, false).await? else {
         return Ok(None);
     };
-    let held = Held {
-        client: Some(client),
-        keys,
-        lease_row: None,
-        abandon: AtomicBool::new(false),
-        releases: Arc::clone(&store.inner.releases),
-        runtime: tokio::runtime::Handle::current(),
-    };
+    let held = Held::new(store, client, keys);
     Ok(Some(ResourceGuard::new(unique, Box::new(held))))
+}
+
+/// Renews the leases of the running tasks `holder` claimed (by its token).
+pub(crate) async fn renew_task_leases(store: &PgStore, holder: &Holder) -> Result<(), StoreError> {
+    let secs = store.inner.task_lease.as_secs_f64();
+    let mut conn = store.conn().await?;
+    let stmt = conn
+        .prepared(
+            "UPDATE task_leases SET expires_at = now() + make_interval(secs => $2)
+             WHERE token = $1",
+        )
+        .await
+        .map_err(db("renewing task leases"))?;
+    conn.execute(&stmt, &[&holder.token, &secs])
+        .await
+        .map_err(db("renewing task leases"))?;
+    Ok(())
+}
+
+/// The running tasks of `execution` whose lease expired (the database's clock).
+pub(crate) async fn expired_tasks(
+    store: &PgStore,
+    execution: ExecutionId,
+) -> Result<Vec<StepId>, StoreError> {
+    let mut conn = store.conn().await?;
+    let stmt = conn
+        .prepared(
+            "SELECT t.step_id FROM tasks t
+               JOIN task_leases l ON l.execution_id = t.execution_id AND l.step_id = t.step_id
+              WHERE t.execution_id = $1 AND t.status = 'running' AND l.expires_at < now()
+              ORDER BY t.ord",
+        )
+        .await
+        .map_err(db("reading expired task leases"))?;
+    let key = execution.to_string();
+    let rows = conn
+        .query(&stmt, &[&key])
+        .await
+        .map_err(db(format!("reading the task leases of {execution}")))?;
+    rows.iter()
+        .map(|r| {
+            let step: String = r.get(0);
+            StepId::parse(&step).map_err(|e| {
+                crate::codec::corrupt("task_leases", &key, format!("bad step id {step:?}: {e}"))
+            })
+        })
+        .collect()
 }

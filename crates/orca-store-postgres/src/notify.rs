@@ -3,11 +3,8 @@
 //! (both, filtered by id) listen instead of polling (they still poll, slowly, as a fallback: a
 //! notification sent while a listener reconnects is lost).
 
-use std::future::poll_fn;
-
 use orca_store::StoreError;
 use tokio::sync::mpsc;
-use tokio_postgres::AsyncMessage;
 
 use crate::{PgStore, db};
 
@@ -24,36 +21,12 @@ impl PgStore {
     /// The database cannot be reached.
     pub async fn listen(&self, channels: &[&str]) -> Result<mpsc::Receiver<String>, StoreError> {
         self.migrate().await?;
-        let (client, mut connection) = self
-            .pool()
-            .config()
-            .connect(tokio_postgres::NoTls)
+        let (tx, rx) = mpsc::channel(1024);
+        // The connection lives while the driver runs: until the receiver goes (a send fails)
+        // or the connection ends.
+        let (client, ended) = crate::pool::open(self.pool().config(), Some(tx))
             .await
             .map_err(db("connecting to listen for notifications"))?;
-        let (tx, rx) = mpsc::channel(1024);
-        let client = std::sync::Arc::new(client);
-        let kept = std::sync::Arc::clone(&client);
-        tokio::spawn(async move {
-            // Holds the client while the connection is polled; both go when the receiver does.
-            let _kept = kept;
-            while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
-                match message {
-                    Ok(AsyncMessage::Notification(n)) => {
-                        // A full queue means the listener is behind: it re-reads anyway.
-                        if let Err(mpsc::error::TrySendError::Closed(_)) =
-                            tx.try_send(n.payload().to_owned())
-                        {
-                            break;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::debug!(error = %e, "notification connection ended");
-                        break;
-                    }
-                }
-            }
-        });
         let listen: String = channels
             .iter()
             .filter(|c| CHANNELS.contains(c))
@@ -63,6 +36,12 @@ impl PgStore {
             .batch_execute(&listen)
             .await
             .map_err(db("listening for notifications"))?;
+        // Dropping the client would end the connection: it is kept until the driver ends
+        // (the receiver was dropped, or the connection ended).
+        tokio::spawn(async move {
+            let _ = ended.await;
+            drop(client);
+        });
         Ok(rx)
     }
 }

@@ -53,20 +53,9 @@ impl PlanStore for PgStore {
             .transaction()
             .await
             .map_err(db(format!("updating {what}")))?;
-        let row = tx
-            .query_opt(
-                "SELECT revision, doc FROM plans WHERE id = $1 FOR UPDATE",
-                &[&key],
-            )
-            .await
-            .map_err(db(format!("reading {what}")))?
-            .ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
-        let stored = decode("plans", &key, row.get(1), row.get(0), Plan::from_json)?;
-        if stored.revision != expected {
-            return Err(common::conflict(what, expected, stored.revision));
-        }
+        let (stored, next) =
+            codec::locked_at(&tx, "plans", &key, &what, expected, Plan::from_json).await?;
         common::check_plan_update(&stored.value, plan)?;
-        let next = common::next_revision(&what, stored.revision)?;
         tx.execute(
             "UPDATE plans SET revision = $2, doc = $3 WHERE id = $1",
             &[&key, &db_revision(next), &doc],

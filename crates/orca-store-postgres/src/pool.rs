@@ -1,27 +1,70 @@
 //! A small connection pool: idle connections are reused, closed ones are dropped and replaced
-//! by a new connection on the next use (so a restarted database is reconnected to).
+//! by a new connection on the next use (so a restarted database is reconnected to). Each
+//! connection keeps the statements it prepared ([`Conn::prepared`]): a hot statement is parsed
+//! once per connection, then costs one round trip per use (ADR 0026).
+//!
+//! Every connection of the store — pooled, lock-holding or listening — is opened by [`open`].
 
+use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use orca_store::StoreError;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement};
 
-/// Connections open at once through the pool (leases and resource locks have their own).
+/// Connections open at once through the pool (lock holders and listeners are apart: see
+/// `locks` and `notify`).
 pub(crate) const POOL_SIZE: usize = 16;
+
+/// A connection with the statements it has prepared.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Session {
+    pub(crate) fn new(client: Client) -> Self {
+        Self {
+            client,
+            statements: HashMap::new(),
+        }
+    }
+
+    /// `sql` prepared on this connection (once; later calls reuse it).
+    ///
+    /// # Errors
+    ///
+    /// The database refused the statement or the connection failed.
+    pub(crate) async fn prepared(
+        &mut self,
+        sql: &'static str,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql).await?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Pool {
     config: Config,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<Session>>,
     permits: Arc<Semaphore>,
 }
 
 /// A pooled connection; goes back to the pool when dropped, unless it was closed.
 #[derive(Debug)]
 pub(crate) struct Conn<'a> {
-    client: Option<Client>,
+    session: Option<Session>,
     pool: &'a Pool,
     _permit: OwnedSemaphorePermit,
 }
@@ -45,41 +88,83 @@ impl Pool {
             .acquire_owned()
             .await
             .map_err(|e| StoreError::backend("waiting for a database connection", e))?;
-        let reused = {
-            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut found = None;
-            while let Some(c) = idle.pop() {
-                if !c.is_closed() {
-                    found = Some(c);
-                    break;
-                }
-            }
-            found
-        };
-        let client = match reused {
-            Some(c) => c,
-            None => connect(&self.config).await?,
+        let reused = take_open(&self.idle);
+        let session = match reused {
+            Some(s) => s,
+            None => Session::new(connect(&self.config).await?),
         };
         Ok(Conn {
-            client: Some(client),
+            session: Some(session),
             pool: self,
             _permit: permit,
         })
     }
 }
 
-/// Opens a connection of its own (not pooled), its driver task spawned on the runtime.
-pub(crate) async fn connect(config: &Config) -> Result<Client, StoreError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| StoreError::backend("connecting to the postgres store", e))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "postgres connection ended");
+/// The last idle session of `idle` that is still open (closed ones are dropped).
+pub(crate) fn take_open(idle: &Mutex<Vec<Session>>) -> Option<Session> {
+    let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
+    while let Some(s) = idle.pop() {
+        if !s.is_closed() {
+            return Some(s);
         }
+    }
+    None
+}
+
+/// Opens a connection (the one place the store connects): its driver runs on the runtime and
+/// forwards notifications to `notifications`, if given, until the connection ends or nobody
+/// receives them any more. The receiver fires when the driver has ended.
+pub(crate) async fn open(
+    config: &Config,
+    notifications: Option<mpsc::Sender<String>>,
+) -> Result<(Client, oneshot::Receiver<()>), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (ended, on_end) = oneshot::channel();
+    tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if let Some(tx) = &notifications {
+                        // A full queue means the listener is behind: it re-reads anyway.
+                        if let Err(mpsc::error::TrySendError::Closed(_)) =
+                            tx.try_send(n.payload().to_owned())
+                        {
+                            break;
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "postgres connection ended");
+                    break;
+                }
+            }
+        }
+        let _ = ended.send(());
     });
-    Ok(client)
+    Ok((client, on_end))
+}
+
+/// Opens a connection of its own (not pooled).
+pub(crate) async fn connect(config: &Config) -> Result<Client, StoreError> {
+    open(config, None)
+        .await
+        .map(|(client, _)| client)
+        .map_err(|e| StoreError::backend("connecting to the postgres store", e))
+}
+
+impl Conn<'_> {
+    /// `sql` prepared on this connection (see [`Session::prepared`]).
+    pub(crate) async fn prepared(
+        &mut self,
+        sql: &'static str,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        match self.session.as_mut() {
+            Some(s) => s.prepared(sql).await,
+            None => unreachable!("a pooled connection holds its session until dropped"),
+        }
+    }
 }
 
 impl Deref for Conn<'_> {
@@ -87,26 +172,34 @@ impl Deref for Conn<'_> {
 
     fn deref(&self) -> &Client {
         // Only `None` after drop.
-        self.client.as_ref().unwrap_or_else(|| unreachable!())
+        &self
+            .session
+            .as_ref()
+            .unwrap_or_else(|| unreachable!())
+            .client
     }
 }
 
 impl DerefMut for Conn<'_> {
     fn deref_mut(&mut self) -> &mut Client {
-        self.client.as_mut().unwrap_or_else(|| unreachable!())
+        &mut self
+            .session
+            .as_mut()
+            .unwrap_or_else(|| unreachable!())
+            .client
     }
 }
 
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
-        if let Some(c) = self.client.take()
-            && !c.is_closed()
+        if let Some(s) = self.session.take()
+            && !s.is_closed()
         {
             self.pool
                 .idle
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(c);
+                .push(s);
         }
     }
 }

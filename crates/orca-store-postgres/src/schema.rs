@@ -7,8 +7,13 @@ use crate::db;
 
 /// The migrations, in order. Version `n` is `MIGRATIONS[n - 1]`; a released migration never
 /// changes (its text is checked against the digest recorded when it was applied).
-pub const MIGRATIONS: &[(&str, &str)] =
-    &[("initial", include_str!("../migrations/0001_initial.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("initial", include_str!("../migrations/0001_initial.sql")),
+    (
+        "transitions",
+        include_str!("../migrations/0002_transitions.sql"),
+    ),
+];
 
 /// Serialises migrations of one database across processes (an advisory transaction lock).
 const MIGRATION_LOCK: i64 = 0x6f72_6361_0000_0001;

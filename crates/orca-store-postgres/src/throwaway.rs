@@ -176,9 +176,16 @@ impl Throwaway {
 
     fn options(&self, durable: bool) -> String {
         let fsync = if durable { "on" } else { "off" };
+        // A durable (benchmark) server counts its statements, for the per-statement
+        // breakdown (`pg_stat_statements`, when the server has it).
+        let stats = if durable && self.bin.join("../lib/pg_stat_statements.so").is_file() {
+            " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+        } else {
+            ""
+        };
         format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync={fsync} \
-             -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
+             -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3{stats}",
             self.port,
             self.dir.display()
         )

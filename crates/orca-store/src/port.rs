@@ -322,6 +322,25 @@ pub trait ExecutionStore: Send + Sync {
             })
     }
 
+    /// The tasks of an execution whose revision differs from `known` (the revisions the
+    /// caller holds, in plan order), with their positions: a worker claiming tasks beside
+    /// others catches up without re-reading every task (ADR 0026). The default reads the
+    /// whole snapshot.
+    async fn changed_tasks(
+        &self,
+        id: ExecutionId,
+        known: &[Revision],
+    ) -> Result<Vec<(usize, Versioned<Task>)>, StoreError> {
+        Ok(self
+            .execution(id)
+            .await?
+            .tasks
+            .into_iter()
+            .enumerate()
+            .filter(|(i, t)| known.get(*i) != Some(&t.revision))
+            .collect())
+    }
+
     /// Replaces the execution header if it is still at `expected`. Terminal executions are
     /// immutable.
     async fn update_execution(
@@ -339,6 +358,38 @@ pub trait ExecutionStore: Send + Sync {
         expected: Revision,
     ) -> Result<Revision, StoreError>;
 
+    /// Writes a task transition and its audit entry as ONE durable write, for backends that
+    /// can (one transaction, one commit: ADR 0026): the task is compare-and-swapped on
+    /// `expected` and `entry` appended to `log`, both or neither. `Ok(None)`: this backend does
+    /// not, nothing was written, and the caller writes the two one after the other (the
+    /// default).
+    async fn update_task_logged(
+        &self,
+        execution: ExecutionId,
+        task: &Task,
+        expected: Revision,
+        log: AuditLogId,
+        entry: NewAuditEntry,
+    ) -> Result<Option<(Revision, AuditEntry)>, StoreError> {
+        let _ = (execution, task, expected, log, entry);
+        Ok(None)
+    }
+
+    /// Renews the leases of the running tasks `holder` claimed (its heartbeat), for backends
+    /// whose workers claim tasks individually (ADR 0026). By default nothing is recorded.
+    async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
+        let _ = holder;
+        Ok(())
+    }
+
+    /// The running tasks of an execution whose lease expired (their holder stopped its
+    /// heartbeat), by the backend's clock. By default none: a backend without task leases
+    /// leaves takeovers to the execution's lease.
+    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<StepId>, StoreError> {
+        let _ = execution;
+        Ok(Vec::new())
+    }
+
     /// Executions, newest first, of one plan or of all.
     async fn list_executions(
         &self,
@@ -352,6 +403,24 @@ pub trait ExecutionStore: Send + Sync {
         execution: ExecutionId,
         holder: &Holder,
     ) -> Result<Lease, StoreError>;
+
+    /// Takes a SHARED hold on an execution, for workers that claim its tasks one by one
+    /// (ADR 0026): any number of shared holders at once, never together with the exclusive
+    /// lease of [`Self::acquire_lease`] (which fails with [`StoreError::LeaseHeld`] while a
+    /// shared holder lives). `Ok(None)`: the exclusive lease is held now. The default: this
+    /// store cannot ([`StoreError::Invalid`]).
+    async fn acquire_shared_lease(
+        &self,
+        execution: ExecutionId,
+        holder: &Holder,
+    ) -> Result<Option<Lease>, StoreError> {
+        let _ = (execution, holder);
+        Err(StoreError::Invalid(
+            "this store cannot share an execution between workers (claiming tasks one by one \
+             needs the postgres store)"
+                .to_owned(),
+        ))
+    }
 
     /// Who holds the lease now, if anyone has recorded one (stale or not).
     async fn lease(&self, execution: ExecutionId) -> Result<Option<LeaseInfo>, StoreError>;

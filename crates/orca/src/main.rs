@@ -23,6 +23,7 @@ mod store_cmd;
 mod term;
 mod trust;
 mod worker;
+mod worker_claims;
 
 use std::process::ExitCode;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use orca_core::ExecutionId;
+use orca_core::{ExecutionId, ExecutionStage};
 use orca_services::{NoHuman, RunOutcome};
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -21,6 +21,7 @@ use crate::app::App;
 use crate::cli::{Global, OnFailure, RunOptions};
 use crate::exit::{CliError, Exit};
 use crate::term::Progress;
+use crate::worker_claims::{ClaimMode, Wakes};
 
 /// `orca worker`.
 #[derive(Debug, Args)]
@@ -38,6 +39,10 @@ pub(crate) struct WorkerArgs {
     /// and tests.
     #[arg(long)]
     pub(crate) until_idle: bool,
+    /// What this worker claims: ready tasks one by one (several workers share one execution)
+    /// or whole executions (one leader each). ADR 0026.
+    #[arg(long, value_enum, default_value_t = ClaimMode::Execution)]
+    pub(crate) claim: ClaimMode,
     /// Seconds a step's processes get between SIGTERM and SIGKILL.
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub(crate) kill_grace: u64,
@@ -56,7 +61,7 @@ pub(crate) fn detached(app: &App, exec: ExecutionId) -> Exit {
 }
 
 /// What a drive ended with, for the log line.
-fn outcome_text(outcome: &RunOutcome) -> &'static str {
+pub(crate) fn outcome_text(outcome: &RunOutcome) -> &'static str {
     match outcome {
         RunOutcome::Completed => "completed",
         RunOutcome::Failed { .. } => "failed",
@@ -90,12 +95,18 @@ pub(crate) async fn listener(
 }
 
 /// A worker wakes when an execution is created or changes stage (a task ending makes no new
-/// execution ready: its leader sees it).
-const WORKER_CHANNELS: &[&str] = &["orca_executions"];
+/// execution ready: its leader sees it); one claiming tasks also when a task changes.
+const fn worker_channels(claim: ClaimMode) -> &'static [&'static str] {
+    match claim {
+        ClaimMode::Execution => &["orca_executions"],
+        ClaimMode::Task => orca_store_postgres::CHANNELS,
+    }
+}
 
-async fn next_wake(rx: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> bool {
+/// The next notification's payload; `None` when the connection ended.
+async fn next_wake(rx: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> Option<String> {
     match rx {
-        Some(r) => r.recv().await.is_some(),
+        Some(r) => r.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -140,22 +151,30 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         });
     }
     let url = crate::store_cmd::url(global, app.config()).ok().flatten();
-    let mut wake = listener(url.as_deref(), WORKER_CHANNELS).await;
+    let channels = worker_channels(args.claim);
+    let mut wake = listener(url.as_deref(), channels).await;
+    let mut wakes = Wakes::default();
     let limit = usize::from(args.concurrency);
     let mut inflight: HashSet<ExecutionId> = HashSet::new();
-    let mut joins: JoinSet<(ExecutionId, Result<RunOutcome, String>)> = JoinSet::new();
+    let mut joins: JoinSet<(ExecutionId, Result<&'static str, String>)> = JoinSet::new();
     let (mut driven, mut errors) = (0usize, 0usize);
     app.info(&format!(
-        "worker {} started: up to {limit} executions at once, {} tasks each",
+        "worker {} started: up to {limit} executions at once, {} tasks each, claiming {}",
         std::process::id(),
-        args.tasks
+        args.tasks,
+        match args.claim {
+            ClaimMode::Task => "tasks",
+            ClaimMode::Execution => "executions",
+        }
     ));
+    let mut relist = true;
+    let mut ready = 0usize;
     loop {
         if cancel.is_cancelled() {
             break;
         }
-        let mut ready = 0usize;
-        if inflight.len() < limit {
+        if relist && inflight.len() < limit {
+            ready = 0;
             match store.list_executions(None).await {
                 Ok(list) => {
                     for s in list.items {
@@ -184,9 +203,20 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
                         let runner =
                             orca.runner(config, Arc::new(Progress::new(app.style(), true, 0, 0)));
                         let token = cancel.child_token();
+                        let (claim, pending) = (args.claim, s.stage == ExecutionStage::Pending);
+                        let wake = wakes.of(id);
                         joins.spawn(async move {
-                            let r = runner.run(id, token).await;
-                            (id, r.map(|r| r.outcome).map_err(|e| e.to_string()))
+                            let r = match claim {
+                                ClaimMode::Execution => runner
+                                    .run(id, token)
+                                    .await
+                                    .map(|r| outcome_text(&r.outcome)),
+                                ClaimMode::Task => {
+                                    crate::worker_claims::drive(&runner, id, pending, &token, wake)
+                                        .await
+                                }
+                            };
+                            (id, r.map_err(|e| e.to_string()))
                         });
                     }
                 }
@@ -201,29 +231,31 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         if args.until_idle && inflight.is_empty() && ready == 0 {
             break;
         }
+        relist = true;
         tokio::select! {
             Some(done) = joins.join_next() => {
                 if let Ok((id, result)) = done {
                     inflight.remove(&id);
+                    wakes.remove(id);
                     match result {
                         Ok(outcome) => {
                             driven += 1;
-                            app.info(&format!("worker: {id} {}", outcome_text(&outcome)));
+                            app.info(&format!("worker: {id} {outcome}"));
                         }
                         // Another worker took it first (LeaseHeld), or the store failed.
                         Err(e) => tracing::info!(execution = %id, error = %e, "not driven"),
                     }
                 }
             }
-            alive = next_wake(&mut wake) => {
-                if !alive {
-                    // The notification connection ended (a database restart): reconnect.
-                    wake = listener(url.as_deref(), WORKER_CHANNELS).await;
-                }
-            }
+            payload = next_wake(&mut wake) => match payload {
+                // A task of an execution this worker claims in: its drive looks again.
+                Some(p) => relist = !wakes.wake(&p),
+                // The notification connection ended (a database restart): reconnect.
+                None => wake = listener(url.as_deref(), channels).await,
+            },
             () = tokio::time::sleep(Duration::from_secs(args.poll)) => {
                 if wake.is_none() {
-                    wake = listener(url.as_deref(), WORKER_CHANNELS).await;
+                    wake = listener(url.as_deref(), channels).await;
                 }
             }
             () = cancel.cancelled() => break,

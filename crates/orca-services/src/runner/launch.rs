@@ -33,6 +33,10 @@ impl Runner {
         }
         candidates.sort_by_key(|(i, _)| *i);
         candidates.dedup_by_key(|(i, _)| *i);
+        if !candidates.is_empty() {
+            let first = run.first_look % candidates.len();
+            candidates.rotate_left(first);
+        }
         // A wait for a step that no longer wants to start ends.
         for i in run.where_slot(|s| matches!(s, Slot::WaitingForLock { .. })) {
             if !candidates.iter().any(|(c, _)| *c == i) {

@@ -11,6 +11,7 @@
 //! Delivery to agents is **at least once**: if the process dies while an agent call is in
 //! flight, `resume` records that attempt as abandoned and runs the step again.
 
+mod claim;
 mod config;
 mod decide;
 mod launch;
@@ -18,9 +19,10 @@ mod record;
 mod report;
 mod state;
 
+pub use claim::ClaimOutcome;
 pub use config::{Backoff, FailurePolicy, RunConfig};
 pub use report::{Observer, Quiet, RunEvent, RunOutcome, RunReport, terminal_outcome};
-use state::{Recording, Run, Slot, retryable};
+use state::{Joined, Recording, Run, Slot, retryable};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -45,6 +47,17 @@ use crate::hitl::{Hitl, decision_question};
 use crate::record::{AppliedPolicy, StartedAttempt};
 use crate::relay::{ApprovalOutcome, OrcaService};
 use crate::tools::AuditScope;
+
+/// What opening an execution found.
+enum Opened {
+    /// It had ended already.
+    Ended(RunOutcome),
+    /// It runs: its approved plan, and the steps whose abandoned attempts were recovered.
+    Running {
+        plan: Box<ApprovedPlan>,
+        recovered: Vec<StepId>,
+    },
+}
 
 /// Drives executions.
 #[derive(Clone)]
@@ -112,14 +125,70 @@ impl Runner {
         lease: &orca_store::Lease,
         cancel: CancellationToken,
     ) -> Result<RunReport> {
+        let (plan, recovered) = match self.open(id, lease).await? {
+            Opened::Ended(outcome) => {
+                return Ok(RunReport {
+                    execution_id: id,
+                    outcome,
+                    usage: Usage::default(),
+                });
+            }
+            Opened::Running { plan, recovered } => (*plan, recovered),
+        };
+        let snap = self.executions.get(id).await?;
+        let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
+            .take(snap.tasks.len())
+            .collect();
+        for i in recovered.iter().filter_map(|s| plan.content().position(s)) {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Slot::RetryNow { guidance: None };
+            }
+        }
+        let deps = orca_core::graph::dependency_indices(&plan.content().steps);
+        let mut run = Run {
+            id,
+            plan,
+            deps,
+            execution: snap.execution.value,
+            tasks: snap.tasks,
+            joins: JoinSet::new(),
+            calls: CancellationToken::new(),
+            slots,
+            usage: Usage::default(),
+            started: Instant::now(),
+            last_refresh: Instant::now(),
+            stop_after_drain: None,
+            first_look: 0,
+        };
+        let outcome = self.drive(&mut run, &cancel).await;
+        if outcome.is_err() {
+            // Agent calls stop; replies already in are written whole before the lease goes,
+            // and their processes are gone before their locks are.
+            Self::drain_calls(&mut run).await;
+            self.dispatch.context().agents.settle().await;
+            run.end_in_flight();
+        }
+        let outcome = outcome?;
+        if outcome.stage().is_terminal() {
+            let log = ExecutionService::log(run.plan.id(), id);
+            self.executions.store().seal(log).await?;
+        }
+        Ok(RunReport {
+            execution_id: id,
+            outcome,
+            usage: run.usage,
+        })
+    }
+
+    /// Opens an execution under its lease (ADR 0013, 0010): its record must verify and agree
+    /// with its state, its plan be the approved one; a dead runner's processes are ended, the
+    /// execution is begun (or resumed) and abandoned attempts recovered. Used by [`Self::run`]
+    /// and, for workers claiming tasks one by one, by [`Self::begin_for_claims`].
+    async fn open(&self, id: ExecutionId, lease: &orca_store::Lease) -> Result<Opened> {
         let store = self.executions.store().clone();
         let snap = self.executions.get(id).await?;
         if let Some(outcome) = terminal_outcome(&snap.execution.value) {
-            return Ok(RunReport {
-                execution_id: id,
-                outcome,
-                usage: Usage::default(),
-            });
+            return Ok(Opened::Ended(outcome));
         }
         let plan_id = snap.execution.value.info().plan_id;
         // The record first (ADR 0013): the log must verify and the state files agree with it.
@@ -186,47 +255,9 @@ impl Runner {
                 steps: recovered.clone(),
             });
         }
-        let snap = self.executions.get(id).await?;
-        let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
-            .take(snap.tasks.len())
-            .collect();
-        for i in recovered.iter().filter_map(|s| plan.content().position(s)) {
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = Slot::RetryNow { guidance: None };
-            }
-        }
-        let deps = orca_core::graph::dependency_indices(&plan.content().steps);
-        let mut run = Run {
-            id,
-            plan,
-            deps,
-            execution: snap.execution.value,
-            tasks: snap.tasks,
-            joins: JoinSet::new(),
-            calls: CancellationToken::new(),
-            slots,
-            usage: Usage::default(),
-            started: Instant::now(),
-            last_refresh: Instant::now(),
-            stop_after_drain: None,
-        };
-        let outcome = self.drive(&mut run, &cancel).await;
-        if outcome.is_err() {
-            // Agent calls stop; replies already in are written whole before the lease goes,
-            // and their processes are gone before their locks are.
-            Self::drain_calls(&mut run).await;
-            self.dispatch.context().agents.settle().await;
-            run.end_in_flight();
-        }
-        let outcome = outcome?;
-        if outcome.stage().is_terminal() {
-            let log = ExecutionService::log(run.plan.id(), id);
-            store.seal(log).await?;
-        }
-        Ok(RunReport {
-            execution_id: id,
-            outcome,
-            usage: run.usage,
+        Ok(Opened::Running {
+            plan: Box::new(plan),
+            recovered,
         })
     }
 
@@ -372,21 +403,9 @@ impl Runner {
                     return Ok(RunOutcome::Interrupted { steps });
                 }
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
-                    match joined {
-                        Ok(Some((recording, written))) => {
-                            self.on_recorded(run, recording, written).await?;
-                        }
-                        Ok(None) => {}
-                        Err(e) if e.is_cancelled() => {}
-                        Err(e) => warn!(error = %e, "an agent call panicked"),
-                    }
+                    self.on_joined(run, joined).await?;
                 }
-                () = sleep_until_opt(next_retry), if next_retry.is_some() => {
-                    let now = Instant::now();
-                    for i in run.where_slot(|s| matches!(s, Slot::RetryAt(t) if *t <= now)) {
-                        run.set(i, Slot::RetryNow { guidance: None });
-                    }
-                }
+                () = sleep_until_opt(next_retry), if next_retry.is_some() => run.retries_due(),
                 () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
                 // Also the backstop: nothing can leave the loop waiting forever.
                 () = tokio::time::sleep(self.config.watch_interval) => {}

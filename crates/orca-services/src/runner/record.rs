@@ -8,6 +8,23 @@
 use super::*;
 
 impl Runner {
+    /// Takes in what an agent's task ended with.
+    pub(super) async fn on_joined(
+        &self,
+        run: &mut Run,
+        joined: std::result::Result<Joined, tokio::task::JoinError>,
+    ) -> Result<()> {
+        match joined {
+            Ok(Some((recording, written))) => self.on_recorded(run, recording, written).await,
+            Ok(None) => Ok(()),
+            Err(e) if e.is_cancelled() => Ok(()),
+            Err(e) => {
+                warn!(error = %e, "an agent call panicked");
+                Ok(())
+            }
+        }
+    }
+
     /// Takes in a reply its agent's task has written (or failed to write).
     pub(super) async fn on_recorded(
         &self,

@@ -90,6 +90,10 @@ pub(super) struct Run {
     /// When the execution header was last read.
     pub(super) last_refresh: Instant,
     pub(super) stop_after_drain: Option<String>,
+    /// Where in the ready list this runner starts looking: 0 for a leader (plan order); a
+    /// random place for a worker claiming tasks beside others (ADR 0026), so that workers
+    /// reach for different tasks instead of all for the first.
+    pub(super) first_look: usize,
 }
 
 impl Run {
@@ -153,6 +157,14 @@ impl Run {
     }
 
     /// The earliest scheduled retry.
+    /// Retries whose time has come start now.
+    pub(super) fn retries_due(&mut self) {
+        let now = Instant::now();
+        for i in self.where_slot(|s| matches!(s, Slot::RetryAt(t) if *t <= now)) {
+            self.set(i, Slot::RetryNow { guidance: None });
+        }
+    }
+
     pub(super) fn next_retry(&self) -> Option<Instant> {
         self.slots
             .iter()

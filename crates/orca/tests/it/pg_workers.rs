@@ -100,6 +100,17 @@ fn verify_exported(url: &str, root: &Path, cfg: &Path) {
 
 #[test]
 fn four_workers_run_200_tasks_each_exactly_once_without_lock_overlaps() {
+    four_workers_200_tasks("execution");
+}
+
+/// The same with tasks claimed one by one (ADR 0026): the four workers share the executions.
+#[test]
+fn four_workers_claiming_tasks_run_200_tasks_each_exactly_once_without_lock_overlaps() {
+    four_workers_200_tasks("task");
+}
+
+#[expect(clippy::print_stdout, reason = "the test prints its counts")]
+fn four_workers_200_tasks(claim: &str) {
     let url = database();
     let project = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
@@ -148,7 +159,15 @@ fn four_workers_run_200_tasks_each_exactly_once_without_lock_overlaps() {
                 &url,
                 root,
                 cfg,
-                &["--until-idle", "--concurrency", "1", "--tasks", "4"],
+                &[
+                    "--until-idle",
+                    "--concurrency",
+                    "1",
+                    "--tasks",
+                    "4",
+                    "--claim",
+                    claim,
+                ],
             )
         })
         .collect();
@@ -179,7 +198,7 @@ fn four_workers_run_200_tasks_each_exactly_once_without_lock_overlaps() {
         }
     }
     println!(
-        "tasks run: {} distinct of 200, run more than once: {twice}; lock intervals: {}, overlaps: {overlaps}; executions driven per worker: {drove:?}",
+        "claiming {claim}s: tasks run: {} distinct of 200, run more than once: {twice}; lock intervals: {}, overlaps: {overlaps}; drives per worker: {drove:?}",
         counts.len(),
         lock_log.lines().count() / 2
     );
@@ -193,6 +212,17 @@ fn four_workers_run_200_tasks_each_exactly_once_without_lock_overlaps() {
 
 #[test]
 fn a_worker_killed_mid_task_is_taken_over_and_the_abandoned_attempt_recorded() {
+    killed_mid_task("execution");
+}
+
+/// The same with tasks claimed one by one: the task is taken over once its lease expired.
+#[test]
+fn a_worker_claiming_tasks_killed_mid_task_is_taken_over_after_its_task_lease() {
+    killed_mid_task("task");
+}
+
+#[expect(clippy::print_stdout, reason = "the test prints its counts")]
+fn killed_mid_task(claim: &str) {
     let url = database();
     let project = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
@@ -209,7 +239,7 @@ fn a_worker_killed_mid_task_is_taken_over_and_the_abandoned_attempt_recorded() {
         ]
     });
     let exec = detached(&url, root, cfg, "slow.json", &doc);
-    let mut first = worker(&url, root, cfg, &[]);
+    let mut first = worker(&url, root, cfg, &["--claim", claim]);
     let deadline = Instant::now() + Duration::from_secs(120);
     while !started.exists() {
         assert!(
@@ -220,14 +250,18 @@ fn a_worker_killed_mid_task_is_taken_over_and_the_abandoned_attempt_recorded() {
     }
     first.kill().unwrap(); // SIGKILL: no cleanup, its connections just close.
     let _ = first.wait();
-    let second = worker(&url, root, cfg, &["--until-idle"]);
+    let taken_over = Instant::now();
+    let second = worker(&url, root, cfg, &["--until-idle", "--claim", claim]);
     let out = wait(second, Duration::from_secs(300));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let v = stage(&url, root, cfg, &exec);
     assert_eq!(v["stage"], "completed", "{v}");
     let runs = std::fs::read_to_string(&started).unwrap().lines().count();
     let text = v.to_string();
-    println!("slow step started {runs} times (1 killed + 1 taken over)");
+    println!(
+        "claiming {claim}s: slow step started {runs} times (1 killed + 1 taken over), done {:.1} s after the kill",
+        taken_over.elapsed().as_secs_f64()
+    );
     assert_eq!(runs, 2);
     assert!(
         text.contains("abandoned"),
