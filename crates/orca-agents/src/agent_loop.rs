@@ -401,7 +401,7 @@ impl Run<'_> {
 /// A failed backend call as one line the user can act on.
 fn backend_failure(e: &BackendError, settings: &LoopSettings) -> TaskFailure {
     match e {
-        BackendError::Unreachable { .. } | BackendError::Auth { .. } => {
+        BackendError::Unreachable { .. } | BackendError::Tls { .. } | BackendError::Auth { .. } => {
             failure(ErrorCode::BackendUnavailable, e.to_string())
         }
         BackendError::Timeout { endpoint } => {

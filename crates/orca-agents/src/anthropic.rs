@@ -27,7 +27,7 @@ pub struct AnthropicBackend {
     base_url: String,
     model: String,
     api_key: Option<ApiKey>,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     prices: PriceTable,
 }
 

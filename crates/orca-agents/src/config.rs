@@ -24,6 +24,7 @@ use crate::secret::ApiKey;
 
 mod checks;
 mod template;
+mod tls;
 pub use template::CONFIG_TEMPLATE;
 
 /// Largest prompt file read.
@@ -71,6 +72,17 @@ struct RawConfig {
     _notify: Option<toml::Value>,
     #[serde(default)]
     store: Option<RawStore>,
+    #[serde(default)]
+    tls: Option<RawTls>,
+}
+
+/// `[tls]`: the root certificates of model endpoints (ADR 0025).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    /// A PEM file of certificates trusted besides the system's.
+    #[serde(default)]
+    ca_file: Option<PathBuf>,
 }
 
 /// `[store]`: where orca keeps plans, executions and audit logs (ADR 0021).
@@ -124,8 +136,12 @@ pub struct AgentSettings {
     pub script: Option<PathBuf>,
     /// Generation settings (`[agents.NAME.generation]`; see [`crate::generation`]).
     pub generation: Option<GenerationSettings>,
-    /// The wire format of an `openai` backend: `chat` (default) or `responses`.
+    /// The wire format of an `openai` backend: `chat` (default), `responses`, or `ollama`
+    /// (Ollama's native `/api/chat`, also for the `ollama` backend).
     pub api: Option<WireApi>,
+    /// A PEM file of root certificates trusted besides the system's for this agent's endpoint
+    /// (over `[tls] ca_file`; ADR 0025).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl AgentSettings {
@@ -186,6 +202,7 @@ impl AgentSettings {
             } else {
                 self.api.or(base.api)
             },
+            ca_file: self.ca_file.clone().or_else(|| base.ca_file.clone()),
             generation: match (self.generation, base.generation) {
                 (Some(mine), Some(theirs)) => Some(mine.merged_over(&theirs)),
                 (mine, theirs) => mine.or(theirs),
@@ -238,6 +255,8 @@ pub struct Config {
     /// Whether `AGENTS.md` / `CLAUDE.md` are kept out of the planner's and specialists'
     /// prompts (`project_instructions = false`; by default they go in).
     pub skip_project_instructions: bool,
+    /// `[tls] ca_file`: root certificates every model endpoint trusts besides the system's.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -403,6 +422,7 @@ impl Config {
             file,
             prices,
             skip_project_instructions: raw.project_instructions == Some(false),
+            tls_ca_file: raw.tls.and_then(|t| t.ca_file),
             env: raw.env,
             env_file: raw.env_file,
             sandbox,
@@ -465,6 +485,12 @@ impl Config {
             .map_or_else(|| self.defaults.clone(), |s| s.merged_over(&self.defaults));
         g.api = merged.api.unwrap_or_default();
         g
+    }
+
+    /// The config file, as errors name it.
+    #[must_use]
+    pub fn file(&self) -> &str {
+        &self.file
     }
 
     /// Where `agent`'s key comes from (for `orca doctor`); `env` decides the default backend.

@@ -77,6 +77,15 @@ pub enum BackendError {
         /// The transport error.
         message: String,
     },
+    /// The TLS connection failed (a certificate the roots do not trust, a handshake refused):
+    /// never retried.
+    #[error("the TLS connection to {endpoint} failed: {message}")]
+    Tls {
+        /// Where.
+        endpoint: String,
+        /// What failed, and the setting that fixes it.
+        message: String,
+    },
     /// The server refused a request longer than the model's context window: never retried.
     #[error(
         "the request does not fit the model's context window at {endpoint}: {message}; set `context_window` in this agent's [generation] settings so orca fits requests before sending them"

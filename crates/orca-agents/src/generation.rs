@@ -34,6 +34,8 @@ pub enum WireApi {
     Chat,
     /// The Responses API (`/responses`), which Codex-class models need.
     Responses,
+    /// Ollama's native `/api/chat`, which takes the context size (`options.num_ctx`).
+    Ollama,
 }
 
 /// The `token_param` setting: which field carries the output-token cap.

@@ -10,29 +10,43 @@ use crate::error::BackendError;
 /// The default time limit of one HTTP request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The client of a backend built directly (`OpenAiBackend::new`…), outside a config: the
+/// system's roots and reqwest's own reading of the proxy variables. Agents built from a
+/// config get theirs from [`crate::net::Net::client`] instead (a `ca_file`, explicit proxies).
+/// If the system's roots cannot be loaded, https requests fail with a certificate error (and a
+/// warning says why) rather than the whole client silently becoming another one.
 pub(crate) fn client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_else(|err| {
-            tracing::warn!(%err, "cannot build a configured HTTP client; using the default one");
-            reqwest::Client::new()
-        })
+    let builder = || {
+        reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(10))
+    };
+    builder().build().unwrap_or_else(|err| {
+        tracing::warn!(
+            "the system's root certificates could not be loaded ({}); https model endpoints will fail",
+            crate::net::error_chain(&err)
+        );
+        builder()
+            .tls_certs_only([])
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new())
+    })
 }
 
-/// Asks `url` with a GET carrying no credentials (`orca doctor`): the HTTP status of any answer
-/// (a 401 too: the endpoint is reachable), or one line saying why there was none.
+/// Asks `url` with a GET carrying no credentials (`orca doctor`), through `net` (the agent's
+/// roots and proxy): the HTTP status of any answer (a 401 too: the endpoint is reachable), or
+/// one line saying why there was none (a certificate not trusted is said so).
 ///
 /// # Errors
 ///
-/// No answer within `timeout`, or no connection.
-pub async fn probe(url: &str, timeout: Duration) -> Result<u16, String> {
-    match client(timeout).get(url).send().await {
+/// No answer within `timeout`, no connection, or a client that cannot be built.
+pub async fn probe(net: &crate::net::Net, url: &str, timeout: Duration) -> Result<u16, String> {
+    let client = net.client(timeout).map_err(|e| e.to_string())?;
+    match client.get(url).send().await {
         Ok(resp) => Ok(resp.status().as_u16()),
         Err(e) if e.is_timeout() => Err(format!("no answer within {}s", timeout.as_secs())),
-        Err(e) if e.is_connect() => Err("connection failed".to_owned()),
-        Err(e) => Err(shorten(&e.to_string(), 200)),
+        Err(e) if e.is_connect() => Err(crate::net::connect_failure(&e)),
+        Err(e) => Err(shorten(&crate::net::error_chain(&e), 200)),
     }
 }
 
@@ -93,10 +107,7 @@ fn transport_error(err: &reqwest::Error, endpoint: &str) -> BackendError {
             endpoint: endpoint.to_owned(),
         }
     } else if err.is_connect() {
-        BackendError::Unreachable {
-            endpoint: endpoint.to_owned(),
-            message: "connection refused or failed".to_owned(),
-        }
+        crate::net::connect_error(err, endpoint)
     } else if err.is_decode() || err.is_body() {
         BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),

@@ -6,7 +6,8 @@
 //!   agent is always present.
 //! - [`ChatBackend`] is the small trait a model backend implements; adapters:
 //!   [`OpenAiBackend`] (Chat Completions: OpenAI, Ollama, vLLM, llama.cpp, LM Studio),
-//!   [`AnthropicBackend`] (Messages), [`ScriptedBackend`] (replays a file). Command-line agents
+//!   [`AnthropicBackend`] (Messages), [`OllamaBackend`] (Ollama's native `/api/chat`),
+//!   [`ScriptedBackend`] (replays a file). Command-line agents
 //!   (Claude Code, Codex, opencode) run as subprocesses ([`CliSpec`]).
 //! - The agent loop offers the caller's tools plus a forced `submit_result` tool, validates the
 //!   result, repairs it up to twice, enforces budgets and retries transient errors.
@@ -25,6 +26,8 @@ pub mod generation;
 mod http;
 pub use http::probe as probe_endpoint;
 pub mod keys;
+pub mod net;
+pub mod ollama;
 pub mod openai;
 pub mod pricing;
 mod process;
@@ -41,6 +44,7 @@ pub mod shell;
 pub mod step_env;
 pub mod tool_mode;
 pub mod tools;
+pub mod window_probe;
 pub mod workspace;
 pub mod worktree;
 
@@ -54,6 +58,8 @@ pub use cli::{CliKind, CliSpec};
 pub use error::{BackendError, ConfigError, ScriptError};
 pub use generation::{Generation, GenerationSettings, ToolMode, WireApi};
 pub use http::DEFAULT_REQUEST_TIMEOUT;
+pub use net::{CaFile, Net, NetError};
+pub use ollama::OllamaBackend;
 pub use openai::{OpenAiBackend, TokenParam};
 pub use pricing::{ModelPrice, PriceTable};
 pub use process::OUTPUT_CAP;

@@ -23,7 +23,7 @@ pub struct OpenAiBackend {
     base_url: String,
     model: String,
     api_key: Option<ApiKey>,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     token_param: TokenParam,
     prices: PriceTable,
 }

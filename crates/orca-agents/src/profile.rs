@@ -11,11 +11,14 @@ use crate::backend::ChatBackend;
 use crate::cli::CliSpec;
 use crate::error::ConfigError;
 use crate::generation::{Generation, WireApi};
+use crate::net::Net;
+use crate::ollama::OllamaBackend;
 use crate::openai::OpenAiBackend;
 use crate::pricing::PriceTable;
 use crate::responses::ResponsesBackend;
 use crate::scripted::ScriptedBackend;
 use crate::secret::ApiKey;
+use crate::window_probe::Windows;
 
 /// The Ollama OpenAI-compatible endpoint used when no key is set.
 pub const OLLAMA_BASE_URL: &str = "http://127.0.0.1:11434/v1";
@@ -132,12 +135,14 @@ impl BackendSpec {
     }
 
     /// Builds the chat backend of a model-backed spec, with the agent's request timeout and
-    /// token parameter, pricing with `prices`.
+    /// token parameter, pricing with `prices`, its HTTP client from `net` (roots, proxies).
     pub(crate) fn build_chat(
         &self,
         id: &AgentId,
         generation: &Generation,
         prices: &PriceTable,
+        net: &Net,
+        windows: &Arc<Windows>,
     ) -> Result<Arc<dyn ChatBackend>, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid {
             file: "<profiles>".to_owned(),
@@ -146,30 +151,51 @@ impl BackendSpec {
         };
         let timeout = generation.request_timeout;
         let prices = prices.clone();
+        let client = || {
+            net.client(timeout).map_err(|e| ConfigError::Invalid {
+                file: "<profiles>".to_owned(),
+                field: format!("agents.{id}"),
+                message: e.to_string(),
+            })
+        };
         Ok(match self {
             Self::OpenAi {
                 base_url,
                 model,
                 api_key,
             } => match generation.api {
-                WireApi::Responses => Arc::new(
-                    ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
+                WireApi::Ollama => Arc::new(
+                    OllamaBackend::new(base_url, model, api_key.clone(), client()?)
+                        .with_context_window(generation.context_window)
+                        .with_windows(Arc::clone(windows))
                         .with_prices(prices),
                 ),
-                WireApi::Chat => Arc::new(
-                    OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
-                        .with_token_param(generation.token_param)
-                        .with_prices(prices),
-                ),
+                WireApi::Responses => {
+                    let mut b = ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
+                        .with_prices(prices);
+                    b.client = client()?;
+                    Arc::new(b)
+                }
+                WireApi::Chat => {
+                    let mut b =
+                        OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                            .with_token_param(generation.token_param)
+                            .with_prices(prices);
+                    b.client = client()?;
+                    Arc::new(b)
+                }
             },
             Self::Anthropic {
                 base_url,
                 model,
                 api_key,
-            } => Arc::new(
-                AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
-                    .with_prices(prices),
-            ),
+            } => {
+                let mut b =
+                    AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                        .with_prices(prices);
+                b.client = client()?;
+                Arc::new(b)
+            }
             Self::Scripted { path } => {
                 Arc::new(ScriptedBackend::from_file(path).map_err(|e| invalid(e.to_string()))?)
             }

@@ -15,12 +15,14 @@ use crate::agent_loop::{self, LoopSettings};
 use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
-use crate::generation::Generation;
+use crate::generation::{Generation, WireApi};
+use crate::net::{CaFile, Net, NetError};
 use crate::pricing::PriceTable;
 use crate::profile::{BackendSpec, Profile};
 use crate::sandbox::SandboxPolicy;
 use crate::shell;
 use crate::step_env::{self, EnvPolicy};
+use crate::window_probe::{KnownWindow, ServerApi, WindowSource, Windows};
 
 /// How a profile runs.
 #[derive(Debug, Clone)]
@@ -35,6 +37,7 @@ struct Entry {
     profile: Profile,
     runtime: Runtime,
     generation: Generation,
+    net: Net,
 }
 
 /// The agents of a project: implements [`AgentPort`] over a set of [`Profile`]s.
@@ -48,6 +51,9 @@ pub struct Agents {
     env: EnvPolicy,
     sandbox: Option<Arc<SandboxPolicy>>,
     project_instructions: bool,
+    net: Net,
+    windows: Arc<Windows>,
+    ask_windows: bool,
 }
 
 impl Agents {
@@ -62,6 +68,7 @@ impl Agents {
                 profile: shell,
                 runtime: Runtime::Shell,
                 generation: Generation::default(),
+                net: Net::direct(),
             },
         );
         Self {
@@ -71,6 +78,9 @@ impl Agents {
             env: EnvPolicy::default(),
             sandbox: None,
             project_instructions: true,
+            net: Net::direct(),
+            windows: Arc::new(Windows::new()),
+            ask_windows: false,
         }
     }
 
@@ -111,11 +121,32 @@ impl Agents {
     ) -> Self {
         let mut agents = Self::shell_only(root);
         agents.settings = settings;
+        agents.ask_windows = true;
+        agents.net = Net::from_env(env).unwrap_or_else(|err| {
+            tracing::warn!(%err, "model requests go direct, through no proxy");
+            Net::direct()
+        });
         let backend = BackendSpec::default_from_env(env);
+        // The local Ollama fallback speaks Ollama's native API, which takes the context size
+        // (`num_ctx`): through its OpenAI endpoint every prompt would be cut to Ollama's default
+        // window (ADR 0025).
+        let api = if is_ollama_fallback(&backend) {
+            WireApi::Ollama
+        } else {
+            WireApi::Chat
+        };
         for profile in crate::profile::built_in_profiles(&backend) {
-            let generation = Generation::default();
-            let runtime = match backend.build_chat(&profile.id, &generation, &PriceTable::shipped())
-            {
+            let generation = Generation {
+                api,
+                ..Generation::default()
+            };
+            let runtime = match backend.build_chat(
+                &profile.id,
+                &generation,
+                &PriceTable::shipped(),
+                &agents.net,
+                &agents.windows,
+            ) {
                 Ok(chat) => Runtime::Chat(chat),
                 Err(err) => {
                     tracing::warn!(%err, agent = %profile.id, "cannot build the default backend");
@@ -128,6 +159,7 @@ impl Agents {
                     profile,
                     runtime,
                     generation,
+                    net: agents.net.clone(),
                 },
             );
         }
@@ -151,9 +183,56 @@ impl Agents {
         let mut agents = Self::shell_only(root);
         agents.settings = settings;
         agents.project_instructions = !config.skip_project_instructions;
+        agents.ask_windows = true;
+        agents.net = Net::from_env(env).map_err(|e| ConfigError::Invalid {
+            file: "<environment>".to_owned(),
+            field: "proxy".to_owned(),
+            message: e.to_string(),
+        })?;
+        // One `Net` (and so one client per timeout) per ca_file.
+        let mut nets: BTreeMap<PathBuf, Net> = BTreeMap::new();
+        let net_error = |e: NetError| match e {
+            NetError::CaFile {
+                setting,
+                path,
+                message,
+            } => ConfigError::Invalid {
+                file: config.file().to_owned(),
+                field: setting,
+                message: format!("{path}: {message}"),
+            },
+            other => ConfigError::Invalid {
+                file: config.file().to_owned(),
+                field: "tls".to_owned(),
+                message: other.to_string(),
+            },
+        };
         for profile in profiles {
-            let generation = config.generation(&profile.id);
-            agents.insert_with(profile, generation, &config.prices)?;
+            let mut generation = config.generation(&profile.id);
+            if config.on_default_backend(&profile.id) && is_ollama_fallback(&profile.backend) {
+                generation.api = WireApi::Ollama;
+            }
+            let net = match config.ca_file_for(&profile.id, &agents.root, env) {
+                None => agents.net.clone(),
+                Some((path, setting)) => {
+                    if let Some(net) = nets.get(&path) {
+                        net.clone()
+                    } else {
+                        let ca = CaFile::load(&path, &setting).map_err(net_error)?;
+                        let net = agents.net.with_ca_file(Some(Arc::new(ca)));
+                        nets.insert(path, net.clone());
+                        net
+                    }
+                }
+            };
+            if matches!(
+                profile.backend,
+                BackendSpec::OpenAi { .. } | BackendSpec::Anthropic { .. }
+            ) {
+                // A ca_file the TLS library refuses is the config's error, before any request.
+                net.client(generation.request_timeout).map_err(net_error)?;
+            }
+            agents.insert_with_net(profile, generation, &config.prices, net)?;
         }
         Ok(agents)
     }
@@ -179,6 +258,23 @@ impl Agents {
         generation: Generation,
         prices: &PriceTable,
     ) -> Result<(), ConfigError> {
+        let net = self.net.clone();
+        self.insert_with_net(profile, generation, prices, net)
+    }
+
+    /// As [`Self::insert_with`], reaching the model server through `net` (its roots and
+    /// proxies).
+    ///
+    /// # Errors
+    ///
+    /// A backend that cannot be built, or `shell`.
+    pub fn insert_with_net(
+        &mut self,
+        profile: Profile,
+        generation: Generation,
+        prices: &PriceTable,
+        net: Net,
+    ) -> Result<(), ConfigError> {
         if profile.id.as_str() == AgentId::SHELL {
             return Err(ConfigError::Invalid {
                 file: "<profiles>".to_owned(),
@@ -189,7 +285,13 @@ impl Agents {
         let runtime = match &profile.backend {
             BackendSpec::Shell => Runtime::Shell,
             BackendSpec::Cli(cli) => Runtime::Cli(CliAgent::new(cli.clone())),
-            other => Runtime::Chat(other.build_chat(&profile.id, &generation, prices)?),
+            other => Runtime::Chat(other.build_chat(
+                &profile.id,
+                &generation,
+                prices,
+                &net,
+                &self.windows,
+            )?),
         };
         self.entries.insert(
             profile.id.clone(),
@@ -197,6 +299,7 @@ impl Agents {
                 profile,
                 runtime,
                 generation,
+                net,
             },
         );
         Ok(())
@@ -229,6 +332,12 @@ impl Agents {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The credentials of the proxy URLs model requests go through (for the redactor).
+    #[must_use]
+    pub fn proxy_secrets(&self) -> Vec<String> {
+        self.net.proxies().secrets()
     }
 
     /// The project root commands and tools run in.
@@ -284,9 +393,83 @@ impl Agents {
         profile
     }
 
-    /// The loop settings of one agent: the registry's, with the agent's generation settings.
-    fn loop_settings(&self, entry: &Entry) -> LoopSettings {
-        entry.generation.apply_to(self.settings)
+    /// The loop settings of one agent: the registry's, with the agent's generation settings
+    /// and, when the config gives no window, the one its server reports (asked once).
+    async fn loop_settings(&self, entry: &Entry) -> LoopSettings {
+        let mut settings = entry.generation.apply_to(self.settings);
+        if settings.context_window.is_none()
+            && let Some(w) = self.asked_window(entry).await
+        {
+            settings.context_window = Some(w.tokens);
+        }
+        // An output cap the window cannot hold would fail every request: unless the agent
+        // sets one, a turn may write at most a quarter of its window.
+        if let Some(window) = settings.context_window
+            && entry.generation.max_output_tokens.is_none()
+        {
+            let quarter = u32::try_from((window / 4).max(256)).unwrap_or(u32::MAX);
+            settings.max_output_tokens = Some(
+                settings
+                    .max_output_tokens
+                    .map_or(quarter, |m| m.min(quarter)),
+            );
+        }
+        settings
+    }
+
+    /// Whether the windows of agents without a configured `context_window` are asked of
+    /// their servers (builder style). On for [`Self::from_config`] and [`Self::with_defaults`];
+    /// off for [`Self::new`], whose embedder sets windows itself.
+    #[must_use]
+    pub const fn with_window_probe(mut self, on: bool) -> Self {
+        self.ask_windows = on;
+        self
+    }
+
+    /// The window `entry`'s server reports (model servers reached over HTTP only).
+    async fn asked_window(&self, entry: &Entry) -> Option<KnownWindow> {
+        if !self.ask_windows {
+            return None;
+        }
+        let BackendSpec::OpenAi {
+            base_url, model, ..
+        } = &entry.profile.backend
+        else {
+            return None;
+        };
+        let api = match entry.generation.api {
+            WireApi::Ollama => ServerApi::OllamaNative,
+            WireApi::Chat => ServerApi::OpenAiCompatible,
+            // The Responses API is OpenAI's (or a gateway's): nothing to ask.
+            WireApi::Responses => return None,
+        };
+        let client = entry.net.client(entry.generation.request_timeout).ok()?;
+        self.windows.window(&client, api, base_url, model).await
+    }
+
+    /// An agent's context window and where it comes from: the config's, else the one its
+    /// server reports (asked once per run), else `None` (requests are not fitted).
+    pub async fn context_window(&self, id: &AgentId) -> Option<KnownWindow> {
+        let entry = self.entries.get(id)?;
+        if let Some(tokens) = entry.generation.context_window {
+            return Some(KnownWindow {
+                tokens,
+                source: WindowSource::Configured,
+            });
+        }
+        self.asked_window(entry).await
+    }
+
+    /// The windows asked of servers so far (shared by every agent of this registry).
+    #[must_use]
+    pub const fn windows(&self) -> &Arc<Windows> {
+        &self.windows
+    }
+
+    /// How an agent reaches its model server (roots, proxies), for `orca doctor`.
+    #[must_use]
+    pub fn net(&self, id: &AgentId) -> Option<&Net> {
+        self.entries.get(id).map(|e| &e.net)
     }
 
     fn entry(&self, id: &AgentId) -> Result<&Entry, TaskFailure> {
@@ -361,7 +544,7 @@ impl AgentPort for Agents {
                 let mut names = self.env.agent_names(&request.agent).to_vec();
                 names.extend(request.step.env.iter().cloned());
                 let budget = request.budget.min(&entry.profile.limits);
-                let settings = self.loop_settings(entry);
+                let settings = self.loop_settings(entry).await;
                 let profile = self.seen_profile(entry);
                 let run = agent_loop::run_task(
                     backend.as_ref(),
@@ -417,13 +600,14 @@ impl AgentPort for Agents {
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 let profile = self.seen_profile(entry);
+                let settings = self.loop_settings(entry).await;
                 agent_loop::ask(
                     backend.as_ref(),
                     &profile,
                     &request,
                     budget,
                     tools,
-                    &self.loop_settings(entry),
+                    &settings,
                 )
                 .await
             }
@@ -439,6 +623,7 @@ impl AgentPort for Agents {
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 let system = self.with_instructions(&self.planner_prompt(&entry.profile.prompt));
+                let settings = self.loop_settings(entry).await;
                 agent_loop::plan(
                     backend.as_ref(),
                     &entry.profile,
@@ -446,7 +631,7 @@ impl AgentPort for Agents {
                     &request,
                     budget,
                     tools,
-                    &self.loop_settings(entry),
+                    &settings,
                 )
                 .await
             }
@@ -461,4 +646,11 @@ impl AgentPort for Agents {
             }
         }
     }
+}
+
+/// The local Ollama that [`BackendSpec::default_from_env`] falls back to without keys: spoken
+/// to natively, since its OpenAI endpoint cuts every prompt to Ollama's default window.
+fn is_ollama_fallback(backend: &BackendSpec) -> bool {
+    matches!(backend, BackendSpec::OpenAi { base_url, api_key: None, .. }
+        if base_url == crate::profile::OLLAMA_BASE_URL)
 }

@@ -24,7 +24,7 @@ pub struct ResponsesBackend {
     base_url: String,
     model: String,
     api_key: Option<ApiKey>,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     prices: PriceTable,
 }
 

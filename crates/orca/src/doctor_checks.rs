@@ -56,27 +56,72 @@ pub(crate) async fn run(app: &App) -> Vec<Value> {
     out
 }
 
-/// Each distinct model endpoint of the configured agents, asked for its model list.
+/// Each distinct model endpoint of the configured agents, asked for its model list through
+/// the agent's roots and proxy; where its roots come from, which proxy it goes through, and
+/// each model agent's context window and its source (ADR 0025).
 async fn endpoints(app: &App) -> Vec<Value> {
-    let mut urls = BTreeSet::new();
-    for info in app.agents.agents() {
-        match app.agents.profile(&info.id).map(|p| &p.backend) {
-            Some(BackendSpec::OpenAi { base_url, .. }) => {
-                urls.insert(format!("{}/models", base_url.trim_end_matches('/')));
-            }
-            Some(BackendSpec::Anthropic { base_url, .. }) => {
-                urls.insert(format!("{}/v1/models", base_url.trim_end_matches('/')));
-            }
-            _ => {}
-        }
-    }
+    let mut urls = std::collections::BTreeMap::new();
+    // Agents sharing a model and what is known of its window are reported on one line.
+    let mut windows: std::collections::BTreeMap<(String, String, bool), Vec<String>> =
+        std::collections::BTreeMap::new();
     let mut out = Vec::new();
-    for url in urls {
-        let (ok, detail) = match orca_agents::probe_endpoint(&url, PROBE_TIMEOUT).await {
+    for info in app.agents.agents() {
+        let Some(net) = app.agents.net(&info.id) else {
+            continue;
+        };
+        let (url, base) = match app.agents.profile(&info.id).map(|p| &p.backend) {
+            Some(BackendSpec::OpenAi { base_url, .. }) => (
+                format!("{}/models", base_url.trim_end_matches('/')),
+                base_url.clone(),
+            ),
+            Some(BackendSpec::Anthropic { base_url, .. }) => (
+                format!("{}/v1/models", base_url.trim_end_matches('/')),
+                base_url.clone(),
+            ),
+            _ => continue,
+        };
+        let window = match app.agents.context_window(&info.id).await {
+            Some(w) => w.to_string(),
+            None if orca_agents::window_probe::is_cloud(&base)
+                || matches!(
+                    app.agents.profile(&info.id).map(|p| &p.backend),
+                    Some(BackendSpec::Anthropic { .. })
+                ) =>
+            {
+                "not configured (a cloud API is not asked); requests are not fitted; set generation.context_window".to_owned()
+            }
+            None => "unknown (not configured, and the server did not say); requests are not fitted; set generation.context_window".to_owned(),
+        };
+        let model = info.model.clone().unwrap_or_default();
+        windows
+            .entry((format!("{model} at {base}"), window, true))
+            .or_default()
+            .push(info.id.to_string());
+        urls.entry(url).or_insert_with(|| net.clone());
+    }
+    for ((what, detail, ok), agents) in windows {
+        out.push(check(
+            format!("context window of {what} ({})", agents.join(", ")),
+            ok,
+            detail,
+        ));
+    }
+    for (url, net) in urls {
+        let (ok, detail) = match orca_agents::probe_endpoint(&net, &url, PROBE_TIMEOUT).await {
             Ok(status) => (true, format!("reachable (HTTP {status})")),
             Err(why) => (false, format!("unreachable: {why}")),
         };
         out.push(check(format!("endpoint {url}"), ok, detail));
+        let (ok, ca) = match net.ca_source() {
+            Ok(source) => (true, source),
+            Err(e) => (false, e.to_string()),
+        };
+        out.push(check(format!("tls roots for {url}"), ok, ca));
+        let proxy = net.proxies().for_url(&url).map_or_else(
+            || format!("direct; proxies: {}", net.proxies().describe()),
+            |p| format!("through {} ({})", p.masked(), p.var()),
+        );
+        out.push(check(format!("proxy for {url}"), true, proxy));
     }
     out
 }

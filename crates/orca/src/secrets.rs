@@ -165,6 +165,8 @@ pub(crate) fn load_agents(root: &Path) -> Result<Loaded, CliError> {
 
 fn remember_keys(agents: &Agents) {
     learn(&Redactor::new().with_secrets(agents.api_keys()));
+    // A proxy's password, too (ADR 0025): no log line may carry it.
+    learn(&Redactor::new().with_secrets(agents.proxy_secrets()));
 }
 
 /// What one step will receive, for `plan show`: names, never values.

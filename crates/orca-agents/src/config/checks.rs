@@ -106,6 +106,22 @@ impl Config {
                     format!("only the openai backend speaks the Responses API, not \"{b}\""),
                 ));
             }
+            if s.api == Some(WireApi::Ollama) && !["openai", "ollama"].contains(&b) {
+                return Err(invalid(
+                    "api",
+                    format!(
+                        "only the ollama and openai backends speak Ollama's native API, not \"{b}\""
+                    ),
+                ));
+            }
+            if s.ca_file.is_some() && !["openai", "ollama", "anthropic"].contains(&b) {
+                return Err(invalid(
+                    "ca_file",
+                    format!(
+                        "only model backends (openai, ollama, anthropic) take a ca_file, not \"{b}\""
+                    ),
+                ));
+            }
             if s.script.is_some() && b != "scripted" {
                 return Err(invalid(
                     "script",

@@ -4,8 +4,8 @@
 pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is optional.
 #
 # Without any backend configured, orca uses Anthropic if ANTHROPIC_API_KEY is set, else OpenAI if
-# OPENAI_API_KEY is set, else a local Ollama at http://127.0.0.1:11434/v1. The `shell` agent
-# needs no model at all.
+# OPENAI_API_KEY is set, else a local Ollama at http://127.0.0.1:11434 (its native API, which
+# takes the context size). The `shell` agent needs no model at all.
 #
 # Backends: anthropic, openai (any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, LM
 # Studio), ollama, claude-code, codex, opencode (command-line agents), scripted (replays a JSON
@@ -40,6 +40,12 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # AGENTS.md / CLAUDE.md in the project root go into the planner's and specialists' prompts
 # (16 KiB at most). This line, before any [table], keeps them out:
 # project_instructions = false
+
+# Model endpoints behind a company proxy or with a private CA: the system's root certificates
+# are always trusted; ca_file adds a PEM file of your own (also per agent, in its table).
+# HTTPS_PROXY / HTTP_PROXY / ALL_PROXY / NO_PROXY in orca's environment apply to model requests.
+# [tls]
+# ca_file = "/etc/ssl/private-ca.pem"
 
 # Settings every agent starts from.
 # [defaults]
@@ -77,13 +83,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # temperature = 0.2               # also top_p, seed; reasoning_effort = "low" (OpenAI o-series/gpt-5)
 # token_param = "auto"            # or "max_tokens", "max_completion_tokens"
 # tool_mode = "native"            # "json" for small local models with weak tool calling
-# context_window = 32768          # fit requests into the window, or fail before sending
+# context_window = 32768          # fit requests into the window, or fail before sending;
+#                                 # unset: asked from llama.cpp / vLLM / Ollama servers
 
 # A custom agent: the planner lists it with its description.
 # [agents.db-expert]
 # description = "knows our database schema and migrations"
 # backend = "ollama"
 # model = "qwen2.5-coder"
+# api = "ollama"                # Ollama's native API: sends num_ctx, so the window is yours
 # prompt_file = ".orca/prompts/db-expert.md"   # or: prompt = "You are ..."
 # tools = ["read_file", "list_files", "search_text"]
 

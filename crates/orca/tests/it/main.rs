@@ -16,6 +16,7 @@ mod commands;
 mod e2e;
 mod hostile;
 mod mcp;
+mod net;
 mod pg_store;
 mod pg_tls;
 mod pg_workers;

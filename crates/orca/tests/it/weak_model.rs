@@ -136,7 +136,14 @@ async fn ask_approve_run_with_a_model_that_never_calls_tools_natively() {
     })
     .await
     .unwrap();
-    let requests = server.received_requests().await.unwrap_or_default().len();
+    // Model turns only (each agent's window is asked of the server first, ADR 0025).
+    let requests = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/chat/completions"))
+        .count();
     let bad = BAD_REQUESTS.load(Ordering::SeqCst);
     println!(
         "weak model: {requests} model requests, {bad} offering native tools or no call schema; exit {:?}",
