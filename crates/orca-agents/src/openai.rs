@@ -5,27 +5,34 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::backend::{
     ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
+use crate::endpoint::{Auth, Endpoint, Wire};
 use crate::error::BackendError;
 use crate::http;
 use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
+use crate::stream::{Assemble, Streaming, chat::ChatAssembler};
 
 /// An OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug, Clone)]
 pub struct OpenAiBackend {
-    base_url: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    client: reqwest::Client,
+    endpoint: Endpoint,
     token_param: TokenParam,
-    prices: PriceTable,
+}
+
+const WIRE: Wire = Wire {
+    path: "/chat/completions",
+    parse: parse_response,
+    assembler: assembler,
+};
+
+fn assembler() -> Box<dyn Assemble> {
+    Box::new(ChatAssembler::default())
 }
 
 /// The name of the output-token cap in a request body.
@@ -82,13 +89,16 @@ impl OpenAiBackend {
         timeout: Duration,
     ) -> Self {
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            model: model.to_owned(),
-            api_key,
-            client: http::client(timeout),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, http::client(timeout)),
             token_param: TokenParam::Auto,
-            prices: PriceTable::shipped(),
         }
+    }
+
+    /// Streams answers (`stream: true`) with an idle timeout, or not (the default).
+    #[must_use]
+    pub const fn with_streaming(mut self, streaming: Streaming) -> Self {
+        self.endpoint.streaming = streaming;
+        self
     }
 
     /// Chooses the output-token field (default [`TokenParam::Auto`]).
@@ -101,7 +111,7 @@ impl OpenAiBackend {
     /// Prices the usage of each turn with `prices` (default: the shipped table).
     #[must_use]
     pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = prices;
+        self.endpoint.prices = prices;
         self
     }
 
@@ -135,7 +145,11 @@ impl OpenAiBackend {
                 }
             }
         }
-        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        let streamed = self.endpoint.streaming.enabled;
+        let mut body = json!({"model": self.endpoint.model, "messages": messages, "stream": streamed});
+        if streamed {
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -157,7 +171,7 @@ impl OpenAiBackend {
                 "json_schema": {"name": "tool_call", "schema": schema},
             });
         }
-        let token_field = self.token_param.field(&self.model);
+        let token_field = self.token_param.field(&self.endpoint.model);
         if let Some(max) = request.max_output_tokens {
             body[token_field] = json!(max);
         }
@@ -270,7 +284,7 @@ fn content_text(content: Option<Value>) -> Option<String> {
     .filter(|s| !s.is_empty())
 }
 
-fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
     let wire: WireResponse =
         serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
@@ -338,30 +352,11 @@ impl ChatBackend for OpenAiBackend {
     }
 
     fn model(&self) -> Option<&str> {
-        Some(&self.model)
+        Some(&self.endpoint.model)
     }
 
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        let url = format!("{}/chat/completions", self.base_url);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    BackendError::Auth {
-                        endpoint: self.base_url.clone(),
-                        status: 0,
-                        message: "the API key contains characters not allowed in a header"
-                            .to_owned(),
-                    }
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let body = self.request_body(request);
-        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
-        let mut response = parse_response(response, &self.base_url)?;
-        response.usage = self.prices.priced(&self.model, response.usage);
-        Ok(response)
+        self.endpoint.turn(&WIRE, &self.request_body(request)).await
     }
 }
 

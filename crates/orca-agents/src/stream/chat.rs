@@ -1,0 +1,133 @@
+//! Chat Completions chunks (`data: {"choices":[{"delta":…}]}` … `data: [DONE]`): text deltas
+//! appended, tool-call deltas assembled by `index`, the finish reason kept, usage from the
+//! last chunk (`stream_options.include_usage`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::sse::SseEvent;
+use super::{Assemble, Flow, StreamFailure, data_json};
+use crate::backend::ChatResponse;
+use crate::error::BackendError;
+
+#[derive(Debug, Default)]
+struct Call {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Assembles one Chat Completions stream.
+#[derive(Debug, Default)]
+pub(crate) struct ChatAssembler {
+    text: String,
+    calls: BTreeMap<u64, Call>,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    chars: usize,
+    events: usize,
+    any: bool,
+}
+
+impl Assemble for ChatAssembler {
+    fn event(&mut self, event: &SseEvent) -> Result<Flow, StreamFailure> {
+        if event.data.trim() == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        let v = data_json(event)?;
+        if v.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(StreamFailure::from_json(&v));
+        }
+        self.any = true;
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(u.clone());
+        }
+        let Some(choice) = v
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(Flow::More);
+        };
+        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(r.to_owned());
+        }
+        let Some(delta) = choice.get("delta") else {
+            return Ok(Flow::More);
+        };
+        if let Some(t) = delta.get("content").and_then(Value::as_str)
+            && !t.is_empty()
+        {
+            self.text.push_str(t);
+            self.chars += t.chars().count();
+            self.events += 1;
+        }
+        for (pos, c) in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            // Servers that send each call whole leave out `index`: their position is it.
+            let index = c
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(pos as u64);
+            let call = self.calls.entry(index).or_default();
+            if let Some(id) = c.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                call.id = Some(id.to_owned());
+            }
+            let f = c.get("function");
+            if let Some(n) = f.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                call.name.push_str(n);
+            }
+            match f.and_then(|f| f.get("arguments")) {
+                Some(Value::String(a)) => {
+                    call.arguments.push_str(a);
+                    self.chars += a.chars().count();
+                }
+                Some(v @ Value::Object(_)) => call.arguments.push_str(&v.to_string()),
+                _ => {}
+            }
+            self.events += 1;
+        }
+        Ok(Flow::More)
+    }
+
+    fn produced(&self) -> (usize, usize) {
+        (self.chars, self.events)
+    }
+
+    fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError> {
+        if !self.any {
+            return Err(BackendError::InvalidResponse {
+                endpoint: endpoint.to_owned(),
+                message: "the stream ended before any answer".to_owned(),
+            });
+        }
+        let calls: Vec<Value> = self
+            .calls
+            .into_values()
+            .filter(|c| !c.name.is_empty())
+            .map(|c| {
+                let mut call =
+                    json!({"type": "function", "function": {"name": c.name, "arguments": c.arguments}});
+                if let Some(id) = c.id {
+                    call["id"] = json!(id);
+                }
+                call
+            })
+            .collect();
+        let mut message = json!({"role": "assistant", "content": self.text});
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let mut body = json!({"choices": [{"message": message, "finish_reason": self.finish_reason}]});
+        if let Some(u) = self.usage {
+            body["usage"] = u;
+        }
+        crate::openai::parse_response(body, endpoint)
+    }
+}
