@@ -141,7 +141,8 @@ impl BackendSpec {
                 api_key,
             } if generation.api == WireApi::Responses => Arc::new(
                 ResponsesBackend::new(base_url, model, api_key.clone(), generation.request_timeout)
-                    .with_prices(prices.clone()),
+                    .with_prices(prices.clone())
+                    .with_streaming(generation.streaming),
             ),
             Self::OpenAi {
                 base_url,
@@ -155,7 +156,8 @@ impl BackendSpec {
                     generation.request_timeout,
                 )
                 .with_token_param(generation.token_param)
-                .with_prices(prices.clone()),
+                .with_prices(prices.clone())
+                .with_streaming(generation.streaming),
             ),
             Self::Anthropic {
                 base_url,
@@ -168,7 +170,8 @@ impl BackendSpec {
                     api_key.clone(),
                     generation.request_timeout,
                 )
-                .with_prices(prices.clone()),
+                .with_prices(prices.clone())
+                .with_streaming(generation.streaming),
             ),
             Self::Scripted { path } => {
                 Arc::new(ScriptedBackend::from_file(path).map_err(|e| invalid(e.to_string()))?)

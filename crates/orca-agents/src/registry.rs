@@ -17,6 +17,7 @@ use crate::cli::CliAgent;
 use crate::error::ConfigError;
 use crate::generation::Generation;
 use crate::pricing::PriceTable;
+use crate::progress::{self, ProgressSink};
 use crate::profile::{BackendSpec, Profile};
 use crate::sandbox::SandboxPolicy;
 use crate::shell;
@@ -48,6 +49,7 @@ pub struct Agents {
     env: EnvPolicy,
     sandbox: Option<Arc<SandboxPolicy>>,
     project_instructions: bool,
+    progress: Option<Arc<dyn ProgressSink>>,
 }
 
 impl Agents {
@@ -71,6 +73,7 @@ impl Agents {
             env: EnvPolicy::default(),
             sandbox: None,
             project_instructions: true,
+            progress: None,
         }
     }
 
@@ -81,6 +84,33 @@ impl Agents {
     pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
         self.sandbox = Some(policy);
         self
+    }
+
+    /// The same agents, reporting the progress of streamed model answers (and each model-backed
+    /// step's usage when it ends) to `sink`.
+    #[must_use]
+    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// Runs a model-backed call with progress reported under `label`, then its usage.
+    async fn reporting<T>(
+        &self,
+        label: &str,
+        agent: &AgentId,
+        run: impl Future<Output = Reply<T>>,
+    ) -> Reply<T> {
+        let started = Instant::now();
+        let reply = progress::scoped(self.progress.clone(), label, agent.as_str(), run).await;
+        progress::finished(
+            self.progress.as_ref(),
+            label,
+            agent.as_str(),
+            &reply.usage,
+            started.elapsed(),
+        );
+        reply
     }
 
     /// The given profiles (plus `shell`), with backends built from their specs.
@@ -372,6 +402,7 @@ impl AgentPort for Agents {
                     &settings,
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
+                let run = self.reporting(request.step.id.as_str(), &request.agent, run);
                 match request.timeout {
                     Some(t) => match tokio::time::timeout(t, run).await {
                         Ok(reply) => reply,
@@ -417,15 +448,16 @@ impl AgentPort for Agents {
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 let profile = self.seen_profile(entry);
-                agent_loop::ask(
+                let settings = self.loop_settings(entry);
+                let run = agent_loop::ask(
                     backend.as_ref(),
                     &profile,
                     &request,
                     budget,
                     tools,
-                    &self.loop_settings(entry),
-                )
-                .await
+                    &settings,
+                );
+                self.reporting("ask", &request.agent, run).await
             }
         }
     }
@@ -439,16 +471,17 @@ impl AgentPort for Agents {
             Runtime::Chat(backend) => {
                 let budget = request.budget.min(&entry.profile.limits);
                 let system = self.with_instructions(&self.planner_prompt(&entry.profile.prompt));
-                agent_loop::plan(
+                let settings = self.loop_settings(entry);
+                let run = agent_loop::plan(
                     backend.as_ref(),
                     &entry.profile,
                     &system,
                     &request,
                     budget,
                     tools,
-                    &self.loop_settings(entry),
-                )
-                .await
+                    &settings,
+                );
+                self.reporting("plan", &entry.profile.id, run).await
             }
             Runtime::Shell | Runtime::Cli(_) => {
                 Reply::new(PlannerResponse::Failure(TaskFailure::new(

@@ -78,6 +78,8 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # token_param = "auto"            # or "max_tokens", "max_completion_tokens"
 # tool_mode = "native"            # "json" for small local models with weak tool calling
 # context_window = 32768          # fit requests into the window, or fail before sending
+# stream = true                   # false for servers that cannot stream answers
+# idle_timeout_secs = 60          # a stream silent this long is given up (not re-sent)
 
 # A custom agent: the planner lists it with its description.
 # [agents.db-expert]
