@@ -116,6 +116,7 @@ pub(crate) fn say(line: &str) {
         strip_ansi(&line)
     };
     let mut err = std::io::stderr().lock();
+    crate::model_meter::clear_status(&mut err);
     if output().json_logs {
         for l in line.lines().filter(|l| !l.trim().is_empty()) {
             let level = if l.starts_with("error:") {
