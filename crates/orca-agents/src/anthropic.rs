@@ -15,7 +15,7 @@ use crate::error::BackendError;
 use crate::http;
 use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{Assemble, Streaming, messages::MessagesAssembler};
+use crate::stream::{self, Streaming, messages::MessagesAssembler};
 
 /// The `anthropic-version` header sent.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -31,12 +31,8 @@ pub struct AnthropicBackend {
 const WIRE: Wire = Wire {
     path: "/v1/messages",
     parse: parse_response,
-    assembler: assembler,
+    assembler: stream::boxed::<MessagesAssembler>,
 };
-
-fn assembler() -> Box<dyn Assemble> {
-    Box::new(MessagesAssembler::default())
-}
 
 impl AnthropicBackend {
     /// A backend for `base_url` (without `/v1`), with the default request timeout.
@@ -54,13 +50,7 @@ impl AnthropicBackend {
         timeout: Duration,
     ) -> Self {
         Self {
-            endpoint: Endpoint::new(
-                base_url,
-                model,
-                api_key,
-                Auth::Anthropic,
-                http::client(timeout),
-            ),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Anthropic, timeout),
         }
     }
 

@@ -2,6 +2,8 @@
 //! is sent, the client, prices and streaming. One turn is [`Endpoint::turn`]: headers, post
 //! (streamed or not), classify errors, parse, price.
 
+use std::time::Duration;
+
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::Value;
 
@@ -50,14 +52,14 @@ impl Endpoint {
         model: &str,
         api_key: Option<ApiKey>,
         auth: Auth,
-        client: reqwest::Client,
+        timeout: Duration,
     ) -> Self {
         Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
             api_key,
             auth,
-            client,
+            client: http::client(timeout),
             prices: PriceTable::shipped(),
             streaming: Streaming::OFF,
         }
@@ -93,7 +95,11 @@ impl Endpoint {
 
     /// One model turn: `body` posted to the wire's path, the answer parsed (or assembled from
     /// the stream) and priced.
-    pub(crate) async fn turn(&self, wire: &Wire, body: &Value) -> Result<ChatResponse, BackendError> {
+    pub(crate) async fn turn(
+        &self,
+        wire: &Wire,
+        body: &Value,
+    ) -> Result<ChatResponse, BackendError> {
         let url = format!("{}{}", self.base_url, wire.path);
         let headers = self.headers()?;
         let endpoint = &self.base_url;
@@ -105,8 +111,7 @@ impl Endpoint {
                 body,
                 endpoint,
                 self.streaming.idle_timeout,
-                (wire.assembler)(),
-                wire.parse,
+                wire,
             )
             .await?
         } else {

@@ -221,7 +221,10 @@ impl Generation {
             settings.tool_mode = ToolMode::Json;
         }
         settings.request_timeout = Some(self.request_timeout);
-        settings.idle_timeout = self.streaming.enabled.then_some(self.streaming.idle_timeout);
+        settings.idle_timeout = self
+            .streaming
+            .enabled
+            .then_some(self.streaming.idle_timeout);
         if self.context_window.is_some() {
             settings.context_window = self.context_window;
         }

@@ -16,7 +16,7 @@ use crate::error::BackendError;
 use crate::http;
 use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{Assemble, Streaming, chat::ChatAssembler};
+use crate::stream::{self, Streaming, chat::ChatAssembler};
 
 /// An OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug, Clone)]
@@ -28,12 +28,8 @@ pub struct OpenAiBackend {
 const WIRE: Wire = Wire {
     path: "/chat/completions",
     parse: parse_response,
-    assembler: assembler,
+    assembler: stream::boxed::<ChatAssembler>,
 };
-
-fn assembler() -> Box<dyn Assemble> {
-    Box::new(ChatAssembler::default())
-}
 
 /// The name of the output-token cap in a request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -89,7 +85,7 @@ impl OpenAiBackend {
         timeout: Duration,
     ) -> Self {
         Self {
-            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, http::client(timeout)),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
             token_param: TokenParam::Auto,
         }
     }
@@ -146,7 +142,8 @@ impl OpenAiBackend {
             }
         }
         let streamed = self.endpoint.streaming.enabled;
-        let mut body = json!({"model": self.endpoint.model, "messages": messages, "stream": streamed});
+        let mut body =
+            json!({"model": self.endpoint.model, "messages": messages, "stream": streamed});
         if streamed {
             body["stream_options"] = json!({"include_usage": true});
         }

@@ -108,7 +108,13 @@ pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
 }
 
 /// Reports the end of a step, question or plan, if a sink is installed and a model was asked.
-pub(crate) fn finished(sink: Option<&Arc<dyn ProgressSink>>, label: &str, agent: &str, usage: &Usage, elapsed: Duration) {
+pub(crate) fn finished(
+    sink: Option<&Arc<dyn ProgressSink>>,
+    label: &str,
+    agent: &str,
+    usage: &Usage,
+    elapsed: Duration,
+) {
     if let Some(sink) = sink
         && usage.turns > 0
     {

@@ -13,11 +13,10 @@ use crate::backend::{
 };
 use crate::endpoint::{Auth, Endpoint, Wire};
 use crate::error::BackendError;
-use crate::http;
 use crate::openai::{TokenParam, parse_arguments};
 use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{Assemble, Streaming, responses::ResponsesAssembler};
+use crate::stream::{self, Streaming, responses::ResponsesAssembler};
 
 /// An endpoint speaking OpenAI's Responses API (`POST {base_url}/responses`).
 #[derive(Debug, Clone)]
@@ -28,12 +27,8 @@ pub struct ResponsesBackend {
 const WIRE: Wire = Wire {
     path: "/responses",
     parse: parse_body,
-    assembler: assembler,
+    assembler: stream::boxed::<ResponsesAssembler>,
 };
-
-fn assembler() -> Box<dyn Assemble> {
-    Box::new(ResponsesAssembler::default())
-}
 
 fn parse_body(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
     parse_response(&body, endpoint)
@@ -44,7 +39,7 @@ impl ResponsesBackend {
     #[must_use]
     pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>, timeout: Duration) -> Self {
         Self {
-            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, http::client(timeout)),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
         }
     }
 

@@ -190,9 +190,9 @@ impl App {
     /// that resume a run; see [`crate::model_meter`]).
     fn with_model_progress(mut self, global: &Global) -> Self {
         let json_logs = global.log_format == crate::cli::LogFormat::Json;
-        if let Some(meter) =
-            crate::model_meter::ModelMeter::for_process(self.style, self.quiet, self.json, json_logs)
-        {
+        if let Some(meter) = crate::model_meter::ModelMeter::for_process(
+            self.style, self.quiet, self.json, json_logs,
+        ) {
             self.agents = Arc::new((*self.agents).clone().with_progress(Arc::new(meter)));
         }
         self

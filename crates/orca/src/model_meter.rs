@@ -69,7 +69,12 @@ const JSON_EVERY: Duration = Duration::from_secs(1);
 
 impl ModelMeter {
     /// The meter for this process, or none (`-q`, or `--json` without `--log-format json`).
-    pub(crate) fn for_process(style: Style, quiet: bool, json: bool, json_logs: bool) -> Option<Self> {
+    pub(crate) fn for_process(
+        style: Style,
+        quiet: bool,
+        json: bool,
+        json_logs: bool,
+    ) -> Option<Self> {
         let mode = if json_logs {
             Mode::Json
         } else if std::io::stderr().is_terminal() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::sse::SseEvent;
-use super::{Assemble, Flow, StreamFailure, data_json};
+use super::{Assemble, Flow, Produced, StreamFailure, data_json};
 use crate::backend::ChatResponse;
 use crate::error::BackendError;
 
@@ -25,8 +25,7 @@ pub(crate) struct ChatAssembler {
     calls: BTreeMap<u64, Call>,
     finish_reason: Option<String>,
     usage: Option<Value>,
-    chars: usize,
-    events: usize,
+    produced: Produced,
     any: bool,
 }
 
@@ -60,8 +59,7 @@ impl Assemble for ChatAssembler {
             && !t.is_empty()
         {
             self.text.push_str(t);
-            self.chars += t.chars().count();
-            self.events += 1;
+            self.produced.text(t);
         }
         for (pos, c) in delta
             .get("tool_calls")
@@ -71,33 +69,32 @@ impl Assemble for ChatAssembler {
             .enumerate()
         {
             // Servers that send each call whole leave out `index`: their position is it.
-            let index = c
-                .get("index")
-                .and_then(Value::as_u64)
-                .unwrap_or(pos as u64);
+            let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
             let call = self.calls.entry(index).or_default();
-            if let Some(id) = c.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            if let Some(id) = c
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
                 call.id = Some(id.to_owned());
             }
             let f = c.get("function");
             if let Some(n) = f.and_then(|f| f.get("name")).and_then(Value::as_str) {
                 call.name.push_str(n);
             }
-            match f.and_then(|f| f.get("arguments")) {
-                Some(Value::String(a)) => {
-                    call.arguments.push_str(a);
-                    self.chars += a.chars().count();
-                }
-                Some(v @ Value::Object(_)) => call.arguments.push_str(&v.to_string()),
-                _ => {}
-            }
-            self.events += 1;
+            let arguments = match f.and_then(|f| f.get("arguments")) {
+                Some(Value::String(a)) => a.clone(),
+                Some(v @ Value::Object(_)) => v.to_string(),
+                _ => String::new(),
+            };
+            call.arguments.push_str(&arguments);
+            self.produced.text(&arguments);
         }
         Ok(Flow::More)
     }
 
-    fn produced(&self) -> (usize, usize) {
-        (self.chars, self.events)
+    fn produced(&self) -> Produced {
+        self.produced
     }
 
     fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError> {
@@ -124,7 +121,8 @@ impl Assemble for ChatAssembler {
         if !calls.is_empty() {
             message["tool_calls"] = Value::Array(calls);
         }
-        let mut body = json!({"choices": [{"message": message, "finish_reason": self.finish_reason}]});
+        let mut body =
+            json!({"choices": [{"message": message, "finish_reason": self.finish_reason}]});
         if let Some(u) = self.usage {
             body["usage"] = u;
         }

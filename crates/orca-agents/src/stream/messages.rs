@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::sse::SseEvent;
-use super::{Assemble, Flow, StreamFailure, data_json};
+use super::{Assemble, Flow, Produced, StreamFailure, typed};
 use crate::backend::ChatResponse;
 use crate::error::BackendError;
 
@@ -24,18 +24,12 @@ pub(crate) struct MessagesAssembler {
     usage: Map<String, Value>,
     started: bool,
     stopped: bool,
-    chars: usize,
-    events: usize,
+    produced: Produced,
 }
 
 impl Assemble for MessagesAssembler {
     fn event(&mut self, event: &SseEvent) -> Result<Flow, StreamFailure> {
-        let v = data_json(event)?;
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.name)
-            .to_owned();
+        let (v, kind) = typed(event)?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind.as_str() {
             "error" => return Err(StreamFailure::from_json(&v)),
@@ -72,8 +66,8 @@ impl Assemble for MessagesAssembler {
         Ok(Flow::More)
     }
 
-    fn produced(&self) -> (usize, usize) {
-        (self.chars, self.events)
+    fn produced(&self) -> Produced {
+        self.produced
     }
 
     fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError> {
@@ -117,8 +111,7 @@ impl MessagesAssembler {
         match delta.get("type").and_then(Value::as_str) {
             Some("text_delta") => {
                 let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
-                self.chars += t.chars().count();
-                self.events += 1;
+                self.produced.text(t);
                 self.blocks
                     .entry(index)
                     .or_insert_with(|| json!({"type": "text", "text": ""}));
@@ -129,11 +122,10 @@ impl MessagesAssembler {
                     .get("partial_json")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                self.chars += t.chars().count();
-                self.events += 1;
+                self.produced.text(t);
                 self.partial.entry(index).or_default().push_str(t);
             }
-            Some("thinking_delta") => self.events += 1,
+            Some("thinking_delta") => self.produced.hidden(),
             _ => {}
         }
     }

@@ -14,6 +14,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use crate::backend::ChatResponse;
+use crate::endpoint::Wire;
 use crate::error::BackendError;
 use crate::http;
 use sse::{SseEvent, SseParser};
@@ -89,8 +90,8 @@ pub(crate) trait Assemble: Send {
     /// The server reported an error in the stream, or an event does not parse.
     fn event(&mut self, event: &SseEvent) -> Result<Flow, StreamFailure>;
 
-    /// Characters of output (text and tool arguments) and content events so far.
-    fn produced(&self) -> (usize, usize);
+    /// The output so far.
+    fn produced(&self) -> Produced;
 
     /// The answer, as the non-streaming body would have given it.
     ///
@@ -100,17 +101,53 @@ pub(crate) trait Assemble: Send {
     fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError>;
 }
 
-/// An estimate of the output tokens so far: one a content event (what llama.cpp and OpenAI
-/// send), or one per four characters, whichever is more.
-fn estimate_tokens((chars, events): (usize, usize)) -> u64 {
-    u64::try_from(chars.div_ceil(4).max(events)).unwrap_or(u64::MAX)
+/// A fresh assembler, boxed (what [`crate::endpoint::Wire`] keeps).
+pub(crate) fn boxed<A: Assemble + Default + 'static>() -> Box<dyn Assemble> {
+    Box::new(A::default())
+}
+
+/// Output counted while it streams: characters of text and tool arguments, content events.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Produced {
+    chars: usize,
+    events: usize,
+}
+
+impl Produced {
+    /// One content event carrying `text`.
+    pub(crate) fn text(&mut self, text: &str) {
+        self.chars += text.chars().count();
+        self.events += 1;
+    }
+
+    /// One content event whose text is not shown (reasoning).
+    pub(crate) fn hidden(&mut self) {
+        self.events += 1;
+    }
+
+    /// An estimate of the output tokens so far: one a content event (what llama.cpp and OpenAI
+    /// send), or one per four characters, whichever is more.
+    fn tokens(self) -> u64 {
+        u64::try_from(self.chars.div_ceil(4).max(self.events)).unwrap_or(u64::MAX)
+    }
+}
+
+/// An event's data as JSON, with its type: the data's `type` field, else the `event:` name.
+pub(crate) fn typed(event: &SseEvent) -> Result<(Value, String), StreamFailure> {
+    let v = data_json(event)?;
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or(&event.name)
+        .to_owned();
+    Ok((v, kind))
 }
 
 /// How often progress is reported at most.
 const REPORT_EVERY: Duration = Duration::from_millis(250);
 
 /// Posts `body` asking for a stream and assembles the answer. A server that answers with a
-/// plain JSON body instead (it ignores `stream`) is parsed with `parse_json`.
+/// plain JSON body instead (it ignores `stream`) is parsed as the non-streamed answer.
 pub(crate) async fn exchange(
     client: &reqwest::Client,
     url: &str,
@@ -118,9 +155,9 @@ pub(crate) async fn exchange(
     body: &Value,
     endpoint: &str,
     idle: Duration,
-    mut assembler: Box<dyn Assemble>,
-    parse_json: fn(Value, &str) -> Result<ChatResponse, BackendError>,
+    wire: &Wire,
 ) -> Result<ChatResponse, BackendError> {
+    let mut assembler = (wire.assembler)();
     tracing::debug!(endpoint, "model request (streamed)");
     let redactor = http::body_redactor(&headers);
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -146,7 +183,7 @@ pub(crate) async fn exchange(
         if !(200..300).contains(&status) {
             return Err(http::classify(status, retry_after, &text, endpoint));
         }
-        return parse_json(http::json_body(&text, endpoint)?, endpoint);
+        return (wire.parse)(http::json_body(&text, endpoint)?, endpoint);
     }
     let mut parser = SseParser::default();
     let mut last_report = Instant::now();
@@ -178,10 +215,10 @@ pub(crate) async fn exchange(
         }
         if last_report.elapsed() >= REPORT_EVERY {
             last_report = Instant::now();
-            crate::progress::streaming(estimate_tokens(assembler.produced()), sent.elapsed());
+            crate::progress::streaming(assembler.produced().tokens(), sent.elapsed());
         }
     }
-    let estimate = estimate_tokens(assembler.produced());
+    let estimate = assembler.produced().tokens();
     let answer = assembler.finish(endpoint)?;
     let reported = answer.usage.output_tokens;
     crate::progress::streaming(

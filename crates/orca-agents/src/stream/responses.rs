@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::sse::SseEvent;
-use super::{Assemble, Flow, StreamFailure, data_json};
+use super::{Assemble, Flow, Produced, StreamFailure, typed};
 use crate::backend::ChatResponse;
 use crate::error::BackendError;
 
@@ -25,18 +25,12 @@ pub(crate) struct ResponsesAssembler {
     done: std::collections::BTreeSet<u64>,
     /// The final response object.
     last: Option<Value>,
-    chars: usize,
-    events: usize,
+    produced: Produced,
 }
 
 impl Assemble for ResponsesAssembler {
     fn event(&mut self, event: &SseEvent) -> Result<Flow, StreamFailure> {
-        let v = data_json(event)?;
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.name)
-            .to_owned();
+        let (v, kind) = typed(event)?;
         let index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
         let delta = || v.get("delta").and_then(Value::as_str).unwrap_or("");
         match kind.as_str() {
@@ -62,18 +56,16 @@ impl Assemble for ResponsesAssembler {
             }
             "response.output_text.delta" => {
                 let d = delta();
-                self.chars += d.chars().count();
-                self.events += 1;
+                self.produced.text(d);
                 self.texts.entry(index).or_default().push_str(d);
             }
             "response.function_call_arguments.delta" => {
                 let d = delta();
-                self.chars += d.chars().count();
-                self.events += 1;
+                self.produced.text(d);
                 self.arguments.entry(index).or_default().push_str(d);
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                self.events += 1;
+                self.produced.hidden();
             }
             "response.completed" | "response.incomplete" => {
                 self.last = v.get("response").cloned();
@@ -84,8 +76,8 @@ impl Assemble for ResponsesAssembler {
         Ok(Flow::More)
     }
 
-    fn produced(&self) -> (usize, usize) {
-        (self.chars, self.events)
+    fn produced(&self) -> Produced {
+        self.produced
     }
 
     fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError> {

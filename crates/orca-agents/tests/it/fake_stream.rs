@@ -1,7 +1,11 @@
 //! A fake model server over raw TCP (port 0) that controls exactly how the bytes of an answer
 //! arrive: in small pieces cut at awkward places, with stalls, after an error status. Counts
 //! requests and keeps their bodies.
-#![allow(dead_code, unreachable_pub, reason = "each test uses a different subset")]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test uses a different subset"
+)]
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use orca_agents::{
     Agents, AnthropicBackend, ApiKey, BackendError, BackendSpec, ChatBackend, ChatRequest,
-    ChatResponse, GenerationSettings, Message, ModelProgress, OpenAiBackend, PriceTable, Profile,
+    ChatResponse, GenerationSettings, Message, ModelProgress, OpenAiBackend, PriceTable,
     ProgressSink, ResponsesBackend, StopReason, Streaming, ToolChoice,
 };
-use orca_core::{AgentId, AgentPort, Budget, ErrorCode, Role, TaskResult, ToolSpec};
+use orca_core::{AgentPort, Budget, ErrorCode, TaskResult, ToolSpec};
 use serde_json::{Value, json};
 
-use crate::common::{TestTools, fast_settings, task};
+use crate::common::{TestTools, coder_profile, fast_settings, task};
 use crate::fake_stream::{FakeStream, Reply, sse};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,36 +37,17 @@ fn streaming(idle: Duration) -> Streaming {
     }
 }
 
+const KEY: &str = "sk-test-stream-key-0123";
+const T: Duration = Duration::from_secs(30);
+
 fn backend(fmt: Fmt, url: &str, s: Streaming) -> Box<dyn ChatBackend> {
-    let timeout = Duration::from_secs(30);
+    let (key, v1) = (Some(ApiKey::new(KEY)), format!("{url}/v1"));
     match fmt {
-        Fmt::Chat => Box::new(
-            OpenAiBackend::with_timeout(
-                &format!("{url}/v1"),
-                "gpt-4o",
-                Some(ApiKey::new("sk-test-stream-key-0123")),
-                timeout,
-            )
-            .with_streaming(s),
-        ),
-        Fmt::Messages => Box::new(
-            AnthropicBackend::with_timeout(
-                url,
-                "claude-sonnet-4",
-                Some(ApiKey::new("sk-ant-stream-key-0123")),
-                timeout,
-            )
-            .with_streaming(s),
-        ),
-        Fmt::Responses => Box::new(
-            ResponsesBackend::new(
-                &format!("{url}/v1"),
-                "gpt-5",
-                Some(ApiKey::new("sk-test-stream-key-0123")),
-                timeout,
-            )
-            .with_streaming(s),
-        ),
+        Fmt::Chat => Box::new(OpenAiBackend::with_timeout(&v1, "gpt-4o", key, T).with_streaming(s)),
+        Fmt::Messages => {
+            Box::new(AnthropicBackend::with_timeout(url, "claude-opus-4", key, T).with_streaming(s))
+        }
+        Fmt::Responses => Box::new(ResponsesBackend::new(&v1, "gpt-5", key, T).with_streaming(s)),
     }
 }
 
@@ -107,10 +88,12 @@ fn whole(fmt: Fmt, cut: bool) -> Value {
         Fmt::Messages => {
             let mut content = vec![json!({"type": "text", "text": text})];
             if !cut {
-                content.push(json!({"type": "tool_use", "id": "toolu_a", "name": "read_file",
-                    "input": serde_json::from_str::<Value>(ARGS).unwrap()}));
+                content.push(
+                    json!({"type": "tool_use", "id": "toolu_a", "name": "read_file",
+                    "input": serde_json::from_str::<Value>(ARGS).unwrap()}),
+                );
             }
-            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4",
                 "content": content, "stop_reason": if cut { "max_tokens" } else { "tool_use" },
                 "stop_sequence": null,
                 "usage": {"input_tokens": 50, "cache_creation_input_tokens": 1000,
@@ -123,8 +106,10 @@ fn whole(fmt: Fmt, cut: bool) -> Value {
                     "content": [{"type": "output_text", "text": text, "annotations": []}]}),
             ];
             if !cut {
-                output.push(json!({"type": "function_call", "id": "fc_1", "call_id": "call_a",
-                    "name": "read_file", "arguments": ARGS, "status": "completed"}));
+                output.push(
+                    json!({"type": "function_call", "id": "fc_1", "call_id": "call_a",
+                    "name": "read_file", "arguments": ARGS, "status": "completed"}),
+                );
             }
             let mut r = json!({"id": "resp_1", "object": "response", "model": "gpt-5",
                 "status": if cut { "incomplete" } else { "completed" },
@@ -146,45 +131,81 @@ fn events(fmt: Fmt, cut: bool) -> String {
     match fmt {
         Fmt::Chat => {
             let chunk = |delta: Value, finish: Value| {
-                ("", json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                (
+                    "",
+                    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
                     "model": "gpt-4o", "system_fingerprint": "fp_1",
                     "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-                    "usage": null}))
+                    "usage": null}),
+                )
             };
             let mut ev = vec![
-                chunk(json!({"role": "assistant", "content": "", "refusal": null}), Value::Null),
+                chunk(
+                    json!({"role": "assistant", "content": "", "refusal": null}),
+                    Value::Null,
+                ),
                 chunk(json!({"content": TEXT_A}), Value::Null),
                 chunk(json!({"content": TEXT_B}), Value::Null),
             ];
             if !cut {
-                ev.push(chunk(json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
-                    "function": {"name": "read_file", "arguments": ""}}]}), Value::Null));
-                ev.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": a1}}]}), Value::Null));
-                ev.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": a2}}]}), Value::Null));
+                ev.push(chunk(
+                    json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                    "function": {"name": "read_file", "arguments": ""}}]}),
+                    Value::Null,
+                ));
+                ev.push(chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": a1}}]}),
+                    Value::Null,
+                ));
+                ev.push(chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": a2}}]}),
+                    Value::Null,
+                ));
             }
-            ev.push(chunk(json!({}), json!(if cut { "length" } else { "tool_calls" })));
-            ev.push(("", json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+            ev.push(chunk(
+                json!({}),
+                json!(if cut { "length" } else { "tool_calls" }),
+            ));
+            ev.push((
+                "",
+                json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
                 "model": "gpt-4o", "choices": [],
-                "usage": whole(fmt, cut)["usage"].clone()})));
+                "usage": whole(fmt, cut)["usage"].clone()}),
+            ));
             let mut s = sse(&ev);
             s.push_str("data: [DONE]\r\n\r\n");
             s
         }
         Fmt::Messages => {
             let mut ev = vec![
-                ("message_start", json!({"type": "message_start", "message": {"id": "msg_1",
-                    "type": "message", "role": "assistant", "model": "claude-sonnet-4", "content": [],
+                (
+                    "message_start",
+                    json!({"type": "message_start", "message": {"id": "msg_1",
+                    "type": "message", "role": "assistant", "model": "claude-opus-4", "content": [],
                     "stop_reason": null, "stop_sequence": null,
                     "usage": {"input_tokens": 50, "cache_creation_input_tokens": 1000,
-                        "cache_read_input_tokens": 2000, "output_tokens": 1}}})),
-                ("content_block_start", json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "text", "text": ""}})),
+                        "cache_read_input_tokens": 2000, "output_tokens": 1}}}),
+                ),
+                (
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "text", "text": ""}}),
+                ),
                 ("ping", json!({"type": "ping"})),
-                ("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": TEXT_A}})),
-                ("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": TEXT_B}})),
-                ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+                (
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": TEXT_A}}),
+                ),
+                (
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": TEXT_B}}),
+                ),
+                (
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": 0}),
+                ),
             ];
             if !cut {
                 ev.extend([
@@ -221,28 +242,68 @@ fn events(fmt: Fmt, cut: bool) -> String {
                 ev.push((name, data));
             };
             push("response.created", json!({"response": created}));
-            push("response.output_item.added", json!({"output_index": 0, "item": out[0]}));
-            push("response.output_item.done", json!({"output_index": 0, "item": out[0]}));
-            push("response.output_item.added", json!({"output_index": 1, "item":
-                {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}}));
-            push("response.content_part.added", json!({"output_index": 1, "item_id": "msg_1",
-                "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}));
-            push("response.output_text.delta", json!({"output_index": 1, "item_id": "msg_1",
-                "content_index": 0, "delta": TEXT_A}));
-            push("response.output_text.delta", json!({"output_index": 1, "item_id": "msg_1",
-                "content_index": 0, "delta": TEXT_B}));
-            push("response.output_item.done", json!({"output_index": 1, "item": out[1]}));
+            push(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": out[0]}),
+            );
+            push(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": out[0]}),
+            );
+            push(
+                "response.output_item.added",
+                json!({"output_index": 1, "item":
+                {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}}),
+            );
+            push(
+                "response.content_part.added",
+                json!({"output_index": 1, "item_id": "msg_1",
+                "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+            );
+            push(
+                "response.output_text.delta",
+                json!({"output_index": 1, "item_id": "msg_1",
+                "content_index": 0, "delta": TEXT_A}),
+            );
+            push(
+                "response.output_text.delta",
+                json!({"output_index": 1, "item_id": "msg_1",
+                "content_index": 0, "delta": TEXT_B}),
+            );
+            push(
+                "response.output_item.done",
+                json!({"output_index": 1, "item": out[1]}),
+            );
             if !cut {
-                push("response.output_item.added", json!({"output_index": 2, "item":
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": 2, "item":
                     {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "read_file",
-                     "arguments": "", "status": "in_progress"}}));
-                push("response.function_call_arguments.delta", json!({"output_index": 2, "item_id": "fc_1", "delta": a1}));
-                push("response.function_call_arguments.delta", json!({"output_index": 2, "item_id": "fc_1", "delta": a2}));
-                push("response.function_call_arguments.done", json!({"output_index": 2, "item_id": "fc_1", "arguments": ARGS}));
-                push("response.output_item.done", json!({"output_index": 2, "item": out[2]}));
+                     "arguments": "", "status": "in_progress"}}),
+                );
+                push(
+                    "response.function_call_arguments.delta",
+                    json!({"output_index": 2, "item_id": "fc_1", "delta": a1}),
+                );
+                push(
+                    "response.function_call_arguments.delta",
+                    json!({"output_index": 2, "item_id": "fc_1", "delta": a2}),
+                );
+                push(
+                    "response.function_call_arguments.done",
+                    json!({"output_index": 2, "item_id": "fc_1", "arguments": ARGS}),
+                );
+                push(
+                    "response.output_item.done",
+                    json!({"output_index": 2, "item": out[2]}),
+                );
             }
             push(
-                if cut { "response.incomplete" } else { "response.completed" },
+                if cut {
+                    "response.incomplete"
+                } else {
+                    "response.completed"
+                },
                 json!({"response": full}),
             );
             sse(&ev)
@@ -345,19 +406,11 @@ fn agents(fmt: Fmt, url: &str, settings: GenerationSettings) -> Agents {
         },
         Fmt::Messages => BackendSpec::Anthropic {
             base_url: url.to_owned(),
-            model: "claude-sonnet-4".into(),
+            model: "claude-opus-4".into(),
             api_key: key,
         },
     };
-    let profile = Profile {
-        id: AgentId::parse("coder").unwrap(),
-        role: Role::Specialist,
-        description: "codes".into(),
-        backend: spec,
-        prompt: "You are the coder.".into(),
-        workspace_tools: vec![],
-        limits: Budget::UNLIMITED,
-    };
+    let profile = coder_profile(spec);
     let mut generation = settings.resolve();
     if fmt == Fmt::Responses {
         generation.api = orca_agents::WireApi::Responses;
@@ -367,6 +420,17 @@ fn agents(fmt: Fmt, url: &str, settings: GenerationSettings) -> Agents {
         .insert_with(profile, generation, &PriceTable::shipped())
         .unwrap();
     agents
+}
+
+/// A step allowed one model turn.
+async fn one_turn(agents: &Agents) -> orca_core::Reply<TaskResult> {
+    let budget = Budget {
+        max_turns: Some(1),
+        ..Budget::UNLIMITED
+    };
+    agents
+        .run_task(task("coder", budget), &TestTools::new())
+        .await
 }
 
 fn failure_of(result: TaskResult) -> orca_core::TaskFailure {
@@ -402,7 +466,8 @@ async fn a_stalled_stream_hits_the_idle_timeout_once_and_is_not_re_sent() {
         let f = failure_of(reply.outcome);
         assert_eq!(f.code, ErrorCode::Timeout, "{fmt:?}: {f}");
         assert!(
-            f.message.contains("sent nothing for 1 s (idle_timeout_secs)"),
+            f.message
+                .contains("sent nothing for 1 s (idle_timeout_secs)"),
             "{fmt:?}: {}",
             f.message
         );
@@ -444,8 +509,14 @@ async fn an_error_event_mid_stream_is_one_readable_error() {
             matches!(err, BackendError::StreamFailed { .. }),
             "{fmt:?}: {err:?}"
         );
-        assert!(line.contains("failed mid-answer: the engine crashed"), "{line}");
-        assert!(!line.contains("sk-test-stream-key-0123"), "the key is redacted: {line}");
+        assert!(
+            line.contains("failed mid-answer: the engine crashed"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("sk-test-stream-key-0123"),
+            "the key is redacted: {line}"
+        );
         assert!(!line.contains('\n'));
         // Through the loop: one failure, one request.
         let agents = agents(fmt, &server.url, GenerationSettings::default());
@@ -478,18 +549,7 @@ async fn a_429_before_the_stream_honours_retry_after() {
         let started = Instant::now();
         // The scripted turn calls read_file; the loop then asks again (the same stream) and
         // gets no submit, so the outcome is a failure — what counts here is the wait.
-        let _ = agents
-            .run_task(
-                task(
-                    "coder",
-                    Budget {
-                        max_turns: Some(1),
-                        ..Budget::UNLIMITED
-                    },
-                ),
-                &TestTools::new(),
-            )
-            .await;
+        let _ = one_turn(&agents).await;
         let waited = started.elapsed();
         println!(
             "{fmt:?}: 429 then stream → {} requests, {waited:?}",
@@ -519,20 +579,9 @@ async fn progress_is_reported_while_streaming_and_usage_when_the_step_ends() {
     }])
     .await;
     let sink = Arc::new(Sink::default());
-    let agents = agents(Fmt::Chat, &server.url, GenerationSettings::default())
-        .with_progress(sink.clone());
-    let _ = agents
-        .run_task(
-            task(
-                "coder",
-                Budget {
-                    max_turns: Some(1),
-                    ..Budget::UNLIMITED
-                },
-            ),
-            &TestTools::new(),
-        )
-        .await;
+    let agents =
+        agents(Fmt::Chat, &server.url, GenerationSettings::default()).with_progress(sink.clone());
+    let _ = one_turn(&agents).await;
     let seen = sink.0.lock().unwrap().clone();
     let streaming: Vec<_> = seen
         .iter()
@@ -568,10 +617,10 @@ fn streamed_request_bodies_per_format() {
     let s = streaming(Duration::from_secs(60));
     let bodies = json!({
         "chat": OpenAiBackend::new("http://x/v1", "gpt-4o", None).with_streaming(s).request_body(&request()),
-        "messages": AnthropicBackend::new("http://x", "claude-sonnet-4", None).with_streaming(s).request_body(&request()),
+        "messages": AnthropicBackend::new("http://x", "claude-opus-4", None).with_streaming(s).request_body(&request()),
         "responses": ResponsesBackend::new("http://x/v1", "gpt-5", None, Duration::from_secs(1)).with_streaming(s).request_body(&request()),
         "chat_off": OpenAiBackend::new("http://x/v1", "gpt-4o", None).request_body(&request())["stream"],
-        "messages_off": AnthropicBackend::new("http://x", "claude-sonnet-4", None).request_body(&request()).get("stream"),
+        "messages_off": AnthropicBackend::new("http://x", "claude-opus-4", None).request_body(&request()).get("stream"),
         "responses_off": ResponsesBackend::new("http://x/v1", "gpt-5", None, Duration::from_secs(1)).request_body(&request()).get("stream"),
     });
     insta::assert_json_snapshot!(bodies);

@@ -4,12 +4,12 @@
 //! included; at a terminal the status line is drawn (and cleared).
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-use std::io::{Read as _, Write as _};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -25,7 +25,10 @@ fn stream_body() -> Vec<String> {
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
         )
     };
-    let mut parts = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut parts = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
     for i in 0..30 {
         parts.push(chunk(json!({"content": format!("wörd{i} ")}), Value::Null));
     }
@@ -54,26 +57,23 @@ fn start_model() -> (String, Arc<AtomicUsize>) {
             let Ok(mut socket) = socket else { continue };
             let seen = seen.clone();
             std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                // Read the head and the body (content-length).
-                loop {
-                    let n = socket.read(&mut chunk).unwrap_or(0);
-                    if n == 0 {
-                        return;
+                // The request: header lines up to a blank one, then content-length bytes.
+                let mut reader = BufReader::new(socket.try_clone().unwrap());
+                let mut length = 0;
+                for line in reader.by_ref().lines() {
+                    let Ok(line) = line else { return };
+                    if line.is_empty() {
+                        break;
                     }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            break;
-                        }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
                     }
+                }
+                let mut body = vec![0u8; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
                 }
                 seen.fetch_add(1, Ordering::SeqCst);
                 let _ = socket.write_all(
@@ -156,7 +156,11 @@ fn piped_stderr_has_no_progress_control_codes_and_json_logs_stay_json() {
     assert_eq!(usage.len(), 1, "{err}");
     assert_eq!(usage[0]["fields"]["output_tokens"], 45);
     assert_eq!(usage[0]["fields"]["step"], "work");
-    assert_eq!(requests.load(Ordering::SeqCst), 2, "one streamed turn per run");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        2,
+        "one streamed turn per run"
+    );
 
     // -q: nothing about the model.
     let (p, plan) = project(&url);
@@ -180,29 +184,8 @@ async fn at_a_terminal_the_status_line_shows_tokens_and_is_cleared() {
                 .stdout(Stdio::piped());
             cmd.spawn().unwrap()
         };
-        let mut reader = controller.try_clone().unwrap();
-        let screen = std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                text.extend_from_slice(&buf[..n]);
-            }
-            String::from_utf8_lossy(&text).into_owned()
-        });
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > Duration::from_secs(120) {
-                let _ = child.kill();
-                panic!("the run did not end");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let screen = common::pty::record(&controller);
+        let status = common::pty::wait(&mut child, "the run");
         drop(controller);
         (screen.join().unwrap(), status.code())
     })
