@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use orca_agents::{ModelProgress, ProgressSink};
@@ -17,6 +17,25 @@ use crate::term::{Style, say};
 
 /// Whether a status line is on the screen (so the next line clears it first).
 static STATUS_SHOWN: AtomicBool = AtomicBool::new(false);
+
+/// Questions waiting for an answer at the terminal (no status line is drawn meanwhile).
+static ASKING: AtomicUsize = AtomicUsize::new(0);
+
+/// While alive, a question waits for its answer: the status line is not drawn.
+pub(crate) struct Asking;
+
+impl Asking {
+    pub(crate) fn start() -> Self {
+        ASKING.fetch_add(1, Ordering::SeqCst);
+        Self
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        ASKING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// Clears the status line, if one is shown (before any other stderr line).
 pub(crate) fn clear_status(err: &mut impl Write) {
@@ -151,7 +170,7 @@ impl ModelMeter {
                 )
             })
             .collect();
-        if parts.is_empty() {
+        if parts.is_empty() || ASKING.load(Ordering::SeqCst) > 0 {
             return;
         }
         let mut err = std::io::stderr().lock();

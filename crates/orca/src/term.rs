@@ -191,9 +191,12 @@ fn read_line() -> Option<String> {
 fn prompt(text: &str) -> Option<String> {
     let text = crate::secrets::redact(text);
     let mut err = std::io::stderr().lock();
+    crate::model_meter::clear_status(&mut err);
     let _ = write!(err, "{text}");
     let _ = err.flush();
     drop(err);
+    // No status line is drawn over a question waiting for its answer.
+    let _asking = crate::model_meter::Asking::start();
     read_line()
 }
 

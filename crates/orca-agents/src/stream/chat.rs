@@ -29,6 +29,36 @@ pub(crate) struct ChatAssembler {
     any: bool,
 }
 
+impl ChatAssembler {
+    /// Where a tool-call delta without `index` belongs (servers that send each call whole
+    /// leave it out): the call with its id, else a new call when it names a function, else
+    /// the last call.
+    fn unindexed(&self, c: &Value) -> u64 {
+        let id = c
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        if let Some(i) = self
+            .calls
+            .iter()
+            .find(|(_, call)| id.is_some() && call.id.as_deref() == id)
+            .map(|(i, _)| *i)
+        {
+            return i;
+        }
+        let next = self.calls.keys().next_back().map_or(0, |i| i + 1);
+        let names = c
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .is_some();
+        if names || self.calls.is_empty() {
+            next
+        } else {
+            next - 1
+        }
+    }
+}
+
 impl Assemble for ChatAssembler {
     fn event(&mut self, event: &SseEvent) -> Result<Flow, StreamFailure> {
         if event.data.trim() == "[DONE]" {
@@ -61,15 +91,16 @@ impl Assemble for ChatAssembler {
             self.text.push_str(t);
             self.produced.text(t);
         }
-        for (pos, c) in delta
+        for c in delta
             .get("tool_calls")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .enumerate()
         {
-            // Servers that send each call whole leave out `index`: their position is it.
-            let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+            let index = match c.get("index").and_then(Value::as_u64) {
+                Some(i) => i,
+                None => self.unindexed(c),
+            };
             let call = self.calls.entry(index).or_default();
             if let Some(id) = c
                 .get("id")
@@ -127,5 +158,38 @@ impl Assemble for ChatAssembler {
             body["usage"] = u;
         }
         crate::openai::parse_response(body, endpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(a: &mut ChatAssembler, data: Value) {
+        let event = SseEvent {
+            name: String::new(),
+            data: data.to_string(),
+        };
+        assert!(matches!(a.event(&event), Ok(Flow::More)));
+    }
+
+    #[test]
+    fn calls_without_index_are_told_apart() {
+        // Each call whole in its own chunk, no index (as some servers stream them).
+        let mut a = ChatAssembler::default();
+        for (id, name) in [("c1", "read_file"), ("c2", "list_files")] {
+            feed(
+                &mut a,
+                json!({"choices": [{"delta": {"tool_calls": [
+                    {"id": id, "function": {"name": name, "arguments": "{}"}}]}}]}),
+            );
+        }
+        feed(
+            &mut a,
+            json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+        );
+        let r = Box::new(a).finish("e").unwrap();
+        let names: Vec<_> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["read_file", "list_files"]);
     }
 }

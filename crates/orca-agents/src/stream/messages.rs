@@ -141,3 +141,21 @@ impl MessagesAssembler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_cut_before_message_stop_is_an_invalid_response() {
+        let mut a = MessagesAssembler::default();
+        let start = SseEvent {
+            name: "message_start".into(),
+            data: json!({"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 5}}})
+                .to_string(),
+        };
+        assert!(matches!(a.event(&start), Ok(Flow::More)));
+        let err = Box::new(a).finish("e").unwrap_err();
+        assert!(err.to_string().contains("no message_stop"), "{err}");
+    }
+}

@@ -112,3 +112,40 @@ impl Assemble for ResponsesAssembler {
         crate::responses::parse_response(&response, endpoint)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(data: Value) -> SseEvent {
+        SseEvent {
+            name: String::new(),
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn an_empty_final_output_is_filled_from_the_streamed_items() {
+        let mut a = ResponsesAssembler::default();
+        for data in [
+            json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "message", "content": []}}),
+            json!({"type": "response.output_text.delta", "output_index": 0, "delta": "hé"}),
+            json!({"type": "response.output_item.added", "output_index": 1,
+                "item": {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{\"path\":"}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "\"a\"}"}),
+        ] {
+            assert!(matches!(a.event(&event(data)), Ok(Flow::More)));
+        }
+        let done = json!({"type": "response.completed", "response": {"status": "completed",
+            "output": [], "usage": {"input_tokens": 3, "output_tokens": 2}}});
+        assert!(matches!(a.event(&event(done)), Ok(Flow::Done)));
+        let r = Box::new(a).finish("e").unwrap();
+        assert_eq!(r.text.as_deref(), Some("hé"));
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(r.usage.output_tokens, 2);
+        // A stream cut before its end is an invalid response, not an empty answer.
+        assert!(Box::new(ResponsesAssembler::default()).finish("e").is_err());
+    }
+}
