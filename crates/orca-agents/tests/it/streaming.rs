@@ -629,3 +629,33 @@ fn streamed_request_bodies_per_format() {
     });
     insta::assert_json_snapshot!(bodies);
 }
+
+/// `stream` in the config: on by default (the request asks for a stream), off with
+/// `stream = false` (one JSON answer, no `stream_options`).
+#[tokio::test]
+async fn the_stream_setting_reaches_the_request() {
+    let mut seen = Vec::new();
+    for setting in ["", "stream = false\n"] {
+        let server = FakeStream::start(vec![Reply::json(200, &whole(Fmt::Chat, false))]).await;
+        let toml = format!(
+            "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.generation]\n{setting}",
+            server.url
+        );
+        let config =
+            orca_agents::config::Config::parse(&toml, std::path::Path::new(".orca/config.toml"))
+                .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let a =
+            Agents::from_config(dir.path(), &config, &|_: &str| None, fast_settings(0)).unwrap();
+        let _ = one_turn(&a).await;
+        let body = server.bodies()[0].clone();
+        seen.push((body["stream"].clone(), body.get("stream_options").cloned()));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (json!(true), Some(json!({"include_usage": true}))),
+            (json!(false), None)
+        ]
+    );
+}
