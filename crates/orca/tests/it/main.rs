@@ -20,6 +20,7 @@ mod model_progress;
 mod pg_store;
 mod pg_workers;
 mod plan_tools;
+mod planner_tokens;
 mod procs;
 mod readme;
 mod seals;
