@@ -161,9 +161,9 @@ impl ModelMeter {
                     .rate
                     .map_or_else(String::new, |r| format!(", {r:.1} tok/s"));
                 format!(
-                    "{} {} turn {}: {} tokens{rate}, {:.0}s",
-                    self.style.bold(&who(label)),
-                    self.style.dim(&format!("[{}]", l.agent)),
+                    "{} [{}] turn {}: {} tokens{rate}, {:.0}s",
+                    who(label),
+                    l.agent,
                     l.turn,
                     l.tokens,
                     l.elapsed.as_secs_f64()
@@ -174,8 +174,13 @@ impl ModelMeter {
             return;
         }
         let mut err = std::io::stderr().lock();
-        let line = crate::term::clip(&format!("⋯ {}", parts.join(" | ")), 160);
-        let _ = write!(err, "\r\x1b[2K{line}");
+        // One screen line: a wrapped line would not be cleared by the next redraw.
+        let width = crate::term::stderr_width()
+            .unwrap_or(80)
+            .saturating_sub(1)
+            .max(20);
+        let line = crate::term::clip(&format!("⋯ {}", parts.join(" | ")), width);
+        let _ = write!(err, "\r\x1b[2K{}", self.style.dim(&line));
         let _ = err.flush();
         STATUS_SHOWN.store(true, Ordering::SeqCst);
     }

@@ -152,10 +152,19 @@ pub(crate) fn width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
-    terminal_columns()
+    terminal_columns(1)
 }
 
-fn terminal_columns() -> Option<usize> {
+/// The width of the terminal on stderr (`COLUMNS` if set), for a line that must not wrap.
+pub(crate) fn stderr_width() -> Option<usize> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+        .or_else(|| terminal_columns(2))
+}
+
+fn terminal_columns(fd: libc::c_int) -> Option<usize> {
     let mut size = libc::winsize {
         ws_row: 0,
         ws_col: 0,
@@ -163,8 +172,9 @@ fn terminal_columns() -> Option<usize> {
         ws_ypixel: 0,
     };
     #[expect(unsafe_code, reason = "TIOCGWINSZ has no safe wrapper in std")]
-    // SAFETY: `size` is a valid, writable `winsize` that outlives the call; fd 1 is only read.
-    let rc = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &raw mut size) };
+    // SAFETY: `size` is a valid, writable `winsize` that outlives the call; `fd` (1 or 2) is
+    // only queried.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &raw mut size) };
     (rc == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
