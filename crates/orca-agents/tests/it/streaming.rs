@@ -659,3 +659,33 @@ async fn the_stream_setting_reaches_the_request() {
         ]
     );
 }
+
+/// A long answer (20,000 deltas, ~1 MB of events) assembles in time linear in its size.
+#[tokio::test]
+async fn a_long_stream_assembles_quickly() {
+    let delta = |t: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": t}}]})
+        )
+    };
+    let mut body: String = (0..20_000).map(|i| delta(&format!("wörd{i} "))).collect();
+    body.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    let bytes = body.len();
+    // 4 KiB pieces: the time is the client's, not the fake server's writing.
+    let server = FakeStream::start(vec![Reply::Stream {
+        body,
+        pieces: vec![4093],
+        stall_after: None,
+    }])
+    .await;
+    let started = Instant::now();
+    let r = backend(Fmt::Chat, &server.url, streaming(Duration::from_secs(10)))
+        .chat(&request())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    println!("{bytes} bytes of events (20000 deltas) assembled in {took:.2?}");
+    assert_eq!(r.text.unwrap().matches("wörd").count(), 20_000);
+    assert!(took < Duration::from_secs(60), "{took:?}");
+}
