@@ -2,20 +2,18 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+    ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
-use crate::endpoint::{Auth, Endpoint, Wire};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
 use crate::http;
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{self, Streaming, messages::MessagesAssembler};
+use crate::stream::{self, messages::MessagesAssembler};
 
 /// The `anthropic-version` header sent.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -52,20 +50,6 @@ impl AnthropicBackend {
         Self {
             endpoint: Endpoint::new(base_url, model, api_key, Auth::Anthropic, timeout),
         }
-    }
-
-    /// Prices the usage of each turn with `prices` (default: the shipped table).
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.endpoint.prices = prices;
-        self
-    }
-
-    /// Streams answers (`stream: true`) with an idle timeout, or not (the default).
-    #[must_use]
-    pub const fn with_streaming(mut self, streaming: Streaming) -> Self {
-        self.endpoint.streaming = streaming;
-        self
     }
 
     /// The JSON body sent for a request.
@@ -243,20 +227,7 @@ pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse
     })
 }
 
-#[async_trait]
-impl ChatBackend for AnthropicBackend {
-    fn kind(&self) -> &str {
-        "anthropic"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.endpoint.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        self.endpoint.turn(&WIRE, &self.request_body(request)).await
-    }
-}
+http_backend!(AnthropicBackend, "anthropic");
 
 #[cfg(test)]
 mod tests {

@@ -123,3 +123,45 @@ impl Endpoint {
         Ok(response)
     }
 }
+
+/// What every HTTP adapter (a struct with an `endpoint: Endpoint`, a `WIRE: Wire` and a
+/// `request_body`) has in common: the price and streaming builders and the `ChatBackend`
+/// impl, whose turn is [`Endpoint::turn`].
+macro_rules! http_backend {
+    ($ty:ident, $kind:literal) => {
+        impl $ty {
+            /// Prices the usage of each turn with `prices` (default: the shipped table).
+            #[must_use]
+            pub fn with_prices(mut self, prices: crate::pricing::PriceTable) -> Self {
+                self.endpoint.prices = prices;
+                self
+            }
+
+            /// Streams answers (`stream: true`) with an idle timeout, or not (the default).
+            #[must_use]
+            pub const fn with_streaming(mut self, streaming: crate::stream::Streaming) -> Self {
+                self.endpoint.streaming = streaming;
+                self
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl crate::backend::ChatBackend for $ty {
+            fn kind(&self) -> &str {
+                $kind
+            }
+
+            fn model(&self) -> Option<&str> {
+                Some(&self.endpoint.model)
+            }
+
+            async fn chat(
+                &self,
+                request: &crate::backend::ChatRequest,
+            ) -> Result<crate::backend::ChatResponse, crate::error::BackendError> {
+                self.endpoint.turn(&WIRE, &self.request_body(request)).await
+            }
+        }
+    };
+}
+pub(crate) use http_backend;

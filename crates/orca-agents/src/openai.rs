@@ -3,20 +3,18 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+    ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
-use crate::endpoint::{Auth, Endpoint, Wire};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
 use crate::http;
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{self, Streaming, chat::ChatAssembler};
+use crate::stream::{self, chat::ChatAssembler};
 
 /// An OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug, Clone)]
@@ -90,24 +88,10 @@ impl OpenAiBackend {
         }
     }
 
-    /// Streams answers (`stream: true`) with an idle timeout, or not (the default).
-    #[must_use]
-    pub const fn with_streaming(mut self, streaming: Streaming) -> Self {
-        self.endpoint.streaming = streaming;
-        self
-    }
-
     /// Chooses the output-token field (default [`TokenParam::Auto`]).
     #[must_use]
     pub fn with_token_param(mut self, token_param: TokenParam) -> Self {
         self.token_param = token_param;
-        self
-    }
-
-    /// Prices the usage of each turn with `prices` (default: the shipped table).
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.endpoint.prices = prices;
         self
     }
 
@@ -342,20 +326,7 @@ pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse
     })
 }
 
-#[async_trait]
-impl ChatBackend for OpenAiBackend {
-    fn kind(&self) -> &str {
-        "openai"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.endpoint.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        self.endpoint.turn(&WIRE, &self.request_body(request)).await
-    }
-}
+http_backend!(OpenAiBackend, "openai");
 
 #[cfg(test)]
 mod tests {

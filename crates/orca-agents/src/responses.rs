@@ -4,19 +4,17 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
 use serde_json::{Value, json};
 
 use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+    ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
-use crate::endpoint::{Auth, Endpoint, Wire};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
 use crate::openai::{TokenParam, parse_arguments};
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{self, Streaming, responses::ResponsesAssembler};
+use crate::stream::{self, responses::ResponsesAssembler};
 
 /// An endpoint speaking OpenAI's Responses API (`POST {base_url}/responses`).
 #[derive(Debug, Clone)]
@@ -41,20 +39,6 @@ impl ResponsesBackend {
         Self {
             endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
         }
-    }
-
-    /// Prices the usage of each turn with `prices`.
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.endpoint.prices = prices;
-        self
-    }
-
-    /// Streams answers (`stream: true`) with an idle timeout, or not (the default).
-    #[must_use]
-    pub const fn with_streaming(mut self, streaming: Streaming) -> Self {
-        self.endpoint.streaming = streaming;
-        self
     }
 
     /// The JSON body sent for a request.
@@ -213,20 +197,7 @@ pub(crate) fn parse_response(body: &Value, endpoint: &str) -> Result<ChatRespons
     })
 }
 
-#[async_trait]
-impl ChatBackend for ResponsesBackend {
-    fn kind(&self) -> &str {
-        "openai"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.endpoint.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        self.endpoint.turn(&WIRE, &self.request_body(request)).await
-    }
-}
+http_backend!(ResponsesBackend, "openai");
 
 #[cfg(test)]
 mod tests {
