@@ -80,71 +80,51 @@ struct RawStore {
     url: String,
 }
 
-/// An agent's settings as written (all optional).
+/// An agent's settings as written (all optional: a missing field is `None`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentSettings {
     /// What it is good at (custom agents).
-    #[serde(default)]
     pub description: Option<String>,
     /// Its role (custom agents; `specialist` by default).
-    #[serde(default)]
     pub role: Option<Role>,
     /// The backend name.
-    #[serde(default)]
     pub backend: Option<String>,
     /// The model.
-    #[serde(default)]
     pub model: Option<String>,
     /// The endpoint.
-    #[serde(default)]
     pub base_url: Option<String>,
     /// The NAME of the environment variable holding the key.
-    #[serde(default)]
     pub api_key_env: Option<String>,
     /// A file holding the key (mode 0600), relative to the project root or absolute.
-    #[serde(default)]
     pub api_key_file: Option<PathBuf>,
     /// A command printing the key (`pass show openai`), run without a shell.
-    #[serde(default)]
     pub api_key_cmd: Option<String>,
     /// Names of environment variables this agent's steps receive (a command-line agent names
     /// its provider key here).
-    #[serde(default)]
     pub env: Option<Vec<String>>,
     /// The prompt text.
-    #[serde(default)]
     pub prompt: Option<String>,
     /// A prompt file, relative to the project root.
-    #[serde(default)]
     pub prompt_file: Option<PathBuf>,
     /// Granted workspace tools.
-    #[serde(default)]
     pub tools: Option<Vec<String>>,
     /// Limits.
-    #[serde(default)]
     pub limits: Option<Budget>,
     /// The executable of a command-line agent.
-    #[serde(default)]
     pub command: Option<String>,
     /// Extra arguments of a command-line agent, after orca's own flags.
-    #[serde(default)]
     pub args: Option<Vec<String>>,
     /// A command-line agent's permission mode (Claude Code `--permission-mode`, Codex `-s`,
     /// opencode `auto` / `ask`); by default the one that lets it edit the project.
-    #[serde(default)]
     pub permission_mode: Option<String>,
     /// A command-line agent's hard timeout per run, in seconds (default 1800).
-    #[serde(default)]
     pub timeout_secs: Option<u64>,
     /// The script of a scripted backend, relative to the project root.
-    #[serde(default)]
     pub script: Option<PathBuf>,
     /// Generation settings (`[agents.NAME.generation]`; see [`crate::generation`]).
-    #[serde(default)]
     pub generation: Option<GenerationSettings>,
     /// The wire format of an `openai` backend: `chat` (default) or `responses`.
-    #[serde(default)]
     pub api: Option<WireApi>,
 }
 
@@ -157,22 +137,7 @@ impl AgentSettings {
         let backend_changed = self.backend.is_some() && self.backend != base.backend;
         // Endpoint settings of another backend do not carry over.
         let pick = |mine: &Option<String>, theirs: &Option<String>| {
-            mine.clone().or_else(|| {
-                if backend_changed {
-                    None
-                } else {
-                    theirs.clone()
-                }
-            })
-        };
-        let pick_path = |mine: &Option<PathBuf>, theirs: &Option<PathBuf>| {
-            mine.clone().or_else(|| {
-                if backend_changed {
-                    None
-                } else {
-                    theirs.clone()
-                }
-            })
+            unless_changed(backend_changed, mine, theirs)
         };
         Self {
             description: self
@@ -192,7 +157,7 @@ impl AgentSettings {
             api_key_file: if self.has_key_source() {
                 self.api_key_file.clone()
             } else {
-                pick_path(&self.api_key_file, &base.api_key_file)
+                unless_changed(backend_changed, &self.api_key_file, &base.api_key_file)
             },
             api_key_cmd: if self.has_key_source() {
                 self.api_key_cmd.clone()
@@ -227,6 +192,22 @@ impl AgentSettings {
             },
         }
     }
+}
+
+/// This layer's setting, else the base's unless the backend changed (the base's then belongs
+/// to another backend).
+fn unless_changed<T: Clone>(
+    backend_changed: bool,
+    mine: &Option<T>,
+    theirs: &Option<T>,
+) -> Option<T> {
+    mine.clone().or_else(|| {
+        if backend_changed {
+            None
+        } else {
+            theirs.clone()
+        }
+    })
 }
 
 /// A validated config.

@@ -32,10 +32,10 @@ impl ModelPrice {
     #[must_use]
     pub fn from_usd_per_mtok(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Self {
         Self {
-            input: micro(input),
-            output: micro(output),
-            cache_read: micro(cache_read),
-            cache_write: micro(cache_write),
+            input: micro_usd(input),
+            output: micro_usd(output),
+            cache_read: micro_usd(cache_read),
+            cache_write: micro_usd(cache_write),
         }
     }
 
@@ -56,12 +56,14 @@ impl ModelPrice {
     }
 }
 
+/// US dollars (a float: a price per million tokens, or a cost an agent reported) in micro-USD;
+/// anything not finite and positive is 0.
 #[expect(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
     reason = "clamped to a non-negative finite range first"
 )]
-fn micro(usd: f64) -> u64 {
+pub(crate) fn micro_usd(usd: f64) -> u64 {
     if usd.is_finite() && usd > 0.0 {
         (usd * 1_000_000.0).round().min(u64::MAX as f64) as u64
     } else {

@@ -32,6 +32,16 @@ pub const DEFAULT_OLLAMA_MODEL: &str = "qwen2.5-coder";
 
 /// Workspace tools that only read (from the one table, [`orca_core::tool_access`]).
 pub use orca_core::tool_access::WORKSPACE_READ_TOOLS as READ_TOOLS;
+
+/// What the writing specialists (documents, design records) may use: read, and write files,
+/// but run nothing.
+const DOCUMENT_TOOLS: &[&str] = &[
+    "read_file",
+    "list_files",
+    "search_text",
+    "write_file",
+    "edit_file",
+];
 /// All workspace tools (from the one table, [`orca_core::tool_access`]).
 pub use orca_core::tool_access::WORKSPACE_TOOL_NAMES as ALL_TOOLS;
 
@@ -134,44 +144,34 @@ impl BackendSpec {
             field: format!("agents.{id}.backend"),
             message,
         };
+        let timeout = generation.request_timeout;
+        let prices = prices.clone();
         Ok(match self {
             Self::OpenAi {
                 base_url,
                 model,
                 api_key,
-            } if generation.api == WireApi::Responses => Arc::new(
-                ResponsesBackend::new(base_url, model, api_key.clone(), generation.request_timeout)
-                    .with_prices(prices.clone())
-                    .with_streaming(generation.streaming),
-            ),
-            Self::OpenAi {
-                base_url,
-                model,
-                api_key,
-            } => Arc::new(
-                OpenAiBackend::with_timeout(
-                    base_url,
-                    model,
-                    api_key.clone(),
-                    generation.request_timeout,
-                )
-                .with_token_param(generation.token_param)
-                .with_prices(prices.clone())
-                .with_streaming(generation.streaming),
-            ),
+            } => match generation.api {
+                WireApi::Responses => Arc::new(
+                    ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
+                        .with_prices(prices)
+                        .with_streaming(generation.streaming),
+                ),
+                WireApi::Chat => Arc::new(
+                    OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                        .with_token_param(generation.token_param)
+                        .with_prices(prices)
+                        .with_streaming(generation.streaming),
+                ),
+            },
             Self::Anthropic {
                 base_url,
                 model,
                 api_key,
             } => Arc::new(
-                AnthropicBackend::with_timeout(
-                    base_url,
-                    model,
-                    api_key.clone(),
-                    generation.request_timeout,
-                )
-                .with_prices(prices.clone())
-                .with_streaming(generation.streaming),
+                AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                    .with_prices(prices)
+                    .with_streaming(generation.streaming),
             ),
             Self::Scripted { path } => {
                 Arc::new(ScriptedBackend::from_file(path).map_err(|e| invalid(e.to_string()))?)
@@ -298,26 +298,14 @@ pub const BUILT_INS: &[BuiltIn] = &[
         role: Role::Specialist,
         description: "writes and updates documentation (READMEs, guides, doc comments)",
         prompt: include_str!("../prompts/document-writer.md"),
-        tools: &[
-            "read_file",
-            "list_files",
-            "search_text",
-            "write_file",
-            "edit_file",
-        ],
+        tools: DOCUMENT_TOOLS,
     },
     BuiltIn {
         id: "architect",
         role: Role::Specialist,
         description: "designs structure and interfaces and writes design records; does not implement",
         prompt: include_str!("../prompts/architect.md"),
-        tools: &[
-            "read_file",
-            "list_files",
-            "search_text",
-            "write_file",
-            "edit_file",
-        ],
+        tools: DOCUMENT_TOOLS,
     },
 ];
 

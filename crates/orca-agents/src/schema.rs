@@ -25,6 +25,12 @@ const ERROR_CODES: &[&str] = &[
     "task_failed",
 ];
 
+/// A string field.
+fn text(description: &str) -> Value {
+    json!({"type": "string", "description": description})
+}
+
+/// A list of strings.
 fn strings(description: &str) -> Value {
     json!({"type": "array", "items": {"type": "string"}, "description": description})
 }
@@ -37,18 +43,18 @@ pub fn task_result_schema() -> Value {
         "properties": {
             "status": {"type": "string", "enum": ["success", "failure", "interruption"],
                 "description": "success: summary (+ optional lists, notes); failure: code, message (+ cause); interruption: reason (+ question)"},
-            "summary": {"type": "string", "description": "success: short, self-contained summary later steps see"},
+            "summary": text("success: short, self-contained summary later steps see"),
             "artifacts": strings("success: things produced (paths, URLs, ids)"),
             "key_findings": strings("success: facts later steps should know"),
             "verification": strings("success: how the work was checked"),
             "relevant_files": strings("success: files that matter for what follows"),
-            "notes": {"type": "string", "description": "success: anything else worth keeping"},
-            "output": {"type": "string", "description": "success: full output, if any (not shown to later steps)"},
+            "notes": text("success: anything else worth keeping"),
+            "output": text("success: full output, if any (not shown to later steps)"),
             "code": {"type": "string", "enum": ERROR_CODES, "description": "failure: why, as a code (usually task_failed)"},
-            "message": {"type": "string", "description": "failure: what happened, one line"},
-            "cause": {"type": "string", "description": "failure: the underlying cause"},
-            "reason": {"type": "string", "description": "interruption: why you stopped"},
-            "question": {"type": "string", "description": "interruption: the question for the human"}
+            "message": text("failure: what happened, one line"),
+            "cause": text("failure: the underlying cause"),
+            "reason": text("interruption: why you stopped"),
+            "question": text("interruption: the question for the human")
         },
         "required": ["status"],
         "additionalProperties": false
@@ -63,13 +69,13 @@ pub fn planner_response_schema() -> Value {
         "properties": {
             "type": {"type": "string", "enum": ["answer", "plan", "failure"],
                 "description": "answer: text; plan: plan_id, stage (+ message); failure: code, message (+ cause)"},
-            "text": {"type": "string", "description": "answer: the answer for the user"},
-            "plan_id": {"type": "string", "description": "plan: the plan's id (plan_...)"},
+            "text": text("answer: the answer for the user"),
+            "plan_id": text("plan: the plan's id (plan_...)"),
             "stage": {"type": "string", "enum": ["draft", "proposal"], "description": "plan: proposal once submitted, else draft"},
-            "message": {"type": "string", "description": "plan: a note for the user; failure: what happened"},
+            "message": text("plan: a note for the user; failure: what happened"),
             "code": {"type": "string", "enum": ERROR_CODES, "description": "failure: why, as a code"},
-            "cause": {"type": "string", "description": "failure: the underlying cause"},
-            "output": {"type": "string", "description": "failure: output, if any"}
+            "cause": text("failure: the underlying cause"),
+            "output": text("failure: output, if any")
         },
         "required": ["type"],
         "additionalProperties": false
@@ -82,7 +88,7 @@ pub fn answer_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "answer": {"type": "string", "description": "the answer"}
+            "answer": text("the answer")
         },
         "required": ["answer"],
         "additionalProperties": false
@@ -160,6 +166,16 @@ mod tests {
         v.as_object().unwrap().keys().cloned().collect()
     }
 
+    /// A failure with every optional field set, so that each one meets the schema.
+    fn every_failure_field(code: ErrorCode) -> TaskFailure {
+        TaskFailure {
+            code,
+            message: "m".into(),
+            cause: Some("c".into()),
+            output: Some("o".into()),
+        }
+    }
+
     #[test]
     fn task_schema_matches_serde() {
         let full = [
@@ -172,12 +188,7 @@ mod tests {
                 notes: Some("n".into()),
                 output: Some("o".into()),
             }),
-            TaskResult::Failure(TaskFailure {
-                code: ErrorCode::TaskFailed,
-                message: "m".into(),
-                cause: Some("c".into()),
-                output: Some("o".into()),
-            }),
+            TaskResult::Failure(every_failure_field(ErrorCode::TaskFailed)),
             TaskResult::Interruption(TaskInterruption {
                 reason: "r".into(),
                 question: Some("q".into()),
@@ -224,12 +235,7 @@ mod tests {
                 stage: PlanRefStage::Proposal,
                 message: Some("m".into()),
             },
-            PlannerResponse::Failure(TaskFailure {
-                code: ErrorCode::AgentError,
-                message: "m".into(),
-                cause: Some("c".into()),
-                output: Some("o".into()),
-            }),
+            PlannerResponse::Failure(every_failure_field(ErrorCode::AgentError)),
         ];
         let mut union = BTreeSet::new();
         for v in &full {

@@ -185,6 +185,26 @@ pub struct StoppedExecution {
     pub reason: Option<String>,
 }
 
+impl StoppedExecution {
+    /// Stopped by `by` at `at`, from whichever stage it was in (`started_at`: if it had started).
+    const fn new(
+        info: ExecutionInfo,
+        started_at: Option<OffsetDateTime>,
+        by: String,
+        reason: Option<String>,
+        at: OffsetDateTime,
+    ) -> Self {
+        Self {
+            format_version: FormatVersion,
+            info,
+            started_at,
+            finished_at: at,
+            by,
+            reason,
+        }
+    }
+}
+
 /// The stage of an execution, without its data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -331,14 +351,7 @@ impl PendingExecution {
         reason: Option<String>,
         at: OffsetDateTime,
     ) -> StoppedExecution {
-        StoppedExecution {
-            format_version: FormatVersion,
-            info: self.info,
-            started_at: None,
-            finished_at: at,
-            by: by.into(),
-            reason,
-        }
+        StoppedExecution::new(self.info, None, by.into(), reason, at)
     }
 }
 
@@ -406,14 +419,7 @@ impl RunningExecution {
         reason: Option<String>,
         at: OffsetDateTime,
     ) -> StoppedExecution {
-        StoppedExecution {
-            format_version: FormatVersion,
-            info: self.info,
-            started_at: Some(self.started_at),
-            finished_at: at,
-            by: by.into(),
-            reason,
-        }
+        StoppedExecution::new(self.info, Some(self.started_at), by.into(), reason, at)
     }
 
     /// Records that the run waits for a human decision.

@@ -277,11 +277,22 @@ pub fn dependents(steps: &[Step]) -> Vec<Vec<usize>> {
 /// Every step that depends on `root`, directly or not (not `root` itself), in plan order.
 #[must_use]
 pub fn transitive_dependents(steps: &[Step], root: usize) -> Vec<usize> {
-    let rev = dependents(steps);
-    let mut seen = vec![false; steps.len()];
-    let mut stack = vec![root];
+    reachable(&dependents(steps), root)
+}
+
+/// Every step that `node` depends on, directly or not, in plan order.
+#[must_use]
+pub fn ancestors(deps: &[Vec<usize>], node: usize) -> Vec<usize> {
+    reachable(deps, node)
+}
+
+/// Every node reached from `start` by following one or more `edges` (not `start` itself, even
+/// on a cycle), in index order. Edges to nodes out of range are ignored.
+fn reachable(edges: &[Vec<usize>], start: usize) -> Vec<usize> {
+    let mut seen = vec![false; edges.len()];
+    let mut stack = vec![start];
     while let Some(n) = stack.pop() {
-        for &d in rev.get(n).map(Vec::as_slice).unwrap_or_default() {
+        for &d in edges.get(n).map(Vec::as_slice).unwrap_or_default() {
             if let Some(flag) = seen.get_mut(d)
                 && !*flag
             {
@@ -292,27 +303,7 @@ pub fn transitive_dependents(steps: &[Step], root: usize) -> Vec<usize> {
     }
     seen.iter()
         .enumerate()
-        .filter(|(i, s)| **s && *i != root)
-        .map(|(i, _)| i)
-        .collect()
-}
-
-/// Every step that `node` depends on, directly or not, in plan order.
-#[must_use]
-pub fn ancestors(deps: &[Vec<usize>], node: usize) -> Vec<usize> {
-    let mut seen = vec![false; deps.len()];
-    let mut stack: Vec<usize> = deps.get(node).cloned().unwrap_or_default();
-    while let Some(n) = stack.pop() {
-        if let Some(flag) = seen.get_mut(n)
-            && !*flag
-        {
-            *flag = true;
-            stack.extend(deps.get(n).into_iter().flatten().copied());
-        }
-    }
-    seen.iter()
-        .enumerate()
-        .filter(|(i, s)| **s && *i != node)
+        .filter(|(i, s)| **s && *i != start)
         .map(|(i, _)| i)
         .collect()
 }

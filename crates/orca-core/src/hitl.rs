@@ -80,18 +80,74 @@ pub enum Touchpoint {
     Interruption,
 }
 
+/// What one action shows a person and asks after it: one row per action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActionSpec {
+    /// The stable key.
+    pub key: &'static str,
+    /// The label a person sees.
+    pub label: &'static str,
+    /// What choosing it does.
+    pub description: &'static str,
+    /// The context question asked after it, if any.
+    pub then_ask: Option<Ask>,
+}
+
+/// A context question, as written in an [`ActionSpec`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    /// The question.
+    pub prompt: &'static str,
+    /// Whether an answer is required.
+    pub required: bool,
+}
+
+impl Ask {
+    /// A question the person may leave unanswered.
+    #[must_use]
+    pub const fn optional(prompt: &'static str) -> Self {
+        Self {
+            prompt,
+            required: false,
+        }
+    }
+
+    /// A question the person must answer.
+    #[must_use]
+    pub const fn required(prompt: &'static str) -> Self {
+        Self {
+            prompt,
+            required: true,
+        }
+    }
+}
+
 /// An action of a touchpoint: a closed set of options with stable keys.
 pub trait Action: Sized + Copy + 'static {
     /// Every action, in display order.
     const ALL: &'static [Self];
+    /// What this action shows and asks.
+    fn spec(self) -> ActionSpec;
+
     /// The stable key.
-    fn key(self) -> &'static str;
+    fn key(self) -> &'static str {
+        self.spec().key
+    }
     /// The label a person sees.
-    fn label(self) -> &'static str;
+    fn label(self) -> &'static str {
+        self.spec().label
+    }
     /// What choosing it does.
-    fn description(self) -> &'static str;
+    fn description(self) -> &'static str {
+        self.spec().description
+    }
     /// The context question to ask after this action, if any.
-    fn context_prompt(self) -> Option<ContextQuestion>;
+    fn context_prompt(self) -> Option<ContextQuestion> {
+        self.spec().then_ask.map(|ask| ContextQuestion {
+            prompt: ask.prompt.to_owned(),
+            required: ask.required,
+        })
+    }
 
     /// The options of the action question.
     #[must_use]
@@ -144,44 +200,28 @@ pub enum ApprovalAction {
 impl Action for ApprovalAction {
     const ALL: &'static [Self] = &[Self::Approve, Self::RequestChanges, Self::Reject];
 
-    fn key(self) -> &'static str {
+    fn spec(self) -> ActionSpec {
         match self {
-            Self::Approve => "approve",
-            Self::RequestChanges => "request_changes",
-            Self::Reject => "reject",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Approve => "Approve",
-            Self::RequestChanges => "Request changes",
-            Self::Reject => "Reject",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Self::Approve => "approve the plan as shown; it can then be executed",
-            Self::RequestChanges => "send the plan back to the planner with your feedback",
-            Self::Reject => "reject the plan; it will not be executed",
-        }
-    }
-
-    fn context_prompt(self) -> Option<ContextQuestion> {
-        match self {
-            Self::Approve => Some(ContextQuestion {
-                prompt: "A note to record with the approval (optional)".to_owned(),
-                required: false,
-            }),
-            Self::RequestChanges => Some(ContextQuestion {
-                prompt: "What should change?".to_owned(),
-                required: true,
-            }),
-            Self::Reject => Some(ContextQuestion {
-                prompt: "Why (optional)?".to_owned(),
-                required: false,
-            }),
+            Self::Approve => ActionSpec {
+                key: "approve",
+                label: "Approve",
+                description: "approve the plan as shown; it can then be executed",
+                then_ask: Some(Ask::optional(
+                    "A note to record with the approval (optional)",
+                )),
+            },
+            Self::RequestChanges => ActionSpec {
+                key: "request_changes",
+                label: "Request changes",
+                description: "send the plan back to the planner with your feedback",
+                then_ask: Some(Ask::required("What should change?")),
+            },
+            Self::Reject => ActionSpec {
+                key: "reject",
+                label: "Reject",
+                description: "reject the plan; it will not be executed",
+                then_ask: Some(Ask::optional("Why (optional)?")),
+            },
         }
     }
 }
@@ -201,41 +241,28 @@ pub enum DeviationAction {
 impl Action for DeviationAction {
     const ALL: &'static [Self] = &[Self::Retry, Self::Replan, Self::Stop];
 
-    fn key(self) -> &'static str {
+    fn spec(self) -> ActionSpec {
         match self {
-            Self::Retry => "retry",
-            Self::Replan => "replan",
-            Self::Stop => "stop",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Retry => "Retry",
-            Self::Replan => "Replan",
-            Self::Stop => "Stop",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Self::Retry => "run the step again, with your guidance",
-            Self::Replan => "have the planner build a new plan from what has been done",
-            Self::Stop => "stop the execution; completed work is kept",
-        }
-    }
-
-    fn context_prompt(self) -> Option<ContextQuestion> {
-        match self {
-            Self::Retry => Some(ContextQuestion {
-                prompt: "Guidance for the next attempt (optional)".to_owned(),
-                required: false,
-            }),
-            Self::Replan => Some(ContextQuestion {
-                prompt: "What should the new plan do differently (optional)?".to_owned(),
-                required: false,
-            }),
-            Self::Stop => None,
+            Self::Retry => ActionSpec {
+                key: "retry",
+                label: "Retry",
+                description: "run the step again, with your guidance",
+                then_ask: Some(Ask::optional("Guidance for the next attempt (optional)")),
+            },
+            Self::Replan => ActionSpec {
+                key: "replan",
+                label: "Replan",
+                description: "have the planner build a new plan from what has been done",
+                then_ask: Some(Ask::optional(
+                    "What should the new plan do differently (optional)?",
+                )),
+            },
+            Self::Stop => ActionSpec {
+                key: "stop",
+                label: "Stop",
+                description: "stop the execution; completed work is kept",
+                then_ask: None,
+            },
         }
     }
 }
@@ -253,34 +280,20 @@ pub enum InterruptionAction {
 impl Action for InterruptionAction {
     const ALL: &'static [Self] = &[Self::Answer, Self::Stop];
 
-    fn key(self) -> &'static str {
+    fn spec(self) -> ActionSpec {
         match self {
-            Self::Answer => "answer",
-            Self::Stop => "stop",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Answer => "Answer",
-            Self::Stop => "Stop",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Self::Answer => "answer the question; the step runs again with your answer",
-            Self::Stop => "stop the execution; completed work is kept",
-        }
-    }
-
-    fn context_prompt(self) -> Option<ContextQuestion> {
-        match self {
-            Self::Answer => Some(ContextQuestion {
-                prompt: "Your answer".to_owned(),
-                required: true,
-            }),
-            Self::Stop => None,
+            Self::Answer => ActionSpec {
+                key: "answer",
+                label: "Answer",
+                description: "answer the question; the step runs again with your answer",
+                then_ask: Some(Ask::required("Your answer")),
+            },
+            Self::Stop => ActionSpec {
+                key: "stop",
+                label: "Stop",
+                description: "stop the execution; completed work is kept",
+                then_ask: None,
+            },
         }
     }
 }

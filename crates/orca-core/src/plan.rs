@@ -293,37 +293,61 @@ pub struct Rejection {
     pub reason: Option<String>,
 }
 
+/// What every stage of a plan holds and hands on to the next one (only the history grows): the
+/// plan's identity, the plan it replaces, what happened to it before the decision, and what it
+/// says. Each stage's document is these fields followed by the stage's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct PlanCommon {
+    format_version: FormatVersion,
+    id: PlanId,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    supersedes: Option<PlanId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<PlanEvent>,
+    content: PlanContent,
+}
+
+impl PlanCommon {
+    /// The common part after `event` happened to the plan.
+    fn with_event(mut self, event: PlanEvent) -> Self {
+        self.history.push(event);
+        self
+    }
+}
+
 macro_rules! plan_common_accessors {
     ($ty:ident) => {
         impl $ty {
             /// The plan's id.
             #[must_use]
             pub const fn id(&self) -> PlanId {
-                self.id
+                self.common.id
             }
 
             /// What the plan says.
             #[must_use]
             pub const fn content(&self) -> &PlanContent {
-                &self.content
+                &self.common.content
             }
 
             /// When the plan was created.
             #[must_use]
             pub const fn created_at(&self) -> OffsetDateTime {
-                self.created_at
+                self.common.created_at
             }
 
             /// The plan this one replaces, if it came from a replan.
             #[must_use]
             pub const fn supersedes(&self) -> Option<PlanId> {
-                self.supersedes
+                self.common.supersedes
             }
 
             /// Submissions and change requests so far.
             #[must_use]
             pub fn history(&self) -> &[PlanEvent] {
-                &self.history
+                &self.common.history
             }
         }
     };
@@ -333,15 +357,8 @@ macro_rules! plan_common_accessors {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DraftPlan {
-    format_version: FormatVersion,
-    id: PlanId,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    supersedes: Option<PlanId>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<PlanEvent>,
-    content: PlanContent,
+    #[serde(flatten)]
+    common: PlanCommon,
 }
 plan_common_accessors!(DraftPlan);
 
@@ -349,15 +366,8 @@ plan_common_accessors!(DraftPlan);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProposalPlan {
-    format_version: FormatVersion,
-    id: PlanId,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    supersedes: Option<PlanId>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<PlanEvent>,
-    content: PlanContent,
+    #[serde(flatten)]
+    common: PlanCommon,
 }
 plan_common_accessors!(ProposalPlan);
 
@@ -365,15 +375,8 @@ plan_common_accessors!(ProposalPlan);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovedPlan {
-    format_version: FormatVersion,
-    id: PlanId,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    supersedes: Option<PlanId>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<PlanEvent>,
-    content: PlanContent,
+    #[serde(flatten)]
+    common: PlanCommon,
     approval: Approval,
 }
 plan_common_accessors!(ApprovedPlan);
@@ -382,64 +385,50 @@ plan_common_accessors!(ApprovedPlan);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RejectedPlan {
-    format_version: FormatVersion,
-    id: PlanId,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    supersedes: Option<PlanId>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<PlanEvent>,
-    content: PlanContent,
+    #[serde(flatten)]
+    common: PlanCommon,
     rejection: Rejection,
 }
 plan_common_accessors!(RejectedPlan);
 
-/// A field of a step that [`DraftPlan::update_step`] can change. `None` leaves a field as is.
+/// A field of a step that [`DraftPlan::update_step`] can change. `None` (a missing field)
+/// leaves a field as is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct StepPatch {
     /// A new agent.
-    #[serde(default)]
     pub agent: Option<AgentId>,
     /// A new description.
-    #[serde(default)]
     pub description: Option<String>,
     /// A new command (`Some(None)` clears it).
-    #[serde(default, with = "double_option")]
+    #[serde(with = "double_option")]
     pub command: Option<Option<String>>,
     /// New dependencies (`Some(None)` restores "after the previous step").
-    #[serde(default, with = "double_option")]
+    #[serde(with = "double_option")]
     pub depends_on: Option<Option<Vec<StepId>>>,
     /// New locks.
-    #[serde(default)]
     pub locks: Option<Vec<String>>,
     /// New declared writes.
-    #[serde(default)]
     pub writes: Option<Vec<String>>,
     /// New per-step assumptions.
-    #[serde(default)]
     pub assumptions: Option<Vec<String>>,
     /// New per-step risks.
-    #[serde(default)]
     pub risks: Option<Vec<String>>,
     /// New per-step verification.
-    #[serde(default)]
     pub verification: Option<Vec<String>>,
     /// New attempt limit (`Some(None)` restores the default).
-    #[serde(default, with = "double_option")]
+    #[serde(with = "double_option")]
     pub max_attempts: Option<Option<u32>>,
     /// New timeout (`Some(None)` restores the default).
-    #[serde(default, with = "double_option")]
+    #[serde(with = "double_option")]
     pub timeout_secs: Option<Option<u64>>,
     /// New environment variable names.
-    #[serde(default)]
     pub env: Option<Vec<String>>,
     /// New isolation (`Some(None)` restores the plan's default).
-    #[serde(default, with = "double_option")]
+    #[serde(with = "double_option")]
     pub isolation: Option<Option<Isolation>>,
     /// New budget (`Some(None)` removes it).
-    #[serde(default, with = "double_option")]
+    #[serde(with = "double_option")]
     pub budget: Option<Option<Budget>>,
 }
 
@@ -504,7 +493,7 @@ impl ApprovedPlan {
     /// Whether the content still hashes to the approved digest (a hand-edited file does not).
     #[must_use]
     pub fn is_intact(&self) -> bool {
-        self.content.digest() == self.approval.digest
+        self.common.content.digest() == self.approval.digest
     }
 }
 
@@ -555,18 +544,6 @@ pub enum Plan {
     Rejected(RejectedPlan),
 }
 
-/// `expr` on whichever stage's plan `self` holds (`p` names it): the fields every stage has.
-macro_rules! each_stage {
-    ($self:expr, $p:ident => $e:expr) => {
-        match $self {
-            Self::Draft($p) => $e,
-            Self::Proposal($p) => $e,
-            Self::Approved($p) => $e,
-            Self::Rejected($p) => $e,
-        }
-    };
-}
-
 impl Plan {
     /// Reads a stored plan document, checking its format version first.
     ///
@@ -588,34 +565,44 @@ impl Plan {
         }
     }
 
+    /// What every stage holds.
+    const fn common(&self) -> &PlanCommon {
+        match self {
+            Self::Draft(p) => &p.common,
+            Self::Proposal(p) => &p.common,
+            Self::Approved(p) => &p.common,
+            Self::Rejected(p) => &p.common,
+        }
+    }
+
     /// The id.
     #[must_use]
     pub const fn id(&self) -> PlanId {
-        each_stage!(self, p => p.id)
+        self.common().id
     }
 
     /// The content.
     #[must_use]
     pub const fn content(&self) -> &PlanContent {
-        each_stage!(self, p => &p.content)
+        &self.common().content
     }
 
     /// When it was created.
     #[must_use]
     pub const fn created_at(&self) -> OffsetDateTime {
-        each_stage!(self, p => p.created_at)
+        self.common().created_at
     }
 
     /// The plan this one replaces.
     #[must_use]
     pub const fn supersedes(&self) -> Option<PlanId> {
-        each_stage!(self, p => p.supersedes)
+        self.common().supersedes
     }
 
     /// The history.
     #[must_use]
     pub fn history(&self) -> &[PlanEvent] {
-        each_stage!(self, p => &p.history)
+        &self.common().history
     }
 
     /// The latest change request's feedback, if the plan went back to draft.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use orca_core::{Decision, Execution, ExecutionStage, Plan, PlanContent, PlanRefStage, PlanStage};
 use orca_core::{ErrorCode, ExecutionId, PlannerResponse, StepId};
+pub(crate) use orca_services::error::error_chain;
 use orca_services::{ExecutionService, Orca, ServiceError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::{InputResponses, RequestState};
@@ -115,21 +116,6 @@ impl OrcaMcp {
             "approval": self.human_approval(&id),
         }))
     }
-}
-
-/// An error with its sources, on one line.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = s.source();
-    }
-    text
 }
 
 macro_rules! tri {

@@ -1,23 +1,14 @@
 //! The JSON the tools and resources return (before the redactor).
 
 use orca_core::{Execution, Task};
-use orca_store::{AuditEntry, ExecutionSnapshot};
+use orca_store::AuditEntry;
 use serde_json::{Value, json};
 
 /// The most events one `execution_watch` answer carries; the cursor pages through the rest.
 pub const MAX_EVENTS: usize = 100;
 
 /// An execution with every task record (the shape of `orca exec show --json`).
-#[must_use]
-pub fn snapshot(snap: &ExecutionSnapshot) -> Value {
-    let mut value = json!(snap.execution.value);
-    let tasks: Vec<Value> = snap.tasks.iter().map(|t| json!(t.value)).collect();
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("execution_id".to_owned(), json!(snap.execution.value.id()));
-        obj.insert("tasks".to_owned(), Value::Array(tasks));
-    }
-    value
-}
+pub use orca_services::execution::snapshot_json as snapshot;
 
 /// One line per task: its step, status and attempts.
 #[must_use]

@@ -115,8 +115,9 @@ fn format_problems(problems: &[Problem]) -> String {
     out
 }
 
-/// The whole chain of an error, on one line.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+/// An error followed by each of its sources that adds something, joined by `: `.
+#[must_use]
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut out = error.to_string();
     let mut source = error.source();
     while let Some(s) = source {
@@ -127,7 +128,14 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         }
         source = s.source();
     }
-    out.replace('\n', " ")
+    out
+}
+
+/// The whole chain of an error on one line ([`error_chain`], line breaks as spaces): what a
+/// terminal, a log line or an audit entry shows.
+#[must_use]
+pub fn chain(error: &dyn std::error::Error) -> String {
+    error_chain(error).replace('\n', " ")
 }
 
 /// A result of a service call.

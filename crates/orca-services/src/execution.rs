@@ -16,7 +16,7 @@ use orca_store::{
     AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Revision, Store, StoreError,
     Versioned,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tracing::instrument;
 
@@ -605,4 +605,18 @@ pub(crate) fn terminal(execution: &Execution, why: &'static str) -> ServiceError
         stage: execution.stage(),
         why,
     }
+}
+
+/// An execution with every task record, as JSON: the execution's own fields, its
+/// `execution_id` and its `tasks` (the shape of `orca exec show --json` and of the MCP
+/// `execution_show` answer).
+#[must_use]
+pub fn snapshot_json(snap: &ExecutionSnapshot) -> Value {
+    let mut value = json!(snap.execution.value);
+    let tasks: Vec<Value> = snap.tasks.iter().map(|t| json!(t.value)).collect();
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("execution_id".to_owned(), json!(snap.execution.value.id()));
+        obj.insert("tasks".to_owned(), Value::Array(tasks));
+    }
+    value
 }

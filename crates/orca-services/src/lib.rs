@@ -107,13 +107,6 @@ impl Orca {
     /// A runner with this configuration, reporting progress to `observer`.
     #[must_use]
     pub fn runner(&self, config: RunConfig, observer: Arc<dyn runner::Observer>) -> Runner {
-        Runner::new(
-            self.executions.clone(),
-            self.dispatch.clone(),
-            self.relay.clone(),
-            self.tools.hitl.clone(),
-            observer,
-            config,
-        )
+        Runner::new(self, config, observer)
     }
 }

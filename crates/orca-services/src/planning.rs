@@ -112,6 +112,28 @@ impl PlanningService {
         Ok(())
     }
 
+    /// Writes a stored plan's next stage (compare-and-swap on `revision`), then its entry in the
+    /// plan's log, and returns the stage: every transition of a stored plan goes through here.
+    /// After the final decision (approved, rejected) the plan's log is sealed: its lifecycle is
+    /// over (executions go to its run register).
+    async fn record<P: Clone + Into<Plan>>(
+        &self,
+        stage: P,
+        revision: orca_store::Revision,
+        kind: AuditKind,
+        data: serde_json::Value,
+    ) -> Result<P> {
+        let plan: Plan = stage.clone().into();
+        self.store.update_plan(&plan, revision).await?;
+        self.audit(plan.id(), kind, data).await?;
+        if matches!(plan, Plan::Approved(_) | Plan::Rejected(_)) {
+            self.store
+                .seal(AuditLogId::Plan { plan_id: plan.id() })
+                .await?;
+        }
+        Ok(stage)
+    }
+
     /// Creates an empty draft (optionally replacing a plan after a failed execution).
     #[instrument(skip(self))]
     pub async fn create_draft(
@@ -176,16 +198,9 @@ impl PlanningService {
                     .map_err(|e| ServiceError::BadInput(e.to_string()))?;
             }
         }
-        self.store
-            .update_plan(&Plan::Draft(draft.clone()), revision)
-            .await?;
-        self.audit(
-            id,
-            AuditKind::PlanEdited,
-            json!({ "operation": name, "detail": detail }),
-        )
-        .await?;
-        Ok(draft)
+        let detail = json!({ "operation": name, "detail": detail });
+        self.record(draft, revision, AuditKind::PlanEdited, detail)
+            .await
     }
 
     /// Validates a draft and turns it into a proposal.
@@ -202,16 +217,9 @@ impl PlanningService {
         };
         match draft.submit(&self.known_agents, now()) {
             Ok(proposal) => {
-                self.store
-                    .update_plan(&Plan::Proposal(proposal.clone()), revision)
-                    .await?;
-                self.audit(
-                    id,
-                    AuditKind::PlanSubmitted,
-                    json!({ "steps": proposal.content().steps.len(), "digest": proposal.content().digest() }),
-                )
-                .await?;
-                Ok(proposal)
+                let entry = json!({ "steps": proposal.content().steps.len(), "digest": proposal.content().digest() });
+                self.record(proposal, revision, AuditKind::PlanSubmitted, entry)
+                    .await
             }
             Err(rejected) => {
                 let problems = rejected.problems;
@@ -286,14 +294,9 @@ impl PlanningService {
     ) -> Result<ApprovedPlan> {
         let (proposal, revision) = self.proposal(id).await?;
         let approved = proposal.approve(by, note, now());
-        self.store
-            .update_plan(&Plan::Approved(approved.clone()), revision)
-            .await?;
         let entry = crate::approval::approval_entry(self.store.as_ref(), &approved);
-        self.audit(id, AuditKind::PlanApproved, entry).await?;
-        // The plan's lifecycle is over: its log is sealed (executions go to its run register).
-        self.store.seal(AuditLogId::Plan { plan_id: id }).await?;
-        Ok(approved)
+        self.record(approved, revision, AuditKind::PlanApproved, entry)
+            .await
     }
 
     /// The human rejects a proposal.
@@ -301,15 +304,9 @@ impl PlanningService {
     pub async fn reject(&self, id: PlanId, by: &str, reason: Option<String>) -> Result<Plan> {
         let (proposal, revision) = self.proposal(id).await?;
         let rejected = Plan::Rejected(proposal.reject(by, reason.clone(), now()));
-        self.store.update_plan(&rejected, revision).await?;
-        self.audit(
-            id,
-            AuditKind::PlanRejected,
-            json!({ "by": by, "reason": reason }),
-        )
-        .await?;
-        self.store.seal(AuditLogId::Plan { plan_id: id }).await?;
-        Ok(rejected)
+        let entry = json!({ "by": by, "reason": reason });
+        self.record(rejected, revision, AuditKind::PlanRejected, entry)
+            .await
     }
 
     /// The human asks for changes: the proposal goes back to draft with the feedback.
@@ -322,16 +319,9 @@ impl PlanningService {
         }
         let (proposal, revision) = self.proposal(id).await?;
         let draft = proposal.request_changes(by, feedback, now());
-        self.store
-            .update_plan(&Plan::Draft(draft.clone()), revision)
-            .await?;
-        self.audit(
-            id,
-            AuditKind::PlanChangesRequested,
-            json!({ "by": by, "feedback": feedback }),
-        )
-        .await?;
-        Ok(draft)
+        let entry = json!({ "by": by, "feedback": feedback });
+        self.record(draft, revision, AuditKind::PlanChangesRequested, entry)
+            .await
     }
 
     /// A plan.

@@ -13,7 +13,7 @@ use orca_core::{Decision, Execution, ExecutionId, Plan, PlanId};
 use serde::Deserialize;
 
 use crate::html::{esc, nonce_field, page};
-use crate::pages::{error_response, status_page};
+use crate::pages::{Reply, error_response, service_error, status_page};
 use crate::state::Web;
 use crate::tokens::TokenName;
 use crate::views;
@@ -71,21 +71,16 @@ pub(crate) async fn approve(
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
     Form(f): Form<ApproveForm>,
-) -> Response {
-    let id = match parse_plan(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
+) -> Reply {
+    let id = parse_plan(&id)?;
     if f.confirm.as_deref() != Some("yes") {
-        return status_page(
+        return Err(status_page(
             StatusCode::BAD_REQUEST,
             "Not confirmed",
             "an approval needs the confirmation step: open the plan and press Approve…",
-        );
+        ));
     }
-    if let Err(r) = redeem(&web, &me, &f.nonce, &format!("plan:{id}:approve")) {
-        return r;
-    }
+    redeem(&web, &me, &f.nonce, &format!("plan:{id}:approve"))?;
     let note = f.note.filter(|n| !n.trim().is_empty());
     match web.orca.planning.approve(id, &me.actor(), note).await {
         Ok(approved) => {
@@ -99,9 +94,9 @@ pub(crate) async fn approve(
                 esc(&web.settings.signer),
                 nonce_field(&run)
             );
-            Html(page("Approved", &body)).into_response()
+            Ok(Html(page("Approved", &body)).into_response())
         }
-        Err(e) => plan_conflict(&web, id, e).await,
+        Err(e) => Err(plan_conflict(&web, id, e).await),
     }
 }
 
@@ -116,22 +111,17 @@ pub(crate) async fn reject(
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
     Form(f): Form<RejectForm>,
-) -> Response {
-    let id = match parse_plan(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    if let Err(r) = redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject")) {
-        return r;
-    }
+) -> Reply {
+    let id = parse_plan(&id)?;
+    redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject"))?;
     let reason = f.reason.filter(|n| !n.trim().is_empty());
     match web.orca.planning.reject(id, &me.actor(), reason).await {
-        Ok(_) => status_page(
+        Ok(_) => Ok(status_page(
             StatusCode::OK,
             "Rejected",
             &format!("rejected plan {id} as {}", me.actor()),
-        ),
-        Err(e) => plan_conflict(&web, id, e).await,
+        )),
+        Err(e) => Err(plan_conflict(&web, id, e).await),
     }
 }
 
@@ -146,35 +136,30 @@ pub(crate) async fn request_changes(
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
     Form(f): Form<ChangesForm>,
-) -> Response {
-    let id = match parse_plan(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
+) -> Reply {
+    let id = parse_plan(&id)?;
     if f.feedback.trim().is_empty() {
-        return status_page(
+        return Err(status_page(
             StatusCode::BAD_REQUEST,
             "Feedback needed",
             "feedback is empty: say what should change",
-        );
+        ));
     }
-    if let Err(r) = redeem(&web, &me, &f.nonce, &format!("plan:{id}:changes")) {
-        return r;
-    }
+    redeem(&web, &me, &f.nonce, &format!("plan:{id}:changes"))?;
     match web
         .orca
         .planning
         .request_changes(id, &me.actor(), &f.feedback)
         .await
     {
-        Ok(_) => status_page(
+        Ok(_) => Ok(status_page(
             StatusCode::OK,
             "Changes requested",
             &format!(
                 "plan {id} is a draft again with your feedback; the planner revises it (`orca ask`)"
             ),
-        ),
-        Err(e) => plan_conflict(&web, id, e).await,
+        )),
+        Err(e) => Err(plan_conflict(&web, id, e).await),
     }
 }
 
@@ -188,28 +173,25 @@ pub(crate) async fn run(
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
     Form(f): Form<RunForm>,
-) -> Response {
-    let id = match parse_plan(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    if let Err(r) = redeem(&web, &me, &f.nonce, &format!("plan:{id}:run")) {
-        return r;
-    }
-    let exec = match web.orca.executions.create(id).await {
-        Ok((_, exec)) => exec,
-        Err(e) => return error_response(&e.into()),
-    };
+) -> Reply {
+    let id = parse_plan(&id)?;
+    redeem(&web, &me, &f.nonce, &format!("plan:{id}:run"))?;
+    let (_, exec) = web
+        .orca
+        .executions
+        .create(id)
+        .await
+        .map_err(service_error)?;
     if let Err(message) = web.runs.continue_run(exec) {
-        return status_page(
+        return Err(status_page(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Not started",
             &format!(
                 "execution {exec} was created but cannot be started here: {message}; run `orca exec resume {exec}`"
             ),
-        );
+        ));
     }
-    Redirect::to(&format!("/executions/{exec}")).into_response()
+    Ok(Redirect::to(&format!("/executions/{exec}")).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -248,11 +230,8 @@ pub(crate) async fn decide(
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
     Form(f): Form<DecideForm>,
-) -> Response {
-    let id = match parse_exec(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
+) -> Reply {
+    let id = parse_exec(&id)?;
     let guidance = f.guidance.filter(|g| !g.trim().is_empty());
     let decision = match f.decision.as_str() {
         "retry" => Decision::Retry { guidance },
@@ -261,26 +240,24 @@ pub(crate) async fn decide(
         "answer" => match guidance {
             Some(text) => Decision::Answer { text },
             None => {
-                return status_page(
+                return Err(status_page(
                     StatusCode::BAD_REQUEST,
                     "Answer needed",
                     "`answer` needs the answer in the text field",
-                );
+                ));
             }
         },
         other => {
-            return status_page(
+            return Err(status_page(
                 StatusCode::BAD_REQUEST,
                 "Unknown decision",
                 &format!("decision `{other}`: expected retry, replan, stop or answer"),
-            );
+            ));
         }
     };
-    if let Err(r) = redeem(&web, &me, &f.nonce, &format!("exec:{id}:decide")) {
-        return r;
-    }
+    redeem(&web, &me, &f.nonce, &format!("exec:{id}:decide"))?;
     if let Err(e) = web.orca.executions.decide(id, decision, &me.actor()).await {
-        return exec_conflict(&web, id, e).await;
+        return Err(exec_conflict(&web, id, e).await);
     }
     // Always asked to continue: `exec resume` takes over from a driver that is gone (at once
     // on this host) and exits, changing nothing, when a live one holds the execution — which
@@ -299,5 +276,5 @@ pub(crate) async fn decide(
         esc(&me.actor()),
         esc(&note)
     );
-    Html(page("Decided", &body)).into_response()
+    Ok(Html(page("Decided", &body)).into_response())
 }

@@ -22,6 +22,9 @@ use crate::tokens::TokenName;
 use crate::views::{self, InboxItem};
 
 /// A page with a status and one message.
+/// A handler's reply: `Err` holds the error page that ended it early, so `?` returns it.
+pub(crate) type Reply = Result<Response, Response>;
+
 pub(crate) fn status_page(status: StatusCode, title: &str, message: &str) -> Response {
     let class = if status.is_success() { "ok" } else { "bad" };
     (
@@ -48,6 +51,11 @@ pub(crate) fn error_response(e: &crate::error::WebError) -> Response {
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     status_page(status, "Error", &e.to_string())
+}
+
+/// The error page of a failed service call.
+pub(crate) fn service_error(e: orca_services::ServiceError) -> Response {
+    error_response(&e.into())
 }
 
 fn login_form(message: Option<&str>) -> String {
@@ -155,11 +163,10 @@ pub(crate) async fn inbox_json(State(web): State<Arc<Web>>) -> Response {
     }
 }
 
-pub(crate) async fn inbox(State(web): State<Arc<Web>>) -> Response {
-    let items = match views::inbox(&web.orca).await {
-        Ok(items) => items,
-        Err(e) => return error_response(&e),
-    };
+pub(crate) async fn inbox(State(web): State<Arc<Web>>) -> Reply {
+    let items = views::inbox(&web.orca)
+        .await
+        .map_err(|e| error_response(&e))?;
     let mut body = format!(
         "<h1>Inbox <span class=\"mut\">({} waiting)</span></h1>",
         items.len()
@@ -185,14 +192,11 @@ pub(crate) async fn inbox(State(web): State<Arc<Web>>) -> Response {
             esc(&item.path())
         );
     }
-    Html(page("Inbox", &body)).into_response()
+    Ok(Html(page("Inbox", &body)).into_response())
 }
 
-pub(crate) async fn plans(State(web): State<Arc<Web>>) -> Response {
-    let listing = match web.orca.planning.list().await {
-        Ok(l) => l,
-        Err(e) => return error_response(&e.into()),
-    };
+pub(crate) async fn plans(State(web): State<Arc<Web>>) -> Reply {
+    let listing = web.orca.planning.list().await.map_err(service_error)?;
     let mut body = String::from(
         "<h1>Plans</h1><table><tr><th>Plan</th><th>Goal</th><th>Stage</th><th class=\"opt\">Steps</th><th class=\"opt\">Created</th></tr>",
     );
@@ -210,7 +214,7 @@ pub(crate) async fn plans(State(web): State<Arc<Web>>) -> Response {
     }
     body.push_str("</table>");
     problems(&mut body, &listing.problems);
-    Html(page("Plans", &body)).into_response()
+    Ok(Html(page("Plans", &body)).into_response())
 }
 
 fn problems(body: &mut String, problems: &[orca_store::ListingProblem]) {
@@ -229,11 +233,13 @@ pub(crate) fn short_id(id: &str) -> String {
 }
 
 async fn resolve_plan(web: &Web, text: &str) -> Result<PlanId, Response> {
-    web.orca
-        .planning
-        .resolve(text)
-        .await
-        .map_err(|e| error_response(&e.into()))
+    web.orca.planning.resolve(text).await.map_err(service_error)
+}
+
+/// The plan a URL names (its id or a unique prefix).
+async fn plan_named(web: &Web, text: &str) -> Result<Plan, Response> {
+    let id = resolve_plan(web, text).await?;
+    web.orca.planning.plan(id).await.map_err(service_error)
 }
 
 async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, Response> {
@@ -241,7 +247,7 @@ async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, Response> {
         .executions
         .resolve(text)
         .await
-        .map_err(|e| error_response(&e.into()))
+        .map_err(service_error)
 }
 
 fn steps_table(plan: &Plan) -> String {
@@ -306,13 +312,8 @@ fn history(plan: &Plan) -> String {
             let a = p.approval();
             let _ = write!(
                 out,
-                "<dt>approved</dt><dd>by {} at {}{} · digest <code>{}</code></dd>",
-                esc(&a.by),
-                esc(&when(a.at)),
-                a.note
-                    .as_ref()
-                    .map(|n| format!(" — {}", esc(n)))
-                    .unwrap_or_default(),
+                "<dt>approved</dt><dd>{} · digest <code>{}</code></dd>",
+                decided(&a.by, a.at, a.note.as_deref()),
                 esc(&a.digest.to_string())
             );
         }
@@ -320,13 +321,8 @@ fn history(plan: &Plan) -> String {
             let r = p.rejection();
             let _ = write!(
                 out,
-                "<dt>rejected</dt><dd>by {} at {}{}</dd>",
-                esc(&r.by),
-                esc(&when(r.at)),
-                r.reason
-                    .as_ref()
-                    .map(|n| format!(" — {}", esc(n)))
-                    .unwrap_or_default()
+                "<dt>rejected</dt><dd>{}</dd>",
+                decided(&r.by, r.at, r.reason.as_deref())
             );
         }
         _ => {}
@@ -335,19 +331,23 @@ fn history(plan: &Plan) -> String {
     out
 }
 
+/// Who decided, when, and what they said (escaped): `by B at T — note`.
+fn decided(by: &str, at: time::OffsetDateTime, said: Option<&str>) -> String {
+    format!(
+        "by {} at {}{}",
+        esc(by),
+        esc(&when(at)),
+        said.map(|n| format!(" — {}", esc(n))).unwrap_or_default()
+    )
+}
+
 pub(crate) async fn plan(
     State(web): State<Arc<Web>>,
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
-) -> Response {
-    let id = match resolve_plan(&web, &id).await {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    let plan = match web.orca.planning.plan(id).await {
-        Ok(p) => p,
-        Err(e) => return error_response(&e.into()),
-    };
+) -> Reply {
+    let plan = plan_named(&web, &id).await?;
+    let id = plan.id();
     let c = plan.content();
     let mut body = format!(
         "<h1>{} {}</h1><dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>digest</dt><dd><code>{}</code></dd></dl>",
@@ -412,22 +412,16 @@ pub(crate) async fn plan(
         body,
         "<p><a href=\"/audit?plan={id}\">Audit trail of this plan</a></p>"
     );
-    Html(page(&c.goal, &body)).into_response()
+    Ok(Html(page(&c.goal, &body)).into_response())
 }
 
-pub(crate) async fn plan_svg(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Response {
-    let id = match resolve_plan(&web, &id).await {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    match web.orca.planning.plan(id).await {
-        Ok(p) => (
-            [(header::CONTENT_TYPE, "image/svg+xml")],
-            crate::svg::dag(p.content(), &BTreeMap::new()),
-        )
-            .into_response(),
-        Err(e) => error_response(&e.into()),
-    }
+pub(crate) async fn plan_svg(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Reply {
+    let plan = plan_named(&web, &id).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "image/svg+xml")],
+        crate::svg::dag(plan.content(), &BTreeMap::new()),
+    )
+        .into_response())
 }
 
 /// The confirmation step before an approval is signed.
@@ -435,22 +429,16 @@ pub(crate) async fn approve_confirm(
     State(web): State<Arc<Web>>,
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
-) -> Response {
-    let id = match resolve_plan(&web, &id).await {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    let plan = match web.orca.planning.plan(id).await {
-        Ok(p) => p,
-        Err(e) => return error_response(&e.into()),
-    };
+) -> Reply {
+    let plan = plan_named(&web, &id).await?;
+    let id = plan.id();
     if !matches!(plan, Plan::Proposal(_)) {
         let who = views::plan_decided_by(&plan).unwrap_or_else(|| plan.stage().to_string());
-        return status_page(
+        return Err(status_page(
             StatusCode::CONFLICT,
             "Already decided",
             &format!("plan {id} is no longer waiting for approval: {who}"),
-        );
+        ));
     }
     let nonce = web.actions.issue(&me, &format!("plan:{id}:approve"));
     let c = plan.content();
@@ -470,7 +458,7 @@ pub(crate) async fn approve_confirm(
         nonce_field(&nonce),
         crate::svg::dag(c, &BTreeMap::new()),
     );
-    Html(page("Approve", &body)).into_response()
+    Ok(Html(page("Approve", &body)).into_response())
 }
 
 fn exec_table(items: &[orca_store::ExecutionSummary]) -> String {
@@ -515,15 +503,11 @@ pub(crate) async fn execution(
     State(web): State<Arc<Web>>,
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
-) -> Response {
-    let id = match resolve_exec(&web, &id).await {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    let view = match views::execution(&web.orca, web.store.as_ref(), id).await {
-        Ok(v) => v,
-        Err(e) => return error_response(&e),
-    };
+) -> Reply {
+    let id = resolve_exec(&web, &id).await?;
+    let view = views::execution(&web.orca, web.store.as_ref(), id)
+        .await
+        .map_err(|e| error_response(&e))?;
     let info = view.snapshot.execution.value.info();
     let goal = view
         .plan
@@ -549,7 +533,7 @@ pub(crate) async fn execution(
         if ended { " data-ended=\"1\"" } else { "" },
         id
     );
-    Html(page("Execution", &body)).into_response()
+    Ok(Html(page("Execution", &body)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -558,23 +542,18 @@ pub(crate) struct AuditQuery {
     exec: Option<String>,
 }
 
-pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuery>) -> Response {
-    let logs = match web.store.audit_logs().await {
-        Ok(l) => l,
-        Err(e) => return error_response(&orca_services::ServiceError::from(e).into()),
-    };
+pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuery>) -> Reply {
+    let logs = web
+        .store
+        .audit_logs()
+        .await
+        .map_err(|e| error_response(&orca_services::ServiceError::from(e).into()))?;
     let plan = match &q.plan {
-        Some(p) => match resolve_plan(&web, p).await {
-            Ok(id) => Some(id),
-            Err(r) => return r,
-        },
+        Some(p) => Some(resolve_plan(&web, p).await?),
         None => None,
     };
     let exec = match &q.exec {
-        Some(e) => match resolve_exec(&web, e).await {
-            Ok(id) => Some(id),
-            Err(r) => return r,
-        },
+        Some(e) => Some(resolve_exec(&web, e).await?),
         None => None,
     };
     let wanted = |log: &AuditLogId| match (plan, exec, log) {
@@ -640,7 +619,7 @@ pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuer
         );
     }
     body.push_str("</table>");
-    Html(page("Audit", &body)).into_response()
+    Ok(Html(page("Audit", &body)).into_response())
 }
 
 /// The step statuses of an execution, for the graph.

@@ -335,25 +335,6 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         command,
         Command::Ask(_) | Command::Run(_) | Command::Plan(PlanCommand::Create { .. })
     );
-    let signs = matches!(
-        command,
-        Command::Ask(_)
-            | Command::Run(_)
-            | Command::Worker(_)
-            | Command::Mcp(_)
-            | Command::Plan(
-                PlanCommand::Approve { .. }
-                    | PlanCommand::Reject { .. }
-                    | PlanCommand::Revise { .. }
-            )
-            | Command::Exec(
-                ExecCommand::Resume { .. }
-                    | ExecCommand::Decide { .. }
-                    | ExecCommand::Stop { .. }
-                    | ExecCommand::Retry { .. }
-            )
-    );
-    let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
     let runs_agents = matches!(
         command,
         Command::Ask(_)
@@ -364,16 +345,21 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
                 ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Retry { .. }
             )
     );
+    // Whatever runs agents records signed entries; so do the human's decisions and a stop.
+    let signs = runs_agents
+        || matches!(
+            command,
+            Command::Plan(
+                PlanCommand::Approve { .. }
+                    | PlanCommand::Reject { .. }
+                    | PlanCommand::Revise { .. }
+            ) | Command::Exec(ExecCommand::Stop { .. })
+        );
+    let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
     let app = App::open(global, creates, key_use, runs_agents).await?;
     // Commands a person waits on while models work show their progress.
-    let shows_progress = matches!(
-        command,
-        Command::Ask(_)
-            | Command::Run(_)
-            | Command::Exec(
-                ExecCommand::Resume { .. } | ExecCommand::Decide { .. } | ExecCommand::Retry { .. }
-            )
-    );
+    // (Not a worker's or the MCP server's: no person watches their stderr.)
+    let shows_progress = runs_agents && !matches!(command, Command::Worker(_) | Command::Mcp(_));
     let app = if shows_progress {
         app.with_model_progress(global)
     } else {

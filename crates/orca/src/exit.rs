@@ -3,6 +3,7 @@
 use std::fmt;
 
 use orca_services::ServiceError;
+pub(crate) use orca_services::error::chain;
 use orca_store::StoreError;
 
 /// The documented exit codes.
@@ -57,21 +58,6 @@ impl fmt::Display for CliError {
     }
 }
 
-/// The whole chain of an error, on one line.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out.replace('\n', " ")
-}
-
 impl From<ServiceError> for CliError {
     fn from(e: ServiceError) -> Self {
         let exit = if e.is_tampering() {
@@ -85,10 +71,7 @@ impl From<ServiceError> for CliError {
         } else {
             Exit::Internal
         };
-        Self {
-            exit,
-            message: chain(&e),
-        }
+        Self::with(exit, chain(&e))
     }
 }
 
@@ -101,9 +84,6 @@ impl From<StoreError> for CliError {
         } else {
             Exit::Internal
         };
-        Self {
-            exit,
-            message: chain(&e),
-        }
+        Self::with(exit, chain(&e))
     }
 }

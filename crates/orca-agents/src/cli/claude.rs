@@ -7,7 +7,8 @@
 
 use serde_json::Value;
 
-use super::{Parsed, micro_usd, str_at, u64_at};
+use super::{Parsed, resume_args, str_at, u64_at};
+use crate::pricing::micro_usd;
 
 /// The arguments (the model and extra arguments follow).
 pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
@@ -18,10 +19,7 @@ pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
         "--permission-mode".into(),
         permission_mode.into(),
     ];
-    if let Some(id) = resume {
-        args.push("--resume".into());
-        args.push(id.into());
-    }
+    args.extend(resume_args("--resume", resume));
     args
 }
 
@@ -29,9 +27,7 @@ pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
 pub(super) fn parse(values: &[Value]) -> Parsed {
     let mut parsed = Parsed::default();
     for v in values {
-        if let Some(id) = str_at(v, &["/session_id"]) {
-            parsed.session = Some(id);
-        }
+        parsed.session_from(v, &["/session_id"]);
         if v.get("type").and_then(Value::as_str) != Some("result") {
             continue;
         }
@@ -49,9 +45,7 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
             .flatten()
         {
             let tool = str_at(denial, &["/tool_name"]).unwrap_or_else(|| "a tool".to_owned());
-            if !parsed.denials.contains(&tool) {
-                parsed.denials.push(tool);
-            }
+            parsed.denied(tool);
         }
         let cost = v.get("total_cost_usd").and_then(Value::as_f64);
         parsed.cost_reported = cost.is_some();

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::{Parsed, str_at, u64_at};
+use super::{Parsed, resume_args, str_at, u64_at};
 
 /// The arguments before the model and extra arguments.
 pub(super) fn args(sandbox: &str, in_git: bool) -> Vec<String> {
@@ -22,10 +22,7 @@ pub(super) fn args(sandbox: &str, in_git: bool) -> Vec<String> {
 
 /// The arguments after the extra ones: the session to resume, and `-` (prompt on stdin).
 pub(super) fn finish_args(args: &mut Vec<String>, resume: Option<&str>) {
-    if let Some(id) = resume {
-        args.push("resume".into());
-        args.push(id.into());
-    }
+    args.extend(resume_args("resume", resume));
     args.push("-".into());
 }
 

@@ -267,6 +267,22 @@ struct Parsed {
     denials: Vec<String>,
 }
 
+impl Parsed {
+    /// Keeps the session id `v` names at one of `paths`, if it names one.
+    fn session_from(&mut self, v: &Value, paths: &[&str]) {
+        if let Some(id) = str_at(v, paths) {
+            self.session = Some(id);
+        }
+    }
+
+    /// Notes that the agent's permission rules refused `tool` (each tool named once).
+    fn denied(&mut self, tool: String) {
+        if !self.denials.contains(&tool) {
+            self.denials.push(tool);
+        }
+    }
+}
+
 /// How a run ended, with what it spent and the session it left.
 #[derive(Debug)]
 struct RunOutcome {
@@ -604,6 +620,11 @@ fn json_values(stdout: &str) -> Vec<Value> {
     }
 }
 
+/// The arguments that continue session `resume` (`flag id`), or none for a new session.
+fn resume_args(flag: &str, resume: Option<&str>) -> Vec<String> {
+    resume.map_or_else(Vec::new, |id| vec![flag.to_owned(), id.to_owned()])
+}
+
 fn u64_at(v: &Value, path: &str) -> u64 {
     v.pointer(path).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -613,20 +634,6 @@ fn str_at(v: &Value, paths: &[&str]) -> Option<String> {
         .iter()
         .find_map(|p| v.pointer(p).and_then(Value::as_str))
         .map(str::to_owned)
-}
-
-/// US dollars (a float in the agents' output) in micro-USD.
-#[expect(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    reason = "clamped to a non-negative finite range first"
-)]
-fn micro_usd(usd: f64) -> u64 {
-    if usd.is_finite() && usd > 0.0 {
-        (usd * 1_000_000.0).round().min(u64::MAX as f64) as u64
-    } else {
-        0
-    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 
 use serde_json::Value;
 
-use super::{Parsed, micro_usd, str_at, u64_at};
+use super::{Parsed, resume_args, str_at, u64_at};
+use crate::pricing::micro_usd;
 
 /// The messages opencode gives a tool call its permission rules refused.
 const DENIED: &[&str] = &[
@@ -25,10 +26,7 @@ pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
         "plan" => args.extend(["--agent".into(), "plan".into()]),
         _ => {}
     }
-    if let Some(id) = resume {
-        args.push("--session".into());
-        args.push(id.into());
-    }
+    args.extend(resume_args("--session", resume));
     args
 }
 
@@ -37,9 +35,7 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
     let mut parsed = Parsed::default();
     let mut cost = 0u64;
     for v in values {
-        if let Some(id) = str_at(v, &["/sessionID", "/part/sessionID"]) {
-            parsed.session = Some(id);
-        }
+        parsed.session_from(v, &["/sessionID", "/part/sessionID"]);
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "text" => {
                 if let Some(t) = str_at(v, &["/part/text", "/text"])
@@ -54,9 +50,7 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
                 let error = str_at(v, &["/part/state/error"]).unwrap_or_default();
                 if DENIED.iter().any(|d| error.contains(d)) {
                     let tool = str_at(v, &["/part/tool"]).unwrap_or_else(|| "a tool".into());
-                    if !parsed.denials.contains(&tool) {
-                        parsed.denials.push(tool);
-                    }
+                    parsed.denied(tool);
                 }
             }
             "step_finish" => {

@@ -192,35 +192,32 @@ impl Config {
         let model = |default: &str| s.model.clone().unwrap_or_else(|| default.to_owned());
         let url = |default: &str| s.base_url.clone().unwrap_or_else(|| default.to_owned());
         Ok(match s.backend.as_deref() {
-            None => match BackendSpec::default_from_env(env) {
-                BackendSpec::OpenAi {
+            None => {
+                // The backend found in the environment, with what the settings name over it.
+                let mut spec = BackendSpec::default_from_env(env);
+                if let BackendSpec::OpenAi {
                     base_url,
-                    model: m,
+                    model,
                     api_key,
-                } => BackendSpec::OpenAi {
-                    base_url: s.base_url.clone().unwrap_or(base_url),
-                    model: s.model.clone().unwrap_or(m),
-                    api_key: if s.has_key_source() {
-                        key(None)?
-                    } else {
-                        api_key
-                    },
-                },
-                BackendSpec::Anthropic {
+                }
+                | BackendSpec::Anthropic {
                     base_url,
-                    model: m,
+                    model,
                     api_key,
-                } => BackendSpec::Anthropic {
-                    base_url: s.base_url.clone().unwrap_or(base_url),
-                    model: s.model.clone().unwrap_or(m),
-                    api_key: if s.has_key_source() {
-                        key(None)?
-                    } else {
-                        api_key
-                    },
-                },
-                other => other,
-            },
+                } = &mut spec
+                {
+                    if let Some(u) = &s.base_url {
+                        base_url.clone_from(u);
+                    }
+                    if let Some(m) = &s.model {
+                        model.clone_from(m);
+                    }
+                    if s.has_key_source() {
+                        *api_key = key(None)?;
+                    }
+                }
+                spec
+            }
             Some("anthropic") => BackendSpec::Anthropic {
                 base_url: url(ANTHROPIC_BASE_URL),
                 model: model(DEFAULT_ANTHROPIC_MODEL),

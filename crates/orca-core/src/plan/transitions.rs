@@ -18,45 +18,47 @@ impl DraftPlan {
     #[must_use]
     pub fn with_content(id: PlanId, created_at: OffsetDateTime, content: PlanContent) -> Self {
         Self {
-            format_version: FormatVersion,
-            id,
-            created_at,
-            supersedes: None,
-            history: Vec::new(),
-            content,
+            common: PlanCommon {
+                format_version: FormatVersion,
+                id,
+                created_at,
+                supersedes: None,
+                history: Vec::new(),
+                content,
+            },
         }
     }
 
     /// Marks this draft as the replacement of another plan (after a failed execution).
     #[must_use]
     pub const fn superseding(mut self, previous: PlanId) -> Self {
-        self.supersedes = Some(previous);
+        self.common.supersedes = Some(previous);
         self
     }
 
     /// Sets the goal.
     pub fn set_goal(&mut self, goal: impl Into<String>) {
-        self.content.goal = goal.into();
+        self.common.content.goal = goal.into();
     }
 
     /// Sets or clears the summary.
     pub fn set_summary(&mut self, summary: Option<String>) {
-        self.content.summary = summary;
+        self.common.content.summary = summary;
     }
 
     /// Replaces the assumptions.
     pub fn set_assumptions(&mut self, items: Vec<String>) {
-        self.content.assumptions = items;
+        self.common.content.assumptions = items;
     }
 
     /// Replaces the risks.
     pub fn set_risks(&mut self, items: Vec<String>) {
-        self.content.risks = items;
+        self.common.content.risks = items;
     }
 
     /// Replaces the verification list.
     pub fn set_verification(&mut self, items: Vec<String>) {
-        self.content.verification = items;
+        self.common.content.verification = items;
     }
 
     /// Adds a step at `position` (0 = first), or at the end.
@@ -65,15 +67,15 @@ impl DraftPlan {
     ///
     /// A duplicate step id, or a position past the end. The draft is unchanged.
     pub fn add_step(&mut self, step: Step, position: Option<usize>) -> Result<(), BuilderError> {
-        if self.content.position(&step.id).is_some() {
+        if self.common.content.position(&step.id).is_some() {
             return Err(BuilderError::DuplicateStep(step.id));
         }
-        let len = self.content.steps.len();
+        let len = self.common.content.steps.len();
         let index = position.unwrap_or(len);
         if index > len {
             return Err(BuilderError::IndexOutOfRange { index, len });
         }
-        self.content.steps.insert(index, step);
+        self.common.content.steps.insert(index, step);
         Ok(())
     }
 
@@ -84,6 +86,7 @@ impl DraftPlan {
     /// No step with this id. The draft is unchanged.
     pub fn update_step(&mut self, id: &StepId, patch: StepPatch) -> Result<(), BuilderError> {
         let step = self
+            .common
             .content
             .steps
             .iter_mut()
@@ -105,48 +108,20 @@ impl DraftPlan {
             isolation,
             budget,
         } = patch;
-        if let Some(v) = agent {
-            step.agent = v;
-        }
-        if let Some(v) = description {
-            step.description = v;
-        }
-        if let Some(v) = command {
-            step.command = v;
-        }
-        if let Some(v) = depends_on {
-            step.depends_on = v;
-        }
-        if let Some(v) = locks {
-            step.locks = v;
-        }
-        if let Some(v) = writes {
-            step.writes = v;
-        }
-        if let Some(v) = assumptions {
-            step.assumptions = v;
-        }
-        if let Some(v) = risks {
-            step.risks = v;
-        }
-        if let Some(v) = verification {
-            step.verification = v;
-        }
-        if let Some(v) = max_attempts {
-            step.max_attempts = v;
-        }
-        if let Some(v) = timeout_secs {
-            step.timeout_secs = v;
-        }
-        if let Some(v) = env {
-            step.env = v;
-        }
-        if let Some(v) = isolation {
-            step.isolation = v;
-        }
-        if let Some(v) = budget {
-            step.budget = v;
-        }
+        replace_if_given(&mut step.agent, agent);
+        replace_if_given(&mut step.description, description);
+        replace_if_given(&mut step.command, command);
+        replace_if_given(&mut step.depends_on, depends_on);
+        replace_if_given(&mut step.locks, locks);
+        replace_if_given(&mut step.writes, writes);
+        replace_if_given(&mut step.assumptions, assumptions);
+        replace_if_given(&mut step.risks, risks);
+        replace_if_given(&mut step.verification, verification);
+        replace_if_given(&mut step.max_attempts, max_attempts);
+        replace_if_given(&mut step.timeout_secs, timeout_secs);
+        replace_if_given(&mut step.env, env);
+        replace_if_given(&mut step.isolation, isolation);
+        replace_if_given(&mut step.budget, budget);
         Ok(())
     }
 
@@ -158,10 +133,11 @@ impl DraftPlan {
     /// No step with this id.
     pub fn remove_step(&mut self, id: &StepId) -> Result<Step, BuilderError> {
         let index = self
+            .common
             .content
             .position(id)
             .ok_or_else(|| BuilderError::UnknownStep(id.clone()))?;
-        Ok(self.content.steps.remove(index))
+        Ok(self.common.content.steps.remove(index))
     }
 
     /// Validates the draft and turns it into an immutable proposal.
@@ -174,30 +150,23 @@ impl DraftPlan {
         known_agents: &BTreeSet<AgentId>,
         at: OffsetDateTime,
     ) -> Result<ProposalPlan, Box<SubmitRejected>> {
-        let problems = self.content.validate(known_agents);
+        let problems = self.common.content.validate(known_agents);
         if !problems.is_empty() {
             return Err(Box::new(SubmitRejected {
                 draft: self,
                 problems,
             }));
         }
-        let Self {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            mut history,
-            content,
-        } = self;
-        history.push(PlanEvent::Submitted { at });
         Ok(ProposalPlan {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            history,
-            content,
+            common: self.common.with_event(PlanEvent::Submitted { at }),
         })
+    }
+}
+
+/// A patch's field: `Some` replaces the step's value, `None` leaves it as is.
+fn replace_if_given<T>(field: &mut T, given: Option<T>) {
+    if let Some(value) = given {
+        *field = value;
     }
 }
 
@@ -210,22 +179,9 @@ impl ProposalPlan {
         note: Option<String>,
         at: OffsetDateTime,
     ) -> ApprovedPlan {
-        let digest = self.content.digest();
-        let Self {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            history,
-            content,
-        } = self;
+        let digest = self.common.content.digest();
         ApprovedPlan {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            history,
-            content,
+            common: self.common,
             approval: Approval {
                 at,
                 by: by.into(),
@@ -243,21 +199,8 @@ impl ProposalPlan {
         reason: Option<String>,
         at: OffsetDateTime,
     ) -> RejectedPlan {
-        let Self {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            history,
-            content,
-        } = self;
         RejectedPlan {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            history,
-            content,
+            common: self.common,
             rejection: Rejection {
                 at,
                 by: by.into(),
@@ -274,26 +217,12 @@ impl ProposalPlan {
         feedback: impl Into<String>,
         at: OffsetDateTime,
     ) -> DraftPlan {
-        let Self {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            mut history,
-            content,
-        } = self;
-        history.push(PlanEvent::ChangesRequested {
-            at,
-            by: by.into(),
-            feedback: feedback.into(),
-        });
         DraftPlan {
-            format_version,
-            id,
-            created_at,
-            supersedes,
-            history,
-            content,
+            common: self.common.with_event(PlanEvent::ChangesRequested {
+                at,
+                by: by.into(),
+                feedback: feedback.into(),
+            }),
         }
     }
 }

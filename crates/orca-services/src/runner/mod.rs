@@ -66,21 +66,14 @@ impl std::fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// A runner.
+    /// A runner over `orca`'s services (its human is `orca`'s), reporting to `observer`.
     #[must_use]
-    pub fn new(
-        executions: ExecutionService,
-        dispatch: DispatchService,
-        orca: OrcaService,
-        hitl: Arc<dyn Hitl>,
-        observer: Arc<dyn Observer>,
-        config: RunConfig,
-    ) -> Self {
+    pub fn new(orca: &crate::Orca, config: RunConfig, observer: Arc<dyn Observer>) -> Self {
         Self {
-            executions,
-            dispatch,
-            orca,
-            hitl,
+            executions: orca.executions.clone(),
+            dispatch: orca.dispatch.clone(),
+            orca: orca.relay.clone(),
+            hitl: orca.tools.hitl.clone(),
             observer,
             config,
         }

@@ -96,7 +96,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             let stage = snap.execution.value.stage();
             let totals = crate::app::totals(app, id).await?;
             if app.json {
-                let mut value = snapshot_json(&snap);
+                let mut value = orca_services::execution::snapshot_json(&snap);
                 value["totals"] = crate::app::totals_json(&totals);
                 if let Some(d) = crate::driver::driver_json(id, stage, lease.as_ref()) {
                     value["driver"] = d;
@@ -107,12 +107,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 }
                 out_json(&value);
             } else {
-                let plan = orca
-                    .planning
-                    .plan(snap.execution.value.info().plan_id)
-                    .await
-                    .ok();
-                out(&render::exec_show(&snap, plan.as_ref(), &totals));
+                out(&show_text(&orca, &snap, &totals).await);
                 if let Some(line) = crate::driver::driver_text(id, stage, lease.as_ref()) {
                     out(&line);
                 }
@@ -162,12 +157,17 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
     }
 }
 
-fn snapshot_json(snap: &orca_store::ExecutionSnapshot) -> Value {
-    let mut value = json!(snap.execution.value);
-    let tasks: Vec<Value> = snap.tasks.iter().map(|t| json!(t.value)).collect();
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("execution_id".to_owned(), json!(snap.execution.value.id()));
-        obj.insert("tasks".to_owned(), Value::Array(tasks));
-    }
-    value
+/// `exec show`'s text: the execution, with its plan's step descriptions when the plan can be
+/// read, and its totals.
+pub(crate) async fn show_text(
+    orca: &orca_services::Orca,
+    snap: &orca_store::ExecutionSnapshot,
+    totals: &render::Totals,
+) -> String {
+    let plan = orca
+        .planning
+        .plan(snap.execution.value.info().plan_id)
+        .await
+        .ok();
+    render::exec_show(snap, plan.as_ref(), totals)
 }

@@ -10,7 +10,6 @@ use serde_json::json;
 use crate::app::{App, out, out_json};
 use crate::driver::{driver_json, driver_text, is_live};
 use crate::exit::{CliError, Exit};
-use crate::render;
 use crate::term::say;
 
 /// `watch`: follows an execution until it ends, waits for a decision nobody drives, or is
@@ -69,13 +68,8 @@ pub(crate) async fn watch(
                     &json!({ "execution_id": id, "stage": stage, "awaiting_decision": waiting }),
                 );
             } else {
-                let plan = orca
-                    .planning
-                    .plan(snap.execution.value.info().plan_id)
-                    .await
-                    .ok();
                 let totals = crate::app::totals(app, id).await?;
-                out(&render::exec_show(&snap, plan.as_ref(), &totals));
+                out(&crate::cmd::exec::show_text(&orca, &snap, &totals).await);
             }
             return Ok(match stage {
                 ExecutionStage::Completed => Exit::Ok,
