@@ -85,6 +85,8 @@ pub struct LoopSettings {
     pub request_timeout: Option<Duration>,
     /// The model's context window in tokens: each request is fitted into it or fails.
     pub context_window: Option<u64>,
+    /// The idle timeout of a streamed answer, named when a stream stalls (`None`: unknown).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for LoopSettings {
@@ -98,6 +100,7 @@ impl Default for LoopSettings {
             tool_mode: ToolMode::Native,
             request_timeout: None,
             context_window: None,
+            idle_timeout: None,
         }
     }
 }
@@ -418,6 +421,13 @@ fn backend_failure(e: &BackendError, settings: &LoopSettings) -> TaskFailure {
                 ),
             )
         }
+        BackendError::Stalled { endpoint, idle } => failure(
+            ErrorCode::Timeout,
+            format!(
+                "the model at {endpoint} sent nothing for {} s (idle_timeout_secs); the turn was not re-sent (a stalled server most likely stalls again): check the server, or raise `idle_timeout_secs` (or set `stream = false`) in this agent's [generation] settings",
+                idle.as_secs()
+            ),
+        ),
         _ => failure(ErrorCode::AgentError, e.to_string()),
     }
 }

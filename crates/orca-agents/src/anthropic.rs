@@ -2,19 +2,18 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
-use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+    ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
 use crate::http;
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
+use crate::stream::{self, messages::MessagesAssembler};
 
 /// The `anthropic-version` header sent.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -24,12 +23,14 @@ const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// The Anthropic Messages API.
 #[derive(Debug, Clone)]
 pub struct AnthropicBackend {
-    base_url: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    pub(crate) client: reqwest::Client,
-    prices: PriceTable,
+    pub(crate) endpoint: Endpoint,
 }
+
+const WIRE: Wire = Wire {
+    path: "/v1/messages",
+    parse: parse_response,
+    assembler: stream::boxed::<MessagesAssembler>,
+};
 
 impl AnthropicBackend {
     /// A backend for `base_url` (without `/v1`), with the default request timeout.
@@ -47,19 +48,8 @@ impl AnthropicBackend {
         timeout: Duration,
     ) -> Self {
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            model: model.to_owned(),
-            api_key,
-            client: http::client(timeout),
-            prices: PriceTable::shipped(),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Anthropic, timeout),
         }
-    }
-
-    /// Prices the usage of each turn with `prices` (default: the shipped table).
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = prices;
-        self
     }
 
     /// The JSON body sent for a request.
@@ -105,7 +95,7 @@ impl AnthropicBackend {
             }
         }
         let mut body = json!({
-            "model": self.model,
+            "model": self.endpoint.model,
             "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             "system": request.system,
             "messages": messages,
@@ -126,6 +116,9 @@ impl AnthropicBackend {
         }
         if let Some(p) = request.sampling.top_p {
             body["top_p"] = json!(p);
+        }
+        if self.endpoint.streaming.enabled {
+            body["stream"] = json!(true);
         }
         mark_cache_breakpoints(&mut body);
         body
@@ -182,7 +175,7 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
 }
 
-fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
     let wire: WireResponse =
         serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
@@ -234,40 +227,7 @@ fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendEr
     })
 }
 
-#[async_trait]
-impl ChatBackend for AnthropicBackend {
-    fn kind(&self) -> &str {
-        "anthropic"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        let url = format!("{}/v1/messages", self.base_url);
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "anthropic-version",
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(key.expose()).map_err(|_| BackendError::Auth {
-                    endpoint: self.base_url.clone(),
-                    status: 0,
-                    message: "the API key contains characters not allowed in a header".to_owned(),
-                })?;
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-        }
-        let body = self.request_body(request);
-        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
-        let mut response = parse_response(response, &self.base_url)?;
-        response.usage = self.prices.priced(&self.model, response.usage);
-        Ok(response)
-    }
-}
+http_backend!(AnthropicBackend, "anthropic");
 
 #[cfg(test)]
 mod tests {

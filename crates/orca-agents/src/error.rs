@@ -49,6 +49,24 @@ pub enum BackendError {
         /// Where.
         endpoint: String,
     },
+    /// A streamed answer went silent for longer than the idle timeout: not retried, like a
+    /// timeout.
+    #[error("the model at {endpoint} sent nothing for {} s (idle_timeout_secs)", idle.as_secs())]
+    Stalled {
+        /// Where.
+        endpoint: String,
+        /// How long it was silent.
+        idle: Duration,
+    },
+    /// The server reported an error in the middle of a streamed answer: not retried (an
+    /// overload or rate limit reported so is [`Self::Overloaded`] / [`Self::RateLimited`]).
+    #[error("the model at {endpoint} failed mid-answer: {message}")]
+    StreamFailed {
+        /// Where.
+        endpoint: String,
+        /// The provider's message.
+        message: String,
+    },
     /// The account is out of quota or credit: never retried.
     #[error("quota or billing limit reached at {endpoint}: {message}")]
     Quota {

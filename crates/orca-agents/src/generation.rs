@@ -1,5 +1,5 @@
-//! Per-agent generation settings: the output-token cap of a turn, the request timeout, sampling,
-//! the token parameter's name and the tool mode. Written in `.orca/config.toml` as
+//! Per-agent generation settings: the output-token cap of a turn, the request timeout,
+//! streaming and its idle timeout, sampling, the token parameter's name and the tool mode. Written in `.orca/config.toml` as
 //! `[defaults.generation]` or `[agents.NAME.generation]` (an agent's table wins field by field),
 //! resolved into a [`Generation`] the registry hands to the backend and the agent loop.
 
@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::agent_loop::LoopSettings;
 use crate::backend::{ReasoningEffort, Sampling};
 use crate::openai::TokenParam;
+use crate::stream::{DEFAULT_IDLE_TIMEOUT, Streaming};
 
 /// How the model makes its tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -93,6 +94,13 @@ pub struct GenerationSettings {
     /// left out) or fail clearly instead of being cut by the server.
     #[serde(default)]
     pub context_window: Option<u64>,
+    /// Stream answers (default true; `false` for servers that cannot stream).
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// A streamed answer that sends nothing for this many seconds is given up, and the turn
+    /// is not re-sent (default 60).
+    #[serde(default)]
+    pub idle_timeout_secs: Option<u64>,
 }
 
 impl GenerationSettings {
@@ -109,6 +117,8 @@ impl GenerationSettings {
             token_param: self.token_param.or(base.token_param),
             tool_mode: self.tool_mode.or(base.tool_mode),
             context_window: self.context_window.or(base.context_window),
+            stream: self.stream.or(base.stream),
+            idle_timeout_secs: self.idle_timeout_secs.or(base.idle_timeout_secs),
         }
     }
 
@@ -123,6 +133,9 @@ impl GenerationSettings {
         }
         if self.context_window.is_some_and(|w| w < 512) {
             return Err(("context_window", "must be at least 512 tokens".to_owned()));
+        }
+        if self.idle_timeout_secs == Some(0) {
+            return Err(("idle_timeout_secs", "must be at least 1".to_owned()));
         }
         if self.request_timeout_secs == Some(0) {
             return Err(("request_timeout_secs", "must be at least 1".to_owned()));
@@ -159,6 +172,12 @@ impl GenerationSettings {
             tool_mode: self.tool_mode.unwrap_or_default(),
             context_window: self.context_window,
             api: WireApi::Chat,
+            streaming: Streaming {
+                enabled: self.stream.unwrap_or(true),
+                idle_timeout: self
+                    .idle_timeout_secs
+                    .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
+            },
         }
     }
 }
@@ -180,6 +199,8 @@ pub struct Generation {
     pub context_window: Option<u64>,
     /// The wire format (OpenAI-compatible backends).
     pub api: WireApi,
+    /// Whether answers stream, and the idle timeout of a stream (HTTP backends).
+    pub streaming: Streaming,
 }
 
 impl Generation {
@@ -202,6 +223,10 @@ impl Generation {
             settings.tool_mode = ToolMode::Json;
         }
         settings.request_timeout = Some(self.request_timeout);
+        settings.idle_timeout = self
+            .streaming
+            .enabled
+            .then_some(self.streaming.idle_timeout);
         if self.context_window.is_some() {
             settings.context_window = self.context_window;
         }
@@ -219,6 +244,7 @@ impl Default for Generation {
             tool_mode: ToolMode::Native,
             context_window: None,
             api: WireApi::Chat,
+            streaming: Streaming::ON,
         }
     }
 }
@@ -247,6 +273,16 @@ mod tests {
         assert_eq!(g.sampling.temperature, Some(0.1));
         assert_eq!(g.tool_mode, ToolMode::Json);
         assert_eq!(g.request_timeout, crate::http::DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(g.streaming, Streaming::ON);
+        let off = GenerationSettings {
+            stream: Some(false),
+            idle_timeout_secs: Some(5),
+            ..GenerationSettings::default()
+        }
+        .merged_over(&base)
+        .resolve();
+        assert!(!off.streaming.enabled);
+        assert_eq!(off.streaming.idle_timeout, Duration::from_secs(5));
         for (bad, field) in [
             (
                 GenerationSettings {
@@ -261,6 +297,13 @@ mod tests {
                     ..GenerationSettings::default()
                 },
                 "top_p",
+            ),
+            (
+                GenerationSettings {
+                    idle_timeout_secs: Some(0),
+                    ..GenerationSettings::default()
+                },
+                "idle_timeout_secs",
             ),
             (
                 GenerationSettings {

@@ -79,14 +79,19 @@ pub(crate) async fn post_json(
     if !(200..300).contains(&status) {
         return Err(classify(status, retry_after, &text, endpoint));
     }
-    serde_json::from_str(&text).map_err(|e| BackendError::InvalidResponse {
+    json_body(&text, endpoint)
+}
+
+/// A response body as JSON.
+pub(crate) fn json_body(text: &str, endpoint: &str) -> Result<Value, BackendError> {
+    serde_json::from_str(text).map_err(|e| BackendError::InvalidResponse {
         endpoint: endpoint.to_owned(),
-        message: format!("the body is not JSON ({e}): {}", shorten(&text, 200)),
+        message: format!("the body is not JSON ({e}): {}", shorten(text, 200)),
     })
 }
 
 /// A redactor knowing the credentials sent in `headers` (`Authorization`, `x-api-key`…).
-fn body_redactor(headers: &HeaderMap) -> orca_core::redact::Redactor {
+pub(crate) fn body_redactor(headers: &HeaderMap) -> orca_core::redact::Redactor {
     let mut secrets = Vec::new();
     for (name, value) in headers {
         if (orca_core::redact::is_secret_key(name.as_str()) || name.as_str() == "api-key")
@@ -101,7 +106,7 @@ fn body_redactor(headers: &HeaderMap) -> orca_core::redact::Redactor {
     orca_core::redact::Redactor::new().with_secrets(secrets)
 }
 
-fn transport_error(err: &reqwest::Error, endpoint: &str) -> BackendError {
+pub(crate) fn transport_error(err: &reqwest::Error, endpoint: &str) -> BackendError {
     if err.is_timeout() {
         BackendError::Timeout {
             endpoint: endpoint.to_owned(),

@@ -3,30 +3,31 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+    ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
 use crate::http;
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
+use crate::stream::{self, chat::ChatAssembler};
 
 /// An OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug, Clone)]
 pub struct OpenAiBackend {
-    base_url: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    pub(crate) client: reqwest::Client,
+    pub(crate) endpoint: Endpoint,
     token_param: TokenParam,
-    prices: PriceTable,
 }
+
+const WIRE: Wire = Wire {
+    path: "/chat/completions",
+    parse: parse_response,
+    assembler: stream::boxed::<ChatAssembler>,
+};
 
 /// The name of the output-token cap in a request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,12 +83,8 @@ impl OpenAiBackend {
         timeout: Duration,
     ) -> Self {
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            model: model.to_owned(),
-            api_key,
-            client: http::client(timeout),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
             token_param: TokenParam::Auto,
-            prices: PriceTable::shipped(),
         }
     }
 
@@ -95,13 +92,6 @@ impl OpenAiBackend {
     #[must_use]
     pub fn with_token_param(mut self, token_param: TokenParam) -> Self {
         self.token_param = token_param;
-        self
-    }
-
-    /// Prices the usage of each turn with `prices` (default: the shipped table).
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = prices;
         self
     }
 
@@ -135,7 +125,12 @@ impl OpenAiBackend {
                 }
             }
         }
-        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        let streamed = self.endpoint.streaming.enabled;
+        let mut body =
+            json!({"model": self.endpoint.model, "messages": messages, "stream": streamed});
+        if streamed {
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -157,7 +152,7 @@ impl OpenAiBackend {
                 "json_schema": {"name": "tool_call", "schema": schema},
             });
         }
-        let token_field = self.token_param.field(&self.model);
+        let token_field = self.token_param.field(&self.endpoint.model);
         if let Some(max) = request.max_output_tokens {
             body[token_field] = json!(max);
         }
@@ -270,7 +265,7 @@ fn content_text(content: Option<Value>) -> Option<String> {
     .filter(|s| !s.is_empty())
 }
 
-fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
     let wire: WireResponse =
         serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
@@ -331,39 +326,7 @@ fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendEr
     })
 }
 
-#[async_trait]
-impl ChatBackend for OpenAiBackend {
-    fn kind(&self) -> &str {
-        "openai"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        let url = format!("{}/chat/completions", self.base_url);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    BackendError::Auth {
-                        endpoint: self.base_url.clone(),
-                        status: 0,
-                        message: "the API key contains characters not allowed in a header"
-                            .to_owned(),
-                    }
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let body = self.request_body(request);
-        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
-        let mut response = parse_response(response, &self.base_url)?;
-        response.usage = self.prices.priced(&self.model, response.usage);
-        Ok(response)
-    }
-}
+http_backend!(OpenAiBackend, "openai");
 
 #[cfg(test)]
 mod tests {

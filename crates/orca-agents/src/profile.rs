@@ -172,16 +172,18 @@ impl BackendSpec {
                 ),
                 WireApi::Responses => {
                     let mut b = ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
-                        .with_prices(prices);
-                    b.client = client()?;
+                        .with_prices(prices)
+                        .with_streaming(generation.streaming);
+                    b.endpoint.client = client()?;
                     Arc::new(b)
                 }
                 WireApi::Chat => {
                     let mut b =
                         OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
                             .with_token_param(generation.token_param)
-                            .with_prices(prices);
-                    b.client = client()?;
+                            .with_prices(prices)
+                            .with_streaming(generation.streaming);
+                    b.endpoint.client = client()?;
                     Arc::new(b)
                 }
             },
@@ -192,8 +194,9 @@ impl BackendSpec {
             } => {
                 let mut b =
                     AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
-                        .with_prices(prices);
-                b.client = client()?;
+                        .with_prices(prices)
+                        .with_streaming(generation.streaming);
+                b.endpoint.client = client()?;
                 Arc::new(b)
             }
             Self::Scripted { path } => {

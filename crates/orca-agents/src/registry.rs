@@ -19,6 +19,7 @@ use crate::generation::{Generation, WireApi};
 use crate::net::{CaFile, Net, NetError};
 use crate::pricing::PriceTable;
 use crate::profile::{BackendSpec, Profile};
+use crate::progress::{self, ProgressSink};
 use crate::sandbox::SandboxPolicy;
 use crate::shell;
 use crate::step_env::{self, EnvPolicy};
@@ -54,6 +55,7 @@ pub struct Agents {
     net: Net,
     windows: Arc<Windows>,
     ask_windows: bool,
+    progress: Option<Arc<dyn ProgressSink>>,
 }
 
 impl Agents {
@@ -81,6 +83,7 @@ impl Agents {
             net: Net::direct(),
             windows: Arc::new(Windows::new()),
             ask_windows: false,
+            progress: None,
         }
     }
 
@@ -91,6 +94,33 @@ impl Agents {
     pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
         self.sandbox = Some(policy);
         self
+    }
+
+    /// The same agents, reporting the progress of streamed model answers (and each model-backed
+    /// step's usage when it ends) to `sink`.
+    #[must_use]
+    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// Runs a model-backed call with progress reported under `label`, then its usage.
+    async fn reporting<T>(
+        &self,
+        label: &str,
+        agent: &AgentId,
+        run: impl Future<Output = Reply<T>>,
+    ) -> Reply<T> {
+        let started = Instant::now();
+        let reply = progress::scoped(self.progress.clone(), label, agent.as_str(), run).await;
+        progress::finished(
+            self.progress.as_ref(),
+            label,
+            agent.as_str(),
+            &reply.usage,
+            started.elapsed(),
+        );
+        reply
     }
 
     /// The given profiles (plus `shell`), with backends built from their specs.
@@ -555,6 +585,7 @@ impl AgentPort for Agents {
                     &settings,
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
+                let run = self.reporting(request.step.id.as_str(), &request.agent, run);
                 match request.timeout {
                     Some(t) => match tokio::time::timeout(t, run).await {
                         Ok(reply) => reply,
@@ -601,15 +632,15 @@ impl AgentPort for Agents {
                 let budget = request.budget.min(&entry.profile.limits);
                 let profile = self.seen_profile(entry);
                 let settings = self.loop_settings(entry).await;
-                agent_loop::ask(
+                let run = agent_loop::ask(
                     backend.as_ref(),
                     &profile,
                     &request,
                     budget,
                     tools,
                     &settings,
-                )
-                .await
+                );
+                self.reporting("ask", &request.agent, run).await
             }
         }
     }
@@ -624,7 +655,7 @@ impl AgentPort for Agents {
                 let budget = request.budget.min(&entry.profile.limits);
                 let system = self.with_instructions(&self.planner_prompt(&entry.profile.prompt));
                 let settings = self.loop_settings(entry).await;
-                agent_loop::plan(
+                let run = agent_loop::plan(
                     backend.as_ref(),
                     &entry.profile,
                     &system,
@@ -632,8 +663,8 @@ impl AgentPort for Agents {
                     budget,
                     tools,
                     &settings,
-                )
-                .await
+                );
+                self.reporting("plan", &entry.profile.id, run).await
             }
             Runtime::Shell | Runtime::Cli(_) => {
                 Reply::new(PlannerResponse::Failure(TaskFailure::new(

@@ -4,28 +4,32 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
+    ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
-use crate::http;
 use crate::openai::{TokenParam, parse_arguments};
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
+use crate::stream::{self, responses::ResponsesAssembler};
 
 /// An endpoint speaking OpenAI's Responses API (`POST {base_url}/responses`).
 #[derive(Debug, Clone)]
 pub struct ResponsesBackend {
-    base_url: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    pub(crate) client: reqwest::Client,
-    prices: PriceTable,
+    pub(crate) endpoint: Endpoint,
+}
+
+const WIRE: Wire = Wire {
+    path: "/responses",
+    parse: parse_body,
+    assembler: stream::boxed::<ResponsesAssembler>,
+};
+
+fn parse_body(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+    parse_response(&body, endpoint)
 }
 
 impl ResponsesBackend {
@@ -33,19 +37,8 @@ impl ResponsesBackend {
     #[must_use]
     pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>, timeout: Duration) -> Self {
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            model: model.to_owned(),
-            api_key,
-            client: http::client(timeout),
-            prices: PriceTable::shipped(),
+            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
         }
-    }
-
-    /// Prices the usage of each turn with `prices`.
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = prices;
-        self
     }
 
     /// The JSON body sent for a request.
@@ -77,11 +70,14 @@ impl ResponsesBackend {
             }
         }
         let mut body = json!({
-            "model": self.model,
+            "model": self.endpoint.model,
             "instructions": request.system,
             "input": input,
             "store": false,
         });
+        if self.endpoint.streaming.enabled {
+            body["stream"] = json!(true);
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -104,7 +100,7 @@ impl ResponsesBackend {
             body["max_output_tokens"] = json!(max);
         }
         let s = &request.sampling;
-        let reasoning = TokenParam::Auto.field(&self.model) == "max_completion_tokens";
+        let reasoning = TokenParam::Auto.field(&self.endpoint.model) == "max_completion_tokens";
         // Reasoning models refuse sampling parameters; the Responses API has no seed.
         if !reasoning {
             if let Some(t) = s.temperature {
@@ -131,7 +127,7 @@ fn invalid(endpoint: &str, message: impl Into<String>) -> BackendError {
 }
 
 /// Parses a Responses API body.
-fn parse_response(body: &Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
+pub(crate) fn parse_response(body: &Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
     let output = body
         .get("output")
         .and_then(Value::as_array)
@@ -201,39 +197,7 @@ fn parse_response(body: &Value, endpoint: &str) -> Result<ChatResponse, BackendE
     })
 }
 
-#[async_trait]
-impl ChatBackend for ResponsesBackend {
-    fn kind(&self) -> &str {
-        "openai"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        let url = format!("{}/responses", self.base_url);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    BackendError::Auth {
-                        endpoint: self.base_url.clone(),
-                        status: 0,
-                        message: "the API key contains characters not allowed in a header"
-                            .to_owned(),
-                    }
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let body = self.request_body(request);
-        let response = http::post_json(&self.client, &url, headers, &body, &self.base_url).await?;
-        let mut response = parse_response(&response, &self.base_url)?;
-        response.usage = self.prices.priced(&self.model, response.usage);
-        Ok(response)
-    }
-}
+http_backend!(ResponsesBackend, "openai");
 
 #[cfg(test)]
 mod tests {

@@ -192,6 +192,18 @@ impl App {
         })
     }
 
+    /// The same app, its model calls showing progress on stderr (`run`, `ask` and the commands
+    /// that resume a run; see [`crate::model_meter`]).
+    fn with_model_progress(mut self, global: &Global) -> Self {
+        let json_logs = global.log_format == crate::cli::LogFormat::Json;
+        if let Some(meter) = crate::model_meter::ModelMeter::for_process(
+            self.style, self.quiet, self.json, json_logs,
+        ) {
+            self.agents = Arc::new((*self.agents).clone().with_progress(Arc::new(meter)));
+        }
+        self
+    }
+
     pub(crate) fn orca(&self, hitl: Arc<dyn Hitl>) -> Orca {
         let agents: Arc<dyn AgentPort> = self.agents.clone();
         let workspace = self.workspace_tools()(&self.root);
@@ -351,6 +363,14 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         );
     let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
     let app = App::open(global, creates, key_use, runs_agents).await?;
+    // Commands a person waits on while models work show their progress.
+    // (Not a worker's or the MCP server's: no person watches their stderr.)
+    let shows_progress = runs_agents && !matches!(command, Command::Worker(_) | Command::Mcp(_));
+    let app = if shows_progress {
+        app.with_model_progress(global)
+    } else {
+        app
+    };
     match command {
         Command::Ask(args) => cmd::ask::ask(&app, &args.message, &args.run).await,
         Command::Plan(command) => cmd::plan::plan(&app, command).await,

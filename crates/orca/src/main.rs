@@ -14,6 +14,7 @@ mod exit;
 mod ids;
 mod isolation;
 mod mcp;
+mod model_meter;
 mod plan_doc;
 mod render;
 mod sandbox;

@@ -76,6 +76,7 @@ impl Drop for EventBuf {
         }
         let text = String::from_utf8_lossy(&self.0);
         let mut err = std::io::stderr().lock();
+        crate::model_meter::clear_status(&mut err);
         let _ = err.write_all(redact(&text).as_bytes());
     }
 }

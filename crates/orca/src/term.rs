@@ -116,6 +116,7 @@ pub(crate) fn say(line: &str) {
         strip_ansi(&line)
     };
     let mut err = std::io::stderr().lock();
+    crate::model_meter::clear_status(&mut err);
     if output().json_logs {
         for l in line.lines().filter(|l| !l.trim().is_empty()) {
             let level = if l.starts_with("error:") {
@@ -151,10 +152,19 @@ pub(crate) fn width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
-    terminal_columns()
+    terminal_columns(1)
 }
 
-fn terminal_columns() -> Option<usize> {
+/// The width of the terminal on stderr (`COLUMNS` if set), for a line that must not wrap.
+pub(crate) fn stderr_width() -> Option<usize> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+        .or_else(|| terminal_columns(2))
+}
+
+fn terminal_columns(fd: libc::c_int) -> Option<usize> {
     let mut size = libc::winsize {
         ws_row: 0,
         ws_col: 0,
@@ -162,8 +172,9 @@ fn terminal_columns() -> Option<usize> {
         ws_ypixel: 0,
     };
     #[expect(unsafe_code, reason = "TIOCGWINSZ has no safe wrapper in std")]
-    // SAFETY: `size` is a valid, writable `winsize` that outlives the call; fd 1 is only read.
-    let rc = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &raw mut size) };
+    // SAFETY: `size` is a valid, writable `winsize` that outlives the call; `fd` (1 or 2) is
+    // only queried.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &raw mut size) };
     (rc == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
@@ -190,9 +201,12 @@ fn read_line() -> Option<String> {
 fn prompt(text: &str) -> Option<String> {
     let text = crate::secrets::redact(text);
     let mut err = std::io::stderr().lock();
+    crate::model_meter::clear_status(&mut err);
     let _ = write!(err, "{text}");
     let _ = err.flush();
     drop(err);
+    // No status line is drawn over a question waiting for its answer.
+    let _asking = crate::model_meter::Asking::start();
     read_line()
 }
 

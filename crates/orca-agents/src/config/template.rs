@@ -85,6 +85,8 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # tool_mode = "native"            # "json" for small local models with weak tool calling
 # context_window = 32768          # fit requests into the window, or fail before sending;
 #                                 # unset: asked from llama.cpp / vLLM / Ollama servers
+# stream = true                   # false for servers that cannot stream answers
+# idle_timeout_secs = 60          # a stream silent this long is given up (not re-sent)
 
 # A custom agent: the planner lists it with its description.
 # [agents.db-expert]

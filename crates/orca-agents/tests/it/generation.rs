@@ -193,6 +193,11 @@ fn bad_generation_and_prices_name_the_field() {
             "agents.coder.generation.max_output_tokens",
         ),
         (
+            "[agents.coder.generation]\nidle_timeout_secs = 0\n",
+            "agents.coder.generation.idle_timeout_secs",
+        ),
+        ("[defaults.generation]\nstream = \"yes\"\n", "defaults"),
+        (
             "[prices.\"m\"]\ninput = -1.0\noutput = 1.0\n",
             "prices.\"m\".input",
         ),

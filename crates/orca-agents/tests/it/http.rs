@@ -10,9 +10,9 @@ use std::time::Duration;
 use common::{TestTools, fast_settings, task};
 use orca_agents::{
     Agents, AnthropicBackend, ApiKey, BackendSpec, ChatBackend, ChatRequest, Message,
-    OpenAiBackend, Profile, ToolChoice, ToolResult,
+    OpenAiBackend, ToolChoice, ToolResult,
 };
-use orca_core::{AgentId, AgentPort, Budget, ErrorCode, Role, TaskResult, ToolCall, ToolSpec};
+use orca_core::{AgentPort, Budget, ErrorCode, TaskResult, ToolCall, ToolSpec};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -139,16 +139,12 @@ async fn server(fmt: Fmt, replies: Vec<ResponseTemplate>) -> MockServer {
 }
 
 fn agents(spec: BackendSpec, max_retries: u32) -> Agents {
-    let profile = Profile {
-        id: AgentId::parse("coder").unwrap(),
-        role: Role::Specialist,
-        description: "codes".into(),
-        backend: spec,
-        prompt: "You are the coder.".into(),
-        workspace_tools: vec![],
-        limits: Budget::UNLIMITED,
-    };
-    Agents::new("/tmp", [profile], fast_settings(max_retries)).unwrap()
+    Agents::new(
+        "/tmp",
+        [common::coder_profile(spec)],
+        fast_settings(max_retries),
+    )
+    .unwrap()
 }
 
 async fn bodies(server: &MockServer) -> Vec<Value> {

@@ -3,7 +3,6 @@
 
 use std::io::{Read as _, Write as _};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use crate::common;
 use crate::common::project::Project;
@@ -44,29 +43,8 @@ async fn ask_at_a_terminal_shows_the_plan_once() {
         };
         // Approve, no note.
         controller.write_all(b"approve\n\n").unwrap();
-        let mut reader = controller.try_clone().unwrap();
-        let screen = std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                text.extend_from_slice(&buf[..n]);
-            }
-            String::from_utf8_lossy(&text).into_owned()
-        });
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > Duration::from_secs(120) {
-                let _ = child.kill();
-                panic!("the interactive ask did not end");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let screen = common::pty::record(&controller);
+        let status = common::pty::wait(&mut child, "the interactive ask");
         drop(controller);
         let mut out = String::new();
         child

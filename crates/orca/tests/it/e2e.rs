@@ -1389,31 +1389,9 @@ fn terminal_approval_and_decision() {
     controller
         .write_all(b"aprove\napprove\nlooks good\nretry\ntry once more\n")
         .unwrap();
-    let mut reader = controller.try_clone().unwrap();
-    let screen = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Ends with EIO once the child has closed the terminal.
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            text.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&text).into_owned()
-    });
+    let screen = crate::common::pty::record(&controller);
     // Only a guard against a hang: the run takes well under a second.
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("the interactive run did not end");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = crate::common::pty::wait(&mut child, "the interactive run");
     drop(controller);
     let mut out = String::new();
     child

@@ -16,6 +16,7 @@ mod commands;
 mod e2e;
 mod hostile;
 mod mcp;
+mod model_progress;
 mod net;
 mod pg_store;
 mod pg_tls;

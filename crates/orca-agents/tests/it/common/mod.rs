@@ -56,6 +56,19 @@ pub fn shell_task(command: &str, timeout: Option<std::time::Duration>) -> TaskRe
     request
 }
 
+/// The `coder` specialist on `backend`, with a one-line prompt and no workspace tools.
+pub fn coder_profile(backend: orca_agents::BackendSpec) -> orca_agents::Profile {
+    orca_agents::Profile {
+        id: AgentId::parse("coder").unwrap(),
+        role: orca_core::Role::Specialist,
+        description: "codes".into(),
+        backend,
+        prompt: "You are the coder.".into(),
+        workspace_tools: vec![],
+        limits: Budget::UNLIMITED,
+    }
+}
+
 /// Loop settings with fast retries.
 pub fn fast_settings(max_retries: u32) -> LoopSettings {
     LoopSettings {

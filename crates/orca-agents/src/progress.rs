@@ -1,0 +1,128 @@
+//! Progress of model calls while they stream, for whoever shows it (the `orca` binary's
+//! terminal). The registry installs a [`ProgressSink`] around each step, question or plan it
+//! runs ([`scoped`]); the streaming HTTP adapters report into it. Nothing is reported where no
+//! sink is installed, and a sink only ever sees counts — never model text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use orca_core::Usage;
+
+/// What is being reported.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ModelProgress {
+    /// A model turn is streaming (sent a few times a second at most).
+    Streaming {
+        /// The step id, or `ask` / `plan`.
+        label: String,
+        /// The agent.
+        agent: String,
+        /// The turn of this step (1-based).
+        turn: u32,
+        /// Output tokens so far (an estimate until the turn ends).
+        output_tokens: u64,
+        /// Since the request was sent.
+        elapsed: Duration,
+    },
+    /// A model-backed step, question or plan ended: its usage over all turns.
+    Finished {
+        /// The step id, or `ask` / `plan`.
+        label: String,
+        /// The agent.
+        agent: String,
+        /// The summed usage (with cost, if known).
+        usage: Usage,
+        /// Since it started.
+        elapsed: Duration,
+    },
+}
+
+impl ModelProgress {
+    /// The step id, or `ask` / `plan`.
+    #[must_use]
+    pub fn label(&self) -> &str {
+        match self {
+            Self::Streaming { label, .. } | Self::Finished { label, .. } => label,
+        }
+    }
+}
+
+/// Receives progress (called from the model call's task: keep it quick, never block).
+pub trait ProgressSink: Send + Sync + std::fmt::Debug {
+    /// One report.
+    fn report(&self, progress: &ModelProgress);
+}
+
+#[derive(Debug, Clone)]
+struct Scope {
+    sink: Arc<dyn ProgressSink>,
+    label: String,
+    agent: String,
+}
+
+tokio::task_local! {
+    static SCOPE: Scope;
+    static TURN: std::cell::Cell<u32>;
+}
+
+/// Runs `fut` with `sink` receiving the progress of the model calls it makes, labelled.
+pub(crate) async fn scoped<F: Future>(
+    sink: Option<Arc<dyn ProgressSink>>,
+    label: &str,
+    agent: &str,
+    fut: F,
+) -> F::Output {
+    match sink {
+        Some(sink) => {
+            let scope = Scope {
+                sink,
+                label: label.to_owned(),
+                agent: agent.to_owned(),
+            };
+            SCOPE
+                .scope(scope, TURN.scope(std::cell::Cell::new(0), fut))
+                .await
+        }
+        None => fut.await,
+    }
+}
+
+/// Marks the start of a model turn (the turn number reports carry).
+pub(crate) fn turn_started() {
+    let _ = TURN.try_with(|t| t.set(t.get().saturating_add(1)));
+}
+
+/// Reports streaming progress, if a sink is installed.
+pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
+    let _ = SCOPE.try_with(|s| {
+        let turn = TURN.try_with(std::cell::Cell::get).unwrap_or(1).max(1);
+        s.sink.report(&ModelProgress::Streaming {
+            label: s.label.clone(),
+            agent: s.agent.clone(),
+            turn,
+            output_tokens,
+            elapsed,
+        });
+    });
+}
+
+/// Reports the end of a step, question or plan, if a sink is installed and a model was asked.
+pub(crate) fn finished(
+    sink: Option<&Arc<dyn ProgressSink>>,
+    label: &str,
+    agent: &str,
+    usage: &Usage,
+    elapsed: Duration,
+) {
+    if let Some(sink) = sink
+        && usage.turns > 0
+    {
+        sink.report(&ModelProgress::Finished {
+            label: label.to_owned(),
+            agent: agent.to_owned(),
+            usage: *usage,
+            elapsed,
+        });
+    }
+}

@@ -1,0 +1,303 @@
+//! Streamed model answers: reading a `text/event-stream` response with an idle timeout,
+//! reporting progress, and assembling the events of each wire format into the same
+//! [`ChatResponse`] the non-streaming body gives (each assembler rebuilds that body and hands
+//! it to its adapter's parser, so the two paths cannot drift apart).
+
+pub(crate) mod chat;
+pub(crate) mod messages;
+pub(crate) mod responses;
+pub(crate) mod sse;
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use crate::backend::ChatResponse;
+use crate::endpoint::Wire;
+use crate::error::BackendError;
+use crate::http;
+use sse::{SseEvent, SseParser};
+
+/// How an endpoint is asked: streamed or not, and how long a stream may stay silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Streaming {
+    /// Ask for a streamed answer (`stream: true`).
+    pub enabled: bool,
+    /// A stream that sends nothing for this long is given up (not re-sent).
+    pub idle_timeout: Duration,
+}
+
+/// The default idle timeout of a stream.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Streaming {
+    /// Streaming on, with the default idle timeout.
+    pub const ON: Self = Self {
+        enabled: true,
+        idle_timeout: DEFAULT_IDLE_TIMEOUT,
+    };
+    /// Streaming off: one JSON body per turn.
+    pub const OFF: Self = Self {
+        enabled: false,
+        idle_timeout: DEFAULT_IDLE_TIMEOUT,
+    };
+}
+
+/// What an event did to the answer.
+pub(crate) enum Flow {
+    /// More is coming.
+    More,
+    /// The answer is complete (the rest of the stream is not read).
+    Done,
+}
+
+/// An error the server reported inside the stream.
+pub(crate) struct StreamFailure {
+    /// The provider's error type or code (`overloaded_error`, `rate_limit_exceeded`…).
+    pub(crate) kind: Option<String>,
+    /// The provider's message.
+    pub(crate) message: String,
+}
+
+impl StreamFailure {
+    /// From an `{"error": {"type"|"code", "message"}}` object (or one at the top level).
+    pub(crate) fn from_json(v: &Value) -> Self {
+        let e = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+        let kind = e
+            .get("type")
+            .or_else(|| e.get("code"))
+            .and_then(Value::as_str)
+            .filter(|k| *k != "error")
+            .map(str::to_owned);
+        let message = e
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| http::shorten(&e.to_string(), 300), str::to_owned);
+        Self { kind, message }
+    }
+}
+
+/// The kind of a failure that is a malformed stream, not a provider's error.
+pub(crate) const INVALID: &str = "orca_invalid_stream";
+
+/// Builds one wire format's answer from its events.
+pub(crate) trait Assemble: Send {
+    /// Takes one event.
+    ///
+    /// # Errors
+    ///
+    /// The server reported an error in the stream, or an event does not parse.
+    fn event(&mut self, event: &SseEvent) -> Result<Flow, StreamFailure>;
+
+    /// The output so far.
+    fn produced(&self) -> Produced;
+
+    /// The answer, as the non-streaming body would have given it.
+    ///
+    /// # Errors
+    ///
+    /// The stream ended before the answer was complete, or its parts do not fit together.
+    fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError>;
+}
+
+/// A fresh assembler, boxed (what [`crate::endpoint::Wire`] keeps).
+pub(crate) fn boxed<A: Assemble + Default + 'static>() -> Box<dyn Assemble> {
+    Box::new(A::default())
+}
+
+/// Output counted while it streams: characters of text and tool arguments, content events.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Produced {
+    chars: usize,
+    events: usize,
+}
+
+impl Produced {
+    /// One content event carrying `text`.
+    pub(crate) fn text(&mut self, text: &str) {
+        self.chars += text.chars().count();
+        self.events += 1;
+    }
+
+    /// One content event whose text is not shown (reasoning).
+    pub(crate) fn hidden(&mut self) {
+        self.events += 1;
+    }
+
+    /// An estimate of the output tokens so far: one a content event (what llama.cpp and OpenAI
+    /// send), or one per four characters, whichever is more.
+    fn tokens(self) -> u64 {
+        u64::try_from(self.chars.div_ceil(4).max(self.events)).unwrap_or(u64::MAX)
+    }
+}
+
+/// An event's data as JSON, with its type: the data's `type` field, else the `event:` name.
+pub(crate) fn typed(event: &SseEvent) -> Result<(Value, String), StreamFailure> {
+    let v = data_json(event)?;
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or(&event.name)
+        .to_owned();
+    Ok((v, kind))
+}
+
+/// How often progress is reported at most.
+const REPORT_EVERY: Duration = Duration::from_millis(250);
+
+/// Posts `body` asking for a stream and assembles the answer. A server that answers with a
+/// plain JSON body instead (it ignores `stream`) is parsed as the non-streamed answer.
+pub(crate) async fn exchange(
+    client: &reqwest::Client,
+    url: &str,
+    mut headers: HeaderMap,
+    body: &Value,
+    endpoint: &str,
+    idle: Duration,
+    wire: &Wire,
+) -> Result<ChatResponse, BackendError> {
+    let mut assembler = (wire.assembler)();
+    tracing::debug!(endpoint, "model request (streamed)");
+    let redactor = http::body_redactor(&headers);
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let sent = Instant::now();
+    crate::progress::turn_started();
+    let mut response = client
+        .post(url)
+        .headers(headers)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| http::transport_error(&e, endpoint))?;
+    let status = response.status().as_u16();
+    let is_stream = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+    if !(200..300).contains(&status) || !is_stream {
+        let retry_after = http::retry_after(response.headers());
+        let text = read_rest(&mut response, endpoint, idle).await?;
+        let text = redactor.redact(&text);
+        if !(200..300).contains(&status) {
+            return Err(http::classify(status, retry_after, &text, endpoint));
+        }
+        return (wire.parse)(http::json_body(&text, endpoint)?, endpoint);
+    }
+    let mut parser = SseParser::default();
+    let mut last_report = Instant::now();
+    let mut ended = false;
+    while !ended {
+        let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => {
+                return Err(BackendError::Stalled {
+                    endpoint: endpoint.to_owned(),
+                    idle,
+                });
+            }
+            Ok(Err(e)) => return Err(http::transport_error(&e, endpoint)),
+            Ok(Ok(None)) => {
+                ended = true;
+                parser.finish().into_iter().collect()
+            }
+            Ok(Ok(Some(bytes))) => parser.push(&bytes).map_err(|m| invalid(endpoint, m))?,
+        };
+        for event in &chunk {
+            match assembler.event(event) {
+                Ok(Flow::More) => {}
+                Ok(Flow::Done) => ended = true,
+                Err(f) => return Err(stream_error(f, &redactor, endpoint)),
+            }
+            if ended {
+                break;
+            }
+        }
+        if last_report.elapsed() >= REPORT_EVERY {
+            last_report = Instant::now();
+            crate::progress::streaming(assembler.produced().tokens(), sent.elapsed());
+        }
+    }
+    let estimate = assembler.produced().tokens();
+    let answer = assembler.finish(endpoint)?;
+    let reported = answer.usage.output_tokens;
+    crate::progress::streaming(
+        if reported > 0 { reported } else { estimate },
+        sent.elapsed(),
+    );
+    Ok(answer)
+}
+
+/// The rest of a body as text, each read bounded by the idle timeout.
+async fn read_rest(
+    response: &mut reqwest::Response,
+    endpoint: &str,
+    idle: Duration,
+) -> Result<String, BackendError> {
+    let mut bytes = Vec::new();
+    loop {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => {
+                return Err(BackendError::Stalled {
+                    endpoint: endpoint.to_owned(),
+                    idle,
+                });
+            }
+            Ok(Err(e)) => return Err(http::transport_error(&e, endpoint)),
+            Ok(Ok(None)) => return Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(Ok(Some(b))) => bytes.extend_from_slice(&b),
+        }
+    }
+}
+
+fn invalid(endpoint: &str, message: impl Into<String>) -> BackendError {
+    BackendError::InvalidResponse {
+        endpoint: endpoint.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// An error event as a backend error: overload and rate limits stay retryable like their HTTP
+/// statuses; anything else ends the turn with the provider's message.
+fn stream_error(
+    f: StreamFailure,
+    redactor: &orca_core::redact::Redactor,
+    endpoint: &str,
+) -> BackendError {
+    let message = http::shorten(&redactor.redact(&f.message), 300);
+    let endpoint = endpoint.to_owned();
+    let kind = f.kind.unwrap_or_default().to_ascii_lowercase();
+    if kind == INVALID {
+        BackendError::InvalidResponse { endpoint, message }
+    } else if kind.contains("overloaded") {
+        BackendError::Overloaded {
+            endpoint,
+            message,
+            retry_after: None,
+        }
+    } else if kind.contains("rate_limit") {
+        BackendError::RateLimited {
+            endpoint,
+            message,
+            retry_after: None,
+        }
+    } else {
+        let message = if kind.is_empty() {
+            message
+        } else {
+            format!("{message} ({kind})")
+        };
+        BackendError::StreamFailed { endpoint, message }
+    }
+}
+
+/// Parses an event's data as JSON.
+pub(crate) fn data_json(event: &SseEvent) -> Result<Value, StreamFailure> {
+    serde_json::from_str(&event.data).map_err(|e| StreamFailure {
+        kind: Some(INVALID.to_owned()),
+        message: format!(
+            "an event is not JSON ({e}): {}",
+            http::shorten(&event.data, 200)
+        ),
+    })
+}
