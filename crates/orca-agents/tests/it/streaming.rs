@@ -638,7 +638,7 @@ async fn the_stream_setting_reaches_the_request() {
     for setting in ["", "stream = false\n"] {
         let server = FakeStream::start(vec![Reply::json(200, &whole(Fmt::Chat, false))]).await;
         let toml = format!(
-            "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.generation]\n{setting}",
+            "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.generation]\ncontext_window = 32768\n{setting}",
             server.url
         );
         let config =

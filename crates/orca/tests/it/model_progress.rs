@@ -96,7 +96,11 @@ fn project(url: &str) -> (Project, String) {
     let p = Project::new();
     p.write(
         ".orca/config.toml",
-        &format!("[agents.coder]\nbackend = \"ollama\"\nbase_url = \"{url}\"\nmodel = \"m\"\n"),
+        &format!(
+            // A window given: nothing asks the server for one (only chat turns are counted).
+            "[agents.coder]\nbackend = \"ollama\"\nbase_url = \"{url}\"\nmodel = \"m\"\n\n\
+             [agents.coder.generation]\ncontext_window = 32768\n"
+        ),
     );
     let plan = json!({
         "goal": "stream", "summary": "one model step", "assumptions": ["none"],
