@@ -396,15 +396,21 @@ impl ExecutionService {
         by: &str,
         reason: Option<String>,
     ) -> Result<Versioned<Execution>> {
-        let stopped = self.stop_state(id, by, reason.clone()).await?;
-        self.append(
-            &stopped.value,
-            AuditKind::ExecutionStopRequested,
-            UNDER_EXECUTION,
-            json!({ "by": by, "reason": reason, "final": true }),
-        )
-        .await?;
-        Ok(stopped)
+        // The entry goes first: a runner in another process ends the run (and seals its log)
+        // as soon as it sees the stopped state, so an entry written after the state could
+        // find the log sealed. An execution that already ended gets no entry: `stop_state`
+        // says why it cannot stop (or that it is stopped already).
+        let header = self.header(id).await?;
+        if !header.value.stage().is_terminal() {
+            self.append(
+                &header.value,
+                AuditKind::ExecutionStopRequested,
+                UNDER_EXECUTION,
+                json!({ "by": by, "reason": reason, "final": true }),
+            )
+            .await?;
+        }
+        self.stop_state(id, by, reason.clone()).await
     }
 
     /// `exec stop`: the driving process (if any) was asked to stop; the execution stays
