@@ -295,8 +295,10 @@ impl PlanningService {
         let (proposal, revision) = self.proposal(id).await?;
         let approved = proposal.approve(by, note, now());
         let entry = crate::approval::approval_entry(self.store.as_ref(), &approved);
-        self.record(approved, revision, AuditKind::PlanApproved, entry)
-            .await
+        let recorded = self
+            .record(approved, revision, AuditKind::PlanApproved, entry)
+            .await;
+        self.unless_decided(id, recorded).await
     }
 
     /// The human rejects a proposal.
@@ -305,8 +307,27 @@ impl PlanningService {
         let (proposal, revision) = self.proposal(id).await?;
         let rejected = Plan::Rejected(proposal.reject(by, reason.clone(), now()));
         let entry = json!({ "by": by, "reason": reason });
-        self.record(rejected, revision, AuditKind::PlanRejected, entry)
-            .await
+        let recorded = self
+            .record(rejected, revision, AuditKind::PlanRejected, entry)
+            .await;
+        self.unless_decided(id, recorded).await
+    }
+
+    /// A decision that lost a race (the proposal changed between reading and writing it) is
+    /// told what happened: another human decided first, so the plan's stage — "approved",
+    /// "rejected" — is the error, not a bare revision conflict.
+    async fn unless_decided<T>(&self, id: PlanId, recorded: Result<T>) -> Result<T> {
+        match recorded {
+            Err(ServiceError::Store(orca_store::StoreError::Conflict { .. })) => {
+                match self.store.plan(id).await {
+                    Ok(Versioned { value, .. }) if !matches!(value, Plan::Proposal(_)) => {
+                        Err(wrong_stage(&value, "proposal"))
+                    }
+                    _ => recorded,
+                }
+            }
+            other => other,
+        }
     }
 
     /// The human asks for changes: the proposal goes back to draft with the feedback.
