@@ -233,7 +233,12 @@ fn killed_mid_task(claim: &str) {
         "goal": "slow", "summary": "s", "assumptions": ["a"], "risks": ["r"], "verification": ["v"],
         "steps": [
             { "id": "slow", "agent": "shell", "description": "slow",
-              "command": format!("echo x >> {}; sleep 3", started.display()), "depends_on": [] },
+              // The first attempt lasts long enough that a test thread starved on a loaded
+              // box still kills its worker mid-step; the attempt taken over is quick.
+              "command": format!(
+                  "echo x >> {f}; if [ \"$(wc -l < {f})\" -eq 1 ]; then sleep 30; fi",
+                  f = started.display()
+              ), "depends_on": [] },
             { "id": "after", "agent": "shell", "description": "after", "command": "true",
               "depends_on": ["slow"] }
         ]
