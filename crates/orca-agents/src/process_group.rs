@@ -302,6 +302,21 @@ fn running(pid: i32) -> bool {
     stat_fields(pid).is_some_and(|f| f.first().is_some_and(|state| state != "Z"))
 }
 
+/// Whether any process of group `pgid` still runs (zombies, which only wait to be reaped, do
+/// not count), from `/proc/*/stat` (field 5 is the group).
+fn members_running(pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat_fields)
+        .any(|f| {
+            f.first().is_some_and(|state| state != "Z" && state != "X")
+                && f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
+        })
+}
+
 /// The fields of `/proc/<pid>/stat` after the command name (so index 0 is field 3, `state`).
 fn stat_fields(pid: i32) -> Option<Vec<String>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -342,6 +357,12 @@ pub(crate) fn terminate_in_background(pgid: i32) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             signal_group(pgid, libc::SIGKILL);
+            // SIGKILL is delivered asynchronously: on a loaded machine a member can still run
+            // for a moment. `settle` (and so orca's exit) waits until none does.
+            let killed = Instant::now();
+            while members_running(pgid) && killed.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             TERMINATING.fetch_sub(1, Ordering::AcqRel);
         });
     if spawned.is_err() {
