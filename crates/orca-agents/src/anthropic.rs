@@ -30,6 +30,7 @@ const WIRE: Wire = Wire {
     path: "/v1/messages",
     parse: parse_response,
     assembler: stream::boxed::<MessagesAssembler>,
+    framing: stream::Framing::Sse,
 };
 
 impl AnthropicBackend {

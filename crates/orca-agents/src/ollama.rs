@@ -1,4 +1,6 @@
-//! Ollama's native chat API (`api = "ollama"`, ADR 0025): `POST /api/chat`, not streamed.
+//! Ollama's native chat API (`api = "ollama"`, ADR 0025): `POST /api/chat`, streamed as
+//! NDJSON (one object a line, [`crate::stream::ollama`]) when `stream` is on, through the
+//! shared [`Endpoint`] (idle timeout, progress, a plain JSON body still accepted).
 //!
 //! Unlike Ollama's OpenAI-compatible endpoint, it takes the context size: every request sets
 //! `options.num_ctx` to the configured `context_window` or, if none, to the window asked from
@@ -11,32 +13,35 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use orca_core::{ToolCall, Usage};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, generated_call_id,
-};
+use crate::backend::{ChatRequest, ChatResponse, Message, StopReason, generated_call_id};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
-use crate::http;
-use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
+use crate::stream::{self, ollama::OllamaAssembler};
 use crate::window_probe::{ServerApi, Windows, server_root};
 
 /// An Ollama server spoken to natively.
 #[derive(Debug, Clone)]
 pub struct OllamaBackend {
-    root: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    client: reqwest::Client,
+    /// The server's root (no `/v1`).
+    pub(crate) endpoint: Endpoint,
     context_window: Option<u64>,
     windows: Arc<Windows>,
-    prices: PriceTable,
 }
+
+const WIRE: Wire = Wire {
+    path: "/api/chat",
+    parse: parse_response,
+    assembler: stream::boxed::<OllamaAssembler>,
+    framing: stream::Framing::Ndjson,
+};
+
+http_backend!(OllamaBackend, "ollama", |this, request| this
+    .request_body(request, this.num_ctx().await));
 
 impl OllamaBackend {
     /// A backend for the server at `base_url` (its root; a trailing `/v1` is dropped), asking
@@ -49,13 +54,15 @@ impl OllamaBackend {
         client: reqwest::Client,
     ) -> Self {
         Self {
-            root: server_root(base_url).to_owned(),
-            model: model.to_owned(),
-            api_key,
-            client,
+            endpoint: Endpoint::with_client(
+                server_root(base_url),
+                model,
+                api_key,
+                Auth::Bearer,
+                client,
+            ),
             context_window: None,
             windows: Arc::new(Windows::new()),
-            prices: PriceTable::shipped(),
         }
     }
 
@@ -73,13 +80,6 @@ impl OllamaBackend {
         self
     }
 
-    /// Prices the usage of each turn (local models cost 0 unless `[prices]` says otherwise).
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = prices;
-        self
-    }
-
     /// The `num_ctx` sent: the configured window, else the one the server reports.
     pub async fn num_ctx(&self) -> Option<u64> {
         match self.context_window {
@@ -87,10 +87,10 @@ impl OllamaBackend {
             None => self
                 .windows
                 .window(
-                    &self.client,
+                    &self.endpoint.client,
                     ServerApi::OllamaNative,
-                    &self.root,
-                    &self.model,
+                    &self.endpoint.base_url,
+                    &self.endpoint.model,
                 )
                 .await
                 .map(|w| w.tokens),
@@ -126,7 +126,11 @@ impl OllamaBackend {
                 }
             }
         }
-        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        let mut body = json!({
+            "model": self.endpoint.model,
+            "messages": messages,
+            "stream": self.endpoint.streaming.enabled,
+        });
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -210,7 +214,7 @@ struct WireFunction {
     arguments: Option<Value>,
 }
 
-/// Parses an `/api/chat` answer (`stream: false`).
+/// Parses an `/api/chat` answer (`stream: false`, or rebuilt from the stream).
 ///
 /// # Errors
 ///
@@ -264,40 +268,6 @@ pub fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, Backe
         stop_reason,
         usage,
     })
-}
-
-#[async_trait]
-impl ChatBackend for OllamaBackend {
-    fn kind(&self) -> &str {
-        "ollama"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        let url = format!("{}/api/chat", self.root);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    BackendError::Auth {
-                        endpoint: self.root.clone(),
-                        status: 0,
-                        message: "the API key contains characters not allowed in a header"
-                            .to_owned(),
-                    }
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let body = self.request_body(request, self.num_ctx().await);
-        let response = http::post_json(&self.client, &url, headers, &body, &self.root).await?;
-        let mut response = parse_response(response, &self.root)?;
-        response.usage = self.prices.priced(&self.model, response.usage);
-        Ok(response)
-    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ const WIRE: Wire = Wire {
     path: "/chat/completions",
     parse: parse_response,
     assembler: stream::boxed::<ChatAssembler>,
+    framing: stream::Framing::Sse,
 };
 
 /// The name of the output-token cap in a request body.
