@@ -177,11 +177,7 @@ struct WireUsage {
 }
 
 pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
-    let wire: WireResponse =
-        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
-            endpoint: endpoint.to_owned(),
-            message: format!("unexpected response shape: {e}"),
-        })?;
+    let wire: WireResponse = http::decode_shape(body, endpoint)?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     // Blocks of unknown types (thinking, server tools…) are skipped.

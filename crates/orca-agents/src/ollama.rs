@@ -13,12 +13,14 @@
 
 use std::sync::Arc;
 
-use orca_core::{ToolCall, Usage};
+use orca_core::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::backend::{ChatRequest, ChatResponse, Message, StopReason, generated_call_id};
+use crate::backend::{ChatRequest, ChatResponse, Message, StopReason};
 use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
+use crate::http;
+use crate::openai::{WireToolCall, tool_calls_of};
 use crate::error::BackendError;
 use crate::secret::ApiKey;
 use crate::stream::{self, ollama::OllamaAssembler};
@@ -198,56 +200,20 @@ struct WireMessage {
     tool_calls: Option<Vec<WireToolCall>>,
 }
 
-#[derive(Deserialize)]
-struct WireToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<WireFunction>,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<Value>,
-}
-
 /// Parses an `/api/chat` answer (`stream: false`, or rebuilt from the stream).
 ///
 /// # Errors
 ///
 /// A body that is not the expected shape.
 pub fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
-    let wire: WireResponse =
-        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
-            endpoint: endpoint.to_owned(),
-            message: format!("unexpected response shape: {e}"),
-        })?;
+    let wire: WireResponse = http::decode_shape(body, endpoint)?;
     let Some(message) = wire.message else {
         return Err(BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
             message: "the response has no message".to_owned(),
         });
     };
-    let tool_calls: Vec<ToolCall> = message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let f = c.function?;
-            Some(ToolCall {
-                id: c
-                    .id
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| generated_call_id(i)),
-                name: f.name?,
-                arguments: crate::openai::parse_arguments(f.arguments),
-            })
-        })
-        .collect();
+    let tool_calls = tool_calls_of(message.tool_calls);
     let stop_reason = match wire.done_reason.as_deref() {
         Some("length") => StopReason::MaxTokens,
         _ if !tool_calls.is_empty() => StopReason::ToolUse,

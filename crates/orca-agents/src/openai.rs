@@ -209,8 +209,9 @@ struct WireMessage {
     tool_calls: Option<Vec<WireToolCall>>,
 }
 
+/// A tool call as OpenAI-style servers (and Ollama) answer it.
 #[derive(Deserialize)]
-struct WireToolCall {
+pub(crate) struct WireToolCall {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -218,7 +219,7 @@ struct WireToolCall {
 }
 
 #[derive(Deserialize)]
-struct WireFunction {
+pub(crate) struct WireFunction {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
@@ -239,6 +240,26 @@ struct WireUsage {
 struct WirePromptDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+/// The named calls of an answer (nameless ones dropped), each with its id or a made-up one.
+pub(crate) fn tool_calls_of(calls: Option<Vec<WireToolCall>>) -> Vec<ToolCall> {
+    calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let f = c.function?;
+            Some(ToolCall {
+                id: c
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| generated_call_id(i)),
+                name: f.name?,
+                arguments: parse_arguments(f.arguments),
+            })
+        })
+        .collect()
 }
 
 /// Parses arguments that arrive as a JSON string, an object, or nothing.
@@ -267,11 +288,7 @@ fn content_text(content: Option<Value>) -> Option<String> {
 }
 
 pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
-    let wire: WireResponse =
-        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
-            endpoint: endpoint.to_owned(),
-            message: format!("unexpected response shape: {e}"),
-        })?;
+    let wire: WireResponse = http::decode_shape(body, endpoint)?;
     let Some(choice) = wire.choices.into_iter().next() else {
         return Err(BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
@@ -282,23 +299,7 @@ pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse
         content: None,
         tool_calls: None,
     });
-    let tool_calls: Vec<ToolCall> = message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let f = c.function?;
-            Some(ToolCall {
-                id: c
-                    .id
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| generated_call_id(i)),
-                name: f.name?,
-                arguments: parse_arguments(f.arguments),
-            })
-        })
-        .collect();
+    let tool_calls = tool_calls_of(message.tool_calls);
     let stop_reason = match choice.finish_reason.as_deref() {
         Some("stop") | None => StopReason::EndTurn,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
