@@ -184,3 +184,35 @@ macro_rules! http_backend {
     };
 }
 pub(crate) use http_backend;
+
+/// The `new` (default request timeout) and `with_timeout` constructors of an adapter whose
+/// key travels as `$auth`; the adapter's `from_endpoint` fills in the rest.
+macro_rules! timeout_constructors {
+    ($ty:ident, $auth:expr, $base_url:literal) => {
+        impl $ty {
+            #[doc = concat!("A backend for `base_url` (", $base_url, "), with the default request timeout.")]
+            #[must_use]
+            pub fn new(
+                base_url: &str,
+                model: &str,
+                api_key: Option<crate::secret::ApiKey>,
+            ) -> Self {
+                Self::with_timeout(base_url, model, api_key, crate::http::DEFAULT_REQUEST_TIMEOUT)
+            }
+
+            /// A backend with a request timeout.
+            #[must_use]
+            pub fn with_timeout(
+                base_url: &str,
+                model: &str,
+                api_key: Option<crate::secret::ApiKey>,
+                timeout: std::time::Duration,
+            ) -> Self {
+                Self::from_endpoint(crate::endpoint::Endpoint::new(
+                    base_url, model, api_key, $auth, timeout,
+                ))
+            }
+        }
+    };
+}
+pub(crate) use timeout_constructors;

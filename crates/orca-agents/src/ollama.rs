@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 use crate::backend::{ChatRequest, ChatResponse, Message, StopReason};
 use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
+use crate::error::BackendError;
 use crate::http;
 use crate::openai::{WireToolCall, tool_calls_of};
-use crate::error::BackendError;
 use crate::secret::ApiKey;
 use crate::stream::{self, ollama::OllamaAssembler};
 use crate::window_probe::{ServerApi, Windows, server_root};

@@ -1,8 +1,6 @@
 //! The OpenAI-compatible Chat Completions adapter (OpenAI, Ollama, vLLM, llama.cpp server,
 //! LM Studio). Wire types are private and tolerant.
 
-use std::time::Duration;
-
 use orca_core::{ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -10,10 +8,9 @@ use serde_json::{Value, json};
 use crate::backend::{
     ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
-use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend, timeout_constructors};
 use crate::error::BackendError;
 use crate::http;
-use crate::secret::ApiKey;
 use crate::stream::{self, chat::ChatAssembler};
 
 /// An OpenAI-compatible Chat Completions endpoint.
@@ -68,23 +65,12 @@ fn is_reasoning_model(model: &str) -> bool {
     o_series || id.starts_with("gpt-5")
 }
 
-impl OpenAiBackend {
-    /// A backend for `base_url` (up to and including `/v1`), with the default request timeout.
-    #[must_use]
-    pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>) -> Self {
-        Self::with_timeout(base_url, model, api_key, http::DEFAULT_REQUEST_TIMEOUT)
-    }
+timeout_constructors!(OpenAiBackend, Auth::Bearer, "up to and including `/v1`");
 
-    /// A backend with a request timeout.
-    #[must_use]
-    pub fn with_timeout(
-        base_url: &str,
-        model: &str,
-        api_key: Option<ApiKey>,
-        timeout: Duration,
-    ) -> Self {
+impl OpenAiBackend {
+    const fn from_endpoint(endpoint: Endpoint) -> Self {
         Self {
-            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
+            endpoint,
             token_param: TokenParam::Auto,
         }
     }
