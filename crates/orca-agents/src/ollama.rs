@@ -134,15 +134,7 @@ impl OllamaBackend {
             "stream": self.endpoint.streaming.enabled,
         });
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters
-                    }})
-                })
-                .collect();
+            body["tools"] = crate::openai::function_tools(&request.tools);
         }
         if let Some(schema) = &request.output_schema {
             body["format"] = schema.clone();

@@ -1,7 +1,7 @@
 //! The OpenAI-compatible Chat Completions adapter (OpenAI, Ollama, vLLM, llama.cpp server,
 //! LM Studio). Wire types are private and tolerant.
 
-use orca_core::{ToolCall, Usage};
+use orca_core::{ToolCall, ToolSpec, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -119,15 +119,7 @@ impl OpenAiBackend {
             body["stream_options"] = json!({"include_usage": true});
         }
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters
-                    }})
-                })
-                .collect();
+            body["tools"] = function_tools(&request.tools);
             body["tool_choice"] = json!(match request.tool_choice {
                 ToolChoice::Required => "required",
                 ToolChoice::Auto => "auto",
@@ -161,6 +153,18 @@ impl OpenAiBackend {
         }
         body
     }
+}
+
+/// Tools as OpenAI-style function tools (what Ollama's native API takes too).
+pub(crate) fn function_tools(tools: &[ToolSpec]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters
+            }})
+        })
+        .collect()
 }
 
 /// Arguments as the JSON text the API expects (raw text kept if it never parsed).
