@@ -1,7 +1,5 @@
 //! The Anthropic Messages adapter. Wire types are private and tolerant.
 
-use std::time::Duration;
-
 use orca_core::{ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -9,10 +7,9 @@ use serde_json::{Value, json};
 use crate::backend::{
     ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
-use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend, timeout_constructors};
 use crate::error::BackendError;
 use crate::http;
-use crate::secret::ApiKey;
 use crate::stream::{self, messages::MessagesAssembler};
 
 /// The `anthropic-version` header sent.
@@ -30,26 +27,14 @@ const WIRE: Wire = Wire {
     path: "/v1/messages",
     parse: parse_response,
     assembler: stream::boxed::<MessagesAssembler>,
+    framing: stream::Framing::Sse,
 };
 
-impl AnthropicBackend {
-    /// A backend for `base_url` (without `/v1`), with the default request timeout.
-    #[must_use]
-    pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>) -> Self {
-        Self::with_timeout(base_url, model, api_key, http::DEFAULT_REQUEST_TIMEOUT)
-    }
+timeout_constructors!(AnthropicBackend, Auth::Anthropic, "without `/v1`");
 
-    /// A backend with a request timeout.
-    #[must_use]
-    pub fn with_timeout(
-        base_url: &str,
-        model: &str,
-        api_key: Option<ApiKey>,
-        timeout: Duration,
-    ) -> Self {
-        Self {
-            endpoint: Endpoint::new(base_url, model, api_key, Auth::Anthropic, timeout),
-        }
+impl AnthropicBackend {
+    const fn from_endpoint(endpoint: Endpoint) -> Self {
+        Self { endpoint }
     }
 
     /// The JSON body sent for a request.
@@ -176,11 +161,7 @@ struct WireUsage {
 }
 
 pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
-    let wire: WireResponse =
-        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
-            endpoint: endpoint.to_owned(),
-            message: format!("unexpected response shape: {e}"),
-        })?;
+    let wire: WireResponse = http::decode_shape(body, endpoint)?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     // Blocks of unknown types (thinking, server tools…) are skipped.

@@ -12,7 +12,7 @@ use crate::error::BackendError;
 use crate::http;
 use crate::pricing::PriceTable;
 use crate::secret::ApiKey;
-use crate::stream::{self, Assemble, Streaming};
+use crate::stream::{self, Assemble, Framing, Streaming};
 
 /// How the key travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,8 @@ pub(crate) struct Wire {
     pub(crate) parse: fn(Value, &str) -> Result<ChatResponse, BackendError>,
     /// A fresh assembler of a streamed answer.
     pub(crate) assembler: fn() -> Box<dyn Assemble>,
+    /// How the stream is cut into events.
+    pub(crate) framing: Framing,
 }
 
 impl Endpoint {
@@ -54,12 +56,23 @@ impl Endpoint {
         auth: Auth,
         timeout: Duration,
     ) -> Self {
+        Self::with_client(base_url, model, api_key, auth, http::client(timeout))
+    }
+
+    /// An endpoint asked with `client` (roots, proxies and timeout already set).
+    pub(crate) fn with_client(
+        base_url: &str,
+        model: &str,
+        api_key: Option<ApiKey>,
+        auth: Auth,
+        client: reqwest::Client,
+    ) -> Self {
         Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
             api_key,
             auth,
-            client: http::client(timeout),
+            client,
             prices: PriceTable::shipped(),
             streaming: Streaming::OFF,
         }
@@ -126,9 +139,13 @@ impl Endpoint {
 
 /// What every HTTP adapter (a struct with an `endpoint: Endpoint`, a `WIRE: Wire` and a
 /// `request_body`) has in common: the price and streaming builders and the `ChatBackend`
-/// impl, whose turn is [`Endpoint::turn`].
+/// impl, whose turn is [`Endpoint::turn`]. The body is `self.request_body(request)` unless
+/// given as `|this, request| expression` (which may `.await`).
 macro_rules! http_backend {
     ($ty:ident, $kind:literal) => {
+        crate::endpoint::http_backend!($ty, $kind, |this, request| this.request_body(request));
+    };
+    ($ty:ident, $kind:literal, |$this:ident, $request:ident| $body:expr) => {
         impl $ty {
             /// Prices the usage of each turn with `prices` (default: the shipped table).
             #[must_use]
@@ -157,11 +174,45 @@ macro_rules! http_backend {
 
             async fn chat(
                 &self,
-                request: &crate::backend::ChatRequest,
+                $request: &crate::backend::ChatRequest,
             ) -> Result<crate::backend::ChatResponse, crate::error::BackendError> {
-                self.endpoint.turn(&WIRE, &self.request_body(request)).await
+                let $this = self;
+                let body = $body;
+                $this.endpoint.turn(&WIRE, &body).await
             }
         }
     };
 }
 pub(crate) use http_backend;
+
+/// The `new` (default request timeout) and `with_timeout` constructors of an adapter whose
+/// key travels as `$auth`; the adapter's `from_endpoint` fills in the rest.
+macro_rules! timeout_constructors {
+    ($ty:ident, $auth:expr, $base_url:literal) => {
+        impl $ty {
+            #[doc = concat!("A backend for `base_url` (", $base_url, "), with the default request timeout.")]
+            #[must_use]
+            pub fn new(
+                base_url: &str,
+                model: &str,
+                api_key: Option<crate::secret::ApiKey>,
+            ) -> Self {
+                Self::with_timeout(base_url, model, api_key, crate::http::DEFAULT_REQUEST_TIMEOUT)
+            }
+
+            /// A backend with a request timeout.
+            #[must_use]
+            pub fn with_timeout(
+                base_url: &str,
+                model: &str,
+                api_key: Option<crate::secret::ApiKey>,
+                timeout: std::time::Duration,
+            ) -> Self {
+                Self::from_endpoint(crate::endpoint::Endpoint::new(
+                    base_url, model, api_key, $auth, timeout,
+                ))
+            }
+        }
+    };
+}
+pub(crate) use timeout_constructors;

@@ -244,6 +244,22 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     s
 }
 
+/// A JSON answer read as the adapter's wire type; a body of another shape is an invalid
+/// response naming what did not fit.
+///
+/// # Errors
+///
+/// The body does not have the shape of `T`.
+pub(crate) fn decode_shape<T: serde::de::DeserializeOwned>(
+    body: serde_json::Value,
+    endpoint: &str,
+) -> Result<T, BackendError> {
+    serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
+        endpoint: endpoint.to_owned(),
+        message: format!("unexpected response shape: {e}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

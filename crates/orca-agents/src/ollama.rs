@@ -1,4 +1,6 @@
-//! Ollama's native chat API (`api = "ollama"`, ADR 0025): `POST /api/chat`, not streamed.
+//! Ollama's native chat API (`api = "ollama"`, ADR 0025): `POST /api/chat`, streamed as
+//! NDJSON (one object a line, [`crate::stream::ollama`]) when `stream` is on, through the
+//! shared [`Endpoint`] (idle timeout, progress, a plain JSON body still accepted).
 //!
 //! Unlike Ollama's OpenAI-compatible endpoint, it takes the context size: every request sets
 //! `options.num_ctx` to the configured `context_window` or, if none, to the window asked from
@@ -11,32 +13,37 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use orca_core::{ToolCall, Usage};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use orca_core::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, generated_call_id,
-};
+use crate::backend::{ChatRequest, ChatResponse, Message, StopReason};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
 use crate::error::BackendError;
 use crate::http;
-use crate::pricing::PriceTable;
+use crate::openai::{WireToolCall, tool_calls_of};
 use crate::secret::ApiKey;
+use crate::stream::{self, ollama::OllamaAssembler};
 use crate::window_probe::{ServerApi, Windows, server_root};
 
 /// An Ollama server spoken to natively.
 #[derive(Debug, Clone)]
 pub struct OllamaBackend {
-    root: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    client: reqwest::Client,
+    /// The server's root (no `/v1`).
+    pub(crate) endpoint: Endpoint,
     context_window: Option<u64>,
     windows: Arc<Windows>,
-    prices: PriceTable,
 }
+
+const WIRE: Wire = Wire {
+    path: "/api/chat",
+    parse: parse_response,
+    assembler: stream::boxed::<OllamaAssembler>,
+    framing: stream::Framing::Ndjson,
+};
+
+http_backend!(OllamaBackend, "ollama", |this, request| this
+    .request_body(request, this.num_ctx().await));
 
 impl OllamaBackend {
     /// A backend for the server at `base_url` (its root; a trailing `/v1` is dropped), asking
@@ -49,13 +56,15 @@ impl OllamaBackend {
         client: reqwest::Client,
     ) -> Self {
         Self {
-            root: server_root(base_url).to_owned(),
-            model: model.to_owned(),
-            api_key,
-            client,
+            endpoint: Endpoint::with_client(
+                server_root(base_url),
+                model,
+                api_key,
+                Auth::Bearer,
+                client,
+            ),
             context_window: None,
             windows: Arc::new(Windows::new()),
-            prices: PriceTable::shipped(),
         }
     }
 
@@ -73,13 +82,6 @@ impl OllamaBackend {
         self
     }
 
-    /// Prices the usage of each turn (local models cost 0 unless `[prices]` says otherwise).
-    #[must_use]
-    pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = prices;
-        self
-    }
-
     /// The `num_ctx` sent: the configured window, else the one the server reports.
     pub async fn num_ctx(&self) -> Option<u64> {
         match self.context_window {
@@ -87,10 +89,10 @@ impl OllamaBackend {
             None => self
                 .windows
                 .window(
-                    &self.client,
+                    &self.endpoint.client,
                     ServerApi::OllamaNative,
-                    &self.root,
-                    &self.model,
+                    &self.endpoint.base_url,
+                    &self.endpoint.model,
                 )
                 .await
                 .map(|w| w.tokens),
@@ -126,17 +128,13 @@ impl OllamaBackend {
                 }
             }
         }
-        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        let mut body = json!({
+            "model": self.endpoint.model,
+            "messages": messages,
+            "stream": self.endpoint.streaming.enabled,
+        });
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters
-                    }})
-                })
-                .collect();
+            body["tools"] = crate::openai::function_tools(&request.tools);
         }
         if let Some(schema) = &request.output_schema {
             body["format"] = schema.clone();
@@ -194,56 +192,20 @@ struct WireMessage {
     tool_calls: Option<Vec<WireToolCall>>,
 }
 
-#[derive(Deserialize)]
-struct WireToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<WireFunction>,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<Value>,
-}
-
-/// Parses an `/api/chat` answer (`stream: false`).
+/// Parses an `/api/chat` answer (`stream: false`, or rebuilt from the stream).
 ///
 /// # Errors
 ///
 /// A body that is not the expected shape.
 pub fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
-    let wire: WireResponse =
-        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
-            endpoint: endpoint.to_owned(),
-            message: format!("unexpected response shape: {e}"),
-        })?;
+    let wire: WireResponse = http::decode_shape(body, endpoint)?;
     let Some(message) = wire.message else {
         return Err(BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
             message: "the response has no message".to_owned(),
         });
     };
-    let tool_calls: Vec<ToolCall> = message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let f = c.function?;
-            Some(ToolCall {
-                id: c
-                    .id
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| generated_call_id(i)),
-                name: f.name?,
-                arguments: crate::openai::parse_arguments(f.arguments),
-            })
-        })
-        .collect();
+    let tool_calls = tool_calls_of(message.tool_calls);
     let stop_reason = match wire.done_reason.as_deref() {
         Some("length") => StopReason::MaxTokens,
         _ if !tool_calls.is_empty() => StopReason::ToolUse,
@@ -264,40 +226,6 @@ pub fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, Backe
         stop_reason,
         usage,
     })
-}
-
-#[async_trait]
-impl ChatBackend for OllamaBackend {
-    fn kind(&self) -> &str {
-        "ollama"
-    }
-
-    fn model(&self) -> Option<&str> {
-        Some(&self.model)
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
-        let url = format!("{}/api/chat", self.root);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    BackendError::Auth {
-                        endpoint: self.root.clone(),
-                        status: 0,
-                        message: "the API key contains characters not allowed in a header"
-                            .to_owned(),
-                    }
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let body = self.request_body(request, self.num_ctx().await);
-        let response = http::post_json(&self.client, &url, headers, &body, &self.root).await?;
-        let mut response = parse_response(response, &self.root)?;
-        response.usage = self.prices.priced(&self.model, response.usage);
-        Ok(response)
-    }
 }
 
 #[cfg(test)]

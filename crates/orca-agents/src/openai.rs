@@ -1,19 +1,16 @@
 //! The OpenAI-compatible Chat Completions adapter (OpenAI, Ollama, vLLM, llama.cpp server,
 //! LM Studio). Wire types are private and tolerant.
 
-use std::time::Duration;
-
-use orca_core::{ToolCall, Usage};
+use orca_core::{ToolCall, ToolSpec, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::backend::{
     ChatRequest, ChatResponse, Message, StopReason, ToolChoice, generated_call_id,
 };
-use crate::endpoint::{Auth, Endpoint, Wire, http_backend};
+use crate::endpoint::{Auth, Endpoint, Wire, http_backend, timeout_constructors};
 use crate::error::BackendError;
 use crate::http;
-use crate::secret::ApiKey;
 use crate::stream::{self, chat::ChatAssembler};
 
 /// An OpenAI-compatible Chat Completions endpoint.
@@ -27,6 +24,7 @@ const WIRE: Wire = Wire {
     path: "/chat/completions",
     parse: parse_response,
     assembler: stream::boxed::<ChatAssembler>,
+    framing: stream::Framing::Sse,
 };
 
 /// The name of the output-token cap in a request body.
@@ -67,23 +65,12 @@ fn is_reasoning_model(model: &str) -> bool {
     o_series || id.starts_with("gpt-5")
 }
 
-impl OpenAiBackend {
-    /// A backend for `base_url` (up to and including `/v1`), with the default request timeout.
-    #[must_use]
-    pub fn new(base_url: &str, model: &str, api_key: Option<ApiKey>) -> Self {
-        Self::with_timeout(base_url, model, api_key, http::DEFAULT_REQUEST_TIMEOUT)
-    }
+timeout_constructors!(OpenAiBackend, Auth::Bearer, "up to and including `/v1`");
 
-    /// A backend with a request timeout.
-    #[must_use]
-    pub fn with_timeout(
-        base_url: &str,
-        model: &str,
-        api_key: Option<ApiKey>,
-        timeout: Duration,
-    ) -> Self {
+impl OpenAiBackend {
+    const fn from_endpoint(endpoint: Endpoint) -> Self {
         Self {
-            endpoint: Endpoint::new(base_url, model, api_key, Auth::Bearer, timeout),
+            endpoint,
             token_param: TokenParam::Auto,
         }
     }
@@ -132,15 +119,7 @@ impl OpenAiBackend {
             body["stream_options"] = json!({"include_usage": true});
         }
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters
-                    }})
-                })
-                .collect();
+            body["tools"] = function_tools(&request.tools);
             body["tool_choice"] = json!(match request.tool_choice {
                 ToolChoice::Required => "required",
                 ToolChoice::Auto => "auto",
@@ -176,6 +155,18 @@ impl OpenAiBackend {
     }
 }
 
+/// Tools as OpenAI-style function tools (what Ollama's native API takes too).
+pub(crate) fn function_tools(tools: &[ToolSpec]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters
+            }})
+        })
+        .collect()
+}
+
 /// Arguments as the JSON text the API expects (raw text kept if it never parsed).
 fn arguments_text(arguments: &Value) -> String {
     match arguments {
@@ -208,8 +199,9 @@ struct WireMessage {
     tool_calls: Option<Vec<WireToolCall>>,
 }
 
+/// A tool call as OpenAI-style servers (and Ollama) answer it.
 #[derive(Deserialize)]
-struct WireToolCall {
+pub(crate) struct WireToolCall {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -217,7 +209,7 @@ struct WireToolCall {
 }
 
 #[derive(Deserialize)]
-struct WireFunction {
+pub(crate) struct WireFunction {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
@@ -238,6 +230,26 @@ struct WireUsage {
 struct WirePromptDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+/// The named calls of an answer (nameless ones dropped), each with its id or a made-up one.
+pub(crate) fn tool_calls_of(calls: Option<Vec<WireToolCall>>) -> Vec<ToolCall> {
+    calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let f = c.function?;
+            Some(ToolCall {
+                id: c
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| generated_call_id(i)),
+                name: f.name?,
+                arguments: parse_arguments(f.arguments),
+            })
+        })
+        .collect()
 }
 
 /// Parses arguments that arrive as a JSON string, an object, or nothing.
@@ -266,11 +278,7 @@ fn content_text(content: Option<Value>) -> Option<String> {
 }
 
 pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {
-    let wire: WireResponse =
-        serde_json::from_value(body).map_err(|e| BackendError::InvalidResponse {
-            endpoint: endpoint.to_owned(),
-            message: format!("unexpected response shape: {e}"),
-        })?;
+    let wire: WireResponse = http::decode_shape(body, endpoint)?;
     let Some(choice) = wire.choices.into_iter().next() else {
         return Err(BackendError::InvalidResponse {
             endpoint: endpoint.to_owned(),
@@ -281,23 +289,7 @@ pub(crate) fn parse_response(body: Value, endpoint: &str) -> Result<ChatResponse
         content: None,
         tool_calls: None,
     });
-    let tool_calls: Vec<ToolCall> = message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let f = c.function?;
-            Some(ToolCall {
-                id: c
-                    .id
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| generated_call_id(i)),
-                name: f.name?,
-                arguments: parse_arguments(f.arguments),
-            })
-        })
-        .collect();
+    let tool_calls = tool_calls_of(message.tool_calls);
     let stop_reason = match choice.finish_reason.as_deref() {
         Some("stop") | None => StopReason::EndTurn,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,

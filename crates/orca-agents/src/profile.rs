@@ -168,7 +168,8 @@ impl BackendSpec {
                     OllamaBackend::new(base_url, model, api_key.clone(), client()?)
                         .with_context_window(generation.context_window)
                         .with_windows(Arc::clone(windows))
-                        .with_prices(prices),
+                        .with_prices(prices)
+                        .with_streaming(generation.streaming),
                 ),
                 WireApi::Responses => {
                     let mut b = ResponsesBackend::new(base_url, model, api_key.clone(), timeout)

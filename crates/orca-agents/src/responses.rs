@@ -26,6 +26,7 @@ const WIRE: Wire = Wire {
     path: "/responses",
     parse: parse_body,
     assembler: stream::boxed::<ResponsesAssembler>,
+    framing: stream::Framing::Sse,
 };
 
 fn parse_body(body: Value, endpoint: &str) -> Result<ChatResponse, BackendError> {

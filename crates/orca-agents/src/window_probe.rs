@@ -105,10 +105,13 @@ pub fn is_cloud(base_url: &str) -> bool {
         .any(|h| base_url.contains(h))
 }
 
+/// What a window is asked for: the API, the server's root and the model.
+type AskedModel = (ServerApi, String, String);
+
 /// The windows asked so far in this run.
 #[derive(Debug, Default)]
 pub struct Windows {
-    cache: tokio::sync::Mutex<BTreeMap<(ServerApi, String, String), Option<KnownWindow>>>,
+    cache: tokio::sync::Mutex<BTreeMap<AskedModel, Option<KnownWindow>>>,
     asked: std::sync::atomic::AtomicUsize,
 }
 
@@ -141,7 +144,7 @@ impl Windows {
         if let Some(hit) = cache.get(&k) {
             return *hit;
         }
-        let found = self.ask(client, api, base_url, model).await;
+        let found = self.ask(client, &k).await;
         match &found {
             Some(w) if w.source == WindowSource::OllamaDefault => tracing::warn!(
                 "{model} at {base_url} runs with Ollama's default context of {} tokens through its OpenAI endpoint; orca fits requests to it. For a larger window set api = \"ollama\" (orca then sends num_ctx) with generation.context_window",
@@ -157,11 +160,9 @@ impl Windows {
     async fn ask(
         &self,
         client: &reqwest::Client,
-        api: ServerApi,
-        base_url: &str,
-        model: &str,
+        (api, root, model): &AskedModel,
     ) -> Option<KnownWindow> {
-        let root = server_root(base_url);
+        let (api, root, model) = (*api, root.as_str(), model.as_str());
         if api == ServerApi::OpenAiCompatible {
             if let Some(v) = self.get(client, &format!("{root}/props")).await
                 && let Some(n) = parse_llama_props(&v)

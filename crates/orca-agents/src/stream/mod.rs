@@ -5,6 +5,8 @@
 
 pub(crate) mod chat;
 pub(crate) mod messages;
+pub(crate) mod ndjson;
+pub(crate) mod ollama;
 pub(crate) mod responses;
 pub(crate) mod sse;
 
@@ -17,6 +19,7 @@ use crate::backend::ChatResponse;
 use crate::endpoint::Wire;
 use crate::error::BackendError;
 use crate::http;
+use ndjson::NdjsonParser;
 use sse::{SseEvent, SseParser};
 
 /// How an endpoint is asked: streamed or not, and how long a stream may stay silent.
@@ -143,6 +146,54 @@ pub(crate) fn typed(event: &SseEvent) -> Result<(Value, String), StreamFailure> 
     Ok((v, kind))
 }
 
+/// How a streamed answer is cut into events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Server-sent events (`text/event-stream`): OpenAI, Anthropic, the Responses API.
+    Sse,
+    /// One JSON object a line (`application/x-ndjson`): Ollama's native API.
+    Ndjson,
+}
+
+impl Framing {
+    /// The media type asked for and recognised.
+    const fn media_type(self) -> &'static str {
+        match self {
+            Self::Sse => "text/event-stream",
+            Self::Ndjson => "application/x-ndjson",
+        }
+    }
+}
+
+/// The reader of one framing.
+enum Reader {
+    Sse(SseParser),
+    Ndjson(NdjsonParser),
+}
+
+impl Reader {
+    fn new(framing: Framing) -> Self {
+        match framing {
+            Framing::Sse => Self::Sse(SseParser::default()),
+            Framing::Ndjson => Self::Ndjson(NdjsonParser::default()),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, String> {
+        match self {
+            Self::Sse(p) => p.push(bytes),
+            Self::Ndjson(p) => p.push(bytes),
+        }
+    }
+
+    fn finish(&mut self) -> Option<SseEvent> {
+        match self {
+            Self::Sse(p) => p.finish(),
+            Self::Ndjson(p) => p.finish(),
+        }
+    }
+}
+
 /// How often progress is reported at most.
 const REPORT_EVERY: Duration = Duration::from_millis(250);
 
@@ -160,7 +211,8 @@ pub(crate) async fn exchange(
     let mut assembler = (wire.assembler)();
     tracing::debug!(endpoint, "model request (streamed)");
     let redactor = http::body_redactor(&headers);
-    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let media_type = wire.framing.media_type();
+    headers.insert(ACCEPT, HeaderValue::from_static(media_type));
     let sent = Instant::now();
     crate::progress::turn_started();
     let mut response = client
@@ -175,7 +227,7 @@ pub(crate) async fn exchange(
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+        .is_some_and(|v| v.to_ascii_lowercase().contains(media_type));
     if !(200..300).contains(&status) || !is_stream {
         let retry_after = http::retry_after(response.headers());
         let text = read_rest(&mut response, endpoint, idle).await?;
@@ -185,7 +237,7 @@ pub(crate) async fn exchange(
         }
         return (wire.parse)(http::json_body(&text, endpoint)?, endpoint);
     }
-    let mut parser = SseParser::default();
+    let mut parser = Reader::new(wire.framing);
     let mut last_report = Instant::now();
     let mut ended = false;
     while !ended {

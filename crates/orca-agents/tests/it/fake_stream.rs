@@ -26,6 +26,12 @@ pub enum Reply {
         pieces: Vec<usize>,
         stall_after: Option<usize>,
     },
+    /// `application/x-ndjson` (Ollama's native stream), written like [`Reply::Stream`].
+    Ndjson {
+        body: String,
+        pieces: Vec<usize>,
+        stall_after: Option<usize>,
+    },
     /// A whole body with a status, content type and extra headers.
     Whole {
         status: u16,
@@ -146,15 +152,20 @@ async fn serve(
             q[0].clone()
         }
     };
+    let content_type = if matches!(reply, Reply::Ndjson { .. }) {
+        "application/x-ndjson"
+    } else {
+        "text/event-stream; charset=utf-8"
+    };
     match reply {
         Reply::Whole {
             status,
-            content_type,
+            content_type: whole_type,
             headers,
             body,
         } => {
             let mut head = format!(
-                "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n",
+                "HTTP/1.1 {status} X\r\ncontent-type: {whole_type}\r\ncontent-length: {}\r\nconnection: close\r\n",
                 body.len()
             );
             for (k, v) in headers {
@@ -168,9 +179,14 @@ async fn serve(
             body,
             pieces,
             stall_after,
+        }
+        | Reply::Ndjson {
+            body,
+            pieces,
+            stall_after,
         } => {
             socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n")
+                .write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").as_bytes())
                 .await?;
             let bytes = body.as_bytes();
             let mut at = 0;

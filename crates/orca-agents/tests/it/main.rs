@@ -20,6 +20,7 @@ mod live;
 mod net;
 mod net_support;
 mod ollama;
+mod ollama_stream;
 mod real_clis;
 mod responses;
 mod sandbox;
