@@ -223,6 +223,18 @@ impl Driver {
         path
     }
 
+    /// The attribute once it is set, or `None` after `limit`.
+    async fn wait_attr(&self, css: &str, name: &str, limit: Duration) -> Option<String> {
+        let start = Instant::now();
+        loop {
+            let value = self.attr(css, name).await;
+            if value.is_some() || start.elapsed() >= limit {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+
     async fn wait_text(&self, css: &str, what: &str, limit: Duration) -> String {
         let start = Instant::now();
         loop {
@@ -314,8 +326,12 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     let running = d.screenshot(&shots, "execution-running.png").await;
     d.wait_text("#live", "5/5 steps done", Duration::from_secs(90))
         .await;
+    // The last step's completion and the execution's end can arrive as two events (the
+    // stream polls the store): wait for the `end` event, which only live.js can mark.
     assert_eq!(
-        d.attr("#live", "data-ended").await.as_deref(),
+        d.wait_attr("#live", "data-ended", Duration::from_secs(30))
+            .await
+            .as_deref(),
         Some("1"),
         "the end came over the event stream (set by live.js), not by a reload"
     );
