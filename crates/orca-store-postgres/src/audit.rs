@@ -64,8 +64,13 @@ impl AuditStore for PgStore {
         log: AuditLogId,
         entry: NewAuditEntry,
     ) -> Result<AuditEntry, StoreError> {
-        let (_, entry) = crate::write::write(self, None, Some((log, entry))).await?;
-        entry.ok_or_else(|| StoreError::backend(format!("appending to the {log}"), "no entry"))
+        let mut done =
+            crate::group::write(self, log, vec![crate::group::Item { task: None, entry }])
+                .await
+                .map_err(|(_, e)| e)?;
+        done.pop()
+            .map(|(_, entry)| entry)
+            .ok_or_else(|| StoreError::backend(format!("appending to the {log}"), "no entry"))
     }
 
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {

@@ -8,12 +8,13 @@ use orca_core::{Execution, ExecutionId, Holder, PlanId, StepId, Task};
 use orca_store::AuditStore;
 use orca_store::common;
 use orca_store::{
-    ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
-    ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
+    BatchFailed, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing,
+    ListingProblem, ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
 };
 
 use crate::codec::{self, db_revision, decode, encode_redacted, tag};
-use crate::write::TaskWrite;
+use crate::group::Item;
+use crate::write::Prepared;
 use crate::{PgStore, db};
 
 /// The header (step NULL) then its tasks in plan order, in one statement.
@@ -271,50 +272,83 @@ impl ExecutionStore for PgStore {
         task: &Task,
         expected: Revision,
     ) -> Result<Revision, StoreError> {
-        let (revision, _) = crate::write::write(
-            self,
-            Some(TaskWrite {
-                execution,
-                task,
-                expected,
-            }),
-            None,
-        )
-        .await?;
-        revision.ok_or_else(|| StoreError::backend("writing a task", "no revision written"))
+        let task = Prepared::new(self, execution, task, expected)?;
+        crate::write::write_task(self, &task).await
     }
 
-    /// One statement, one commit (`orca_write`, ADR 0026): both or neither, whatever the order.
+    /// One statement, one commit (`orca_write`, ADR 0026): both or neither, whatever the order;
+    /// grouped with the other writes of the execution's log in flight (`group`).
     async fn update_task_with_audit(
         &self,
-        _audit: &dyn AuditStore,
+        audit: &dyn AuditStore,
         transition: TaskTransition,
     ) -> Result<Transitioned, StoreError> {
-        let log = transition.log();
-        let TaskTransition {
-            execution_id,
-            task,
-            expected,
-            entry,
-            ..
-        } = transition;
-        let written = crate::write::write(
-            self,
-            Some(TaskWrite {
-                execution: execution_id,
-                task: &task,
-                expected,
-            }),
-            Some((log, entry)),
-        )
-        .await?;
-        match written {
-            (Some(revision), Some(entry)) => Ok(Transitioned { revision, entry }),
-            _ => Err(StoreError::backend(
-                "writing a task and its entry",
-                "nothing written",
-            )),
+        self.update_tasks_with_audit(audit, vec![transition])
+            .await
+            .map_err(|f| f.error)?
+            .pop()
+            .ok_or_else(|| StoreError::backend("writing a task and its entry", "nothing written"))
+    }
+
+    /// One transaction (grouped with the other writes of the log in flight): all or nothing.
+    async fn update_tasks_with_audit(
+        &self,
+        audit: &dyn AuditStore,
+        transitions: Vec<TaskTransition>,
+    ) -> Result<Vec<Transitioned>, BatchFailed> {
+        let Some(log) = transitions.first().map(TaskTransition::log) else {
+            return Ok(Vec::new());
+        };
+        if transitions.iter().any(|t| t.log() != log) {
+            // Several executions: one write each, in order (the port's default).
+            let mut written = Vec::with_capacity(transitions.len());
+            for (index, t) in transitions.into_iter().enumerate() {
+                match self.update_tasks_with_audit(audit, vec![t]).await {
+                    Ok(mut t) => written.append(&mut t),
+                    Err(f) => {
+                        return Err(BatchFailed {
+                            written,
+                            index,
+                            error: f.error,
+                        });
+                    }
+                }
+            }
+            return Ok(written);
         }
+        let mut items = Vec::with_capacity(transitions.len());
+        for (index, t) in transitions.into_iter().enumerate() {
+            let task =
+                Prepared::new(self, t.execution_id, &t.task, t.expected).map_err(|error| {
+                    BatchFailed {
+                        written: Vec::new(),
+                        index,
+                        error,
+                    }
+                })?;
+            items.push(Item {
+                task: Some(task),
+                entry: t.entry,
+            });
+        }
+        let done = crate::group::write(self, log, items)
+            .await
+            .map_err(|(index, error)| BatchFailed {
+                written: Vec::new(),
+                index,
+                error,
+            })?;
+        done.into_iter()
+            .enumerate()
+            .map(|(index, (revision, entry))| match revision {
+                Some(revision) => Ok(Transitioned { revision, entry }),
+                None => Err(BatchFailed {
+                    written: Vec::new(),
+                    index,
+                    error: StoreError::backend("writing a task and its entry", "no revision"),
+                }),
+            })
+            .collect()
     }
 
     async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {

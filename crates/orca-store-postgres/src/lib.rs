@@ -15,6 +15,7 @@
 mod audit;
 mod codec;
 mod executions;
+mod group;
 mod locks;
 mod notify;
 mod plans;
@@ -50,8 +51,8 @@ struct Inner {
     authority: Authority,
     redactor: Redactor,
     releases: Arc<locks::Releases>,
-    /// The head of each audit log as this store last saw it (`write`).
-    heads: write::Heads,
+    /// Each audit log's queue and head as this store last saw it (`group`).
+    heads: group::Heads,
     /// How long a claimed task's lease lasts without a heartbeat.
     task_lease: std::time::Duration,
     url: String,
@@ -143,7 +144,7 @@ impl PgStore {
                 authority,
                 redactor,
                 releases: Arc::new(locks::Releases::default()),
-                heads: write::Heads::default(),
+                heads: group::Heads::default(),
                 task_lease: DEFAULT_TASK_LEASE,
                 url: url.to_owned(),
                 migrated: tokio::sync::OnceCell::new(),
