@@ -282,6 +282,8 @@ async fn lead(
             // A refusal inside a request of several items: the round was rolled back.
             *known = Some(start);
         }
+        // `r`'s place in `pending` now.
+        let r = if committed { 0 } else { r };
         match answer.split_once(':').map_or(answer, |(k, _)| k) {
             "head" => {
                 *known = if committed {
@@ -347,8 +349,19 @@ fn failed(e: &tokio_postgres::Error) -> Round {
     if retryable(e) {
         Round::Retry
     } else {
-        Round::Failed("writing to the postgres store".to_owned(), e.to_string())
+        Round::Failed("writing to the postgres store".to_owned(), describe(e))
     }
+}
+
+/// The error with its causes (the driver's own message is only "db error").
+fn describe(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
 }
 
 /// Writes one round: one statement (one item), or one transaction of pipelined calls.
@@ -392,10 +405,10 @@ async fn round(
         .is_none_or(|f| owners.get(f).is_some_and(|(_, i)| *i == 0));
     if commit {
         if let Err(e) = tx.commit().await {
-            return Round::Failed("committing to the postgres store".to_owned(), e.to_string());
+            return Round::Failed("committing to the postgres store".to_owned(), describe(&e));
         }
     } else if let Err(e) = tx.rollback().await {
-        return Round::Failed("rolling back a write".to_owned(), e.to_string());
+        return Round::Failed("rolling back a write".to_owned(), describe(&e));
     }
     Round::Answered {
         answers,
