@@ -296,7 +296,7 @@ async fn hammer(
                 n += 1;
                 let first = next_task(&plan, &tasks, k, &h);
                 let mut batch = vec![transition(&plan, id, first.clone(), rev)];
-                if n % 3 == 0 && rev.0 < rounds {
+                if n.is_multiple_of(3) && rev.0 < rounds {
                     let mut t2 = tasks.clone();
                     t2[k] = first.clone();
                     let second = next_task(&plan, &t2, k, &h);
