@@ -16,7 +16,9 @@ use orca_core::{
     AgentId, ApprovedPlan, ContextLimits, DraftPlan, ExecutionId, Holder, PendingExecution, Plan,
     PlanId, Step, StepId, Task, TaskSuccess, build_context,
 };
-use orca_store::{Authority, ExecutionStore, PlanStore, Revision};
+use orca_store::{
+    Authority, ExecutionStore, NewAuditEntry, PlanStore, Revision, TaskTransition, WriteOrder,
+};
 use orca_store_postgres::PgStore;
 use orca_store_postgres::throwaway::Throwaway;
 use serde_json::{Value, json};
@@ -77,6 +79,152 @@ async fn claim_complete(
         .await?;
     let done = running.complete(TaskSuccess::with_summary("ok"), now());
     store.update_task(exec, &done.into(), rev).await?;
+    Ok(())
+}
+
+/// Claims and completes task `i` with their audit entries, like the recorder writes them:
+/// two transitions, each with its entry, grouped with whatever else its log has in flight.
+async fn claim_complete_audited(
+    store: &PgStore,
+    plan: &ApprovedPlan,
+    exec: ExecutionId,
+    tasks: &[Task],
+    i: usize,
+) -> Result<(), BoxError> {
+    let Task::Pending(p) = tasks[i].clone() else {
+        return Err("not pending".into());
+    };
+    let ctx = build_context(
+        plan.id(),
+        plan.content(),
+        i,
+        tasks,
+        &ContextLimits::default(),
+    )
+    .ok_or("no context")?;
+    let running = p.start(ctx, holder(), now());
+    let step = running.step_id.to_string();
+    let transition = |task: Task, expected: Revision, kind: &str| TaskTransition {
+        plan_id: plan.id(),
+        execution_id: exec,
+        task,
+        expected,
+        entry: NewAuditEntry::new(kind, json!({ "step": step })),
+        order: WriteOrder::StateFirst,
+    };
+    let claimed = store
+        .update_task_with_audit(
+            store,
+            transition(running.clone().into(), Revision::FIRST, "task.started"),
+        )
+        .await?;
+    let done = running.complete(TaskSuccess::with_summary("ok"), now());
+    store
+        .update_task_with_audit(
+            store,
+            transition(done.into(), claimed.revision, "task.completed"),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Tasks each with its entries, `per_worker` at once in each of `workers` workers (each its
+/// own store: its own pool and queues, as separate processes): tasks/s and commits per task.
+async fn audited_run(
+    store: &PgStore,
+    url: &str,
+    stats: &Stats,
+    total: usize,
+    workers: usize,
+    per_worker: usize,
+) -> Result<(f64, f64), BoxError> {
+    let (plan, exec, tasks) = execution(store, total).await?;
+    let (plan, tasks) = (Arc::new(plan), Arc::new(tasks));
+    let next = Arc::new(AtomicUsize::new(0));
+    let before = stats.sample().await?;
+    let start = Instant::now();
+    let mut joins = tokio::task::JoinSet::new();
+    for _ in 0..workers {
+        let s = PgStore::open(url, Authority::permissive(), Redactor::new())?;
+        for _ in 0..per_worker {
+            let (s, plan, tasks, next) = (
+                s.clone(),
+                Arc::clone(&plan),
+                Arc::clone(&tasks),
+                Arc::clone(&next),
+            );
+            joins.spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= tasks.len() {
+                        return Ok::<(), BoxError>(());
+                    }
+                    claim_complete_audited(&s, &plan, exec, &tasks, i).await?;
+                }
+            });
+        }
+    }
+    for r in joins.join_all().await {
+        r?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let after = stats.sample().await?;
+    let commits = (after.commits - before.commits) as f64 / total as f64;
+    Ok((total as f64 / secs, commits))
+}
+
+/// Group commit (ADR 0026, amendment): tasks with their audit entries, 16 at once per worker.
+async fn grouped(
+    store: &PgStore,
+    url: &str,
+    n: usize,
+    out: &mut Vec<Figure>,
+) -> Result<(), BoxError> {
+    const AT_ONCE: usize = 16;
+    let stats = Stats::connect(url).await?;
+    let mut rates = Vec::new();
+    for workers in [1usize, 4, 8] {
+        let (rate, commits) = audited_run(store, url, &stats, n * 2, workers, AT_ONCE).await?;
+        if workers == 1 {
+            out.push(Figure {
+                name: "pg_group_task_ms_1w".into(),
+                value: 1000.0 / rate,
+                unit: "ms",
+                target: Some(1.0),
+                description: format!(
+                    "durable cost per task (claim + complete with their entries), 1 worker \
+                     running {AT_ONCE} at once"
+                ),
+            });
+        }
+        out.push(Figure {
+            name: format!("pg_group_tasks_per_s_{workers}w"),
+            value: rate,
+            unit: "/s",
+            target: None,
+            description: format!(
+                "tasks with entries per second, {workers} worker(s) × {AT_ONCE} at once"
+            ),
+        });
+        out.push(Figure {
+            name: format!("pg_group_commits_per_task_{workers}w"),
+            value: commits,
+            unit: "",
+            target: None,
+            description: format!(
+                "commits per task (pg_stat_database), {workers} worker(s) × {AT_ONCE} at once; \
+                 2 without grouping"
+            ),
+        });
+        rates.push(rate);
+    }
+    out.push(Figure {
+        name: "pg_group_scaling_4w_vs_1w".into(),
+        value: rates[1] / rates[0],
+        unit: "x",
+        target: Some(3.2),
+        description: format!("tasks/s with 4 workers ÷ with 1, {AT_ONCE} at once each"),
+    });
     Ok(())
 }
 
@@ -335,6 +483,7 @@ async fn figures(quick: bool) -> Result<Vec<Figure>, BoxError> {
         target: None,
         description: "tasks/s with 4 workers ÷ with 1 (goal ≥ 3.2; 2 cores here)".into(),
     });
+    grouped(&store, &url, n, &mut out).await?;
     drop(server);
     Ok(out)
 }
