@@ -249,4 +249,12 @@ impl ToolHost for Gate {
         )
         .await;
     }
+
+    async fn agent_tool_used(&self, used: &orca_core::AgentToolUse) {
+        self.audit(
+            AuditKind::AgentToolUsed,
+            transcript::agent_tool_data(&self.agent, used),
+        )
+        .await;
+    }
 }

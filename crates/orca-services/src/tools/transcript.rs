@@ -138,6 +138,25 @@ fn bounded_arguments(value: &Value) -> (Value, bool) {
     }
 }
 
+/// The data of an `agent.tool` entry: a tool the agent's own program ran.
+pub(super) fn agent_tool_data(agent: &orca_core::AgentId, used: &orca_core::AgentToolUse) -> Value {
+    let (input, input_truncated) = bounded_arguments(&used.input);
+    let output = used
+        .output
+        .as_deref()
+        .map(|o| bounded(o, MAX_RECORDED_BYTES));
+    json!({
+        "agent": agent,
+        "tool": used.tool,
+        "input": input,
+        "input_truncated": input_truncated,
+        "ok": used.ok,
+        "output": output.as_ref().map(|b| &b.text),
+        "bytes": output.as_ref().map_or(0, |b| b.bytes),
+        "truncated": output.as_ref().is_some_and(|b| b.truncated),
+    })
+}
+
 /// The data of an `agent.answer` entry: the model's text in one turn.
 pub(super) fn answer_data(
     agent: &orca_core::AgentId,
