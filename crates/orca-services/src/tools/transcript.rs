@@ -96,6 +96,29 @@ pub(super) fn tool_call_data(
     })
 }
 
+/// The data of a `tool.refused` entry: the call's arguments bounded, and why (when a
+/// confinement rule refused it; none when the tool was not granted).
+pub(super) fn refused_data(
+    agent: &orca_core::AgentId,
+    call: &orca_core::ToolCall,
+    reason: Option<&str>,
+) -> Value {
+    let (arguments, arguments_truncated) = bounded_arguments(&call.arguments);
+    let mut data = json!({
+        "agent": agent,
+        "tool": call.name,
+        "arguments": arguments,
+        "arguments_truncated": arguments_truncated,
+    });
+    if let (Some(reason), Some(map)) = (reason, data.as_object_mut()) {
+        map.insert(
+            "reason".into(),
+            Value::String(bounded(reason, MAX_RECORDED_BYTES).text),
+        );
+    }
+    data
+}
+
 /// The most items of one array in a tool call's arguments recorded.
 const MAX_RECORDED_ITEMS: usize = 64;
 
