@@ -15,6 +15,7 @@
 mod audit;
 mod codec;
 mod executions;
+mod libpq_env;
 mod locks;
 mod notify;
 mod plans;

@@ -167,16 +167,28 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, StoreError> {
 }
 
 impl Target {
-    /// Parses a store URL, reading the certificate files it names.
+    /// Parses a store URL, reading the certificate files it names; what it leaves out comes
+    /// from libpq's environment variables (`crate::libpq_env`).
     pub(crate) fn parse(url: &str) -> Result<Self, StoreError> {
-        let (rest, pairs) = split(url)?;
+        Self::parse_with(url, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Self::parse`] with the environment read through `env`.
+    pub(crate) fn parse_with(
+        url: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, StoreError> {
+        let (rest, mut pairs) = split(url)?;
+        pairs.extend(crate::libpq_env::tls_defaults(&pairs, env));
         let settings = TlsSettings::from_pairs(pairs)?;
+        let rest = crate::libpq_env::url_with_env_port(&rest, env);
         let mut config: Config = rest.parse().map_err(|e| {
             StoreError::Invalid(format!(
                 "store url {}: not a postgres url: {e}",
                 crate::redacted_url(url)
             ))
         })?;
+        crate::libpq_env::apply(&mut config, env)?;
         // TLS does not run over unix sockets (libpq ignores sslmode there too).
         let all_unix = !config.get_hosts().is_empty()
             && config.get_hostaddrs().is_empty()
