@@ -123,13 +123,12 @@ pub(crate) fn apply(
             config.port(port);
         }
     }
-    if config.get_user().is_none() {
-        if let Some(user) = var("PGUSER")
+    if config.get_user().is_none()
+        && let Some(user) = var("PGUSER")
             .or_else(|| var("USER"))
             .or_else(|| var("LOGNAME"))
-        {
-            config.user(user);
-        }
+    {
+        config.user(user);
     }
     if config.get_dbname().is_none()
         && let Some(db) = var("PGDATABASE")
