@@ -238,8 +238,6 @@ fn split_fields(line: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
-
     use std::collections::HashMap;
 
     use super::*;
