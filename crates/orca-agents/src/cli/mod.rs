@@ -271,6 +271,10 @@ struct Parsed {
     denials: Vec<String>,
 }
 
+/// The most messages and tool uses of one run recorded in the audit log (each is a durable
+/// write; a program printing thousands of lines must not flood the log).
+const MAX_SAID: usize = 1000;
+
 /// One item of an agent's transcript, as its program printed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Said {
@@ -419,7 +423,15 @@ impl CliAgent {
         // Its messages and its own tools' uses are read once it has exited: recorded now, in
         // order (no usage per message is reported).
         let mut turn = 0u32;
-        for said in &parsed.said {
+        if parsed.said.len() > MAX_SAID {
+            tracing::warn!(
+                agent = kind,
+                printed = parsed.said.len(),
+                recorded = MAX_SAID,
+                "the agent printed more messages and tool uses than are recorded"
+            );
+        }
+        for said in parsed.said.iter().take(MAX_SAID) {
             match said {
                 Said::Answer(answer) => {
                     turn += 1;
