@@ -259,7 +259,11 @@ impl ToolHost for Gate {
         }
         debug!(agent = %self.agent, tool = %call.name, "tool call");
         let result = self.dispatch(call).await;
-        if let Ok(value) = &result {
+        // Only the plan this conversation created binds it (a tool that merely names another
+        // plan — reading or submitting it — must not send the conversation to that plan's log).
+        if let Ok(value) = &result
+            && call.name == super::table::names::PLAN_CREATE_DRAFT
+        {
             self.planning_bound(value).await;
         }
         if let Err(e) = &result

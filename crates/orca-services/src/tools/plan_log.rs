@@ -3,10 +3,12 @@
 //! `tool.call` entries of the log of the plan it works on.
 //!
 //! A revision or a replan knows its plan from the start. A new request does not: the plan
-//! exists only once the planner's `orca_plan_create` (or a tool that creates a plan) returned
-//! its id. Until then the entries are kept in memory (at most [`MAX_KEPT`]); the first tool
-//! result naming a plan binds the conversation to that plan's log and the kept entries are
-//! written there, in order, after the plan's own `plan.created` entry. A conversation that
+//! exists only once the planner's `orca_plan_create_draft` returned its id. Until then the
+//! entries are kept in memory (at most [`MAX_KEPT`]); that result binds the conversation to the
+//! new plan's log and the kept entries are written there, in order, after the plan's own
+//! `plan.created` entry. Only a plan the conversation created binds it (the gate passes only
+//! `orca_plan_create_draft` results here): a planner that reads or submits another plan must
+//! not write into that plan's log. A conversation that
 //! never produces a plan (a question back to the user, an error) is recorded nowhere: there
 //! is no log it belongs to.
 
@@ -58,9 +60,10 @@ impl PlanTranscript {
         }
     }
 
-    /// A tool answered `result`: if it names a plan (`plan_id`), the conversation is bound to
+    /// The planner created a draft (`result` of `orca_plan_create_draft`): the conversation is
+    /// bound to
     /// that plan from now on, and the entries kept so far are returned to be written there (with
-    /// how many were dropped). A later plan (a new draft) takes over the recording.
+    /// how many were dropped). A later draft takes over the recording.
     pub(super) fn tool_answered(&self, result: &Value) -> (Vec<NewAuditEntry>, usize) {
         let Some(plan) = result
             .get("plan_id")
