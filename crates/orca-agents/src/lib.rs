@@ -38,6 +38,7 @@ pub mod progress;
 pub mod project_instructions;
 pub mod registry;
 pub mod responses;
+mod retry;
 pub mod sandbox;
 pub mod schema;
 pub mod scripted;

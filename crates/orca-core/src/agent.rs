@@ -163,6 +163,27 @@ pub trait ToolHost: Send + Sync {
     async fn model_answered(&self, turn: u32, text: &str, usage: &Usage) {
         let _ = (turn, text, usage);
     }
+
+    /// The agent's own program ran one of its built-in tools (a command-line agent's shell,
+    /// edit or search tool — not offered, gated nor run by these tools): the caller may record
+    /// it (the gate of a step's attempt writes an `agent.tool` entry, bounded and redacted).
+    /// By default ignored.
+    async fn agent_tool_used(&self, used: &AgentToolUse) {
+        let _ = used;
+    }
+}
+
+/// A tool a command-line agent ran itself, as its program reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentToolUse {
+    /// The tool as the program names it (`Bash`, `command_execution`, `write`…).
+    pub tool: String,
+    /// Its input as the program reported it (a command, a path, the changes…).
+    pub input: serde_json::Value,
+    /// What it returned, or its error, if the program reported it.
+    pub output: Option<String>,
+    /// Whether it succeeded.
+    pub ok: bool,
 }
 
 /// A [`ToolHost`] that offers nothing.

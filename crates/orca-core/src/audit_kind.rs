@@ -123,6 +123,10 @@ audit_kinds! {
     ToolRefused = "tool.refused",
     /// A model's text answer in one turn of an agent's conversation (bounded; issue 15).
     AgentAnswer = "agent.answer",
+    /// A tool a command-line agent's own program ran (its built-in shell, edit or search
+    /// tools: not offered, gated nor run by orca), read from the program's output once it
+    /// exited: the tool, its input and its output (bounded).
+    AgentToolUsed = "agent.tool",
 }
 
 impl std::fmt::Display for AuditKind {

@@ -108,8 +108,8 @@ pub mod writes;
 pub mod strategy;
 
 pub use agent::{
-    AgentInfo, AgentPort, NoTools, PlannerRequest, QuestionRequest, Reply, Role, TaskRequest,
-    ToolCall, ToolError, ToolHost, ToolSpec,
+    AgentInfo, AgentPort, AgentToolUse, NoTools, PlannerRequest, QuestionRequest, Reply, Role,
+    TaskRequest, ToolCall, ToolError, ToolHost, ToolSpec,
 };
 pub use audit_kind::{AuditKind, UNDER_EXECUTION};
 pub use backoff::Backoff;

@@ -145,13 +145,11 @@ impl ExecutionService {
             return Ok(id);
         }
         crate::planning::check_prefix(text, ExecutionId::PREFIX, "execution")?;
-        let ids = self
-            .list(None)
-            .await?
-            .items
-            .into_iter()
-            .map(|s| s.execution_id);
-        resolve_prefix(text, ExecutionId::PREFIX, "execution", ids)
+        let listing = self.list(None).await?;
+        let ids = listing.items.into_iter().map(|s| s.execution_id);
+        resolve_prefix(text, ExecutionId::PREFIX, "execution", ids).map_err(|e| {
+            crate::planning::unreadable_match(e, text, ExecutionId::PREFIX, &listing.problems)
+        })
     }
 
     /// Applies `change` to the execution header with CAS, re-reading and retrying on conflict.

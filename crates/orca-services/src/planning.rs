@@ -408,8 +408,40 @@ impl PlanningService {
         }
         // A text that can be no id (`../x`) is refused before anything is listed.
         check_prefix(text, PlanId::PREFIX, "plan")?;
-        let ids = self.list().await?.items.into_iter().map(|s| s.plan_id);
+        let listing = self.list().await?;
+        let ids = listing.items.into_iter().map(|s| s.plan_id);
         resolve_prefix(text, PlanId::PREFIX, "plan", ids)
+            .map_err(|e| unreadable_match(e, text, PlanId::PREFIX, &listing.problems))
+    }
+}
+
+/// A prefix that matched no readable record but names one that cannot be read: that record's
+/// problem (its file and what is wrong), not "no match".
+pub(crate) fn unreadable_match(
+    not_found: ServiceError,
+    text: &str,
+    prefix: &str,
+    problems: &[orca_store::ListingProblem],
+) -> ServiceError {
+    if !matches!(&not_found, ServiceError::UnknownId(m) if m.starts_with("no ")) {
+        return not_found;
+    }
+    let needle = if text.starts_with(prefix) {
+        text.to_owned()
+    } else {
+        format!("{prefix}{text}")
+    };
+    let named = |location: &str| {
+        std::path::Path::new(location)
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with(&needle))
+    };
+    match problems.iter().find(|p| named(&p.location)) {
+        Some(p) => ServiceError::Store(orca_store::StoreError::Corrupt {
+            path: std::path::PathBuf::from(&p.location),
+            message: format!("`{text}` names a record that cannot be read: {}", p.message),
+        }),
+        None => not_found,
     }
 }
 

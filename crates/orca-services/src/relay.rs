@@ -31,7 +31,9 @@ pub(crate) async fn ask_planner(
     scope: Option<AuditScope>,
 ) -> Result<Reply<PlannerResponse>> {
     let info = planner(ctx)?;
-    let gate = Gate::new(ctx.clone(), &info, CallMode::Planning, scope);
+    // With no scope of its own (asked by a human, not from a step), the conversation goes to
+    // the log of the plan it works on (`tools::plan_log`).
+    let gate = Gate::new(ctx.clone(), &info, CallMode::Planning, scope).recording_planning(plan_id);
     let mut reply = ctx
         .agents
         .plan(

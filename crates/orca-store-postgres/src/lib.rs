@@ -16,6 +16,7 @@ mod audit;
 mod codec;
 mod executions;
 mod group;
+mod libpq_env;
 mod locks;
 mod notify;
 mod plans;

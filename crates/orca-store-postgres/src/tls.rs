@@ -19,7 +19,7 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use orca_store::StoreError;
@@ -50,8 +50,23 @@ pub use settings::{SslMode, TlsSettings};
 #[derive(Clone)]
 pub(crate) struct Target {
     config: Config,
-    tls: MakeTls,
+    tls: Arc<Mutex<Loaded>>,
     settings: TlsSettings,
+    /// The certificate and key files the TLS settings read (none without TLS).
+    files: Vec<PathBuf>,
+}
+
+/// The TLS hook as built from the files' contents at the time: rebuilt when they change, so a
+/// long-running worker picks up a rotated CA or client certificate at its next connection,
+/// as libpq (which reads them at every connection) does.
+struct Loaded {
+    make: MakeTls,
+    contents: Vec<Option<Vec<u8>>>,
+}
+
+/// What the files hold now (`None`: unreadable; building the config then says why).
+fn contents(files: &[PathBuf]) -> Vec<Option<Vec<u8>>> {
+    files.iter().map(|f| std::fs::read(f).ok()).collect()
 }
 
 impl std::fmt::Debug for Target {
@@ -167,16 +182,28 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, StoreError> {
 }
 
 impl Target {
-    /// Parses a store URL, reading the certificate files it names.
+    /// Parses a store URL, reading the certificate files it names; what it leaves out comes
+    /// from libpq's environment variables (`crate::libpq_env`).
     pub(crate) fn parse(url: &str) -> Result<Self, StoreError> {
-        let (rest, pairs) = split(url)?;
+        Self::parse_with(url, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Self::parse`] with the environment read through `env`.
+    pub(crate) fn parse_with(
+        url: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, StoreError> {
+        let (rest, mut pairs) = split(url)?;
+        pairs.extend(crate::libpq_env::tls_defaults(&pairs, env));
         let settings = TlsSettings::from_pairs(pairs)?;
+        let rest = crate::libpq_env::url_with_env_port(&rest, env);
         let mut config: Config = rest.parse().map_err(|e| {
             StoreError::Invalid(format!(
                 "store url {}: not a postgres url: {e}",
                 crate::redacted_url(url)
             ))
         })?;
+        crate::libpq_env::apply(&mut config, env)?;
         // TLS does not run over unix sockets (libpq ignores sslmode there too).
         let all_unix = !config.get_hosts().is_empty()
             && config.get_hostaddrs().is_empty()
@@ -190,7 +217,19 @@ impl Target {
             settings.mode
         };
         config.ssl_mode(mode.driver());
-        let tls = if mode == SslMode::Disable {
+        let files = if mode == SslMode::Disable {
+            Vec::new()
+        } else {
+            let root = (settings.verifying() && !settings.system_roots())
+                .then(|| root_cert_path(&settings))
+                .transpose()?;
+            root.into_iter()
+                .chain(settings.client_cert.clone())
+                .chain(settings.client_key.clone())
+                .collect()
+        };
+        let read = contents(&files);
+        let make = if mode == SslMode::Disable {
             MakeTls { config: None }
         } else {
             MakeTls {
@@ -199,9 +238,31 @@ impl Target {
         };
         Ok(Self {
             config,
-            tls,
+            tls: Arc::new(Mutex::new(Loaded {
+                make,
+                contents: read,
+            })),
             settings,
+            files,
         })
+    }
+
+    /// The TLS hook for a new connection: rebuilt first if a certificate or key file changed
+    /// since it was built (a bad new file fails the connection, naming it).
+    fn current_tls(&self) -> Result<MakeTls, StoreError> {
+        let mut loaded = self.tls.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.files.is_empty() {
+            return Ok(loaded.make.clone());
+        }
+        let now = contents(&self.files);
+        if now != loaded.contents {
+            loaded.make = MakeTls {
+                config: Some(Arc::new(client_config(&self.settings)?)),
+            };
+            loaded.contents = now;
+            tracing::info!(files = ?self.files, "the database certificates changed: re-read");
+        }
+        Ok(loaded.make.clone())
     }
 
     /// The TLS settings read from the URL.
@@ -214,8 +275,9 @@ impl Target {
         &self,
         what: &str,
     ) -> Result<(Client, Connection<Socket, TlsStream>), StoreError> {
+        let tls = self.current_tls()?;
         self.config
-            .connect(self.tls.clone())
+            .connect(tls)
             .await
             .map_err(|e| self.error(what, e))
     }
@@ -545,12 +607,15 @@ mod tests {
     #[test]
     fn unix_sockets_go_without_tls() {
         let t = Target::parse("host=/tmp port=5432 sslmode=require").unwrap();
-        assert!(t.tls.config.is_none());
+        assert!(t.current_tls().unwrap().config.is_none());
         assert_eq!(
             t.config.get_ssl_mode(),
             tokio_postgres::config::SslMode::Disable
         );
         let t = Target::parse("postgres://127.0.0.1/orca").unwrap();
-        assert!(t.tls.config.is_some(), "prefer tries tls");
+        assert!(
+            t.current_tls().unwrap().config.is_some(),
+            "prefer tries tls"
+        );
     }
 }

@@ -39,10 +39,20 @@ impl Report<'_> {
     }
 
     fn problem(&mut self, file: PathBuf, entry: Option<u64>, problem: impl Into<String>) {
+        let problem = problem.into();
+        // The same fault found twice (a listing, then a read of the same file) is one problem.
+        let known = self.problems.iter().any(|p| {
+            p.file == file
+                && p.entry == entry
+                && (problem.contains(&p.problem) || p.problem.contains(&problem))
+        });
+        if known {
+            return;
+        }
         self.problems.push(Problem {
             file,
             entry,
-            problem: problem.into(),
+            problem,
             printed: false,
         });
     }

@@ -48,8 +48,9 @@ fn init_logs(global: &cli::Global) {
         .with_writer(secrets::RedactingStderr);
     let _ = match global.log_format {
         LogFormat::Json => builder.json().try_init(),
+        // The same rule as every other coloured line: a terminal, and no `--no-color`/`NO_COLOR`.
         LogFormat::Human => builder
-            .with_ansi(!global.no_color && std::env::var_os("NO_COLOR").is_none())
+            .with_ansi(term::Style::detect(global.no_color).color)
             .try_init(),
     };
 }

@@ -86,7 +86,12 @@ fn padded(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-pub(crate) fn plan_list(items: &[PlanSummary]) -> String {
+pub(crate) fn plan_list(items: &[PlanSummary], unreadable: usize) -> String {
+    if items.is_empty() && unreadable > 0 {
+        return format!(
+            "no plans to show; {unreadable} could not be read (see the warnings above; `orca audit verify` checks them)\n"
+        );
+    }
     if items.is_empty() {
         return "no plans yet: create one with `orca plan create --file PLAN.json` or `orca ask`\n"
             .to_owned();
@@ -111,7 +116,16 @@ pub(crate) fn plan_list(items: &[PlanSummary]) -> String {
 }
 
 /// `live[i]`: whether execution `i` (not ended) has a live driver; `None` if not known.
-pub(crate) fn exec_list(items: &[ExecutionSummary], live: &[Option<bool>]) -> String {
+pub(crate) fn exec_list(
+    items: &[ExecutionSummary],
+    live: &[Option<bool>],
+    unreadable: usize,
+) -> String {
+    if items.is_empty() && unreadable > 0 {
+        return format!(
+            "no executions to show; {unreadable} could not be read (see the warnings above; `orca audit verify` checks them)\n"
+        );
+    }
     if items.is_empty() {
         return "no executions yet: run an approved plan with `orca run PLAN`\n".to_owned();
     }

@@ -1,13 +1,21 @@
-//! Claude Code: `claude -p --output-format json --permission-mode <mode>`, the prompt on stdin.
+//! Claude Code: `claude -p --output-format stream-json --verbose --permission-mode <mode>`,
+//! the prompt on stdin.
 //!
-//! It prints one JSON document, `{"type":"result", …}`. Without a permission mode that allows
-//! edits it denies every file write and still ends with `"subtype":"success"`, exit 0: the
-//! denials are only in `permission_denials` (seen with Claude Code 2.1), so they are read here
-//! and fail the step.
+//! It prints JSON lines: `system` (init), then `assistant` messages (text and `tool_use`
+//! blocks) and `user` messages (the `tool_result` of each of its own tools), in order, and
+//! last `{"type":"result", …}` — the one document `--output-format json` would print. The
+//! messages and tool uses are the step's transcript (issue 15); `--verbose` is required for
+//! `stream-json` with `-p`. Without a permission mode that allows edits it denies every file
+//! write and still ends with `"subtype":"success"`, exit 0: the denials are only in
+//! `permission_denials` (seen with Claude Code 2.1), so they are read here and fail the step.
 
 use serde_json::Value;
 
-use super::{Parsed, resume_args, str_at, u64_at};
+use std::collections::HashMap;
+
+use orca_core::AgentToolUse;
+
+use super::{Parsed, Said, resume_args, str_at, u64_at};
 use crate::pricing::micro_usd;
 
 /// The arguments (the model and extra arguments follow).
@@ -15,7 +23,8 @@ pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "-p".into(),
         "--output-format".into(),
-        "json".into(),
+        "stream-json".into(),
+        "--verbose".into(),
         "--permission-mode".into(),
         permission_mode.into(),
     ];
@@ -26,10 +35,57 @@ pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {
 /// Reads the result document.
 pub(super) fn parse(values: &[Value]) -> Parsed {
     let mut parsed = Parsed::default();
+    // Where each tool use is in the transcript, by its id (its result comes later).
+    let mut uses: HashMap<String, usize> = HashMap::new();
     for v in values {
         parsed.session_from(v, &["/session_id"]);
-        if v.get("type").and_then(Value::as_str) != Some("result") {
-            continue;
+        match v.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                for block in content(v) {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            if let Some(t) = block.get("text").and_then(Value::as_str) {
+                                parsed.answered(t);
+                            }
+                        }
+                        Some("tool_use") => {
+                            if let Some(id) = block.get("id").and_then(Value::as_str) {
+                                uses.insert(id.to_owned(), parsed.said.len());
+                            }
+                            parsed.said.push(Said::Tool(AgentToolUse {
+                                tool: str_at(block, &["/name"])
+                                    .unwrap_or_else(|| "a tool".to_owned()),
+                                input: block.get("input").cloned().unwrap_or(Value::Null),
+                                output: None,
+                                ok: true,
+                            }));
+                        }
+                        _ => {}
+                    }
+                }
+                continue;
+            }
+            Some("user") => {
+                for block in content(v) {
+                    if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                        continue;
+                    }
+                    let at = block
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .and_then(|id| uses.get(id));
+                    if let Some(Said::Tool(used)) = at.and_then(|i| parsed.said.get_mut(*i)) {
+                        used.output = Some(result_text(block.get("content")));
+                        used.ok = !block
+                            .get("is_error")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
+                    }
+                }
+                continue;
+            }
+            Some("result") => {}
+            _ => continue,
         }
         let text = str_at(v, &["/result"]);
         if v.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
@@ -59,4 +115,26 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
         };
     }
     parsed
+}
+
+/// The content blocks of a streamed message.
+fn content(v: &Value) -> impl Iterator<Item = &Value> {
+    v.pointer("/message/content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// A tool result's content: a string, or text blocks joined.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
 }

@@ -9,7 +9,9 @@
 
 use serde_json::Value;
 
-use super::{Parsed, resume_args, str_at, u64_at};
+use orca_core::AgentToolUse;
+
+use super::{Parsed, Said, resume_args, str_at, u64_at};
 
 /// The arguments before the model and extra arguments.
 pub(super) fn args(sandbox: &str, in_git: bool) -> Vec<String> {
@@ -35,10 +37,17 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
             "item.completed" => match v.pointer("/item/type").and_then(Value::as_str) {
                 Some("agent_message") => {
                     parsed.text = str_at(v, &["/item/text"]);
-                    parsed.answers.extend(parsed.text.clone());
+                    if let Some(t) = parsed.text.clone() {
+                        parsed.answered(&t);
+                    }
                 }
                 Some("error") => parsed.warnings.extend(str_at(v, &["/item/message"])),
-                _ => {}
+                Some("reasoning" | "todo_list") | None => {}
+                Some(tool) => {
+                    if let Some(item) = v.get("item") {
+                        parsed.said.push(Said::Tool(tool_use(tool, item)));
+                    }
+                }
             },
             "turn.completed" => {
                 // `input_tokens` counts the cached ones too.
@@ -64,10 +73,35 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
                 // Older Codex versions: {"msg": {"type": "agent_message", "message": "..."}}.
                 if v.pointer("/msg/type").and_then(Value::as_str) == Some("agent_message") {
                     parsed.text = str_at(v, &["/msg/message"]);
-                    parsed.answers.extend(parsed.text.clone());
+                    if let Some(t) = parsed.text.clone() {
+                        parsed.answered(&t);
+                    }
                 }
             }
         }
     }
     parsed
+}
+
+/// A completed item that is a tool Codex ran itself (`command_execution`, `file_change`,
+/// `mcp_tool_call`, `web_search`…): named by its type, its fields the input, a command's
+/// output the output; failed when its status says so or a command exited non-zero.
+fn tool_use(tool: &str, item: &Value) -> AgentToolUse {
+    let mut input = item.clone();
+    if let Some(map) = input.as_object_mut() {
+        for key in ["id", "type", "status", "aggregated_output", "exit_code"] {
+            map.remove(key);
+        }
+    }
+    let failed = item.get("status").and_then(Value::as_str) == Some("failed")
+        || item
+            .get("exit_code")
+            .and_then(Value::as_i64)
+            .is_some_and(|c| c != 0);
+    AgentToolUse {
+        tool: tool.to_owned(),
+        input,
+        output: str_at(item, &["/aggregated_output", "/error/message", "/result"]),
+        ok: !failed,
+    }
 }

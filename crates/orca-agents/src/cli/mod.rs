@@ -1,5 +1,5 @@
 //! Command-line coding agents run as subprocesses with JSON output: Claude Code
-//! (`claude -p --output-format json`), Codex (`codex exec --json`), opencode
+//! (`claude -p --output-format stream-json --verbose`), Codex (`codex exec --json`), opencode
 //! (`opencode run --format json`). The prompt goes on stdin (never as an argument: no
 //! argument-length limit, no quoting); each agent gets the flags that let it edit the project
 //! without asking (see [`CliSpec::permission_mode`]) and a hard timeout; its session id is kept
@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orca_core::{
-    AgentAnswer, ErrorCode, NoTools, QuestionRequest, Reply, SessionId, TaskFailure, TaskRequest,
-    TaskResult, TaskSuccess, ToolHost, Usage,
+    AgentAnswer, AgentToolUse, ErrorCode, NoTools, QuestionRequest, Reply, SessionId, TaskFailure,
+    TaskRequest, TaskResult, TaskSuccess, ToolHost, Usage,
 };
 use serde_json::Value;
 
@@ -254,10 +254,10 @@ pub struct CliAgent {
 struct Parsed {
     /// The final answer.
     text: Option<String>,
-    /// Every text message the model wrote, in order (the final answer last): Codex's
-    /// `agent_message` items, opencode's `text` parts. Claude Code's `json` output holds only
-    /// the final result.
-    answers: Vec<String>,
+    /// What the agent said and did, in order: every text message the model wrote (Claude
+    /// Code's `assistant` text, Codex's `agent_message` items, opencode's `text` parts; the
+    /// final answer last) and every tool its own program ran.
+    said: Vec<Said>,
     /// An error the agent reported (a failed run).
     error: Option<String>,
     /// Warnings that did not fail the run (Codex "Reconnecting…"), kept for the cause.
@@ -271,7 +271,51 @@ struct Parsed {
     denials: Vec<String>,
 }
 
+/// The most messages and tool uses of one run recorded in the audit log (each is a durable
+/// write; a program printing thousands of lines must not flood the log).
+const MAX_SAID: usize = 1000;
+
+/// One item of an agent's transcript, as its program printed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Said {
+    /// A text message of the model.
+    Answer(String),
+    /// A tool the program ran itself.
+    Tool(AgentToolUse),
+}
+
 impl Parsed {
+    /// Notes a text message of the model (blank ones are not messages).
+    fn answered(&mut self, text: &str) {
+        if !text.trim().is_empty() {
+            self.said.push(Said::Answer(text.to_owned()));
+        }
+    }
+
+    /// The text messages, in order.
+    #[cfg(test)]
+    fn answers(&self) -> Vec<String> {
+        self.said
+            .iter()
+            .filter_map(|s| match s {
+                Said::Answer(a) => Some(a.clone()),
+                Said::Tool(_) => None,
+            })
+            .collect()
+    }
+
+    /// The tools the program ran, in order.
+    #[cfg(test)]
+    fn tools(&self) -> Vec<&AgentToolUse> {
+        self.said
+            .iter()
+            .filter_map(|s| match s {
+                Said::Tool(t) => Some(t),
+                Said::Answer(_) => None,
+            })
+            .collect()
+    }
+
     /// Keeps the session id `v` names at one of `paths`, if it names one.
     fn session_from(&mut self, v: &Value, paths: &[&str]) {
         if let Some(id) = str_at(v, paths) {
@@ -376,10 +420,25 @@ impl CliAgent {
         .await;
         let kind = self.spec.kind.as_str();
         let mut parsed = self.parse(&run.stdout);
-        // Its messages are read once it has exited: recorded now, in order (no usage per
-        // message is reported).
-        for (turn, answer) in (1u32..).zip(&parsed.answers) {
-            caller.model_answered(turn, answer, &Usage::default()).await;
+        // Its messages and its own tools' uses are read once it has exited: recorded now, in
+        // order (no usage per message is reported).
+        let mut turn = 0u32;
+        if parsed.said.len() > MAX_SAID {
+            tracing::warn!(
+                agent = kind,
+                printed = parsed.said.len(),
+                recorded = MAX_SAID,
+                "the agent printed more messages and tool uses than are recorded"
+            );
+        }
+        for said in parsed.said.iter().take(MAX_SAID) {
+            match said {
+                Said::Answer(answer) => {
+                    turn += 1;
+                    caller.model_answered(turn, answer, &Usage::default()).await;
+                }
+                Said::Tool(used) => caller.agent_tool_used(used).await,
+            }
         }
         if self.spec.kind == CliKind::Codex
             && let Some(thread) = &parsed.session

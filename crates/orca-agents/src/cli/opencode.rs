@@ -9,7 +9,9 @@
 
 use serde_json::Value;
 
-use super::{Parsed, resume_args, str_at, u64_at};
+use orca_core::AgentToolUse;
+
+use super::{Parsed, Said, resume_args, str_at, u64_at};
 use crate::pricing::micro_usd;
 
 /// The messages opencode gives a tool call its permission rules refused.
@@ -41,18 +43,30 @@ pub(super) fn parse(values: &[Value]) -> Parsed {
                 if let Some(t) = str_at(v, &["/part/text", "/text"])
                     && !t.trim().is_empty()
                 {
-                    parsed.answers.push(t.clone());
+                    parsed.answered(&t);
                     parsed.text = Some(t);
                 }
             }
-            "tool_use"
-                if v.pointer("/part/state/status").and_then(Value::as_str) == Some("error") =>
-            {
-                let error = str_at(v, &["/part/state/error"]).unwrap_or_default();
-                if DENIED.iter().any(|d| error.contains(d)) {
-                    let tool = str_at(v, &["/part/tool"]).unwrap_or_else(|| "a tool".into());
-                    parsed.denied(tool);
+            "tool_use" => {
+                let tool = str_at(v, &["/part/tool"]).unwrap_or_else(|| "a tool".into());
+                let status = v.pointer("/part/state/status").and_then(Value::as_str);
+                let error = str_at(v, &["/part/state/error"]);
+                if status == Some("error")
+                    && error
+                        .as_deref()
+                        .is_some_and(|e| DENIED.iter().any(|d| e.contains(d)))
+                {
+                    parsed.denied(tool.clone());
                 }
+                parsed.said.push(Said::Tool(AgentToolUse {
+                    tool,
+                    input: v
+                        .pointer("/part/state/input")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    output: str_at(v, &["/part/state/output"]).or(error),
+                    ok: status != Some("error"),
+                }));
             }
             "step_finish" => {
                 parsed.usage.input_tokens += u64_at(v, "/part/tokens/input");

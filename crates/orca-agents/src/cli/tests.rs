@@ -10,6 +10,9 @@ fn parse(kind: CliKind, text: &str) -> Parsed {
 
 const CLAUDE_OK: &str = include_str!("../../tests/fixtures/cli/claude_success.json");
 const CLAUDE_DENIED: &str = include_str!("../../tests/fixtures/cli/claude_denied.json");
+const CLAUDE_STREAM_OK: &str = include_str!("../../tests/fixtures/cli/claude_stream_success.jsonl");
+const CLAUDE_STREAM_DENIED: &str =
+    include_str!("../../tests/fixtures/cli/claude_stream_denied.jsonl");
 const CODEX_OK: &str = include_str!("../../tests/fixtures/cli/codex_success.jsonl");
 const CODEX_RECONNECT: &str = include_str!("../../tests/fixtures/cli/codex_reconnect.jsonl");
 const CODEX_READ_ONLY: &str = include_str!("../../tests/fixtures/cli/codex_read_only.jsonl");
@@ -46,6 +49,87 @@ fn claude_code_recorded_denial_is_read_despite_success_subtype() {
     assert_eq!(p.denials, ["Write"]);
 }
 
+// `--output-format stream-json --verbose`: the messages and the program's own tool uses, in
+// order, with the same result and usage as the one-document output.
+#[test]
+fn claude_code_stream_has_the_transcript_and_the_same_result() {
+    let p = parse(CliKind::ClaudeCode, CLAUDE_STREAM_OK);
+    assert!(p.text.as_deref().unwrap().contains("wrote hello.txt"));
+    assert_eq!(p.error, None);
+    assert!(p.denials.is_empty());
+    assert_eq!(
+        (p.usage.input_tokens, p.usage.output_tokens, p.usage.turns),
+        (22, 14, 2)
+    );
+    assert!(p.session.is_some());
+    let said: Vec<&str> = p
+        .said
+        .iter()
+        .map(|s| match s {
+            Said::Answer(_) => "answer",
+            Said::Tool(_) => "tool",
+        })
+        .collect();
+    assert_eq!(said, ["tool", "answer"], "in the order it happened");
+    assert_eq!(p.answers(), [p.text.clone().unwrap()]);
+    let tools = p.tools();
+    assert_eq!(tools[0].tool, "Write");
+    assert!(
+        tools[0].input["file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("hello.txt")
+    );
+    assert!(
+        tools[0]
+            .output
+            .as_deref()
+            .unwrap()
+            .starts_with("File created successfully")
+    );
+    assert!(tools[0].ok);
+}
+
+#[test]
+fn claude_code_stream_denial_is_a_failed_tool_use_and_a_denial() {
+    let p = parse(CliKind::ClaudeCode, CLAUDE_STREAM_DENIED);
+    assert_eq!(p.denials, ["Write"]);
+    let tools = p.tools();
+    assert_eq!(tools.len(), 1);
+    assert!(!tools[0].ok);
+    assert!(tools[0].output.is_some());
+}
+
+#[test]
+fn codex_and_opencode_report_their_own_tool_uses() {
+    let p = parse(CliKind::Codex, CODEX_OK);
+    let tools = p.tools();
+    assert_eq!(
+        tools.len(),
+        1,
+        "one completed file_change (its start is not a use)"
+    );
+    assert_eq!(tools[0].tool, "file_change");
+    assert_eq!(tools[0].input["changes"][0]["kind"], "add");
+    assert!(tools[0].ok);
+    let p = parse(CliKind::Opencode, OPENCODE_OK);
+    let tools = p.tools();
+    assert_eq!(tools[0].tool, "write");
+    assert_eq!(tools[0].output.as_deref(), Some("Wrote file successfully."));
+    assert!(tools[0].ok);
+    let p = parse(CliKind::Opencode, OPENCODE_REJECTED);
+    let tools = p.tools();
+    assert!(!tools[0].ok);
+    assert!(
+        tools[0]
+            .output
+            .as_deref()
+            .unwrap()
+            .contains("rejected permission")
+    );
+    assert_eq!(p.denials, ["write"]);
+}
+
 #[test]
 fn claude_code_api_error_with_success_subtype_is_an_error() {
     let line = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: API returned an empty or malformed response (HTTP 200)","session_id":"e6b17324-1a3e-4c16-b92c-5fffb1a6d9d9","total_cost_usd":0,"num_turns":1}"#;
@@ -57,7 +141,7 @@ fn claude_code_api_error_with_success_subtype_is_an_error() {
 fn codex_recorded_success_usage_and_thread() {
     let p = parse(CliKind::Codex, CODEX_OK);
     assert!(p.text.as_deref().unwrap().contains("wrote the file"));
-    assert_eq!(p.answers, [p.text.clone().unwrap()]);
+    assert_eq!(p.answers(), [p.text.clone().unwrap()]);
     assert_eq!(
         p.session.as_deref(),
         Some("01a2090e-d6c3-7651-9eed-5709afeeb843")
@@ -102,7 +186,7 @@ fn opencode_recorded_success_and_session() {
     let p = parse(CliKind::Opencode, OPENCODE_OK);
     assert!(p.text.as_deref().unwrap().contains("wrote the file"));
     // Each text part is an answer, the final one last (recorded as `agent.answer`).
-    assert_eq!(p.answers, [p.text.clone().unwrap()]);
+    assert_eq!(p.answers(), [p.text.clone().unwrap()]);
     assert_eq!(p.session.as_deref(), Some("ses_df6f0c428ffeUlhpMr93wqEKwu"));
     // Two steps of 30 input (+10 cached) and 8 output; cost 0 means "not priced".
     assert_eq!(
@@ -172,7 +256,8 @@ fn invocations_read_the_prompt_from_stdin() {
         [
             "-p",
             "--output-format",
-            "json",
+            "stream-json",
+            "--verbose",
             "--permission-mode",
             "acceptEdits",
             "--resume",
@@ -199,7 +284,7 @@ fn invocations_read_the_prompt_from_stdin() {
         ["exec", "--json", "-s", "read-only"]
     );
     let claude = CliSpec::new(CliKind::ClaudeCode).read_only();
-    assert_eq!(claude.invocation(None, true)[4], "plan");
+    assert_eq!(claude.invocation(None, true)[5], "plan");
 }
 
 #[test]
@@ -251,7 +336,7 @@ fn codex_leaves_confinement_to_orcas_kernel_sandbox_unless_configured() {
     assert_eq!(mode(&configured, Some(&kernel)), "workspace-write");
     let claude = CliSpec::new(CliKind::ClaudeCode);
     assert_eq!(
-        claude.for_sandbox(Some(&kernel)).invocation(None, true)[4],
+        claude.for_sandbox(Some(&kernel)).invocation(None, true)[5],
         "acceptEdits"
     );
 }

@@ -86,7 +86,8 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"A
         [
             "-p",
             "--output-format",
-            "json",
+            "stream-json",
+            "--verbose",
             "--permission-mode",
             "acceptEdits",
             "--model",

@@ -90,3 +90,18 @@ echo '{"type":"step_finish","part":{"tokens":{"input":5,"output":6,"cache":{"rea
     let texts: Vec<&str> = seen.iter().map(|(_, t)| t.as_str()).collect();
     assert_eq!(texts, ["Reading the docs", "Done: docs updated"]);
 }
+
+#[tokio::test]
+async fn a_flood_of_messages_is_recorded_up_to_the_limit() {
+    // 1,500 messages: at most 1,000 are handed over (each would be a durable audit write).
+    let body = r#"i=0
+while [ $i -lt 1500 ]; do
+  echo "{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"message $i\"}}"
+  i=$((i+1))
+done
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
+    let (_, seen) = answers(CliKind::Codex, body).await;
+    println!("messages printed: 1500, handed over: {}", seen.len());
+    assert_eq!(seen.len(), 1000);
+    assert_eq!(seen[0].1, "message 0");
+}

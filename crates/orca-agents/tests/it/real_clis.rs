@@ -27,8 +27,8 @@ use fake_models::{ANTHROPIC_USAGE, CHAT_USAGE, EDITED, FakeModel, RESPONSES_USAG
 use orca_agents::sandbox::{KernelSupport, SandboxMode, SandboxPolicy, probe};
 use orca_agents::{Agents, BackendSpec, CliKind, CliSpec, EnvPolicy, Profile};
 use orca_core::{
-    AgentAnswer, AgentId, AgentPort as _, Budget, ErrorCode, QuestionRequest, Reply, Role,
-    TaskFailure, TaskResult, TaskSuccess,
+    AgentAnswer, AgentId, AgentPort as _, AgentToolUse, Budget, ErrorCode, QuestionRequest, Reply,
+    Role, TaskFailure, TaskResult, TaskSuccess,
 };
 use wiremock::{Mock, MockServer, matchers::method};
 
@@ -116,6 +116,10 @@ struct Outcome {
     /// Whether the kernel sandbox could be used (always, except in `Case::Sandboxed` where the
     /// kernel has no Landlock).
     sandbox: bool,
+    /// The tools the program reported it ran itself (`ToolHost::agent_tool_used`), and how many
+    /// messages it reported (`ToolHost::model_answered`).
+    own: Vec<AgentToolUse>,
+    answers: usize,
 }
 
 /// Runs `kind` once as orca's `coder` agent against a fresh scripted model.
@@ -260,6 +264,8 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
                 bodies: Vec::new(),
                 secs: 0.0,
                 sandbox: false,
+                own: Vec::new(),
+                answers: 0,
             };
         }
         agents = agents.with_sandbox(Arc::new(sandbox));
@@ -273,6 +279,8 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
             bodies: bodies(&server).await,
             secs: started.elapsed().as_secs_f64(),
             sandbox: true,
+            own: Vec::new(),
+            answers: 0,
         };
     }
     let mut request = task("coder", Budget::UNLIMITED);
@@ -281,7 +289,8 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
         _ => "Write hello.txt.".to_owned(),
     };
     request.step = orca_core::Step::new(request.step.id.clone(), request.agent.clone(), text);
-    let reply = agents.run_task(request, &TestTools::new()).await;
+    let tools = TestTools::new();
+    let reply = agents.run_task(request, &tools).await;
     let secs = started.elapsed().as_secs_f64();
     let landed = std::fs::read_to_string(&target).is_ok_and(|t| t == EDITED);
     Outcome {
@@ -290,6 +299,8 @@ async fn run(kind: CliKind, bin: &Path, case: Case, trap: &Trap, big: &str) -> O
         bodies: bodies(&server).await,
         secs,
         sandbox: true,
+        own: tools.own_tools.lock().unwrap().clone(),
+        answers: tools.answers.lock().unwrap().len(),
     }
 }
 
@@ -386,6 +397,29 @@ async fn check(kind: CliKind, bin: &Path, big: &str) -> (String, Vec<String>, Ve
     let session = edit.reply.session.is_some();
     let denied = run(kind, bin, Case::Denied, &trap, big).await;
     let denial = !denied.landed && matches!(denied.reply.outcome, TaskResult::Failure(_));
+    // The edit was made by the program's own write tool: reported as one successful use that
+    // names hello.txt, and the refused one as a failed use; the final message as a message.
+    let names_target = |u: &AgentToolUse| u.input.to_string().contains("hello.txt");
+    let own_edit = edit.own.iter().filter(|u| u.ok && names_target(u)).count();
+    let own_denied = denied
+        .own
+        .iter()
+        .filter(|u| !u.ok && names_target(u))
+        .count();
+    // Codex prints nothing of a patch its read-only sandbox rejected (see the recorded
+    // `codex_read_only.jsonl`): only the edit it made is there to report.
+    let denial_reported = own_denied >= 1 || kind == CliKind::Codex;
+    let transcript = own_edit >= 1 && denial_reported && edit.answers >= 1;
+    println!(
+        "{name}: own tools reported: edit {:?}, denied {:?}; messages: {}",
+        edit.own.iter().map(|u| (&u.tool, u.ok)).collect::<Vec<_>>(),
+        denied
+            .own
+            .iter()
+            .map(|u| (&u.tool, u.ok))
+            .collect::<Vec<_>>(),
+        edit.answers
+    );
     let long = run(kind, bin, Case::LongPrompt, &trap, big).await;
     let intact = long.bodies.iter().any(|b| {
         // The prompt travels as a JSON string: compare escaped.
@@ -442,7 +476,7 @@ async fn check(kind: CliKind, bin: &Path, big: &str) -> (String, Vec<String>, Ve
     );
     let outside = trap.hits.load(Ordering::SeqCst);
     let row = format!(
-        "| {name:<11} | {:<11} | {:<40} | {:<13} | {:<14} | {:<7} | {:<7} | {boxed_cell:<9} | {outside:<7} |",
+        "| {name:<11} | {:<11} | {:<40} | {:<13} | {:<14} | {:<7} | {:<7} | {boxed_cell:<9} | {:<10} | {outside:<7} |",
         yes(edited),
         format!(
             "{} (in {} out {} cache {} turns {})",
@@ -456,6 +490,7 @@ async fn check(kind: CliKind, bin: &Path, big: &str) -> (String, Vec<String>, Ve
         yes(long_ok),
         yes(session),
         yes(resumed),
+        format!("{} {own_edit}+{own_denied}", yes(transcript)),
     );
     for (what, ok) in [
         ("edit landed", edited),
@@ -466,6 +501,7 @@ async fn check(kind: CliKind, bin: &Path, big: &str) -> (String, Vec<String>, Ve
         ("session resumed", resumed),
         ("no outside traffic", outside == 0),
         ("edit in the sandbox", boxed_ok || !boxed.sandbox),
+        ("own tools and messages reported", transcript),
     ] {
         if !ok {
             failures.push(format!("{name}: {what}"));
@@ -510,8 +546,8 @@ async fn real_clis_edit_report_usage_fail_on_denial_and_take_long_prompts() {
         outside.extend(seen);
     }
     println!(
-        "\n| agent       | edit landed | usage parsed                             | denial failed | long prompt ok | session | resumed | sandboxed | outside |\n\
-         |-------------|-------------|------------------------------------------|---------------|----------------|---------|---------|-----------|---------|"
+        "\n| agent       | edit landed | usage parsed                             | denial failed | long prompt ok | session | resumed | sandboxed | own tools  | outside |\n\
+         |-------------|-------------|------------------------------------------|---------------|----------------|---------|---------|-----------|------------|---------|"
     );
     for row in &rows {
         println!("{row}");

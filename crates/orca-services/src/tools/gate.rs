@@ -14,10 +14,11 @@ use orca_core::{
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{AuditLogId, Store};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::{debug, warn};
 
 use super::grants::{CallMode, grants};
+use super::plan_log::PlanTranscript;
 use super::table::{TABLE, ToolDef, find};
 use super::transcript;
 use crate::hitl::Hitl;
@@ -87,6 +88,8 @@ pub struct Gate {
     /// How deep in nested `orca_ask_agent` questions this call is.
     pub(super) depth: u8,
     step: Option<StepOwner>,
+    /// A planning call with no scope of its own: its conversation goes to its plan's log.
+    plan_log: Option<PlanTranscript>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -115,7 +118,19 @@ impl Gate {
             scope,
             depth: 0,
             step: None,
+            plan_log: None,
         }
+    }
+
+    /// A planning call's gate that records the conversation in the log of `plan` (a revision,
+    /// a replan), or of the first plan one of its tools names (a new request): see
+    /// [`super::plan_log`]. Has no effect on a gate with a scope of its own.
+    #[must_use]
+    pub fn recording_planning(mut self, plan: Option<orca_core::PlanId>) -> Self {
+        if self.scope.is_none() {
+            self.plan_log = Some(PlanTranscript::new(plan));
+        }
+        self
     }
 
     /// The gate of one step attempt: processes get its identity, their groups go to its sink.
@@ -132,17 +147,40 @@ impl Gate {
     }
 
     async fn audit(&self, kind: AuditKind, data: Value) {
-        if let Some(scope) = self.scope
-            && let Err(e) = self
-                .ctx
-                .store
-                .append(
-                    scope.log,
-                    NewAuditEntry::new(kind, data).with_parent(scope.parent),
-                )
-                .await
-        {
+        let entry = NewAuditEntry::new(kind, data);
+        let (log, entry) = match (self.scope, &self.plan_log) {
+            (Some(scope), _) => (scope.log, entry.with_parent(scope.parent)),
+            (None, Some(plan_log)) => match plan_log.route(entry) {
+                Some(routed) => routed,
+                None => return,
+            },
+            (None, None) => return,
+        };
+        if let Err(e) = self.ctx.store.append(log, entry).await {
             warn!(error = %e, "cannot write the audit entry of a tool call");
+        }
+    }
+
+    /// A planning conversation's tool returned `result`: if it names the plan, what was kept
+    /// until then is written to that plan's log.
+    async fn planning_bound(&self, result: &Value) {
+        let Some(plan_log) = &self.plan_log else {
+            return;
+        };
+        let (kept, dropped) = plan_log.tool_answered(result);
+        if dropped > 0 {
+            warn!(
+                dropped,
+                "a planning conversation's first entries were not all kept"
+            );
+        }
+        for entry in kept {
+            let Some((log, entry)) = plan_log.route(entry) else {
+                continue;
+            };
+            if let Err(e) = self.ctx.store.append(log, entry).await {
+                warn!(error = %e, "cannot write the audit entry of a tool call");
+            }
         }
     }
 
@@ -211,7 +249,7 @@ impl ToolHost for Gate {
             warn!(agent = %self.agent, tool = %call.name, "refused a tool call the role was not granted");
             self.audit(
                 AuditKind::ToolRefused,
-                json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments }),
+                transcript::refused_data(&self.agent, call, None),
             )
             .await;
             return Err(ToolError::new(format!(
@@ -221,6 +259,13 @@ impl ToolHost for Gate {
         }
         debug!(agent = %self.agent, tool = %call.name, "tool call");
         let result = self.dispatch(call).await;
+        // Only the plan this conversation created binds it (a tool that merely names another
+        // plan — reading or submitting it — must not send the conversation to that plan's log).
+        if let Ok(value) = &result
+            && call.name == super::table::names::PLAN_CREATE_DRAFT
+        {
+            self.planning_bound(value).await;
+        }
         if let Err(e) = &result
             && e.refused
         {
@@ -228,8 +273,7 @@ impl ToolHost for Gate {
             warn!(agent = %self.agent, tool = %call.name, reason = %e.message, "refused a tool call");
             self.audit(
                 AuditKind::ToolRefused,
-                json!({ "agent": self.agent, "tool": call.name, "arguments": call.arguments,
-                    "reason": e.message }),
+                transcript::refused_data(&self.agent, call, Some(&e.message)),
             )
             .await;
             return result;
@@ -246,6 +290,14 @@ impl ToolHost for Gate {
         self.audit(
             AuditKind::AgentAnswer,
             transcript::answer_data(&self.agent, turn, text, usage),
+        )
+        .await;
+    }
+
+    async fn agent_tool_used(&self, used: &orca_core::AgentToolUse) {
+        self.audit(
+            AuditKind::AgentToolUsed,
+            transcript::agent_tool_data(&self.agent, used),
         )
         .await;
     }

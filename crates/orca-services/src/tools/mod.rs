@@ -14,6 +14,7 @@ mod args;
 mod ask;
 mod gate;
 pub mod grants;
+mod plan_log;
 mod plan_tools;
 mod schema;
 pub mod table;

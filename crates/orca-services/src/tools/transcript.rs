@@ -81,15 +81,102 @@ pub(super) fn tool_call_data(
             (false, Some(b.text.clone()), b)
         }
     };
+    let (arguments, arguments_truncated) = bounded_arguments(&call.arguments);
     json!({
         "agent": agent,
         "tool": call.name,
-        "arguments": call.arguments,
+        "arguments": arguments,
+        "arguments_bytes": call.arguments.to_string().len(),
+        "arguments_truncated": arguments_truncated,
         "ok": ok,
         "error": error,
         "result": ok.then_some(&recorded.text),
         "bytes": recorded.bytes,
         "truncated": recorded.truncated,
+    })
+}
+
+/// The data of a `tool.refused` entry: the call's arguments bounded, and why (when a
+/// confinement rule refused it; none when the tool was not granted).
+pub(super) fn refused_data(
+    agent: &orca_core::AgentId,
+    call: &orca_core::ToolCall,
+    reason: Option<&str>,
+) -> Value {
+    let (arguments, arguments_truncated) = bounded_arguments(&call.arguments);
+    let mut data = json!({
+        "agent": agent,
+        "tool": call.name,
+        "arguments": arguments,
+        "arguments_truncated": arguments_truncated,
+    });
+    if let (Some(reason), Some(map)) = (reason, data.as_object_mut()) {
+        map.insert(
+            "reason".into(),
+            Value::String(bounded(reason, MAX_RECORDED_BYTES).text),
+        );
+    }
+    data
+}
+
+/// The most items of one array in a tool call's arguments recorded.
+const MAX_RECORDED_ITEMS: usize = 64;
+
+/// A tool call's arguments as recorded: the same JSON shape (so a path or a command stays
+/// whole and readable), every string bounded like a result (a big `write_file` content is
+/// cut to [`MAX_RECORDED_BYTES`], whole words only) and long arrays cut; and whether anything
+/// was cut.
+fn bounded_arguments(value: &Value) -> (Value, bool) {
+    match value {
+        Value::String(s) => {
+            let b = bounded(s, MAX_RECORDED_BYTES);
+            (Value::String(b.text), b.truncated)
+        }
+        Value::Array(items) => {
+            let mut cut = items.len() > MAX_RECORDED_ITEMS;
+            let kept = items
+                .iter()
+                .take(MAX_RECORDED_ITEMS)
+                .map(|v| {
+                    let (v, c) = bounded_arguments(v);
+                    cut |= c;
+                    v
+                })
+                .collect();
+            (Value::Array(kept), cut)
+        }
+        Value::Object(map) => {
+            let mut cut = false;
+            let kept = map
+                .iter()
+                .map(|(k, v)| {
+                    let (v, c) = bounded_arguments(v);
+                    cut |= c;
+                    (k.clone(), v)
+                })
+                .collect();
+            (Value::Object(kept), cut)
+        }
+        other => (other.clone(), false),
+    }
+}
+
+/// The data of an `agent.tool` entry: a tool the agent's own program ran.
+pub(super) fn agent_tool_data(agent: &orca_core::AgentId, used: &orca_core::AgentToolUse) -> Value {
+    let (input, input_truncated) = bounded_arguments(&used.input);
+    let output = used
+        .output
+        .as_deref()
+        .map(|o| bounded(o, MAX_RECORDED_BYTES));
+    json!({
+        "agent": agent,
+        "tool": used.tool,
+        "input": input,
+        "input_truncated": input_truncated,
+        "ok": used.ok,
+        "output": output.as_ref().map(|b| &b.text),
+        "bytes": output.as_ref().map_or(0, |b| b.bytes),
+        "truncated": output.as_ref().is_some_and(|b| b.truncated),
     })
 }
 
@@ -142,6 +229,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn arguments_keep_their_shape_and_big_strings_are_cut() {
+        let secret = "s3cr3t-VALUE-0123456789abcdef";
+        let content = format!("{} {secret} {}", "word ".repeat(818), "more ".repeat(5000));
+        let args = json!({ "path": "src/lib.rs", "content": content, "n": 3,
+                           "list": (0..100).collect::<Vec<u32>>() });
+        let (recorded, cut) = bounded_arguments(&args);
+        assert!(cut);
+        assert_eq!(recorded["path"], "src/lib.rs");
+        assert_eq!(recorded["n"], 3);
+        assert_eq!(
+            recorded["list"].as_array().map(Vec::len),
+            Some(MAX_RECORDED_ITEMS)
+        );
+        let text = recorded["content"].as_str().unwrap_or_default();
+        assert!(text.len() <= MAX_RECORDED_BYTES, "{}", text.len());
+        for n in 4..secret.len() {
+            assert!(
+                !text.contains(&secret[..n]) || text.contains(secret),
+                "piece of the secret"
+            );
+        }
+        let small = json!({ "path": "a", "lines": [1, 2] });
+        assert_eq!(bounded_arguments(&small), (small.clone(), false));
     }
 
     #[test]

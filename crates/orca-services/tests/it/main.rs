@@ -7,6 +7,7 @@ mod flows;
 mod fuzz;
 mod lock_waits;
 mod model;
+mod planner_log;
 mod replan;
 mod slots;
 mod support;

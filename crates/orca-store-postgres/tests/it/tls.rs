@@ -367,3 +367,54 @@ async fn a_password_login_is_bound_to_the_tls_session() {
         "{text}"
     );
 }
+
+// A rotated CA is picked up without restarting: a store opened while its `sslrootcert` file
+// held the wrong CA connects once the file holds the right one (libpq reads the files at every
+// connection; so does the store, rebuilding its TLS settings when their contents change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_ca_file_is_read_again_at_the_next_connection() {
+    let server = server();
+    let db = database(server).await;
+    let files = server.tls_files().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::copy(&files.other_ca, &ca_file).unwrap();
+    let store = PgStore::open(
+        &url(
+            server,
+            "postgres",
+            "localhost",
+            &db,
+            &format!("sslmode=verify-full&sslrootcert={}", ca_file.display()),
+        ),
+        Authority::permissive(),
+        Redactor::new(),
+    )
+    .unwrap();
+    let log = AuditLogId::Plan {
+        plan_id: PlanId::new(),
+    };
+    let before = store
+        .append(log, NewAuditEntry::new("plan.created", json!({})))
+        .await
+        .unwrap_err();
+    let before = chain(&before);
+    eprintln!("with the old CA in the file: {before}");
+    assert!(
+        before.contains("not signed by a CA in sslrootcert"),
+        "{before}"
+    );
+    // The CA is rotated in place.
+    std::fs::copy(&files.ca, &ca_file).unwrap();
+    let entry = store
+        .append(log, NewAuditEntry::new("plan.created", json!({})))
+        .await
+        .unwrap();
+    println!(
+        "after the CA file changed: entry {} appended over TLS",
+        entry.seq
+    );
+    assert_eq!(entry.seq, 0);
+    let (tls, clear, _) = count(server, &db).await;
+    assert!(tls >= 1 && clear == 0, "tls {tls}, clear {clear}");
+}

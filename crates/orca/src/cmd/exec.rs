@@ -40,6 +40,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 None => None,
             };
             let listing = orca.executions.list(plan).await?;
+            let unreadable = listing.problems.len();
             for problem in &listing.problems {
                 say(&format!(
                     "warning: {}: {}",
@@ -74,7 +75,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 let live: Vec<Option<bool>> = rows.iter().map(|(_, _, l)| *l).collect();
                 let items: Vec<orca_store::ExecutionSummary> =
                     rows.into_iter().map(|(i, _, _)| i).collect();
-                out(&render::exec_list(&items, &live));
+                out(&render::exec_list(&items, &live, unreadable));
             }
             Ok(Exit::Ok)
         }

@@ -136,7 +136,7 @@ fn line(text: &mut String, e: &ExecEvent, snap: &ExecutionSnapshot) {
             let agent = e.data.get("agent").and_then(Value::as_str).unwrap_or("?");
             let _ = writeln!(text, "── {step}{attempt} [{agent}] started {when}");
         }
-        "tool.call" | "tool.refused" | "agent.answer" => transcript::line(text, e),
+        kind if transcript::is_transcript(kind) => transcript::line(text, e),
         kind @ ("task.attempt.completed" | "task.attempt.failed" | "task.attempt.interrupted") => {
             let how = kind.trim_start_matches("task.attempt.");
             let _ = writeln!(text, "── {step}{attempt} {how} {when}");

@@ -53,7 +53,7 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
             if app.json {
                 out_json(&json!(listing.items));
             } else {
-                out(&render::plan_list(&listing.items));
+                out(&render::plan_list(&listing.items, listing.problems.len()));
             }
         }
         PlanCommand::Show {

@@ -1,6 +1,7 @@
 //! An agent's transcript as `exec logs` and `audit show` print it: the model's answers
-//! (`agent.answer`) and its tool calls with their results (`tool.call`, `tool.refused`), as the
-//! gate recorded them (bounded to 4 KB each, redacted: `orca_services::tools::transcript`).
+//! (`agent.answer`), its tool calls with their results (`tool.call`, `tool.refused`) and the
+//! tools a command-line agent's own program ran (`agent.tool`), as the gate recorded them
+//! (bounded to 4 KB each, redacted: `orca_services::tools::transcript`).
 
 use std::fmt::Write as _;
 
@@ -9,7 +10,10 @@ use serde_json::{Map, Value, json};
 
 /// The kinds that make up a transcript.
 pub(crate) fn is_transcript(kind: &str) -> bool {
-    matches!(kind, "agent.answer" | "tool.call" | "tool.refused")
+    matches!(
+        kind,
+        "agent.answer" | "tool.call" | "tool.refused" | "agent.tool"
+    )
 }
 
 fn str_of<'a>(data: &'a Value, key: &str) -> Option<&'a str> {
@@ -50,6 +54,27 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
             let agent = str_of(d, "agent").unwrap_or("?");
             let _ = writeln!(text, "   answer (turn {turn}, {agent}{tokens}):");
             block(text, str_of(d, "text").unwrap_or(""));
+        }
+        "agent.tool" => {
+            // Run by the agent's own program, not through orca: as the program reported it.
+            let tool = str_of(d, "tool").unwrap_or("?");
+            let input = d.get("input").map(Value::to_string).unwrap_or_default();
+            let how = if d.get("ok").and_then(Value::as_bool) == Some(false) {
+                "failed"
+            } else {
+                "ok"
+            };
+            let _ = writeln!(
+                text,
+                "   own tool {tool} {} → {how}",
+                crate::term::clip(&input, 200)
+            );
+            if let Some(output) = str_of(d, "output") {
+                block(text, output);
+            }
+            if let Some(note) = cut_note(d) {
+                let _ = writeln!(text, "     {note}");
+            }
         }
         kind => {
             let tool = str_of(d, "tool").unwrap_or("?");
@@ -122,6 +147,16 @@ pub(crate) fn detail(kind: &str, data: &Value) -> Vec<String> {
     }
     if let Some(err) = str_of(data, "error").or_else(|| str_of(data, "reason")) {
         parts.push(format!("error: {err}"));
+    } else if kind == "agent.tool" {
+        let ok = data.get("ok").and_then(Value::as_bool) != Some(false);
+        parts.push(
+            if ok {
+                "ok (its own tool)"
+            } else {
+                "failed (its own tool)"
+            }
+            .to_owned(),
+        );
     } else if let Some(r) = str_of(data, "result") {
         let bytes = data.get("bytes").and_then(Value::as_u64).unwrap_or(0);
         parts.push(format!("ok ({bytes} bytes): {}", crate::term::headline(r)));

@@ -280,6 +280,24 @@ fn output_discipline() {
     let escapes = stdout(&out).matches('\x1b').count();
     println!("escape codes in piped stdout: {escapes}");
     assert_eq!(escapes, 0, "{:?}", stdout(&out));
+
+    // Log lines asked for with ORCA_LOG, stderr a pipe (redirected to a file): no escape codes
+    // either, NO_COLOR or not.
+    let mut cmd = common::isolated(p.root(), p.config.path());
+    cmd.env_remove("NO_COLOR")
+        .env("ORCA_LOG", "debug")
+        .args(["exec", "list"])
+        .stdin(std::process::Stdio::null());
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("DEBUG"),
+        "ORCA_LOG=debug logs something: {err}"
+    );
+    let escapes = err.matches('\x1b').count();
+    println!("escape codes in piped log lines: {escapes}");
+    assert_eq!(escapes, 0, "{err:?}");
 }
 
 // Defect 7: every `--json` output carries `format_version` (first key; in a list, on every

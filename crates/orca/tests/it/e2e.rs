@@ -910,6 +910,16 @@ async fn ask_builds_a_plan_with_a_fake_planner_then_runs_it() {
     assert_eq!(tester_calls, 1, "the tester step went to the fake model");
     let out = p.run(&["audit", "verify"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
+    // The planner's conversation is in its plan's log: its tool calls (the plan tools, the
+    // first of which created the plan) and its answers.
+    let plan_id = plans[0]["plan_id"].as_str().unwrap().to_owned();
+    let out = p.run(&["audit", "show", &plan_id]);
+    let shown = stdout(&out);
+    println!("{shown}");
+    let planner_calls = shown.matches("tool.call").count();
+    println!("planner tool calls in the plan's log: {planner_calls}");
+    assert!(planner_calls >= 2, "{shown}");
+    assert!(shown.contains("orca_plan_create"), "{shown}");
 
     // Without --yes and with no terminal, the proposal waits for approval: exit 4.
     let mut cmd = p.cmd();

@@ -12,6 +12,7 @@ mod ask_tty;
 mod browser;
 mod budgets;
 mod cli;
+mod cli_transcript;
 mod commands;
 mod e2e;
 mod hostile;

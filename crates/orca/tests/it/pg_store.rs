@@ -217,3 +217,72 @@ fn a_store_url_that_is_not_postgres_is_refused_and_nothing_is_written() {
         "{err}"
     );
 }
+
+// libpq's environment: `postgres:///` (or `postgres://HOST/`) with PGHOST, PGPORT, PGUSER and
+// PGDATABASE finds the database as `psql` would, over TCP and over the server's socket; what
+// the URL names wins over the environment.
+#[test]
+fn libpq_environment_variables_fill_in_what_the_url_leaves_out() {
+    let url = database();
+    let server = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let port = server.port().to_string();
+    let socket_dir = server
+        .socket_url("postgres")
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("host="))
+        .unwrap()
+        .to_owned();
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    std::fs::write(root.join("p.json"), plan_doc()).unwrap();
+    let run = |url: &str, host: &str, args: &[&str]| {
+        let mut cmd = isolated(root, cfg);
+        cmd.env("ORCA_STORE_URL", url)
+            .env("PGHOST", host)
+            .env("PGPORT", &port)
+            .env("PGUSER", "postgres")
+            .env("PGDATABASE", &db)
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        cmd.output().unwrap()
+    };
+    let mut ran = 0;
+    for (url, host) in [
+        ("postgres:///", "127.0.0.1"),
+        ("postgres:///", socket_dir.as_str()),
+        ("postgres://127.0.0.1/", "no-such-host.invalid"),
+    ] {
+        let out = run(url, host, &["--json", "run", "p.json", "--yes"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{url} with PGHOST={host}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += 1;
+    }
+    let out = run("postgres:///", "127.0.0.1", &["--json", "exec", "list"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let in_db = listed.as_array().map_or(0, Vec::len);
+    println!("runs through libpq's environment: {ran}; executions in the database: {in_db}");
+    assert_eq!(in_db, 3);
+    // Nothing went to the project's files.
+    assert!(
+        files_under(&root.join(".orca"))
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("exec_")),
+        "no execution in the file store"
+    );
+    // A bad PGPORT is named.
+    let mut cmd = isolated(root, cfg);
+    cmd.env("ORCA_STORE_URL", "postgres:///")
+        .env("PGPORT", "54x")
+        .args(["exec", "list"])
+        .stdin(std::process::Stdio::null());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PGPORT=54x"));
+}

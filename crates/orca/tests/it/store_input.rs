@@ -222,3 +222,59 @@ fn layout_faults_exit_2_naming_the_path() {
     faults += 1;
     println!("layout faults exiting 2: {faults}/3");
 }
+
+// A stored plan edited by hand (an unknown field) is not silently hidden: `plan list` says one
+// could not be read, a prefix of its id names its file and the fault (exit 2, not "no plan
+// matches"), and `audit verify` reports it once (exit 5).
+#[test]
+fn a_hand_edited_stored_plan_is_named_not_hidden() {
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    let doc = json!({
+        "goal": "g", "summary": "s", "assumptions": ["a"], "risks": ["r"],
+        "verification": ["v"],
+        "steps": [{"id": "a", "agent": "shell", "description": "a", "command": "echo a",
+                   "depends_on": []}]
+    });
+    std::fs::write(root.join("p.json"), doc.to_string()).unwrap();
+    let out = orca(root, cfg, &["--json", "plan", "create", "--file", "p.json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let file = root.join(".orca/plans").join(format!("{id}.json"));
+    let mut stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    stored["colour"] = json!("blue");
+    std::fs::write(&file, stored.to_string()).unwrap();
+
+    let out = orca(root, cfg, &["plan", "list"]);
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(listed.contains("1 could not be read"), "{listed}");
+    assert!(!listed.contains("no plans yet"), "{listed}");
+    assert!(
+        stderr(&out).contains("unknown field `colour`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = orca(root, cfg, &["plan", "show", &id[..13]]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{id}.json")) && err.contains("colour"),
+        "{err}"
+    );
+    assert!(!err.contains("no plan matches"), "{err}");
+
+    let out = orca(root, cfg, &["audit", "verify"]);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(5), "{shown}");
+    let reported = shown.matches("colour").count();
+    println!("the edited plan reported {reported} time(s) by audit verify");
+    assert_eq!(reported, 1, "{shown}");
+}

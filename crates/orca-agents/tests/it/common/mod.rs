@@ -87,6 +87,10 @@ pub fn fast_settings(max_retries: u32) -> LoopSettings {
 pub struct TestTools {
     pub calls: Mutex<Vec<ToolCall>>,
     pub barrier: Option<tokio::sync::Barrier>,
+    /// What `model_answered` was told, in order.
+    pub answers: Mutex<Vec<String>>,
+    /// What `agent_tool_used` was told, in order.
+    pub own_tools: Mutex<Vec<orca_core::AgentToolUse>>,
 }
 
 impl TestTools {
@@ -94,6 +98,8 @@ impl TestTools {
         Self {
             calls: Mutex::new(Vec::new()),
             barrier: None,
+            answers: Mutex::new(Vec::new()),
+            own_tools: Mutex::new(Vec::new()),
         }
     }
 
@@ -101,6 +107,8 @@ impl TestTools {
         Self {
             calls: Mutex::new(Vec::new()),
             barrier: Some(tokio::sync::Barrier::new(n)),
+            answers: Mutex::new(Vec::new()),
+            own_tools: Mutex::new(Vec::new()),
         }
     }
 
@@ -147,5 +155,13 @@ impl ToolHost for TestTools {
                 "tool `{other}` is not granted to this agent"
             ))),
         }
+    }
+
+    async fn model_answered(&self, _turn: u32, text: &str, _usage: &orca_core::Usage) {
+        self.answers.lock().unwrap().push(text.to_owned());
+    }
+
+    async fn agent_tool_used(&self, used: &orca_core::AgentToolUse) {
+        self.own_tools.lock().unwrap().push(used.clone());
     }
 }

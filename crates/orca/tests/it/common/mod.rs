@@ -30,6 +30,22 @@ pub(crate) fn isolated(root: &Path, config_home: &Path) -> std::process::Command
         .env_remove("ORCA_STORE_URL")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY");
+    // libpq's variables fill in what a store URL leaves out: none from the developer's shell.
+    for var in [
+        "PGHOST",
+        "PGHOSTADDR",
+        "PGPORT",
+        "PGUSER",
+        "PGPASSWORD",
+        "PGPASSFILE",
+        "PGDATABASE",
+        "PGSSLMODE",
+        "PGSSLROOTCERT",
+        "PGSSLCERT",
+        "PGSSLKEY",
+    ] {
+        cmd.env_remove(var);
+    }
     cmd
 }
 
