@@ -222,8 +222,11 @@ async fn grouped(
         name: "pg_group_scaling_4w_vs_1w".into(),
         value: rates[1] / rates[0],
         unit: "x",
-        target: Some(3.2),
-        description: format!("tasks/s with 4 workers ÷ with 1, {AT_ONCE} at once each"),
+        // `target` means "at most"; this goal is "at least": in the description.
+        target: None,
+        description: format!(
+            "tasks/s with 4 workers ÷ with 1, {AT_ONCE} at once each, one execution (goal ≥ 3.2)"
+        ),
     });
     Ok(())
 }
