@@ -161,7 +161,7 @@ async fn lead(
     };
     let stmt = match conn.prepared(WRITE).await {
         Ok(s) => s,
-        Err(e) => return fail_all(&mut pending, "preparing a write", &e.to_string()),
+        Err(e) => return fail_all(&mut pending, "preparing a write", &describe(&e)),
     };
     for _ in 0..ATTEMPTS {
         if pending.is_empty() {
