@@ -71,6 +71,8 @@ async fn pg_store() -> orca_store_postgres::PgStore {
 mod checks {
     use super::*;
 
+    pub(crate) use crate::batch_checks::batch_in_order_refusal_named;
+
     pub(crate) async fn plans_create_get_update<S: Backend>(store: &S) {
         let mut d = draft("first goal");
         let id = d.id();
@@ -580,6 +582,7 @@ macro_rules! conformance {
             case!(audit_append_seal_verify);
             case!(task_status_round_trips);
             case!(concurrent_appends_chain);
+            case!(batch_in_order_refusal_named);
         }
     };
 }
