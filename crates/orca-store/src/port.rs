@@ -475,11 +475,12 @@ pub trait ExecutionStore: Send + Sync {
     }
 
     /// Several task transitions of one execution, each with its entry, in order, as ONE write
-    /// where the backend can (the file store: one write-ahead record and one `fdatasync`; the
-    /// PostgreSQL store: one transaction): e.g. a step's completion and the claims of the steps
-    /// it made ready share one durable write (ADR 0015). When this returns `Ok`, every one is
-    /// durable, in order; a one-write backend writes all or none (a refusal of any one writes
-    /// nothing and names it in [`BatchFailed::index`]).
+    /// where the backend can (the PostgreSQL store: one transaction, all or none — a refusal of
+    /// any one writes nothing and names it in [`BatchFailed::index`]). When this returns `Ok`,
+    /// every one is durable, in order. Meant for a step's completion and the claims of the steps
+    /// it made ready; the runner does not call it yet (one write per layer was measured and
+    /// not merged, ADR 0015), so the file and memory stores keep the default. The store
+    /// conformance suite checks it on every backend.
     ///
     /// The default writes them one after the other through [`Self::update_task_with_audit`]
     /// and stops at the first failure: what was written before it stands and is returned in
