@@ -444,6 +444,31 @@ impl Throwaway {
         Ok(self.url(&name))
     }
 
+    /// Cuts every connection to `database` (the fault tests' "connection cut"), as the server
+    /// does to a client it terminates; returns how many were cut.
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be reached.
+    pub async fn terminate_connections(&self, database: &str) -> Result<u64, ThrowawayError> {
+        let (client, conn) =
+            tokio_postgres::connect(&self.socket_url("postgres"), tokio_postgres::NoTls)
+                .await
+                .map_err(|e| failed("connecting to the throwaway server", e))?;
+        let driver = tokio::spawn(conn);
+        let rows = client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&database],
+            )
+            .await
+            .map_err(|e| failed(format!("cutting the connections to {database}"), e))?;
+        drop(client);
+        let _ = driver.await;
+        Ok(rows.len() as u64)
+    }
+
     fn command(&self, program: &str) -> Command {
         let path = self.bin.join(program);
         if self.as_postgres {

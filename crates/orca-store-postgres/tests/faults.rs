@@ -2,8 +2,6 @@
 //! the middle of transactions (every append that returned is in the chain, the chain stays
 //! whole), and the server restarted under a store (the pool reconnects).
 
-#![expect(clippy::unwrap_used, reason = "tests")]
-
 use std::time::Duration;
 
 use orca_core::PlanId;
@@ -12,22 +10,6 @@ use orca_store::{AuditLogId, AuditStore, Authority, NewAuditEntry};
 use orca_store_postgres::PgStore;
 use orca_store_postgres::throwaway::Throwaway;
 use serde_json::json;
-
-async fn kill_connections(admin_url: &str, database: &str) -> u64 {
-    let (client, conn) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let rows = client
-        .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = $1 AND pid <> pg_backend_pid()",
-            &[&database],
-        )
-        .await
-        .unwrap();
-    rows.len() as u64
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_cut_mid_transaction_leave_whole_appends_only() {
@@ -59,7 +41,7 @@ async fn connections_cut_mid_transaction_leave_whole_appends_only() {
         }
         // Cut every connection of the store while the appends are in flight.
         tokio::time::sleep(Duration::from_millis(2 + round * 3)).await;
-        cut += kill_connections(&server.url("postgres"), &database).await;
+        cut += server.terminate_connections(&database).await.unwrap();
         for r in joins.join_all().await {
             match r {
                 Ok(e) => {

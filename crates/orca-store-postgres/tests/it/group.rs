@@ -453,22 +453,6 @@ async fn many_writers_of_one_log_in_one_and_two_stores() {
     }
 }
 
-async fn kill_connections(admin_url: &str, database: &str) -> u64 {
-    let (client, conn) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let rows = client
-        .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = $1 AND pid <> pg_backend_pid()",
-            &[&database],
-        )
-        .await
-        .unwrap();
-    rows.len() as u64
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_cut_mid_batch_answer_every_waiter_and_write_whole_batches() {
     let server = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
@@ -476,12 +460,11 @@ async fn connections_cut_mid_batch_answer_every_waiter_and_write_whole_batches()
     let name = url.rsplit('/').next().unwrap().to_owned();
     let stores = [store_on(&url).await, store_on(&url).await];
     let (plan, id, tasks) = execution(&stores[0], 8).await;
-    let admin = server.url("postgres");
     let cutter = tokio::spawn(async move {
         let mut cut = 0;
         for i in 0..12u64 {
             tokio::time::sleep(Duration::from_millis(15 + i * 7)).await;
-            cut += kill_connections(&admin, &name).await;
+            cut += server.terminate_connections(&name).await.unwrap();
         }
         cut
     });
