@@ -10,8 +10,10 @@
 mod claude;
 mod codex;
 mod opencode;
+mod parsed;
 mod session;
 
+use parsed::{MAX_SAID, Parsed, Said};
 use session::usage_since;
 
 use std::collections::HashMap;
@@ -20,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orca_core::{
-    AgentAnswer, AgentToolUse, ErrorCode, NoTools, QuestionRequest, Reply, SessionId, TaskFailure,
-    TaskRequest, TaskResult, TaskSuccess, ToolHost, Usage,
+    AgentAnswer, ErrorCode, NoTools, QuestionRequest, Reply, SessionId, TaskFailure, TaskRequest,
+    TaskResult, TaskSuccess, ToolHost, Usage,
 };
 use serde_json::Value;
 
@@ -247,88 +249,6 @@ pub struct CliAgent {
     /// total of the whole thread (seen with Codex 0.169), so the run's own share is the
     /// difference.
     codex_totals: Arc<Mutex<HashMap<String, Usage>>>,
-}
-
-/// What was parsed from the agent's output.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Parsed {
-    /// The final answer.
-    text: Option<String>,
-    /// What the agent said and did, in order: every text message the model wrote (Claude
-    /// Code's `assistant` text, Codex's `agent_message` items, opencode's `text` parts; the
-    /// final answer last) and every tool its own program ran.
-    said: Vec<Said>,
-    /// An error the agent reported (a failed run).
-    error: Option<String>,
-    /// Warnings that did not fail the run (Codex "Reconnecting…"), kept for the cause.
-    warnings: Vec<String>,
-    usage: Usage,
-    /// Whether the agent reported a cost (else it is priced from the table).
-    cost_reported: bool,
-    /// The agent's own session id.
-    session: Option<String>,
-    /// Tools whose use was denied by the agent's permission rules.
-    denials: Vec<String>,
-}
-
-/// The most messages and tool uses of one run recorded in the audit log (each is a durable
-/// write; a program printing thousands of lines must not flood the log).
-const MAX_SAID: usize = 1000;
-
-/// One item of an agent's transcript, as its program printed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Said {
-    /// A text message of the model.
-    Answer(String),
-    /// A tool the program ran itself.
-    Tool(AgentToolUse),
-}
-
-impl Parsed {
-    /// Notes a text message of the model (blank ones are not messages).
-    fn answered(&mut self, text: &str) {
-        if !text.trim().is_empty() {
-            self.said.push(Said::Answer(text.to_owned()));
-        }
-    }
-
-    /// The text messages, in order.
-    #[cfg(test)]
-    fn answers(&self) -> Vec<String> {
-        self.said
-            .iter()
-            .filter_map(|s| match s {
-                Said::Answer(a) => Some(a.clone()),
-                Said::Tool(_) => None,
-            })
-            .collect()
-    }
-
-    /// The tools the program ran, in order.
-    #[cfg(test)]
-    fn tools(&self) -> Vec<&AgentToolUse> {
-        self.said
-            .iter()
-            .filter_map(|s| match s {
-                Said::Tool(t) => Some(t),
-                Said::Answer(_) => None,
-            })
-            .collect()
-    }
-
-    /// Keeps the session id `v` names at one of `paths`, if it names one.
-    fn session_from(&mut self, v: &Value, paths: &[&str]) {
-        if let Some(id) = str_at(v, paths) {
-            self.session = Some(id);
-        }
-    }
-
-    /// Notes that the agent's permission rules refused `tool` (each tool named once).
-    fn denied(&mut self, tool: String) {
-        if !self.denials.contains(&tool) {
-            self.denials.push(tool);
-        }
-    }
 }
 
 /// How a run ended, with what it spent and the session it left.
