@@ -16,7 +16,8 @@ use crate::port::{ExecutionSnapshot, Versioned};
 #[derive(Debug, Clone)]
 pub(super) struct HeaderFacts {
     pub(super) stage: orca_core::ExecutionStage,
-    pub(super) steps: Arc<std::collections::HashSet<StepId>>,
+    /// Each step and its place in the plan (the byte of `exec.lock` its writers lock).
+    pub(super) steps: Arc<std::collections::HashMap<StepId, u64>>,
 }
 
 impl Inner {
@@ -134,7 +135,12 @@ impl Inner {
             })?;
         let facts = HeaderFacts {
             stage: header.value.stage(),
-            steps: Arc::new(header.value.info().steps.iter().cloned().collect()),
+            steps: Arc::new(
+                (0u64..)
+                    .zip(&header.value.info().steps)
+                    .map(|(i, s)| (s.clone(), i))
+                    .collect(),
+            ),
         };
         cache = self
             .header_facts

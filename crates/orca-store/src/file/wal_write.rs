@@ -21,7 +21,7 @@ use orca_core::{ExecutionId, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
 use super::Inner;
-use super::atomic::{LockMode, sync_dir, with_lock, with_lock_mode};
+use super::atomic::{LockMode, sync_dir, with_lock_file, with_lock_mode, with_task_lock};
 use super::audit_log::{last_entry, open_log};
 use super::codec::{corrupt, decode, encode, io_err, read_opt, redacted_document};
 use super::layout::seal_file;
@@ -81,12 +81,13 @@ impl Inner {
         // The header's lock, shared: task updates run in parallel, but never while the
         // header is being replaced (e.g. made terminal) or the log compacted.
         let exec_lock = self.exec_sub(plan, execution).join("exec.lock");
-        let (next, response) = with_lock_mode(&exec_lock, LockMode::Shared, || {
+        let (next, response) = with_lock_file(&exec_lock, LockMode::Shared, |header_lock| {
             let facts = self.header_facts(plan, execution)?;
-            let has_step = facts.steps.contains(task.step_id());
-            common::check_task_update(execution, facts.stage, has_step, task)?;
+            let slot = facts.steps.get(task.step_id()).copied();
+            common::check_task_update(execution, facts.stage, slot.is_some(), task)?;
             let path = self.task_file(plan, execution, task.step_id());
-            with_lock(&path.with_extension("lock"), || {
+            // The task's own lock: one writer of a task at a time, in any process.
+            with_task_lock(header_lock, &exec_lock, slot.unwrap_or(0), &path, || {
                 let stored = self.read_task(plan, execution, task.step_id())?;
                 let next = common::compare_and_next(
                     || common::task_what(execution, task),
@@ -145,11 +146,7 @@ impl Inner {
         doc: &serde_json::Value,
         revision: Revision,
     ) -> Result<(), StoreError> {
-        let tmp = self.write_tmp(path, &encode(doc, revision, path)?, false)?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io_err(format!("renaming into {}", path.display()))(e)
-        })
+        self.replace_unsynced(path, &encode(doc, revision, path)?)
     }
 
     /// Queues one record; returns once it is on disk (group commit, see the module).

@@ -8,3 +8,4 @@ mod conformance;
 mod differential;
 mod format;
 mod redaction;
+mod task_lock;
