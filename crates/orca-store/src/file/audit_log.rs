@@ -135,6 +135,16 @@ pub(super) fn truncate_torn(file: &File, path: &Path, at: u64) -> Result<(), Sto
 }
 
 pub(super) fn open_log(path: &Path) -> Result<File, StoreError> {
+    // Usually the log exists: one open, no checks of its directory.
+    match perms::open(perms::options().read(true).append(true), path) {
+        Ok(file) => {
+            file.lock()
+                .map_err(io_err(format!("locking {}", path.display())))?;
+            return Ok(file);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(format!("opening {}", path.display()))(e)),
+    }
     if let Some(dir) = path.parent() {
         ensure_dir(dir)?;
     }
@@ -256,7 +266,7 @@ impl Inner {
         {
             // What is sealed is the file: first every entry its write-ahead log holds past
             // it, made durable in the file itself (the log is emptied by the next compaction).
-            self.audit_head(plan_id, execution_id, &mut file, &path)?;
+            self.audit_head(plan_id, execution_id, &mut file, &path, None)?;
             file.sync_data()
                 .map_err(io_err(format!("syncing {}", path.display())))?;
         }

@@ -72,11 +72,14 @@ impl Inner {
             let bytes = fs::read(self.index_file(id)).ok()?;
             String::from_utf8(bytes).ok()?.trim().parse().ok()
         };
-        for candidate in [cached, indexed()].into_iter().flatten() {
-            if self.exec_file(candidate, id).is_file() {
-                self.remember(id, candidate);
-                return Ok(candidate);
-            }
+        // The index file is read only when the cached plan is not (or no longer) right.
+        let found = |candidate: PlanId| self.exec_file(candidate, id).is_file();
+        if let Some(plan) = cached.filter(|p| found(*p)) {
+            return Ok(plan);
+        }
+        if let Some(plan) = indexed().filter(|p| found(*p)) {
+            self.remember(id, plan);
+            return Ok(plan);
         }
         for plan in self.plan_dirs()? {
             if self.exec_file(plan, id).is_file() {

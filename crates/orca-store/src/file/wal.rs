@@ -86,6 +86,11 @@ impl Index {
             }
             Err(e) => return Err(io_err(format!("opening {}", path.display()))(e)),
         };
+        self.refresh_from(&file, path)
+    }
+
+    /// [`Self::refresh`] from the log already open (and locked) as `file`.
+    fn refresh_from(&mut self, file: &File, path: &Path) -> Result<(), StoreError> {
         let meta = file
             .metadata()
             .map_err(io_err(format!("reading {}", path.display())))?;
@@ -145,6 +150,11 @@ impl Index {
 }
 
 impl Index {
+    /// How far the log has been read: the end of its last complete line.
+    pub(super) const fn offset(&self) -> u64 {
+        self.offset
+    }
+
     /// The log's audit entries from sequence number `next` on, in order.
     pub(super) fn audit_from(&self, next: u64) -> impl Iterator<Item = &AuditEntry> {
         self.audit.range(next..).map(|(_, e)| e)
@@ -190,6 +200,25 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner);
         let index = indexes.entry(id).or_default();
         index.refresh(&path)?;
+        Ok(f(index))
+    }
+
+    /// [`Self::with_wal`] with the log already open as `file` (the writer's, under its lock):
+    /// brought up to date without opening it again.
+    pub(super) fn with_open_wal<T>(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        file: &File,
+        f: impl FnOnce(&Index) -> T,
+    ) -> Result<T, StoreError> {
+        let path = self.wal_file(plan, id);
+        let mut indexes = self
+            .wal_index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let index = indexes.entry(id).or_default();
+        index.refresh_from(file, &path)?;
         Ok(f(index))
     }
 

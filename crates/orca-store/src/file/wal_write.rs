@@ -175,7 +175,18 @@ impl Inner {
     ) -> Result<Vec<WalResponse>, StoreError> {
         let wal_path = self.wal_file(plan, id);
         let mut wal = open_locked(&wal_path)?;
-        let before = cut_torn_tail(&wal, &wal_path)?;
+        // This process's view of the log, brought up to date through the open file: if it
+        // has read to the file's end, the file ends with a whole line (no torn tail to cut).
+        let len = wal
+            .metadata()
+            .map_err(io_err(format!("reading {}", wal_path.display())))?
+            .len();
+        let read_to = self.with_open_wal(plan, id, &wal, super::wal::Index::offset)?;
+        let before = if read_to == len {
+            len
+        } else {
+            cut_torn_tail(&wal, &wal_path)?
+        };
         let log = AuditLogId::Execution {
             plan_id: plan,
             execution_id: id,
@@ -188,7 +199,7 @@ impl Inner {
             if seal_file(&audit_path).exists() {
                 return Err(StoreError::Immutable(format!("the {log} is sealed")));
             }
-            head = self.audit_head(plan, id, &mut file, &audit_path)?;
+            head = self.audit_head(plan, id, &mut file, &audit_path, Some(&wal))?;
             audit_file = Some(file);
         }
         let at = OffsetDateTime::now_utc();
@@ -259,6 +270,7 @@ impl Inner {
         id: ExecutionId,
         file: &mut File,
         path: &Path,
+        wal: Option<&File>,
     ) -> Result<Option<AuditEntry>, StoreError> {
         let log = AuditLogId::Execution {
             plan_id: plan,
@@ -271,7 +283,7 @@ impl Inner {
         // write-ahead log repairs it.
         self.check_head(log, path, stored_last.as_ref())?;
         let next = stored_last.as_ref().map_or(0, |e| e.seq + 1);
-        let (disagrees, missing) = self.with_wal(plan, id, |index| {
+        let compare = |index: &super::wal::Index| {
             let disagrees = stored_last.as_ref().is_some_and(|last| {
                 index
                     .audit_at(last.seq)
@@ -281,7 +293,11 @@ impl Inner {
                 disagrees,
                 index.audit_from(next).cloned().collect::<Vec<_>>(),
             )
-        })?;
+        };
+        let (disagrees, missing) = match wal {
+            Some(wal) => self.with_open_wal(plan, id, wal, compare)?,
+            None => self.with_wal(plan, id, compare)?,
+        };
         let tampered = |message: String| StoreError::Tampered {
             path: path.to_path_buf(),
             message,
@@ -369,7 +385,7 @@ impl Inner {
                 };
                 let path = self.audit_file(log);
                 let mut file = open_log(&path)?;
-                match self.audit_head(plan, id, &mut file, &path) {
+                match self.audit_head(plan, id, &mut file, &path, None) {
                     Ok(_) => file
                         .sync_data()
                         .map_err(io_err(format!("syncing {}", path.display())))?,
