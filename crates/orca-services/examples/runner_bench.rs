@@ -727,7 +727,7 @@ fn real_main() -> Result<(), BoxError> {
             big: 1000,
             small: 100,
             dag_only,
-            wide: 200,
+            wide: 800,
             wide_delay: Duration::from_millis(20),
         }
     };

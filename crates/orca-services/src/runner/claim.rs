@@ -23,6 +23,9 @@ use orca_core::ExecutionStage;
 use orca_store::Revision;
 use tokio::sync::Notify;
 
+/// How often a claiming worker looks for running tasks whose lease expired.
+const EXPIRY_CHECK: Duration = Duration::from_secs(1);
+
 /// How a claiming drive ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -102,7 +105,7 @@ impl Runner {
             started: Instant::now(),
             last_refresh: Instant::now(),
             stop_after_drain: None,
-            first_look: fastrand::usize(..),
+            shuffled: true,
         };
         let heartbeat = self.task_heartbeat();
         let outcome = self.claim_loop(&mut run, cancel, &wake).await;
@@ -116,8 +119,9 @@ impl Runner {
         outcome
     }
 
-    /// Re-reads the header and only the tasks other workers changed.
-    async fn catch_up(&self, run: &mut Run) -> Result<()> {
+    /// Re-reads only the tasks other workers changed, and the header at most once per watch
+    /// interval (as a leader does: stops and decisions are rare; tasks change all the time).
+    pub(super) async fn catch_up(&self, run: &mut Run) -> Result<()> {
         let known: Vec<Revision> = run.tasks.iter().map(|t| t.revision).collect();
         let changed = self
             .executions
@@ -127,7 +131,10 @@ impl Runner {
         for (i, task) in changed {
             Self::store_task(run, i, task);
         }
-        self.refresh(run).await
+        if run.last_refresh.elapsed() >= self.config.watch_interval {
+            self.refresh(run).await?;
+        }
+        Ok(())
     }
 
     /// Renews this worker's task leases, every third of the lease timeout.
@@ -153,13 +160,23 @@ impl Runner {
     ) -> Result<ClaimOutcome> {
         let store = self.executions.store().clone();
         let mut stale = false;
+        let mut expiry_checked: Option<Instant> = None;
         loop {
-            if stale {
+            // What other workers changed matters only when this worker can start something:
+            // with every slot taken, the notifications of a busy execution (one per transition
+            // of every worker) would cost a read each and change nothing.
+            if stale && run.joins.len() < self.config.concurrency.max(1) {
                 self.catch_up(run).await?;
                 stale = false;
             }
             // Tasks whose holder stopped its heartbeat: recorded as abandoned, run again.
-            let expired = store.expired_tasks(run.id).await?;
+            // Looked for once per EXPIRY_CHECK, not per event: a lease runs for many seconds.
+            let expired = if expiry_checked.is_none_or(|at| at.elapsed() >= EXPIRY_CHECK) {
+                expiry_checked = Some(Instant::now());
+                store.expired_tasks(run.id).await?
+            } else {
+                Vec::new()
+            };
             if !expired.is_empty() {
                 let note = "its worker stopped renewing the task's lease: taken over";
                 let taken = self

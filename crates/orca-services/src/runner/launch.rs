@@ -33,9 +33,8 @@ impl Runner {
         }
         candidates.sort_by_key(|(i, _)| *i);
         candidates.dedup_by_key(|(i, _)| *i);
-        if !candidates.is_empty() {
-            let first = run.first_look % candidates.len();
-            candidates.rotate_left(first);
+        if run.shuffled {
+            fastrand::shuffle(&mut candidates);
         }
         // A wait for a step that no longer wants to start ends.
         for i in run.where_slot(|s| matches!(s, Slot::WaitingForLock { .. })) {
@@ -173,7 +172,10 @@ impl Runner {
             self.dispatch_started(run, index, locks, started);
         }
         if conflicted {
-            self.refresh_all(run).await?;
+            // Only the tasks whose revision moved (and the header, at its pace): with claiming
+            // workers a conflict is common, and re-reading every task each time was most of a
+            // claim's cost.
+            self.catch_up(run).await?;
         }
         Ok(())
     }

@@ -158,7 +158,7 @@ impl Runner {
             started: Instant::now(),
             last_refresh: Instant::now(),
             stop_after_drain: None,
-            first_look: 0,
+            shuffled: false,
         };
         let outcome = self.drive(&mut run, &cancel).await;
         if outcome.is_err() {

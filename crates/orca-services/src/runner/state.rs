@@ -90,10 +90,11 @@ pub(super) struct Run {
     /// When the execution header was last read.
     pub(super) last_refresh: Instant,
     pub(super) stop_after_drain: Option<String>,
-    /// Where in the ready list this runner starts looking: 0 for a leader (plan order); a
-    /// random place for a worker claiming tasks beside others (ADR 0026), so that workers
-    /// reach for different tasks instead of all for the first.
-    pub(super) first_look: usize,
+    /// The order in which this runner looks at the ready tasks: plan order for a leader; a
+    /// new random order at each look for a worker claiming tasks beside others (ADR 0026), so
+    /// that workers reach for different tasks instead of all for the same ones (a rotation
+    /// from one random place made neighbours collide again and again).
+    pub(super) shuffled: bool,
 }
 
 impl Run {
