@@ -193,14 +193,7 @@ impl Inner {
         id: ExecutionId,
         f: impl FnOnce(&Index) -> T,
     ) -> Result<T, StoreError> {
-        let path = self.wal_file(plan, id);
-        let mut indexes = self
-            .wal_index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let index = indexes.entry(id).or_default();
-        index.refresh(&path)?;
-        Ok(f(index))
+        self.with_index(plan, id, None, f)
     }
 
     /// [`Self::with_wal`] with the log already open as `file` (the writer's, under its lock):
@@ -212,13 +205,26 @@ impl Inner {
         file: &File,
         f: impl FnOnce(&Index) -> T,
     ) -> Result<T, StoreError> {
+        self.with_index(plan, id, Some(file), f)
+    }
+
+    fn with_index<T>(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        file: Option<&File>,
+        f: impl FnOnce(&Index) -> T,
+    ) -> Result<T, StoreError> {
         let path = self.wal_file(plan, id);
         let mut indexes = self
             .wal_index
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let index = indexes.entry(id).or_default();
-        index.refresh_from(file, &path)?;
+        match file {
+            Some(file) => index.refresh_from(file, &path)?,
+            None => index.refresh(&path)?,
+        }
         Ok(f(index))
     }
 
