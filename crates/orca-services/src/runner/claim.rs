@@ -106,6 +106,7 @@ impl Runner {
             last_refresh: Instant::now(),
             stop_after_drain: None,
             shuffled: true,
+            returns: state::Returns::default(),
         };
         let heartbeat = self.task_heartbeat();
         let outcome = self.claim_loop(&mut run, cancel, &wake).await;
@@ -165,7 +166,7 @@ impl Runner {
             // What other workers changed matters only when this worker can start something:
             // with every slot taken, the notifications of a busy execution (one per transition
             // of every worker) would cost a read each and change nothing.
-            if stale && run.joins.len() < self.config.concurrency.max(1) {
+            if stale && run.agents_running() < self.config.concurrency.max(1) {
                 self.catch_up(run).await?;
                 stale = false;
             }
@@ -222,6 +223,7 @@ impl Runner {
                     let steps = self.interrupt_in_flight(run).await?;
                     return Ok(ClaimOutcome::Interrupted { steps });
                 }
+                Some((index, usage)) = run.returns.rx.recv() => run.agent_returned(index, usage),
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
                     self.on_joined(run, joined).await?;
                 }

@@ -47,7 +47,7 @@ impl Runner {
         let mut decided: Vec<(usize, Option<ResourceGuard>)> = Vec::new();
         let mut starts: Vec<crate::PreparedStart> = Vec::new();
         for (index, guidance) in candidates {
-            if run.joins.len() + decided.len() >= self.config.concurrency.max(1) {
+            if run.agents_running() + decided.len() >= self.config.concurrency.max(1) {
                 break;
             }
             if matches!(run.slot(index), Slot::InFlight { .. }) {
@@ -262,6 +262,7 @@ impl Runner {
         let calls = run.calls.clone();
         let step_id = request.step.id.clone();
         let agents = self.dispatch.context().agents.clone();
+        let returned = run.returns.sender();
         run.joins.spawn(async move {
             let mut started = started;
             let attempt_started = Instant::now();
@@ -303,6 +304,9 @@ impl Runner {
                 &spent_before,
                 run_started.elapsed().as_secs(),
             );
+            // The call is over: the loop may start the next ready task while this reply is
+            // written (the word goes before the write, so it is in before the reply is).
+            let _ = returned.send((index, reply.usage));
             let recording = Recording {
                 index,
                 step: step_id,

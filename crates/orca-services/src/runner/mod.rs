@@ -159,6 +159,7 @@ impl Runner {
             last_refresh: Instant::now(),
             stop_after_drain: None,
             shuffled: false,
+            returns: state::Returns::default(),
         };
         let outcome = self.drive(&mut run, &cancel).await;
         if outcome.is_err() {
@@ -402,6 +403,7 @@ impl Runner {
                     self.executions.record_interrupted(&run.execution, &self.config.actor, &self.config.holder, &steps).await?;
                     return Ok(RunOutcome::Interrupted { steps });
                 }
+                Some((index, usage)) = run.returns.rx.recv() => run.agent_returned(index, usage),
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
                     self.on_joined(run, joined).await?;
                 }

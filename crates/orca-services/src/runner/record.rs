@@ -32,8 +32,11 @@ impl Runner {
         recording: Recording,
         written: Result<Versioned<Task>>,
     ) -> Result<()> {
+        run.take_returns();
+        if !run.usage_counted(recording.index) {
+            run.usage.add(&recording.usage);
+        }
         run.set(recording.index, Slot::Idle);
-        run.usage.add(&recording.usage);
         match written {
             Ok(task) => {
                 if matches!(recording.outcome, TaskResult::Success(_))

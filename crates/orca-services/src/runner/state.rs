@@ -71,6 +71,36 @@ pub(super) struct Recording {
     pub(super) parent: u64,
 }
 
+/// Agents whose call returned while their reply is still being written (ADR 0026, amendment):
+/// the slot stays [`Slot::InFlight`] (its locks held, its attempt in flight for every other
+/// rule) until the reply is in, but it no longer counts against the concurrency, and its usage
+/// is counted at once — so the next ready task's claim is written while the reply is, instead
+/// of after it, and budgets still see everything spent.
+pub(super) struct Returns {
+    tx: tokio::sync::mpsc::UnboundedSender<(usize, Usage)>,
+    pub(super) rx: tokio::sync::mpsc::UnboundedReceiver<(usize, Usage)>,
+    /// Positions whose agent returned (a subset of the in-flight slots).
+    returned: std::collections::HashSet<usize>,
+}
+
+impl Default for Returns {
+    fn default() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        Self {
+            tx,
+            rx,
+            returned: std::collections::HashSet::new(),
+        }
+    }
+}
+
+impl Returns {
+    /// What an agent's task uses to say its call returned.
+    pub(super) fn sender(&self) -> tokio::sync::mpsc::UnboundedSender<(usize, Usage)> {
+        self.tx.clone()
+    }
+}
+
 pub(super) struct Run {
     pub(super) id: ExecutionId,
     pub(super) plan: ApprovedPlan,
@@ -95,6 +125,8 @@ pub(super) struct Run {
     /// that workers reach for different tasks instead of all for the same ones (a rotation
     /// from one random place made neighbours collide again and again).
     pub(super) shuffled: bool,
+    /// Agents returned, replies still being written.
+    pub(super) returns: Returns,
 }
 
 impl Run {
@@ -176,9 +208,43 @@ impl Run {
             .min()
     }
 
+    /// An agent's call returned (its reply is being written): counted as spent, and its slot no
+    /// longer counts against the concurrency. A late word for a slot no longer in flight is
+    /// ignored.
+    pub(super) fn agent_returned(&mut self, index: usize, usage: Usage) {
+        if matches!(self.slot(index), Slot::InFlight { .. }) && self.returns.returned.insert(index)
+        {
+            self.usage.add(&usage);
+        }
+    }
+
+    /// Takes in every "returned" word already sent (each is sent before its reply is written,
+    /// so draining before a joined reply is handled sees that reply's word).
+    pub(super) fn take_returns(&mut self) {
+        while let Ok((index, usage)) = self.returns.rx.try_recv() {
+            self.agent_returned(index, usage);
+        }
+    }
+
+    /// Whether the usage of the reply at `index` was already counted when its agent returned
+    /// (and forgets it).
+    pub(super) fn usage_counted(&mut self, index: usize) -> bool {
+        self.returns.returned.remove(&index)
+    }
+
+    /// Agent calls running now: in-flight slots whose agent has not returned.
+    pub(super) fn agents_running(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s, Slot::InFlight { .. }))
+            .count()
+            .saturating_sub(self.returns.returned.len())
+    }
+
     /// Every slot whose attempt is in flight becomes idle (its locks are let go); returns
     /// their positions.
     pub(super) fn end_in_flight(&mut self) -> Vec<usize> {
+        self.returns.returned.clear();
         let flights = self.where_slot(|s| matches!(s, Slot::InFlight { .. }));
         for i in &flights {
             self.set(*i, Slot::Idle);
