@@ -29,14 +29,28 @@ use support::*;
 use tokio_util::sync::CancellationToken;
 
 /// A file store on a "disk" that can fill up: once `full` is set, every write fails with
-/// `ENOSPC` after `writes_left` more writes succeed.
+/// `ENOSPC` after `writes_left` more writes succeed. Also a slow one: with `slow_replies`, the
+/// write of a task's end (completed or failed) takes that long; when each task's claim and
+/// end were written is kept in `written`.
 struct FullDisk {
     inner: FileStore,
     full: AtomicBool,
     writes_left: AtomicUsize,
+    slow_replies: Option<Duration>,
+    written: std::sync::Mutex<Vec<(String, TaskStatus, std::time::Instant)>>,
 }
 
 impl FullDisk {
+    fn new(inner: FileStore) -> Self {
+        Self {
+            inner,
+            full: AtomicBool::new(false),
+            writes_left: AtomicUsize::new(0),
+            slow_replies: None,
+            written: std::sync::Mutex::default(),
+        }
+    }
+
     fn write(&self, what: &str) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {
             let left = self.writes_left.load(Ordering::SeqCst);
@@ -98,7 +112,16 @@ impl ExecutionStore for FullDisk {
         expected: Revision,
     ) -> Result<Revision, StoreError> {
         self.write(&format!("task {}", task.step_id()))?;
-        self.inner.update_task(execution, task, expected).await
+        if let (Task::Completed(_) | Task::Failed(_), Some(slow)) = (task, self.slow_replies) {
+            tokio::time::sleep(slow).await;
+        }
+        let revision = self.inner.update_task(execution, task, expected).await?;
+        self.written.lock().unwrap().push((
+            task.step_id().to_string(),
+            task.status(),
+            std::time::Instant::now(),
+        ));
+        Ok(revision)
     }
     async fn list_executions(
         &self,
@@ -171,11 +194,7 @@ async fn verify_all(store: &dyn Store) {
 async fn full_disk_mid_run_gives_a_clear_error_keeps_the_last_good_state_and_resumes() {
     for writes_before_full in [0usize, 3, 7, 12] {
         let dir = tempfile::tempdir().unwrap();
-        let disk = Arc::new(FullDisk {
-            inner: FileStore::open(dir.path()).unwrap(),
-            full: AtomicBool::new(false),
-            writes_left: AtomicUsize::new(0),
-        });
+        let disk = Arc::new(FullDisk::new(FileStore::open(dir.path()).unwrap()));
         let agents = ScriptedAgents::new();
         let o = orca(disk.clone(), agents, Arc::new(NoHuman));
         let p = o
@@ -347,4 +366,71 @@ async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
     assert_eq!(report.outcome, RunOutcome::Completed);
     let t = o.executions.task(exec, &id("s0")).await.unwrap();
     assert_eq!(t.value.attempts().len(), 2);
+}
+
+/// A step's agent call is over when the agent returns: the next ready step's claim is written
+/// while the reply is still being written (runner, ADR 0026 amendment) — and the concurrency
+/// still bounds the agent calls, not the writes, and each call's usage is counted once.
+/// Replies take 300 ms to write here; three independent steps, concurrency 1.
+#[tokio::test]
+async fn the_next_ready_step_is_claimed_while_a_reply_is_being_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = FullDisk::new(FileStore::open(dir.path()).unwrap());
+    disk.slow_replies = Some(Duration::from_millis(300));
+    let disk = Arc::new(disk);
+    let agents = ScriptedAgents::new();
+    // Each step spends tokens: counted once each, when its agent returns (not again when its
+    // reply is in).
+    for (i, tokens) in [100, 200, 400].into_iter().enumerate() {
+        agents.script(&format!("s{i}"), [Act::Spend(tokens)]);
+    }
+    let o = orca(disk.clone(), agents.clone(), Arc::new(NoHuman));
+    // Independent (a step without `depends_on` follows the one before it).
+    let steps = (0..3)
+        .map(|i| step(&format!("s{i}"), "coder").with_depends_on([]))
+        .collect();
+    let p = o
+        .planning
+        .create_proposal(content(steps), None)
+        .await
+        .unwrap();
+    o.planning.approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+    let mut one_at_a_time = config();
+    one_at_a_time.concurrency = 1;
+    let report = o
+        .runner(one_at_a_time, Arc::new(Quiet))
+        .run(exec, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, RunOutcome::Completed);
+    assert_eq!(
+        report.usage.input_tokens, 700,
+        "usage counted twice or missed"
+    );
+    // When each step's claim and reply became durable (plan order: one at a time, s0 first).
+    let written = disk.written.lock().unwrap().clone();
+    let at = |step: &str, status: TaskStatus| {
+        written
+            .iter()
+            .find(|(s, st, _)| s == step && *st == status)
+            .map(|(_, _, t)| *t)
+            .unwrap()
+    };
+    let early = (0..2)
+        .filter(|k| {
+            at(&format!("s{}", k + 1), TaskStatus::Running)
+                < at(&format!("s{k}"), TaskStatus::Completed)
+        })
+        .count();
+    let most_at_once = agents.max_running.load(Ordering::SeqCst);
+    eprintln!(
+        "next step claimed before the previous reply was durable: {early} of 2; agent calls at once: {most_at_once} (concurrency 1)"
+    );
+    assert_eq!(early, 2, "a claim waited for the reply before it");
+    assert_eq!(
+        most_at_once, 1,
+        "more agent calls at once than the concurrency"
+    );
+    verify_all(&FileStore::open(dir.path()).unwrap()).await;
 }
