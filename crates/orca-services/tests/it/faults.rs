@@ -389,13 +389,8 @@ async fn the_next_ready_step_is_claimed_while_a_reply_is_being_written() {
     let steps = (0..3)
         .map(|i| step(&format!("s{i}"), "coder").with_depends_on([]))
         .collect();
-    let p = o
-        .planning
-        .create_proposal(content(steps), None)
-        .await
-        .unwrap();
-    o.planning.approve(p.id(), "tester", None).await.unwrap();
-    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+    let plan = approved_plan(&o, steps).await;
+    let (_, exec) = o.executions.create(plan).await.unwrap();
     let mut one_at_a_time = config();
     one_at_a_time.concurrency = 1;
     let report = o

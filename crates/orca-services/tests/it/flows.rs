@@ -58,16 +58,6 @@ async fn postgres() -> Backend {
     }
 }
 
-async fn approved_plan(o: &orca_services::Orca, steps: Vec<orca_core::Step>) -> orca_core::PlanId {
-    let p = o
-        .planning
-        .create_proposal(content(steps), None)
-        .await
-        .unwrap();
-    o.planning.approve(p.id(), "tester", None).await.unwrap();
-    p.id()
-}
-
 async fn tasks(o: &orca_services::Orca, id: orca_core::ExecutionId) -> Vec<Task> {
     o.executions.get(id).await.unwrap().task_values()
 }

@@ -15,16 +15,6 @@ use orca_store::{AuditLogId, Store};
 use support::*;
 use tokio_util::sync::CancellationToken;
 
-async fn approved(o: &Orca, steps: Vec<orca_core::Step>) -> PlanId {
-    let p = o
-        .planning
-        .create_proposal(content(steps), None)
-        .await
-        .unwrap();
-    o.planning.approve(p.id(), "tester", None).await.unwrap();
-    p.id()
-}
-
 /// Runs until the replan fails; checks what must hold after a failed replan; returns the cause.
 async fn failed_replan(
     o: &Orca,
@@ -84,7 +74,7 @@ async fn replan_without_a_planner_reopens_the_decision_and_retry_still_works() {
     );
     let hitl = Arc::new(ScriptedHitl::new([("replan", None)]));
     let o = orca(store.clone(), agents, hitl);
-    let plan = approved(&o, vec![step("build", "coder")]).await;
+    let plan = approved_plan(&o, vec![step("build", "coder")]).await;
     let (exec, cause) = failed_replan(&o, &store, plan).await;
     assert!(cause.contains("no planner agent is configured"), "{cause}");
     let plans = o.planning.list().await.unwrap().items.len();
@@ -114,7 +104,7 @@ async fn replan_with_an_answer_that_is_not_a_plan_keeps_the_decision_and_a_later
     ]);
     let hitl = Arc::new(ScriptedHitl::new([("replan", None), ("approve", None)]));
     let o = orca(store.clone(), agents, hitl);
-    let plan = approved(&o, vec![step("build", "coder")]).await;
+    let plan = approved_plan(&o, vec![step("build", "coder")]).await;
     let (exec, cause) = failed_replan(&o, &store, plan).await;
     assert!(cause.contains("i have no idea"), "{cause}");
     // A later replan works.
@@ -146,7 +136,7 @@ async fn stop_still_works_after_a_failed_replan() {
     agents.script("build", [Act::Fail("e1"), Act::Fail("e2")]);
     let hitl = Arc::new(ScriptedHitl::new([("replan", None)]));
     let o = orca(store.clone(), agents, hitl);
-    let plan = approved(&o, vec![step("build", "coder")]).await;
+    let plan = approved_plan(&o, vec![step("build", "coder")]).await;
     let (exec, _) = failed_replan(&o, &store, plan).await;
     o.executions
         .decide(exec, Decision::Stop, "tester")
