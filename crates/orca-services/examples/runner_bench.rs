@@ -685,7 +685,14 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             #[expect(clippy::print_stderr, reason = "a benchmark reports to the terminal")]
             {
-                eprintln!("runner_bench: {e}");
+                // The whole chain: a store error's context alone does not say what broke.
+                let mut text = e.to_string();
+                let mut source = e.source();
+                while let Some(cause) = source {
+                    text.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                eprintln!("runner_bench: {text}");
             }
             std::process::ExitCode::FAILURE
         }

@@ -12,10 +12,14 @@
 //! again. Another process appending after the same head makes our insert collide on the
 //! entries' primary key: the whole round rolls back and is written again after re-reading the
 //! head. A cut connection fails every request of the round (it may or may not have committed:
-//! the head is re-read).
+//! the head is re-read). A turn that has been losing rounds for [`LOCK_AFTER`] writes the next
+//! one under the log's row lock (`FOR UPDATE`, the head read under it), which no other process
+//! can move: so many processes on one log never starve one of them (a turn used to give up
+//! after 200 lost rounds).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use orca_store::audit::{self, AuditEntry, NewAuditEntry};
 use orca_store::{AuditLogId, Revision, StoreError};
@@ -31,11 +35,24 @@ use crate::{PgStore, db};
 const NEW_LOG: &str =
     "INSERT INTO audit_logs (log_key, log_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 
-/// How many rounds one turn tries before giving up on the requests left (the log kept moving
-/// on under other processes' writes).
-const ATTEMPTS: usize = 200;
+/// How many rounds one turn tries at most before giving up on the requests left: a bound
+/// against a loop that never ends, not a rule (a turn that keeps losing to other processes
+/// takes the log's lock after LOCK_AFTER, and a locked round cannot lose).
+const ATTEMPTS: usize = 100_000;
 /// Logs whose head is remembered (an unbounded worker sees many executions).
 const HEADS_KEPT: usize = 4096;
+/// A turn that has been losing rounds for this long takes the log's row lock for the next one:
+/// it cannot lose again. Many workers on one execution could otherwise starve one of them (a
+/// turn gave up after 200 lost rounds, seen once in 15 runs of 8 workers); taking the lock
+/// sooner — after 4 or 32 lost rounds — cost a third of the 4-worker throughput (the lock is
+/// held across three round trips and a commit, and everyone else queues behind it), so it is
+/// the way out of starvation only.
+pub(crate) const LOCK_AFTER: Duration = Duration::from_secs(1);
+/// Locks a log's row for the round's transaction and reads its head: no row if the log is
+/// new; `seq`/`line` null if it is empty.
+const LOCKED_HEAD: &str = "SELECT e.seq, e.line FROM audit_logs l LEFT JOIN LATERAL \
+     (SELECT seq, line FROM audit_entries WHERE log_key = l.log_key ORDER BY seq DESC LIMIT 1) e \
+     ON true WHERE l.log_key = $1 FOR UPDATE OF l";
 
 /// What this store knows of a log's head: `None` unknown (read it), `Some(None)` empty.
 type Known = Option<Option<(AuditEntry, String)>>;
@@ -163,75 +180,64 @@ async fn lead(
         Ok(s) => s,
         Err(e) => return fail_all(&mut pending, "preparing a write", &describe(&e)),
     };
+    let lock_stmt = match conn.prepared(LOCKED_HEAD).await {
+        Ok(s) => s,
+        Err(e) => return fail_all(&mut pending, "preparing a write", &describe(&e)),
+    };
+    let began = Instant::now();
+    let mut lost = 0;
     for _ in 0..ATTEMPTS {
         if pending.is_empty() {
             return;
         }
-        // Taken out: a turn cancelled mid-way leaves the head unknown (read again).
-        let start = match known.take() {
-            Some(h) => h,
-            None => match write::head(&mut conn, log, key).await {
-                Ok(h) => h,
-                Err(e) => return fail_all(&mut pending, "reading a log's head", &e.to_string()),
-            },
-        };
-        // Hash every item after the one before it.
-        let mut hashed: Vec<Hashed> = Vec::new();
-        let mut owners: Vec<(usize, usize)> = Vec::new();
-        let mut prev = start.as_ref().map(|(e, _)| e.clone());
-        for (r, req) in pending.iter().enumerate() {
-            for (i, item) in req.items.iter().enumerate() {
-                let entry = NewAuditEntry {
-                    data: store.inner.redactor.redact_json(item.entry.data.clone()),
-                    ..item.entry.clone()
-                };
-                let next = audit::next_entry(prev.as_ref(), entry, OffsetDateTime::now_utc());
-                let line = match encode(&next, &format!("an entry of the {log}")) {
-                    Ok(l) => l,
-                    Err(e) => return fail_all(&mut pending, "encoding an entry", &e.to_string()),
-                };
-                let Ok(seq) = i64::try_from(next.seq) else {
-                    return fail_all(&mut pending, "appending", &format!("the {log} is full"));
-                };
-                prev = Some(next.clone());
-                hashed.push(Hashed {
-                    entry: next,
-                    line,
-                    seq,
-                });
-                owners.push((r, i));
+        // Optimistic: hashed after the head this store last saw, no lock, no read (one round
+        // trip for one write); a round lost to another process is written again. After losing
+        // for LOCK_AFTER, the round locks the log's row first and hashes after the head read
+        // under that lock: it cannot lose.
+        let mut done = None;
+        if lost > 0 && began.elapsed() >= store.lock_after() {
+            match locked_round(&mut conn, &lock_stmt, &stmt, store, log, key, &pending).await {
+                Ok(Some(d)) => done = Some(d),
+                // No row for the log yet: the optimistic round below creates it.
+                Ok(None) => *known = None,
+                Err(Round::Failed(context, message)) => {
+                    return fail_all(&mut pending, &context, &message);
+                }
+                Err(_) => {
+                    lost += 1;
+                    continue;
+                }
             }
         }
-        let params: Vec<Params> = hashed
-            .iter()
-            .enumerate()
-            .map(|(n, h)| {
-                let (prev_seq, prev_line) = if n == 0 {
-                    (
-                        start.as_ref().and_then(|(e, _)| i64::try_from(e.seq).ok()),
-                        start.as_ref().map(|(_, l)| l.as_str()),
-                    )
-                } else {
-                    (Some(hashed[n - 1].seq), Some(hashed[n - 1].line.as_str()))
+        let (start, hashed, owners, outcome) = match done {
+            Some(d) => d,
+            None => {
+                // Taken out: a turn cancelled mid-way leaves the head unknown (read again).
+                let start = match known.take() {
+                    Some(h) => h,
+                    None => match write::head(&mut conn, log, key).await {
+                        Ok(h) => h,
+                        Err(e) => {
+                            return fail_all(&mut pending, "reading a log's head", &e.to_string());
+                        }
+                    },
                 };
-                let (r, i) = owners[n];
-                Params::new(
-                    store,
-                    pending[r].items[i].task.as_ref(),
-                    Some(EntryPart {
-                        key,
-                        prev_seq,
-                        prev_line,
-                        seq: h.seq,
-                        line: &h.line,
-                    }),
-                )
-            })
-            .collect();
-        let outcome = round(&mut conn, &stmt, &params, &owners).await;
-        drop(params);
+                let (hashed, owners, params) =
+                    match prepare_round(store, log, key, &pending, start.as_ref()) {
+                        Ok(p) => p,
+                        Err((context, message)) => {
+                            return fail_all(&mut pending, &context, &message);
+                        }
+                    };
+                let outcome = round(&mut conn, &stmt, &params, &owners).await;
+                (start, hashed, owners, outcome)
+            }
+        };
         let (answers, committed) = match outcome {
-            Round::Retry => continue,
+            Round::Retry => {
+                lost += 1;
+                continue;
+            }
             Round::Failed(context, message) => return fail_all(&mut pending, &context, &message),
             Round::Answered { answers, committed } => (answers, committed),
         };
@@ -286,6 +292,7 @@ async fn lead(
         let r = if committed { 0 } else { r };
         match answer.split_once(':').map_or(answer, |(k, _)| k) {
             "head" => {
+                lost += 1;
                 *known = if committed {
                     parse_head(key, answer)
                 } else {
@@ -319,6 +326,115 @@ async fn lead(
         "writing to the postgres store",
         &format!("the {log} kept moving on: gave up after {ATTEMPTS} attempts"),
     );
+}
+
+/// What a round wrote from: the head it hashed after, the hashed items, their owners
+/// (request, item), and how it went.
+type Written = (
+    Option<(AuditEntry, String)>,
+    Vec<Hashed>,
+    Vec<(usize, usize)>,
+    Round,
+);
+
+/// A round under the log's row lock: the head read under the lock, every item hashed after
+/// it, written in the same transaction. `Ok(None)`: the log has no row yet.
+async fn locked_round(
+    conn: &mut Conn<'_>,
+    lock_stmt: &tokio_postgres::Statement,
+    stmt: &tokio_postgres::Statement,
+    store: &PgStore,
+    log: AuditLogId,
+    key: &str,
+    pending: &VecDeque<Request>,
+) -> Result<Option<Written>, Round> {
+    let tx = conn.transaction().await.map_err(|e| failed(&e))?;
+    let Some(row) = tx
+        .query_opt(lock_stmt, &[&key])
+        .await
+        .map_err(|e| failed(&e))?
+    else {
+        return Ok(None);
+    };
+    let head = match (
+        row.get::<_, Option<i64>>(0),
+        row.get::<_, Option<String>>(1),
+    ) {
+        (Some(seq), Some(line)) => {
+            let entry = parse_entry(key, seq, &line)
+                .map_err(|e| Round::Failed("reading a log's head".to_owned(), e.to_string()))?;
+            Some((entry, line))
+        }
+        _ => None,
+    };
+    let (hashed, owners, params) = prepare_round(store, log, key, pending, head.as_ref())
+        .map_err(|(context, message)| Round::Failed(context, message))?;
+    let outcome = in_transaction(tx, stmt, &params, &owners).await;
+    Ok(Some((head, hashed, owners, outcome)))
+}
+
+/// A round ready to send: the hashed items, their owners (request, item), each call's
+/// parameters.
+type ReadyRound = (Vec<Hashed>, Vec<(usize, usize)>, Vec<Params>);
+
+/// Hashes every queued item in queue order after `start`, and the parameters of each call.
+fn prepare_round(
+    store: &PgStore,
+    log: AuditLogId,
+    key: &str,
+    pending: &VecDeque<Request>,
+    start: Option<&(AuditEntry, String)>,
+) -> Result<ReadyRound, (String, String)> {
+    let mut hashed: Vec<Hashed> = Vec::new();
+    let mut owners: Vec<(usize, usize)> = Vec::new();
+    let mut prev = start.map(|(e, _)| e.clone());
+    for (r, req) in pending.iter().enumerate() {
+        for (i, item) in req.items.iter().enumerate() {
+            let entry = NewAuditEntry {
+                data: store.inner.redactor.redact_json(item.entry.data.clone()),
+                ..item.entry.clone()
+            };
+            let next = audit::next_entry(prev.as_ref(), entry, OffsetDateTime::now_utc());
+            let line = encode(&next, &format!("an entry of the {log}"))
+                .map_err(|e| ("encoding an entry".to_owned(), e.to_string()))?;
+            let seq = i64::try_from(next.seq)
+                .map_err(|_| ("appending".to_owned(), format!("the {log} is full")))?;
+            prev = Some(next.clone());
+            hashed.push(Hashed {
+                entry: next,
+                line,
+                seq,
+            });
+            owners.push((r, i));
+        }
+    }
+    let params = hashed
+        .iter()
+        .enumerate()
+        .map(|(n, h)| {
+            let (prev_seq, prev_line) = if n == 0 {
+                (
+                    start.and_then(|(e, _)| i64::try_from(e.seq).ok()),
+                    start.map(|(_, l)| l.as_str()),
+                )
+            } else {
+                (Some(hashed[n - 1].seq), Some(hashed[n - 1].line.as_str()))
+            };
+            let (r, i) = owners[n];
+            Params::new(
+                store,
+                pending[r].items[i].task.as_ref(),
+                Some(EntryPart {
+                    key,
+                    prev_seq,
+                    prev_line,
+                    seq: h.seq,
+                    line: &h.line,
+                }),
+            )
+        })
+        .collect();
+    Ok((hashed, owners, params))
 }
 
 /// How a round went.
@@ -387,6 +503,17 @@ async fn round(
         Ok(tx) => tx,
         Err(e) => return failed(&e),
     };
+    in_transaction(tx, stmt, params, owners).await
+}
+
+/// The calls of a round in `tx` (pipelined), then its commit — or its rollback if a request of
+/// several items was refused part-way.
+async fn in_transaction(
+    tx: tokio_postgres::Transaction<'_>,
+    stmt: &tokio_postgres::Statement,
+    params: &[Params],
+    owners: &[(usize, usize)],
+) -> Round {
     let refs: Vec<_> = params.iter().map(Params::refs).collect();
     // Sent together (the client pipelines requests polled together), answered in order.
     let results =

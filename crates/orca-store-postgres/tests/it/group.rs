@@ -435,11 +435,29 @@ async fn many_writers_of_one_log_in_one_and_two_stores() {
     let url = database().await;
     let one = store_on(&url).await;
     let two = store_on(&url).await;
-    for (name, stores) in [
-        ("one store", vec![one.clone()]),
-        ("two stores", vec![one, two]),
+    // Eight processes' stores on one log: each round one of them commits and the others lose
+    // theirs; a turn that keeps losing takes the log's row lock rather than give up (it gave up
+    // after 200 lost rounds before).
+    let mut eight = vec![one.clone(), two.clone()];
+    for _ in 0..6 {
+        eight.push(store_on(&url).await);
+    }
+    // The same eight, each taking the log's lock after its first lost round: the locked round
+    // (head read under `FOR UPDATE`) written beside optimistic ones, as often as it can be.
+    let mut locking = Vec::new();
+    for _ in 0..8 {
+        let store = store_on(&url).await;
+        store.set_lock_after(Duration::ZERO);
+        locking.push(store);
+    }
+    locking[0] = eight[0].clone();
+    for (name, stores, width) in [
+        ("one store", vec![one.clone()], 8),
+        ("two stores", vec![one, two], 8),
+        ("eight stores", eight, 16),
+        ("eight stores, 7 locking at once", locking, 16),
     ] {
-        let (plan, id, tasks) = execution(&stores[0], 8).await;
+        let (plan, id, tasks) = execution(&stores[0], width).await;
         let rounds = 12;
         let tally = hammer(&stores, &plan, id, &tasks, rounds).await;
         let (entries, notes) = check_log(&stores[0], &plan, id).await;
@@ -449,7 +467,7 @@ async fn many_writers_of_one_log_in_one_and_two_stores() {
         assert_eq!(tally.stale_written, 0);
         assert!(tally.stale_refused > 0);
         assert_eq!(entries, tally.written);
-        assert_eq!(revisions(&stores[0], id).await, vec![rounds + 1; 8]);
+        assert_eq!(revisions(&stores[0], id).await, vec![rounds + 1; width]);
     }
 }
 
