@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use orca_core::redact::Redactor;
 use orca_core::{
@@ -54,14 +54,12 @@ fn holder() -> Holder {
     }
 }
 
-/// Claims (pending → running) and completes task `i`: two durable CAS writes.
-async fn claim_complete(
-    store: &PgStore,
+/// Task `i` claimed (pending → running), not written yet.
+fn claimed(
     plan: &ApprovedPlan,
-    exec: ExecutionId,
     tasks: &[Task],
     i: usize,
-) -> Result<(), BoxError> {
+) -> Result<orca_core::RunningTask, BoxError> {
     let Task::Pending(p) = tasks[i].clone() else {
         return Err("not pending".into());
     };
@@ -74,6 +72,18 @@ async fn claim_complete(
     )
     .ok_or("no context")?;
     let running = p.start(ctx, holder(), now());
+    Ok(running)
+}
+
+/// Claims (pending → running) and completes task `i`: two durable CAS writes.
+async fn claim_complete(
+    store: &PgStore,
+    plan: &ApprovedPlan,
+    exec: ExecutionId,
+    tasks: &[Task],
+    i: usize,
+) -> Result<(), BoxError> {
+    let running = claimed(plan, tasks, i)?;
     let rev = store
         .update_task(exec, &running.clone().into(), Revision::FIRST)
         .await?;
@@ -91,18 +101,7 @@ async fn claim_complete_audited(
     tasks: &[Task],
     i: usize,
 ) -> Result<(), BoxError> {
-    let Task::Pending(p) = tasks[i].clone() else {
-        return Err("not pending".into());
-    };
-    let ctx = build_context(
-        plan.id(),
-        plan.content(),
-        i,
-        tasks,
-        &ContextLimits::default(),
-    )
-    .ok_or("no context")?;
-    let running = p.start(ctx, holder(), now());
+    let running = claimed(plan, tasks, i)?;
     let step = running.step_id.to_string();
     let transition = |task: Task, expected: Revision, kind: &str| TaskTransition {
         plan_id: plan.id(),
@@ -128,20 +127,20 @@ async fn claim_complete_audited(
     Ok(())
 }
 
-/// Tasks each with its entries, `per_worker` at once in each of `workers` workers (each its
-/// own store: its own pool and queues, as separate processes): tasks/s and commits per task.
-async fn audited_run(
-    store: &PgStore,
+/// `workers` workers (each its own store: its own pool and queues, as separate processes),
+/// `per_worker` tasks at once in each, claiming and completing the tasks of `exec` in turn
+/// until none is left (with their audit entries if `audited`); the wall time.
+async fn drain(
     url: &str,
-    stats: &Stats,
-    total: usize,
+    plan: ApprovedPlan,
+    exec: ExecutionId,
+    tasks: Vec<Task>,
     workers: usize,
     per_worker: usize,
-) -> Result<(f64, f64), BoxError> {
-    let (plan, exec, tasks) = execution(store, total).await?;
+    audited: bool,
+) -> Result<Duration, BoxError> {
     let (plan, tasks) = (Arc::new(plan), Arc::new(tasks));
     let next = Arc::new(AtomicUsize::new(0));
-    let before = stats.sample().await?;
     let start = Instant::now();
     let mut joins = tokio::task::JoinSet::new();
     for _ in 0..workers {
@@ -159,7 +158,11 @@ async fn audited_run(
                     if i >= tasks.len() {
                         return Ok::<(), BoxError>(());
                     }
-                    claim_complete_audited(&s, &plan, exec, &tasks, i).await?;
+                    if audited {
+                        claim_complete_audited(&s, &plan, exec, &tasks, i).await?;
+                    } else {
+                        claim_complete(&s, &plan, exec, &tasks, i).await?;
+                    }
                 }
             });
         }
@@ -167,7 +170,23 @@ async fn audited_run(
     for r in joins.join_all().await {
         r?;
     }
-    let secs = start.elapsed().as_secs_f64();
+    Ok(start.elapsed())
+}
+
+/// Tasks each with its entries, `per_worker` at once in each of `workers` workers (each its
+/// own store: its own pool and queues, as separate processes): tasks/s and commits per task.
+async fn audited_run(
+    store: &PgStore,
+    url: &str,
+    stats: &Stats,
+    total: usize,
+    workers: usize,
+    per_worker: usize,
+) -> Result<(f64, f64), BoxError> {
+    let (plan, exec, tasks) = execution(store, total).await?;
+    let before = stats.sample().await?;
+    let elapsed = drain(url, plan, exec, tasks, workers, per_worker, true).await?;
+    let secs = elapsed.as_secs_f64();
     let after = stats.sample().await?;
     let commits = (after.commits - before.commits) as f64 / total as f64;
     Ok((total as f64 / secs, commits))
@@ -419,7 +438,6 @@ struct Figure {
 async fn figures(quick: bool) -> Result<Vec<Figure>, BoxError> {
     let server = Throwaway::start(true)?;
     let url = server.create_database().await?;
-    let open = || PgStore::open(&url, Authority::permissive(), Redactor::new());
     let store = PgStore::connect(&url, Authority::permissive(), Redactor::new()).await?;
     let n = if quick { 40 } else { 400 };
     let mut out = Vec::new();
@@ -449,27 +467,8 @@ async fn figures(quick: bool) -> Result<Vec<Figure>, BoxError> {
     for workers in [1usize, 4, 8] {
         let total = n * 2;
         let (plan, exec, tasks) = execution(&store, total).await?;
-        let (plan, tasks) = (Arc::new(plan), Arc::new(tasks));
-        let next = Arc::new(AtomicUsize::new(0));
-        let start = Instant::now();
-        let mut joins = tokio::task::JoinSet::new();
-        for _ in 0..workers {
-            let s = open()?;
-            let (plan, tasks, next) = (Arc::clone(&plan), Arc::clone(&tasks), Arc::clone(&next));
-            joins.spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= tasks.len() {
-                        return Ok::<(), BoxError>(());
-                    }
-                    claim_complete(&s, &plan, exec, &tasks, i).await?;
-                }
-            });
-        }
-        for r in joins.join_all().await {
-            r?;
-        }
-        let rate = total as f64 / start.elapsed().as_secs_f64();
+        let elapsed = drain(&url, plan, exec, tasks, workers, 1, false).await?;
+        let rate = total as f64 / elapsed.as_secs_f64();
         rates.push(rate);
         out.push(Figure {
             name: format!("pg_tasks_per_s_{workers}w"),

@@ -7,77 +7,21 @@
 
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::redact::Redactor;
-use orca_core::{
-    AgentId, ApprovedPlan, ContextLimits, DraftPlan, ErrorCode, Execution, ExecutionId, Holder,
-    PendingExecution, PlanId, Step, StepId, Task, TaskFailure, build_context,
-};
+use orca_core::{ApprovedPlan, Execution, ExecutionId, PendingExecution, Task};
 use orca_store::{
     AuditLogId, AuditStore, Authority, ExecutionStore, NewAuditEntry, PlanStore, Revision,
     StoreError, TaskTransition, WriteOrder,
 };
 use orca_store_postgres::PgStore;
 use orca_store_postgres::throwaway::Throwaway;
+
+use crate::common::{approved, holder, next_task, now};
 use serde_json::json;
-use time::OffsetDateTime;
-
-fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
-}
-
-fn approved(steps: usize) -> ApprovedPlan {
-    let mut d = DraftPlan::new(PlanId::new(), now());
-    d.set_goal("group commit");
-    d.set_assumptions(vec!["a POSIX shell".into()]);
-    d.set_risks(vec!["none".into()]);
-    d.set_verification(vec!["tests pass".into()]);
-    for i in 0..steps {
-        let id = StepId::parse(&format!("s{i}")).unwrap();
-        d.add_step(
-            Step::new(id, AgentId::shell(), "step").with_command("true"),
-            None,
-        )
-        .unwrap();
-    }
-    let agents: BTreeSet<AgentId> = [AgentId::shell()].into_iter().collect();
-    d.submit(&agents, now())
-        .unwrap()
-        .approve("alice", None, now())
-}
-
-fn holder(tag: &str) -> Holder {
-    Holder {
-        pid: std::process::id(),
-        host: "test-host".into(),
-        token: format!("{tag}-{}", ExecutionId::new()),
-    }
-}
-
-/// The next state of a task in a pending → running → failed → running … cycle.
-fn next_task(plan: &ApprovedPlan, tasks: &[Task], index: usize, holder: &Holder) -> Task {
-    let ctx = || {
-        build_context(
-            plan.id(),
-            plan.content(),
-            index,
-            tasks,
-            &ContextLimits::default(),
-        )
-        .unwrap()
-    };
-    match tasks[index].clone() {
-        Task::Pending(t) => t.start(ctx(), holder.clone(), now()).into(),
-        Task::Running(t) => t
-            .fail(TaskFailure::new(ErrorCode::AgentError, "boom"), now())
-            .into(),
-        Task::Failed(t) => t.retry(None, ctx(), holder.clone(), now()).into(),
-        other => other,
-    }
-}
 
 async fn store_on(url: &str) -> PgStore {
     PgStore::connect(url, Authority::permissive(), Redactor::new())
@@ -93,7 +37,7 @@ async fn database() -> String {
 
 /// A stored plan of `steps` steps and a pending execution of it.
 async fn execution(store: &PgStore, steps: usize) -> (ApprovedPlan, ExecutionId, Vec<Task>) {
-    let plan = approved(steps);
+    let plan = approved("group commit", steps);
     store.create_plan(&plan.clone().into()).await.unwrap();
     let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now());
     let exec: Execution = pending.into();

@@ -125,8 +125,10 @@ fn byte_range(kind: libc::c_int, slot: u64) -> io::Result<libc::flock> {
     let start = libc::off_t::try_from(slot)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "lock slot out of range"))?;
     Ok(libc::flock {
-        l_type: libc::c_short::try_from(kind).unwrap_or(libc::F_WRLCK as libc::c_short),
-        l_whence: libc::SEEK_SET as libc::c_short,
+        l_type: libc::c_short::try_from(kind)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "lock type out of range"))?,
+        l_whence: libc::c_short::try_from(libc::SEEK_SET)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "whence out of range"))?,
         l_start: start,
         l_len: 1,
         l_pid: 0,
