@@ -458,6 +458,31 @@ struct Sizes {
     wide_delay: Duration,
 }
 
+/// `--claims-only`: tasks claimed one by one, 1 and 4 workers, `reps` times (to tune claiming).
+async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
+    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
+    let mut out = Vec::new();
+    for _ in 0..reps {
+        let pg_url = server.create_database().await?;
+        let one = sizes.wide as f64
+            / workers_run(&pg_url, Mode::Task, 1, sizes)
+                .await?
+                .as_secs_f64();
+        let four = sizes.wide as f64
+            / workers_run(&pg_url, Mode::Task, 4, sizes)
+                .await?
+                .as_secs_f64();
+        out.push(Figure {
+            name: "pg_claim_task_4w_vs_1w",
+            value: four / one,
+            unit: "x",
+            target: None,
+            description: format!("1 worker {one:.0}/s, 4 workers {four:.0}/s"),
+        });
+    }
+    Ok(out)
+}
+
 async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     let mut out = Vec::new();
 
@@ -738,6 +763,15 @@ fn real_main() -> Result<(), BoxError> {
             wide_delay: Duration::from_millis(20),
         }
     };
+    if args.iter().any(|a| a == "--claims-only") {
+        for f in runtime.block_on(claims_only(&sizes, 3))? {
+            say(&format!(
+                "{:<28} {:>8.3}{:<2}  {}",
+                f.name, f.value, f.unit, f.description
+            ));
+        }
+        return Ok(());
+    }
     let mut figures = runtime.block_on(figures(&sizes))?;
     if !sizes.dag_only {
         figures.push(peak_memory_figure(sizes.big)?);

@@ -100,12 +100,13 @@ impl Runner {
                 .collect(),
             tasks: snap.tasks,
             joins: JoinSet::new(),
+            starts: JoinSet::new(),
             calls: CancellationToken::new(),
             usage: Usage::default(),
             started: Instant::now(),
             last_refresh: Instant::now(),
             stop_after_drain: None,
-            shuffled: true,
+            claiming: true,
             returns: state::Returns::default(),
         };
         let heartbeat = self.task_heartbeat();
@@ -202,7 +203,7 @@ impl Runner {
             }
             self.launch_ready(run).await?;
             let waiting = run.retries_pending() || run.waiting_for_locks();
-            if run.joins.is_empty() && !waiting {
+            if run.joins.is_empty() && run.starts.is_empty() && !waiting {
                 // Nothing of ours in flight: what does the store say now?
                 self.catch_up(run).await?;
                 let others_running = run
@@ -226,6 +227,10 @@ impl Runner {
                 Some((index, usage)) = run.returns.rx.recv() => run.agent_returned(index, usage),
                 Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
                     self.on_joined(run, joined).await?;
+                }
+                Some(written) = run.starts.join_next(), if !run.starts.is_empty() => {
+                    // Claimed by another worker first: what changed is worth reading.
+                    stale |= self.on_start_written(run, written)?;
                 }
                 // Another worker's task changed: something may be ready now.
                 () = wake.notified() => stale = true,

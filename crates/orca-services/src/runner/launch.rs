@@ -33,7 +33,7 @@ impl Runner {
         }
         candidates.sort_by_key(|(i, _)| *i);
         candidates.dedup_by_key(|(i, _)| *i);
-        if run.shuffled {
+        if run.claiming {
             fastrand::shuffle(&mut candidates);
         }
         // A wait for a step that no longer wants to start ends.
@@ -118,6 +118,29 @@ impl Runner {
         if decided.is_empty() {
             return Ok(());
         }
+        if run.claiming {
+            // A claiming worker goes on while its starts are written (see `Run::claiming`).
+            for ((index, locks), start) in decided.into_iter().zip(starts) {
+                let Some(step) = run.plan.content().steps.get(index) else {
+                    continue;
+                };
+                let (step_id, agent) = (step.id.clone(), step.agent.clone());
+                let retry = match run.slot(index) {
+                    Slot::RetryNow { guidance } => Some(guidance.clone()),
+                    _ => None,
+                };
+                run.set(index, Slot::Starting { retry });
+                let executions = self.executions.clone();
+                let execution = run.execution.clone();
+                run.starts.spawn(async move {
+                    let started = executions
+                        .record_attempt_started(&execution, start, &step_id, &agent)
+                        .await;
+                    (index, locks, started)
+                });
+            }
+            return Ok(());
+        }
 
         // 2. Write the starts and their audit entries, all at once.
         let mut writes = JoinSet::new();
@@ -178,6 +201,50 @@ impl Runner {
             self.catch_up(run).await?;
         }
         Ok(())
+    }
+
+    /// A start written while the loop went on (a claiming worker): its agent is called, or its
+    /// slot goes back to what it was. `Ok(true)`: another worker claimed the task first (what
+    /// the others changed is worth reading).
+    pub(super) fn on_start_written(
+        &self,
+        run: &mut Run,
+        joined: std::result::Result<StartWritten, tokio::task::JoinError>,
+    ) -> Result<bool> {
+        let (index, locks, written) = joined
+            .map_err(|e| ServiceError::Store(StoreError::backend("writing a task start", e)))?;
+        match written {
+            Ok(started) => {
+                self.dispatch_started(run, index, locks, started);
+                Ok(false)
+            }
+            Err(ServiceError::Store(StoreError::Conflict { .. })) => {
+                run.start_refused(index);
+                Ok(true)
+            }
+            Err(e) => {
+                run.start_refused(index);
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits for the starts being written; each written one becomes in flight without its agent
+    /// being called (the loop is ending: it is interrupted, or left running for the leader or a
+    /// takeover, as a cancelled call is).
+    pub(super) async fn settle_starts(run: &mut Run) {
+        while let Some(joined) = run.starts.join_next().await {
+            let Ok((index, locks, written)) = joined else {
+                continue;
+            };
+            match written {
+                Ok(started) => {
+                    Self::store_task(run, index, started.task);
+                    run.set(index, Slot::InFlight { _locks: locks });
+                }
+                Err(_) => run.start_refused(index),
+            }
+        }
     }
 
     /// Spawns the agent call of a task whose start is written.

@@ -22,7 +22,7 @@ mod state;
 pub use claim::ClaimOutcome;
 pub use config::{Backoff, FailurePolicy, RunConfig};
 pub use report::{Observer, Quiet, RunEvent, RunOutcome, RunReport, terminal_outcome};
-use state::{Joined, Recording, Run, Slot, retryable};
+use state::{Joined, Recording, Run, Slot, StartWritten, retryable};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -152,13 +152,14 @@ impl Runner {
             execution: snap.execution.value,
             tasks: snap.tasks,
             joins: JoinSet::new(),
+            starts: JoinSet::new(),
             calls: CancellationToken::new(),
             slots,
             usage: Usage::default(),
             started: Instant::now(),
             last_refresh: Instant::now(),
             stop_after_drain: None,
-            shuffled: false,
+            claiming: false,
             returns: state::Returns::default(),
         };
         let outcome = self.drive(&mut run, &cancel).await;

@@ -159,8 +159,10 @@ impl Runner {
     }
 
     /// Cancels the agent calls and waits for their tasks to end; replies that were written are
-    /// taken into the runner's view (task and usage).
+    /// taken into the runner's view (task and usage). Starts being written are waited for
+    /// first ([`Self::settle_starts`]).
     pub(super) async fn drain_calls(run: &mut Run) {
+        Self::settle_starts(run).await;
         run.calls.cancel();
         while let Some(joined) = run.joins.join_next().await {
             if let Ok(Some((recording, Ok(task)))) = joined {

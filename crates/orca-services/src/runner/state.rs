@@ -22,6 +22,14 @@ pub(super) enum Slot {
         /// Guidance for the retry, if it is one.
         guidance: Option<String>,
     },
+    /// Its start is being written, and the loop goes on meanwhile (a claiming worker, ADR 0026
+    /// amendment): the step's locks travel with the write and come back with it. `retry` is
+    /// what the slot was, to go back to if another worker claimed the task first: a retry
+    /// (with its guidance) or, when `None`, idle.
+    Starting {
+        /// `Some(guidance)` if the start is a retry's.
+        retry: Option<Option<String>>,
+    },
     /// Its attempt is in flight; the step's locks are held until the reply is in.
     InFlight {
         /// Released when the slot changes.
@@ -44,6 +52,7 @@ impl Slot {
         match self {
             Self::Idle => "idle",
             Self::WaitingForLock { .. } => "waiting_for_lock",
+            Self::Starting { .. } => "starting",
             Self::InFlight { .. } => "in_flight",
             Self::RetryAt(_) => "retry_at",
             Self::RetryNow { .. } => "retry_now",
@@ -51,6 +60,10 @@ impl Slot {
         }
     }
 }
+
+/// A start written without the loop waiting for it (a claiming worker): the task's position,
+/// the step's locks, and how the write went.
+pub(super) type StartWritten = (usize, Option<ResourceGuard>, Result<StartedAttempt>);
 
 /// What an agent's task hands back: unless the call was cancelled, the reply and how writing
 /// it to the store went (the write happens in the agent's task, so the replies of parallel
@@ -112,6 +125,9 @@ pub(super) struct Run {
     /// What the runner does with each task, in plan order.
     pub(super) slots: Vec<Slot>,
     pub(super) joins: JoinSet<Joined>,
+    /// Starts being written while the loop goes on (a claiming worker only; empty for a
+    /// leader, which waits for its starts).
+    pub(super) starts: JoinSet<StartWritten>,
     /// Cancels the agent calls in `joins` (never their writes: a reply that is in gets written
     /// whole, task and audit entry).
     pub(super) calls: CancellationToken,
@@ -120,11 +136,13 @@ pub(super) struct Run {
     /// When the execution header was last read.
     pub(super) last_refresh: Instant,
     pub(super) stop_after_drain: Option<String>,
-    /// The order in which this runner looks at the ready tasks: plan order for a leader; a
-    /// new random order at each look for a worker claiming tasks beside others (ADR 0026), so
-    /// that workers reach for different tasks instead of all for the same ones (a rotation
-    /// from one random place made neighbours collide again and again).
-    pub(super) shuffled: bool,
+    /// A worker claiming tasks beside others (ADR 0026), not the leader. It looks at the ready
+    /// tasks in a new random order each time, so that workers reach for different tasks
+    /// instead of all for the same ones (a rotation from one random place made neighbours
+    /// collide again and again); a leader goes in plan order. And it does not wait for the
+    /// starts it writes ([`Slot::Starting`]): an agent returning meanwhile gets its slot
+    /// refilled at once, and the starts of several slots share one group-commit round.
+    pub(super) claiming: bool,
     /// Agents returned, replies still being written.
     pub(super) returns: Returns,
 }
@@ -232,11 +250,12 @@ impl Run {
         self.returns.returned.remove(&index)
     }
 
-    /// Agent calls running now: in-flight slots whose agent has not returned.
+    /// Agent calls running or about to (their start being written): in-flight slots whose
+    /// agent has not returned, and starting ones.
     pub(super) fn agents_running(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| matches!(s, Slot::InFlight { .. }))
+            .filter(|s| matches!(s, Slot::InFlight { .. } | Slot::Starting { .. }))
             .count()
             .saturating_sub(self.returns.returned.len())
     }
@@ -250,6 +269,18 @@ impl Run {
             self.set(*i, Slot::Idle);
         }
         flights
+    }
+
+    /// A start that was not written (another worker claimed the task first, or the write
+    /// failed): the slot goes back to what it was.
+    pub(super) fn start_refused(&mut self, index: usize) {
+        if let Slot::Starting { retry } = self.slot(index) {
+            let back = match retry.clone() {
+                Some(guidance) => Slot::RetryNow { guidance },
+                None => Slot::Idle,
+            };
+            self.set(index, back);
+        }
     }
 
     pub(super) fn log_scope(&self, parent: Option<u64>) -> AuditScope {
@@ -275,6 +306,11 @@ impl Run {
                 Slot::InFlight { .. } => {
                     matches!(status, TaskStatus::Running | TaskStatus::Failed)
                 }
+                // Running: another worker's claim of it, seen before our start's refusal.
+                Slot::Starting { .. } => matches!(
+                    status,
+                    TaskStatus::Pending | TaskStatus::Failed | TaskStatus::Running
+                ),
                 Slot::RetryAt(_) | Slot::RetryNow { .. } | Slot::Abandoned => {
                     status == TaskStatus::Failed
                 }
