@@ -499,11 +499,62 @@ async fn round(
             Err(e) => failed(&e),
         };
     }
+    if owners.iter().all(|(_, i)| *i == 0) {
+        return pipelined(conn, stmt, params).await;
+    }
     let tx = match conn.transaction().await {
         Ok(tx) => tx,
         Err(e) => return failed(&e),
     };
     in_transaction(tx, stmt, params, owners).await
+}
+
+/// A round whose requests are one item each, in ONE round trip: `BEGIN`, the calls and
+/// `COMMIT` sent together. Committing whatever the calls answered is right here: the items
+/// before the first refusal are written (they are whole requests), the refused one and every
+/// one after it wrote nothing (each after it fails its head check). A call that fails aborts
+/// the transaction, and the `COMMIT` then rolls it back. (A round holding a request of several
+/// items cannot commit blindly — a refusal inside it must undo its earlier items — and takes
+/// [`in_transaction`].)
+async fn pipelined(
+    conn: &mut Conn<'_>,
+    stmt: &tokio_postgres::Statement,
+    params: &[Params],
+) -> Round {
+    let refs: Vec<_> = params.iter().map(Params::refs).collect();
+    conn.set_dirty(true);
+    let client: &tokio_postgres::Client = conn;
+    // Sent in the order polled first: `join3` and `join_all` poll in order.
+    let (begun, results, committed) = futures_util::future::join3(
+        client.batch_execute("BEGIN"),
+        futures_util::future::join_all(refs.iter().map(|p| client.query_one(stmt, &p[..]))),
+        client.batch_execute("COMMIT"),
+    )
+    .await;
+    if let Err(e) = begun {
+        return failed(&e);
+    }
+    let mut answers = Vec::with_capacity(results.len());
+    for r in results {
+        match r.and_then(|row| row.try_get::<_, String>(0)) {
+            Ok(a) => answers.push(a),
+            // The transaction is aborted: its `COMMIT` rolled it back.
+            Err(e) => {
+                if committed.is_ok() {
+                    conn.set_dirty(false);
+                }
+                return failed(&e);
+            }
+        }
+    }
+    if let Err(e) = committed {
+        return Round::Failed("committing to the postgres store".to_owned(), describe(&e));
+    }
+    conn.set_dirty(false);
+    Round::Answered {
+        answers,
+        committed: true,
+    }
 }
 
 /// The calls of a round in `tx` (pipelined), then its commit — or its rollback if a request of

@@ -63,12 +63,14 @@ pub(crate) struct Pool {
     permits: Arc<Semaphore>,
 }
 
-/// A pooled connection; goes back to the pool when dropped, unless it was closed.
+/// A pooled connection; goes back to the pool when dropped, unless it was closed or may be
+/// inside a transaction (see [`Conn::set_dirty`]).
 #[derive(Debug)]
 pub(crate) struct Conn<'a> {
     session: Option<Session>,
     pool: &'a Pool,
     _permit: OwnedSemaphorePermit,
+    dirty: bool,
 }
 
 impl Pool {
@@ -99,6 +101,7 @@ impl Pool {
             session: Some(session),
             pool: self,
             _permit: permit,
+            dirty: false,
         })
     }
 }
@@ -169,6 +172,15 @@ impl Conn<'_> {
     }
 }
 
+impl Conn<'_> {
+    /// `true` while a transaction this connection began by hand (`BEGIN` sent as a statement)
+    /// may still be open: dropped then (an error, a cancelled future), the connection is closed
+    /// instead of going back to the pool, where the next user would find itself inside it.
+    pub(crate) const fn set_dirty(&mut self, dirty: bool) {
+        self.dirty = dirty;
+    }
+}
+
 impl Deref for Conn<'_> {
     type Target = Client;
 
@@ -196,6 +208,7 @@ impl Drop for Conn<'_> {
     fn drop(&mut self) {
         if let Some(s) = self.session.take()
             && !s.is_closed()
+            && !self.dirty
         {
             self.pool
                 .idle
