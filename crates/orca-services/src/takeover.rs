@@ -81,11 +81,11 @@ where
 /// could run its effect twice at once. Store errors.
 pub(crate) async fn end_dead_runner_processes(
     executions: &ExecutionService,
+    snap: &orca_store::ExecutionSnapshot,
     agents: &dyn AgentPort,
     id: ExecutionId,
     own_host: &str,
 ) -> Result<Vec<StepId>> {
-    let snap = executions.get(id).await?;
     let mut ended = Vec::new();
     for task in &snap.tasks {
         let Task::Running(running) = &task.value else {

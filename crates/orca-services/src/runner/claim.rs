@@ -118,6 +118,14 @@ impl Runner {
         }
         heartbeat.abort();
         drop(shared);
+        if matches!(outcome, Ok(ClaimOutcome::ForLeader)) {
+            // What the leader that follows checks first (see `Runner::verified`).
+            *self
+                .verified
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((id, run.plan, run.deps));
+        }
         outcome
     }
 

@@ -55,9 +55,14 @@ enum Opened {
     /// It runs: its approved plan, and the steps whose abandoned attempts were recovered.
     Running {
         plan: Box<ApprovedPlan>,
+        /// The plan's dependency indices, when a claiming drive computed them already.
+        deps: Option<Vec<Vec<usize>>>,
         recovered: Vec<StepId>,
     },
 }
+
+/// A plan a claiming drive checked, for the execution it drove, with its dependency indices.
+type Verified = (ExecutionId, ApprovedPlan, Vec<Vec<usize>>);
 
 /// Drives executions.
 #[derive(Clone)]
@@ -68,6 +73,12 @@ pub struct Runner {
     hitl: Arc<dyn Hitl>,
     observer: Arc<dyn Observer>,
     config: RunConfig,
+    /// The approved plan a claiming drive of this runner checked (loaded, its approval
+    /// verified, its digest compared with the execution's), handed to the leader run that
+    /// follows it here (see [`ClaimOutcome::ForLeader`]) instead of being loaded and checked
+    /// again moments later: the plan is immutable once approved, and this is the copy that
+    /// passed. Taken once; any other run loads its plan.
+    verified: Arc<std::sync::Mutex<Option<Verified>>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -89,6 +100,19 @@ impl Runner {
             hitl: orca.tools.hitl.clone(),
             observer,
             config,
+            verified: Arc::default(),
+        }
+    }
+
+    /// The plan a claiming drive of this runner checked for `id`, if any (taken).
+    fn take_verified(&self, id: ExecutionId) -> Option<(ApprovedPlan, Vec<Vec<usize>>)> {
+        let mut verified = self
+            .verified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match verified.take() {
+            Some((for_id, plan, deps)) if for_id == id => Some((plan, deps)),
+            _ => None,
         }
     }
 
@@ -125,7 +149,7 @@ impl Runner {
         lease: &orca_store::Lease,
         cancel: CancellationToken,
     ) -> Result<RunReport> {
-        let (plan, recovered) = match self.open(id, lease).await? {
+        let (plan, deps, recovered) = match self.open(id, lease).await? {
             Opened::Ended(outcome) => {
                 return Ok(RunReport {
                     execution_id: id,
@@ -133,7 +157,11 @@ impl Runner {
                     usage: Usage::default(),
                 });
             }
-            Opened::Running { plan, recovered } => (*plan, recovered),
+            Opened::Running {
+                plan,
+                deps,
+                recovered,
+            } => (*plan, deps, recovered),
         };
         let snap = self.executions.get(id).await?;
         let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
@@ -144,7 +172,8 @@ impl Runner {
                 *slot = Slot::RetryNow { guidance: None };
             }
         }
-        let deps = orca_core::graph::dependency_indices(&plan.content().steps);
+        let deps =
+            deps.unwrap_or_else(|| orca_core::graph::dependency_indices(&plan.content().steps));
         let mut run = Run {
             id,
             plan,
@@ -220,7 +249,10 @@ impl Runner {
                 "refused to run execution {id}: {problem}"
             )));
         }
-        let plan = self.executions.planning().approved(plan_id).await?;
+        let (plan, deps) = match self.take_verified(id) {
+            Some((plan, deps)) if plan.id() == plan_id => (plan, Some(deps)),
+            _ => (self.executions.planning().approved(plan_id).await?, None),
+        };
         if plan.digest() != &snap.execution.value.info().plan_digest {
             return Err(ServiceError::PlanTampered(plan_id));
         }
@@ -233,6 +265,7 @@ impl Runner {
         // Whatever the dead runner's steps started dies before anything runs again.
         crate::takeover::end_dead_runner_processes(
             &self.executions,
+            &snap,
             self.dispatch.context().agents.as_ref(),
             id,
             &self.config.holder.host,
@@ -259,6 +292,7 @@ impl Runner {
         }
         Ok(Opened::Running {
             plan: Box::new(plan),
+            deps,
             recovered,
         })
     }
