@@ -534,6 +534,9 @@ async fn pipelined(
         client.batch_execute("COMMIT"),
     )
     .await;
+    // A `COMMIT` that was answered closed the transaction (committed, or rolled back after a
+    // failed call): the connection can be used again.
+    conn.set_dirty(committed.is_err());
     if let Err(e) = begun {
         return failed(&e);
     }
@@ -542,18 +545,12 @@ async fn pipelined(
         match r.and_then(|row| row.try_get::<_, String>(0)) {
             Ok(a) => answers.push(a),
             // The transaction is aborted: its `COMMIT` rolled it back.
-            Err(e) => {
-                if committed.is_ok() {
-                    conn.set_dirty(false);
-                }
-                return failed(&e);
-            }
+            Err(e) => return failed(&e),
         }
     }
     if let Err(e) = committed {
         return Round::Failed("committing to the postgres store".to_owned(), describe(&e));
     }
-    conn.set_dirty(false);
     Round::Answered {
         answers,
         committed: true,
