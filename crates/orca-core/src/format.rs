@@ -69,41 +69,63 @@ pub fn read_document<T: DeserializeOwned>(
 /// whitespace, numbers and strings as serde_json writes them.
 #[must_use]
 pub fn canonical_json(value: &serde_json::Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // Only serde_json's own output and ASCII punctuation were written: valid UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
+/// Writes the canonical JSON of `value` to `out` (see [`canonical_json`]): keys and scalars
+/// are written by serde_json straight into `out`, nothing is allocated per value (a 1 MB plan's
+/// digest used to allocate a string for every key and every dependency name).
+fn write_canonical<W: std::io::Write>(value: &serde_json::Value, out: &mut W) {
     use serde_json::Value;
+    // Writing to memory or a hasher cannot fail, nor can serializing a string or a number.
+    let put = |out: &mut W, bytes: &[u8]| {
+        let _ = out.write_all(bytes);
+    };
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            put(out, b"{");
+            for (i, (key, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    put(out, b",");
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                if let Some(v) = map.get(key) {
-                    write_canonical(v, out);
-                }
+                let _ = serde_json::to_writer(&mut *out, key);
+                put(out, b":");
+                write_canonical(v, out);
             }
-            out.push('}');
+            put(out, b"}");
         }
         Value::Array(items) => {
-            out.push('[');
+            put(out, b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    put(out, b",");
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            put(out, b"]");
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
+    }
+}
+
+/// A hasher fed as an [`std::io::Write`] (canonical JSON is hashed as it is written).
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -125,7 +147,15 @@ impl Digest {
     /// Only if the value cannot be represented as JSON (maps with non-string keys).
     pub fn of_canonical<T: Serialize>(value: &T) -> Result<Self, serde_json::Error> {
         let value = serde_json::to_value(value)?;
-        Ok(Self::of_bytes(canonical_json(&value).as_bytes()))
+        Ok(Self::of_canonical_value(&value))
+    }
+
+    /// The digest of the canonical JSON of `value` (hashed as it is written, not buffered).
+    #[must_use]
+    pub fn of_canonical_value(value: &serde_json::Value) -> Self {
+        let mut hasher = HashWriter(Sha256::new());
+        write_canonical(value, &mut hasher);
+        Self(hasher.0.finalize().into())
     }
 
     /// The raw bytes.
@@ -213,6 +243,73 @@ mod tests {
             canonical_json(&value),
             r#"{"a":{"c":null,"d":[1,{"y":"é","z":0}]},"b":1}"#
         );
+    }
+
+    /// The canonical form as it was first written (a string per key and scalar): digests
+    /// already recorded in plans and audit logs were computed with it, so the faster writer
+    /// must produce the very same bytes.
+    fn reference_canonical(value: &serde_json::Value, out: &mut String) {
+        use serde_json::Value;
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    reference_canonical(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    reference_canonical(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+
+    fn any_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<u64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(serde_json::Value::from),
+            ".{0,12}".prop_map(serde_json::Value::from),
+            "[\\u{0}-\\u{1f}\"\\\\é€😀]{0,6}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(".{0,8}", inner, 0..8)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn canonical_bytes_and_digests_are_those_of_the_first_writer(value in any_json()) {
+            let mut expected = String::new();
+            reference_canonical(&value, &mut expected);
+            proptest::prop_assert_eq!(&canonical_json(&value), &expected);
+            proptest::prop_assert_eq!(
+                Digest::of_canonical_value(&value),
+                Digest::of_bytes(expected.as_bytes())
+            );
+        }
     }
 
     #[test]

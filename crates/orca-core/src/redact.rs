@@ -357,8 +357,14 @@ fn shape_ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
             continue;
         }
         let mut matched: Option<usize> = None;
+        let first = lower[i];
         for (prefix, case_sensitive, min) in PREFIXES {
             let prefix = prefix.as_bytes();
+            // Every prefix is lowercase: one that starts otherwise cannot match here (prose
+            // has a candidate at nearly every word; this skips most comparisons).
+            if prefix.first() != Some(&first) {
+                continue;
+            }
             let hit = if *case_sensitive {
                 bytes[i..].starts_with(prefix)
             } else {
@@ -498,7 +504,7 @@ fn labelled(bytes: &[u8], lower: &[u8], i: usize) -> Option<(usize, usize)> {
     }
     for (label, min, to_eol) in LABELS {
         let label = label.as_bytes();
-        if !lower[i..].starts_with(label) {
+        if label.first() != lower.get(i) || !lower[i..].starts_with(label) {
             continue;
         }
         let mut j = i + label.len();
@@ -660,6 +666,18 @@ mod tests {
         let doc = r.redact_strings(v);
         assert_eq!(doc["token"], "abc");
         assert_eq!(doc["nested"]["ok"], REDACTED);
+    }
+
+    /// The scan skips a prefix or label whose first byte is not the word's, lowercased: sound
+    /// only while every one of them is written in lowercase.
+    #[test]
+    fn prefixes_and_labels_are_lowercase() {
+        for (p, _, _) in PREFIXES {
+            assert_eq!(*p, p.to_ascii_lowercase(), "prefix {p}");
+        }
+        for (l, _, _) in LABELS {
+            assert_eq!(*l, l.to_ascii_lowercase(), "label {l}");
+        }
     }
 
     #[test]

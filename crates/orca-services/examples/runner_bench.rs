@@ -483,6 +483,38 @@ async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError
     Ok(out)
 }
 
+/// `--makespans`: the 8 × 8 DAG on every backend, `reps` times (to tune the makespan ratio).
+async fn makespans(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
+    let (layers, width) = sizes.dag;
+    let critical = sizes.delay * u32::try_from(layers).unwrap_or(u32::MAX);
+    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
+    let mut out = Vec::new();
+    for _ in 0..reps {
+        let pg_url = server.create_database().await?;
+        for (backend, name) in [
+            (Backend::Memory, "dag_makespan_ratio_memory"),
+            (Backend::File, "dag_makespan_ratio_file"),
+            (Backend::Postgres(pg_url), "dag_makespan_ratio_postgres"),
+        ] {
+            let wall = run(
+                &backend,
+                BenchAgent::new(sizes.delay),
+                layered(layers, width)?,
+                width,
+            )
+            .await?;
+            out.push(Figure {
+                name,
+                value: wall.as_secs_f64() / critical.as_secs_f64(),
+                unit: "x",
+                target: Some(1.10),
+                description: format!("makespan {:.1} ms", wall.as_secs_f64() * 1e3),
+            });
+        }
+    }
+    Ok(out)
+}
+
 async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     let mut out = Vec::new();
 
@@ -763,8 +795,16 @@ fn real_main() -> Result<(), BoxError> {
             wide_delay: Duration::from_millis(20),
         }
     };
-    if args.iter().any(|a| a == "--claims-only") {
-        for f in runtime.block_on(claims_only(&sizes, 3))? {
+    let only = if args.iter().any(|a| a == "--claims-only") {
+        Some(runtime.block_on(claims_only(&sizes, 3))?)
+    } else if let Some(p) = args.iter().position(|a| a == "--makespans") {
+        let reps = args.get(p + 1).and_then(|n| n.parse().ok()).unwrap_or(5);
+        Some(runtime.block_on(makespans(&sizes, reps))?)
+    } else {
+        None
+    };
+    if let Some(only) = only {
+        for f in only {
             say(&format!(
                 "{:<28} {:>8.3}{:<2}  {}",
                 f.name, f.value, f.unit, f.description

@@ -185,12 +185,16 @@ impl ExecutionService {
 
     /// Starts a pending execution (no-op if already running).
     pub async fn start(&self, id: ExecutionId) -> Result<Versioned<Execution>> {
-        self.update_header(id, |e| match e {
+        self.update_header(id, Self::started).await
+    }
+
+    /// The header a start writes over `e`: `None` if it runs already.
+    pub(crate) fn started(e: Execution) -> Result<Option<Execution>> {
+        match e {
             Execution::Pending(p) => Ok(Some(Execution::Running(p.start(now())))),
             Execution::Running(_) => Ok(None),
             other => Err(terminal(&other, "it cannot start again")),
-        })
-        .await
+        }
     }
 
     /// Claims a task: a pending task whose dependencies completed, or a failed one (retry),

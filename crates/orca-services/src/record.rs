@@ -164,9 +164,14 @@ impl ExecutionService {
         holder: &Holder,
         took_over: Option<&orca_store::LeaseInfo>,
     ) -> Result<Versioned<Execution>> {
-        let was_pending =
-            self.header(id).await?.value.stage() == orca_core::ExecutionStage::Pending;
-        let started = self.start(id).await?;
+        // Whether the header this start was decided on (the one written over) was pending.
+        let mut was_pending = false;
+        let started = self
+            .update_header(id, |e| {
+                was_pending = matches!(e, Execution::Pending(_));
+                Self::started(e)
+            })
+            .await?;
         if was_pending {
             self.append(
                 &started.value,

@@ -16,45 +16,37 @@ fn parse_seal(key: &str, text: &str) -> Result<Seal, StoreError> {
     serde_json::from_str(text).map_err(|e| corrupt("audit_logs", key, format!("not a seal: {e}")))
 }
 
-/// Creates the log's row if missing and locks it for this transaction; returns its seal.
-async fn lock_log(
-    tx: &tokio_postgres::Transaction<'_>,
+const NEW_LOG: &str =
+    "INSERT INTO audit_logs (log_key, log_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+const LOCK_LOG: &str = "SELECT seal FROM audit_logs WHERE log_key = $1 FOR UPDATE";
+const LINES: &str = "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq";
+const SET_SEAL: &str = "UPDATE audit_logs SET seal = $2 WHERE log_key = $1";
+/// The seal (a first row with seq -1; none if the log has no row) and every line, in ONE
+/// statement: one snapshot, one round trip.
+const SEALED_LINES: &str = "SELECT -1::int8 AS seq, seal AS text FROM audit_logs WHERE log_key = $1
+     UNION ALL SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq";
+
+/// `(seq, text)` of each row of `rows`.
+fn numbered(
+    rows: &[tokio_postgres::Row],
     log: AuditLogId,
-    key: &str,
-) -> Result<Option<Seal>, StoreError> {
-    let id = encode(&log, &log.to_string())?;
-    tx.execute(
-        "INSERT INTO audit_logs (log_key, log_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        &[&key, &id],
-    )
-    .await
-    .map_err(db(format!("creating the {log}")))?;
-    let row = tx
-        .query_one(
-            "SELECT seal FROM audit_logs WHERE log_key = $1 FOR UPDATE",
-            &[&key],
-        )
-        .await
-        .map_err(db(format!("locking the {log}")))?;
-    let seal: Option<String> = row.get(0);
-    seal.map(|s| parse_seal(key, &s)).transpose()
+) -> Result<Vec<(i64, Option<String>)>, StoreError> {
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()
+        .map_err(db(format!("reading the {log}")))
 }
 
-async fn lines(
-    client: &impl tokio_postgres::GenericClient,
-    log: AuditLogId,
+/// The entries of `rows` (`seq`, `line`).
+fn parsed(
     key: &str,
-) -> Result<Vec<(i64, String)>, StoreError> {
-    Ok(client
-        .query(
-            "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq",
-            &[&key],
-        )
-        .await
-        .map_err(db(format!("reading the {log}")))?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect())
+    log: AuditLogId,
+    rows: &[tokio_postgres::Row],
+) -> Result<Vec<AuditEntry>, StoreError> {
+    numbered(rows, log)?
+        .into_iter()
+        .map(|(seq, line)| parse_entry(key, seq, line.as_deref().unwrap_or_default()))
+        .collect()
 }
 
 #[async_trait]
@@ -75,18 +67,44 @@ impl AuditStore for PgStore {
 
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
         let key = log_key(log);
+        let id = encode(&log, &log.to_string())?;
+        let sealing = format!("sealing the {log}");
         let mut conn = self.conn().await?;
-        let tx = conn
-            .transaction()
-            .await
-            .map_err(db(format!("sealing the {log}")))?;
-        if let Some(seal) = lock_log(&tx, log, &key).await? {
-            return Ok(seal);
+        let mut statements = Vec::with_capacity(4);
+        for sql in [NEW_LOG, LOCK_LOG, LINES, SET_SEAL] {
+            statements.push(conn.prepared(sql).await.map_err(db(sealing.clone()))?);
         }
-        let mut entries = Vec::new();
-        for (seq, line) in lines(&tx, log, &key).await? {
-            entries.push(parse_entry(&key, seq, &line)?);
+        let [new_log, lock, lines, set] = &statements[..] else {
+            return Err(StoreError::backend(sealing, "statements missing"));
+        };
+        // Pipelined, in one transaction begun by hand: the log's row made if missing and
+        // locked (appends wait), then its lines. Dropped before the transaction is closed (an
+        // error), the connection is closed rather than pooled.
+        conn.set_dirty(true);
+        let client: &tokio_postgres::Client = &conn;
+        let (begun, made, locked, rows) = futures_util::future::join4(
+            client.batch_execute("BEGIN"),
+            client.execute(new_log, &[&key, &id]),
+            client.query_one(lock, &[&key]),
+            client.query(lines, &[&key]),
+        )
+        .await;
+        begun.map_err(db(sealing.clone()))?;
+        made.map_err(db(format!("creating the {log}")))?;
+        let seal: Option<String> = locked
+            .and_then(|r| r.try_get(0))
+            .map_err(db(format!("locking the {log}")))?;
+        let rows = rows.map_err(db(format!("reading the {log}")))?;
+        if let Some(seal) = seal {
+            // Sealed already: nothing to write.
+            client
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(db(sealing.clone()))?;
+            conn.set_dirty(false);
+            return parse_seal(&key, &seal);
         }
+        let entries = parsed(&key, log, &rows)?;
         let seal = orca_store::verify::signed_seal(
             log,
             &entries,
@@ -94,51 +112,52 @@ impl AuditStore for PgStore {
             &self.inner.authority,
         );
         let text = encode(&seal, &format!("the seal of the {log}"))?;
-        tx.execute(
-            "UPDATE audit_logs SET seal = $2 WHERE log_key = $1",
-            &[&key, &text],
+        let (set, committed) = futures_util::future::join(
+            client.execute(set, &[&key, &text]),
+            client.batch_execute("COMMIT"),
         )
-        .await
-        .map_err(db(format!("sealing the {log}")))?;
-        tx.commit()
-            .await
-            .map_err(db(format!("committing the seal of the {log}")))?;
+        .await;
+        // An answered COMMIT closed the transaction (committed, or rolled back after a failure).
+        conn.set_dirty(committed.is_err());
+        set.map_err(db(sealing))?;
+        committed.map_err(db(format!("committing the seal of the {log}")))?;
         Ok(seal)
     }
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
         let key = log_key(log);
-        let conn = self.conn().await?;
-        lines(&*conn, log, &key)
-            .await?
-            .iter()
-            .map(|(seq, line)| parse_entry(&key, *seq, line))
-            .collect()
+        let mut conn = self.conn().await?;
+        let stmt = conn
+            .prepared(LINES)
+            .await
+            .map_err(db(format!("reading the {log}")))?;
+        let rows = conn
+            .query(&stmt, &[&key])
+            .await
+            .map_err(db(format!("reading the {log}")))?;
+        parsed(&key, log, &rows)
     }
 
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
         let key = log_key(log);
         let mut conn = self.conn().await?;
-        let tx = conn
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
+        let stmt = conn
+            .prepared(SEALED_LINES)
             .await
             .map_err(db(format!("verifying the {log}")))?;
-        let seal: Option<String> = tx
-            .query_opt("SELECT seal FROM audit_logs WHERE log_key = $1", &[&key])
+        let rows = conn
+            .query(&stmt, &[&key])
             .await
-            .map_err(db(format!("reading the seal of the {log}")))?
-            .and_then(|r| r.get(0));
-        let lines: Vec<String> = lines(&tx, log, &key)
-            .await?
-            .into_iter()
-            .map(|(_, l)| l)
-            .collect();
-        tx.commit()
-            .await
-            .map_err(db(format!("verifying the {log}")))?;
+            .map_err(db(format!("reading the {log}")))?;
+        let mut seal = None;
+        let mut lines = Vec::with_capacity(rows.len());
+        for (seq, text) in numbered(&rows, log)? {
+            if seq < 0 {
+                seal = text;
+            } else {
+                lines.push(text.unwrap_or_default());
+            }
+        }
         let seal = seal.map(|s| parse_seal(&key, &s)).transpose()?;
         Ok(orca_store::verify::verify_log(
             log,

@@ -172,6 +172,7 @@ impl PgStore {
     ) -> Result<Self, StoreError> {
         let store = Self::open(url, authority, redactor)?;
         store.migrate().await?;
+        store.inner.pool.replenish();
         Ok(store)
     }
 

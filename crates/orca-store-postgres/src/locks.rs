@@ -186,10 +186,11 @@ async fn take_locks(
     store.inner.releases.settle(keys).await;
     store.migrate().await?;
     let releases = &store.inner.releases;
-    let mut session = match crate::pool::take_open(&releases.idle) {
-        Some(s) => s,
-        None => Session::new(crate::pool::connect(store.pool().config()).await?),
-    };
+    let mut session =
+        match crate::pool::take_open(&releases.idle).or_else(|| store.pool().take_idle()) {
+            Some(s) => s,
+            None => Session::new(crate::pool::connect(store.pool().config()).await?),
+        };
     let stmt = session
         .prepared(if shared { TRY_SHARED } else { TRY_LOCKS })
         .await
@@ -211,6 +212,22 @@ async fn take_locks(
     }
     Ok(None)
 }
+
+/// Reads an execution's lease row and writes the new holder's in its place, in one statement
+/// (both see the row as it was): `acquired_at` null when the execution does not exist, then
+/// the previous holder, its `acquired_at` and `renewed_at` (null when there was no row).
+const TAKE_LEASE: &str = "WITH previous AS (
+       SELECT holder, acquired_at, renewed_at FROM leases WHERE execution_id = $1::text),
+     taken AS (
+       INSERT INTO leases (execution_id, holder, lock_key, acquired_at, renewed_at)
+       SELECT $1::text, $2::text, $3::bigint, now(), NULL
+        WHERE EXISTS (SELECT 1 FROM executions WHERE id = $1::text)
+       ON CONFLICT (execution_id) DO UPDATE
+         SET holder = excluded.holder, lock_key = excluded.lock_key,
+             acquired_at = excluded.acquired_at, renewed_at = NULL
+       RETURNING acquired_at)
+     SELECT (SELECT acquired_at FROM taken), p.holder, p.acquired_at, p.renewed_at
+       FROM (SELECT 1) AS one LEFT JOIN previous p ON true";
 
 fn lease_key(execution: ExecutionId) -> i64 {
     lock_key("orca-lease", &execution.to_string())
@@ -280,52 +297,41 @@ pub(crate) async fn acquire_lease(
     };
     // From here the lock is ours: dropping `held` on any error releases it.
     let mut held = Held::new(store, client, vec![key]);
-    let client = &held
+    let session = held
         .client
-        .as_ref()
-        .ok_or_else(|| StoreError::backend("taking a lease", "the lease connection is gone"))?
-        .client;
-    let exists = client
-        .query_opt("SELECT 1 FROM executions WHERE id = $1", &[&id])
+        .as_mut()
+        .ok_or_else(|| StoreError::backend("taking a lease", "the lease connection is gone"))?;
+    let holder_text = crate::codec::encode(holder, "a lease holder")?;
+    // One round trip: the lease row as it was (whoever it names is gone: we hold the lock)
+    // and ours written in its place — none if the execution does not exist.
+    let recording = format!("recording the lease of {execution}");
+    let stmt = session
+        .prepared(TAKE_LEASE)
         .await
-        .map_err(db(format!("reading execution {execution}")))?
-        .is_some();
-    if !exists {
+        .map_err(db(recording.clone()))?;
+    let row = session
+        .client
+        .query_one(&stmt, &[&id, &holder_text, &key])
+        .await
+        .map_err(db(recording.clone()))?;
+    let column = |e| db(recording.clone())(e);
+    let Some(acquired_at) = row
+        .try_get::<_, Option<OffsetDateTime>>(0)
+        .map_err(column)?
+    else {
         return Err(StoreError::NotFound {
             what: common::exec_what(execution),
         });
-    }
-    let previous = client
-        .query_opt(
-            "SELECT holder, acquired_at, renewed_at FROM leases WHERE execution_id = $1",
-            &[&id],
-        )
-        .await
-        .map_err(db(format!("reading the lease of {execution}")))?;
-    // We hold the lock, so whoever the row names is gone.
-    let took_over = match previous {
-        Some(r) => Some(LeaseInfo {
-            holder: holder_of(r.get(0), execution)?,
-            acquired_at: r.get(1),
-            renewed_at: r.get(2),
+    };
+    let took_over = match row.try_get::<_, Option<&str>>(1).map_err(column)? {
+        Some(text) => Some(LeaseInfo {
+            holder: holder_of(text, execution)?,
+            acquired_at: row.try_get(2).map_err(column)?,
+            renewed_at: row.try_get(3).map_err(column)?,
             stale: true,
         }),
         None => None,
     };
-    let holder_text = crate::codec::encode(holder, "a lease holder")?;
-    let row = client
-        .query_one(
-            "INSERT INTO leases (execution_id, holder, lock_key, acquired_at, renewed_at)
-             VALUES ($1, $2, $3, now(), NULL)
-             ON CONFLICT (execution_id) DO UPDATE
-               SET holder = excluded.holder, lock_key = excluded.lock_key,
-                   acquired_at = excluded.acquired_at, renewed_at = NULL
-             RETURNING acquired_at",
-            &[&id, &holder_text, &key],
-        )
-        .await
-        .map_err(db(format!("recording the lease of {execution}")))?;
-    let acquired_at: OffsetDateTime = row.get(0);
     held.lease_row = Some(id);
     let info = LeaseInfo {
         holder: holder.clone(),

@@ -339,7 +339,7 @@ impl Throwaway {
         // A durable (benchmark) server counts its statements, for the per-statement
         // breakdown (`pg_stat_statements`, when the server has it).
         let stats = if durable && self.bin.join("../lib/pg_stat_statements.so").is_file() {
-            " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+            " -c shared_preload_libraries=pg_stat_statements"
         } else {
             ""
         };

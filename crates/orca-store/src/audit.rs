@@ -149,7 +149,7 @@ pub fn entry_hash(entry: &AuditEntry) -> Digest {
     if let Some(map) = value.as_object_mut() {
         map.remove("hash");
     }
-    Digest::of_bytes(orca_core::format::canonical_json(&value).as_bytes())
+    Digest::of_canonical_value(&value)
 }
 
 /// Builds the entry that follows `last` (or the first one): sequence number, `prev`, redacted

@@ -59,3 +59,65 @@ fn cycles_are_found_whatever_the_entry_point() {
         Vec::<Vec<usize>>::new()
     );
 }
+
+/// Resolution as it was first written (ordered map by name, duplicates dropped by name): the
+/// hashed resolution must give the same answer on any plan, also a broken one (duplicate step
+/// ids, unknown and repeated names).
+fn reference_resolution(steps: &[orca_core::Step]) -> Vec<Vec<graph::Dep>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut index = BTreeMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        index.entry(&s.id).or_insert(i);
+    }
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| match &step.depends_on {
+            None => i
+                .checked_sub(1)
+                .map(graph::Dep::Index)
+                .into_iter()
+                .collect(),
+            Some(names) => {
+                let mut seen = BTreeSet::new();
+                names
+                    .iter()
+                    .filter(|n| seen.insert(*n))
+                    .map(|n| {
+                        index.get(n).map_or_else(
+                            || graph::Dep::Unknown(n.clone()),
+                            |&j| graph::Dep::Index(j),
+                        )
+                    })
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn resolution_is_that_of_the_first_writer(
+        plan in proptest::collection::vec(
+            (0..6u8, proptest::option::of(proptest::collection::vec(0..9u8, 0..8))),
+            0..10,
+        )
+    ) {
+        let name = |n: u8| orca_core::StepId::parse(&format!("s{n}")).expect("a valid id");
+        let agent = orca_core::AgentId::parse("coder").expect("a valid id");
+        let steps: Vec<orca_core::Step> = plan
+            .iter()
+            .map(|(id, deps)| {
+                let step = orca_core::Step::new(name(*id), agent.clone(), "do it");
+                match deps {
+                    // Names 6..9 are no step's: unknown.
+                    Some(d) => step.with_depends_on(d.iter().map(|n| name(*n))),
+                    None => step,
+                }
+            })
+            .collect();
+        prop_assert_eq!(graph::resolved_dependencies(&steps), reference_resolution(&steps));
+    }
+}

@@ -142,40 +142,34 @@ impl Runner {
             return Ok(());
         }
 
-        // 2. Write the starts and their audit entries, all at once.
-        let mut writes = JoinSet::new();
-        for (slot, ((index, _), start)) in decided.iter().zip(starts).enumerate() {
-            let Some(step) = run.plan.content().steps.get(*index) else {
-                continue;
-            };
-            let (step_id, agent) = (step.id.clone(), step.agent.clone());
-            let executions = self.executions.clone();
-            let execution = run.execution.clone();
-            writes.spawn(async move {
-                let started = executions
-                    .record_attempt_started(&execution, start, &step_id, &agent)
-                    .await?;
-                Ok::<_, ServiceError>((slot, started))
-            });
-        }
-        let mut written: Vec<Option<StartedAttempt>> = (0..decided.len()).map(|_| None).collect();
+        // 2. Write the starts and their audit entries, all at once: polled together in this
+        // task, every write joins its log's queue before the first one takes the turn, so a
+        // group-committing store writes them in one round (spawned apart, the first one used
+        // to go alone and the rest in a second round).
+        let (executions, execution) = (&self.executions, &run.execution);
+        let writes = decided.iter().zip(starts).map(|((index, _), start)| {
+            let step = run.plan.content().steps.get(*index);
+            let named = step.map(|s| (s.id.clone(), s.agent.clone()));
+            async move {
+                // Every decided index names a step (checked when it was decided).
+                let Some((step_id, agent)) = named else {
+                    return Ok(None);
+                };
+                executions
+                    .record_attempt_started(execution, start, &step_id, &agent)
+                    .await
+                    .map(Some)
+            }
+        });
+        let mut written: Vec<Option<StartedAttempt>> = Vec::with_capacity(decided.len());
         let mut first_error = None;
-        while let Some(joined) = writes.join_next().await {
-            match joined {
-                Ok(Ok((slot, started))) => {
-                    if let Some(w) = written.get_mut(slot) {
-                        *w = Some(started);
-                    }
-                }
-                Ok(Err(ServiceError::Store(StoreError::Conflict { .. }))) => {}
-                Ok(Err(e)) => {
-                    first_error.get_or_insert(e);
-                }
+        for outcome in futures_util::future::join_all(writes).await {
+            match outcome {
+                Ok(started) => written.push(started),
+                Err(ServiceError::Store(StoreError::Conflict { .. })) => written.push(None),
                 Err(e) => {
-                    first_error.get_or_insert(ServiceError::Store(StoreError::backend(
-                        "writing a task start",
-                        e,
-                    )));
+                    written.push(None);
+                    first_error.get_or_insert(e);
                 }
             }
         }
@@ -183,7 +177,6 @@ impl Runner {
             // Tasks whose start was written are recovered as interrupted attempts on resume.
             return Err(e);
         }
-
         // 3. Hand each started task to its agent, in plan order.
         let mut conflicted = false;
         for ((index, locks), outcome) in decided.into_iter().zip(written) {

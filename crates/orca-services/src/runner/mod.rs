@@ -342,11 +342,13 @@ impl Runner {
 
     async fn drive(&self, run: &mut Run, cancel: &CancellationToken) -> Result<RunOutcome> {
         loop {
-            // Someone else may have stopped the run, or answered the pending decision: look at
-            // most once per watch interval (the header holds every step id, so reading it per
-            // event would make a run of N tasks cost O(N²)); our own header changes refresh it
-            // at once, and so does having nothing in flight (below).
-            if run.last_refresh.elapsed() >= self.config.watch_interval {
+            // Someone else may have stopped the run, or answered the pending decision: looked
+            // at once per watch interval, by the wait below when it comes due (the header holds
+            // every step id, so reading it per event would make a run of N tasks cost O(N²));
+            // our own header changes refresh it at once, and so does having nothing in flight.
+            // Here only when events kept the wait from ever coming due: read at the first event
+            // after a quiet spell, the header used to delay every layer's first reply.
+            if run.last_refresh.elapsed() >= self.config.watch_interval * 2 {
                 self.refresh(run).await?;
             }
             if let Some(outcome) = terminal_outcome(&run.execution) {
@@ -444,8 +446,11 @@ impl Runner {
                 }
                 () = sleep_until_opt(next_retry), if next_retry.is_some() => run.retries_due(),
                 () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
-                // Also the backstop: nothing can leave the loop waiting forever.
-                () = tokio::time::sleep(self.config.watch_interval) => {}
+                // The header, once per watch interval, read while nothing else is due; also
+                // the backstop: nothing can leave the loop waiting forever.
+                () = tokio::time::sleep_until(run.last_refresh + self.config.watch_interval) => {
+                    self.refresh(run).await?;
+                }
             }
         }
     }

@@ -100,8 +100,19 @@ async fn verify_full_with_the_ca_runs_a_flow_and_no_connection_goes_in_clear() {
     assert!(!store.url().contains(PASSWORD));
 
     // Every kind of connection the store opens: pooled (appends, in parallel), a resource
-    // lock's own, and the LISTEN one.
+    // lock's own (taken first: a lock takes an idle pooled connection when there is one),
+    // and the LISTEN one.
     let mut notes = store.listen(orca_store_postgres::CHANNELS).await.unwrap();
+    let holder = Holder {
+        pid: std::process::id(),
+        host: "tls-test".into(),
+        token: "tls".into(),
+    };
+    let guard = store
+        .try_lock_resources(&["db".to_owned()], &holder)
+        .await
+        .unwrap()
+        .unwrap();
     let log = AuditLogId::Plan {
         plan_id: PlanId::new(),
     };
@@ -118,16 +129,6 @@ async fn verify_full_with_the_ca_runs_a_flow_and_no_connection_goes_in_clear() {
         r.unwrap().unwrap();
     }
     assert!(store.verify(log).await.unwrap().is_intact());
-    let holder = Holder {
-        pid: std::process::id(),
-        host: "tls-test".into(),
-        token: "tls".into(),
-    };
-    let guard = store
-        .try_lock_resources(&["db".to_owned()], &holder)
-        .await
-        .unwrap()
-        .unwrap();
     let (tls, clear, versions) = count(server, &db).await;
     eprintln!(
         "verify-full: tcp connections to the database: {tls} over TLS ({}), {clear} in clear",
