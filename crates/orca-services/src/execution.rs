@@ -443,8 +443,21 @@ impl ExecutionService {
         only: Option<&[StepId]>,
     ) -> Result<Vec<StepId>> {
         let snap = self.get(id).await?;
+        self.recover_among(&snap.execution.value, snap.tasks, note, only)
+            .await
+    }
+
+    /// [`Self::recover_steps`] of `tasks`, the execution's tasks as last read (by a runner
+    /// under the execution's lease, which nobody else writes under).
+    pub(crate) async fn recover_among(
+        &self,
+        execution: &Execution,
+        tasks: Vec<Versioned<Task>>,
+        note: &str,
+        only: Option<&[StepId]>,
+    ) -> Result<Vec<StepId>> {
         let mut recovered = Vec::new();
-        for t in snap.tasks {
+        for t in tasks {
             if let Task::Running(r) = t.value {
                 if only.is_some_and(|o| !o.contains(&r.step_id)) {
                     continue;
@@ -464,7 +477,7 @@ impl ExecutionService {
                 };
                 match self
                     .transition(
-                        &snap.execution.value,
+                        execution,
                         abandoned,
                         entry,
                         orca_store::WriteOrder::StateFirst,
@@ -487,9 +500,19 @@ impl ExecutionService {
     /// Completes a running execution (every task completed).
     pub async fn complete(&self, id: ExecutionId) -> Result<Versioned<Execution>> {
         let tasks = self.get(id).await?.task_values();
+        self.complete_with(id, &tasks).await
+    }
+
+    /// [`Self::complete`] judged on `tasks`: the execution's tasks as its runner knows them
+    /// under the execution's lease (nobody else writes them then), not read again.
+    pub(crate) async fn complete_with(
+        &self,
+        id: ExecutionId,
+        tasks: &[Task],
+    ) -> Result<Versioned<Execution>> {
         self.update_header(id, |e| match e {
             Execution::Running(r) => r
-                .complete(&tasks, now())
+                .complete(tasks, now())
                 .map(|c| Some(Execution::Completed(c)))
                 .map_err(|f| ServiceError::Transition(f.error)),
             Execution::Completed(_) => Ok(None),

@@ -127,15 +127,23 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
             },
         ));
     }
+    // Each step's last completed attempt, in one pass (a search per task made the check of
+    // an 800-task execution cost ~10 ms).
+    let mut last_completed: std::collections::HashMap<&str, &AuditEntry> =
+        std::collections::HashMap::new();
+    for e in entries
+        .iter()
+        .filter(|e| e.kind == AuditKind::TaskAttemptCompleted)
+    {
+        if let Some(step) = e.data.get("step_id").and_then(Value::as_str) {
+            last_completed.insert(step, e);
+        }
+    }
     for task in &tasks {
         let Task::Completed(done) = task else {
             continue;
         };
-        let step = done.step_id.to_string();
-        let logged = entries.iter().rev().find(|e| {
-            e.kind == AuditKind::TaskAttemptCompleted
-                && e.data.get("step_id").and_then(Value::as_str) == Some(step.as_str())
-        });
+        let logged = last_completed.get(done.step_id.as_str()).copied();
         let Some(logged) = logged else {
             out.push(finding(
                 Place::Task(done.step_id.clone()),

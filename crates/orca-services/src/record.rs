@@ -514,7 +514,19 @@ impl ExecutionService {
         id: ExecutionId,
         usage: &Usage,
     ) -> Result<Versioned<Execution>> {
-        let completed = self.complete(id).await?;
+        let tasks = self.get(id).await?.task_values();
+        self.record_completed_with(id, &tasks, usage).await
+    }
+
+    /// [`Self::record_completed`] judged on `tasks`, as the runner holding the execution's
+    /// lease knows them (see [`Self::complete_with`]).
+    pub(crate) async fn record_completed_with(
+        &self,
+        id: ExecutionId,
+        tasks: &[Task],
+        usage: &Usage,
+    ) -> Result<Versioned<Execution>> {
+        let completed = self.complete_with(id, tasks).await?;
         self.append(
             &completed.value,
             AuditKind::ExecutionCompleted,

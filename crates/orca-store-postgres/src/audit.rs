@@ -139,6 +139,13 @@ impl AuditStore for PgStore {
     }
 
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
+        Ok(self.verified_entries(log).await?.0)
+    }
+
+    async fn verified_entries(
+        &self,
+        log: AuditLogId,
+    ) -> Result<(VerifyReport, Vec<AuditEntry>), StoreError> {
         let key = log_key(log);
         let mut conn = self.conn().await?;
         let stmt = conn
@@ -159,7 +166,7 @@ impl AuditStore for PgStore {
             }
         }
         let seal = seal.map(|s| parse_seal(&key, &s)).transpose()?;
-        Ok(orca_store::verify::verify_log(
+        Ok(orca_store::verify::verify_log_entries(
             log,
             &lines,
             seal.as_ref(),

@@ -236,6 +236,16 @@ fn tampered(seq: usize, problem: impl Into<String>) -> VerifyReport {
 /// root must match. The report names the first bad entry by its position.
 #[must_use]
 pub fn verify_lines<S: AsRef<str>>(lines: &[S], seal: Option<&Seal>) -> VerifyReport {
+    verify_and_parse(lines, seal).0
+}
+
+/// [`verify_lines`], with the entries it parsed: all of them when the log is intact, none
+/// when it is not (one parse for a reader that needs both, e.g. a runner opening a run).
+#[must_use]
+pub fn verify_and_parse<S: AsRef<str>>(
+    lines: &[S],
+    seal: Option<&Seal>,
+) -> (VerifyReport, Vec<AuditEntry>) {
     let mut parsed: Vec<Option<AuditEntry>> = Vec::with_capacity(lines.len());
     for line in lines {
         parsed.push(serde_json::from_str::<AuditEntry>(line.as_ref()).ok());
@@ -243,12 +253,18 @@ pub fn verify_lines<S: AsRef<str>>(lines: &[S], seal: Option<&Seal>) -> VerifyRe
     let mut prev = zero_digest();
     for (i, entry) in parsed.iter().enumerate() {
         let Some(entry) = entry else {
-            return tampered(i, format!("line {} is not a valid audit entry", i + 1));
+            return (
+                tampered(i, format!("line {} is not a valid audit entry", i + 1)),
+                Vec::new(),
+            );
         };
         if entry_hash(entry) != entry.hash {
-            return tampered(
-                i,
-                format!("entry {i} was changed: its hash does not match its content"),
+            return (
+                tampered(
+                    i,
+                    format!("entry {i} was changed: its hash does not match its content"),
+                ),
+                Vec::new(),
             );
         }
         let seq = usize::try_from(entry.seq).unwrap_or(usize::MAX);
@@ -258,20 +274,23 @@ pub fn verify_lines<S: AsRef<str>>(lines: &[S], seal: Option<&Seal>) -> VerifyRe
                 .enumerate()
                 .skip(i + 1)
                 .find(|(_, e)| e.as_ref().is_some_and(|e| e.seq == i as u64));
-            return match later {
-                Some((j, _)) => tampered(
-                    i,
-                    format!("entries were reordered: entry {i} is at line {}", j + 1),
-                ),
-                None => tampered(
-                    i,
-                    format!(
-                        "entry {i} was removed: line {} holds entry {}",
-                        i + 1,
-                        entry.seq
+            return (
+                match later {
+                    Some((j, _)) => tampered(
+                        i,
+                        format!("entries were reordered: entry {i} is at line {}", j + 1),
                     ),
-                ),
-            };
+                    None => tampered(
+                        i,
+                        format!(
+                            "entry {i} was removed: line {} holds entry {}",
+                            i + 1,
+                            entry.seq
+                        ),
+                    ),
+                },
+                Vec::new(),
+            );
         }
         if seq < i {
             // A repeated sequence number. If this line chains to the line before the previous
@@ -282,63 +301,87 @@ pub fn verify_lines<S: AsRef<str>>(lines: &[S], seal: Option<&Seal>) -> VerifyRe
                     Some(k) => parsed[k].as_ref().is_some_and(|p| p.hash == entry.prev),
                     None => entry.prev == zero_digest(),
                 };
-            return if inserted {
-                tampered(i - 1, format!("an entry was inserted at line {i}"))
-            } else {
-                tampered(
-                    i,
-                    format!(
-                        "entries were reordered: line {} holds entry {}",
-                        i + 1,
-                        entry.seq
-                    ),
-                )
-            };
+            return (
+                if inserted {
+                    tampered(i - 1, format!("an entry was inserted at line {i}"))
+                } else {
+                    tampered(
+                        i,
+                        format!(
+                            "entries were reordered: line {} holds entry {}",
+                            i + 1,
+                            entry.seq
+                        ),
+                    )
+                },
+                Vec::new(),
+            );
         }
         if entry.prev != prev {
             let at = i.saturating_sub(1);
-            return tampered(
-                at,
-                if i == 0 {
-                    "entry 0 was changed: its prev is not the zero digest".to_owned()
-                } else {
-                    format!("entry {at} was changed and re-hashed: entry {i} does not chain to it")
-                },
+            return (
+                tampered(
+                    at,
+                    if i == 0 {
+                        "entry 0 was changed: its prev is not the zero digest".to_owned()
+                    } else {
+                        format!(
+                            "entry {at} was changed and re-hashed: entry {i} does not chain to it"
+                        )
+                    },
+                ),
+                Vec::new(),
             );
         }
         prev = entry.hash.clone();
     }
     let count = parsed.len();
     let Some(seal) = seal else {
-        return VerifyReport::Intact {
-            entries: count as u64,
-            sealed: false,
-        };
+        let entries = parsed.into_iter().flatten().collect();
+        return (
+            VerifyReport::Intact {
+                entries: count as u64,
+                sealed: false,
+            },
+            entries,
+        );
     };
     let sealed = usize::try_from(seal.entries).unwrap_or(usize::MAX);
     if count < sealed {
-        return tampered(
-            count,
-            format!("the log was truncated: the seal covers {sealed} entries, {count} remain"),
+        return (
+            tampered(
+                count,
+                format!("the log was truncated: the seal covers {sealed} entries, {count} remain"),
+            ),
+            Vec::new(),
         );
     }
     if count > sealed {
-        return tampered(
-            sealed,
-            format!("entry {sealed} was appended after the seal"),
+        return (
+            tampered(
+                sealed,
+                format!("entry {sealed} was appended after the seal"),
+            ),
+            Vec::new(),
         );
     }
     let entries: Vec<AuditEntry> = parsed.into_iter().flatten().collect();
     if seal_of(&entries, seal.at).merkle_root != seal.merkle_root {
-        return tampered(
-            0,
-            "the seal's merkle root does not match the entries (the log was rewritten)",
+        return (
+            tampered(
+                0,
+                "the seal's merkle root does not match the entries (the log was rewritten)",
+            ),
+            Vec::new(),
         );
     }
-    VerifyReport::Intact {
-        entries: count as u64,
-        sealed: true,
-    }
+    (
+        VerifyReport::Intact {
+            entries: count as u64,
+            sealed: true,
+        },
+        entries,
+    )
 }
 
 #[cfg(test)]

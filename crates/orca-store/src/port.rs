@@ -624,6 +624,19 @@ pub trait AuditStore: Send + Sync {
     /// Recomputes the chain, hashes and seal; names the first bad entry.
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError>;
 
+    /// [`Self::verify`], and the entries when the log is intact (none when it is not): what a
+    /// runner opening an execution reads. The default reads the log twice; a backend that can
+    /// read it once (one statement: one snapshot) and parse it once does so.
+    async fn verified_entries(
+        &self,
+        log: AuditLogId,
+    ) -> Result<(VerifyReport, Vec<AuditEntry>), StoreError> {
+        match self.verify(log).await? {
+            report @ VerifyReport::Intact { .. } => Ok((report, self.entries(log).await?)),
+            report @ VerifyReport::Tampered { .. } => Ok((report, Vec::new())),
+        }
+    }
+
     /// Every audit log in the store.
     async fn audit_logs(&self) -> Result<Vec<AuditLogId>, StoreError>;
 

@@ -37,9 +37,21 @@ pub fn verify_log<S: AsRef<str>>(
     seal: Option<&Seal>,
     authority: &Authority,
 ) -> VerifyReport {
-    let report = audit::verify_lines(lines, seal);
+    verify_log_entries(log, lines, seal, authority).0
+}
+
+/// [`verify_log`], with the entries parsed on the way: all of them when the log is intact,
+/// none otherwise (see [`crate::AuditStore::verified_entries`]).
+#[must_use]
+pub fn verify_log_entries<S: AsRef<str>>(
+    log: AuditLogId,
+    lines: &[S],
+    seal: Option<&Seal>,
+    authority: &Authority,
+) -> (VerifyReport, Vec<crate::audit::AuditEntry>) {
+    let (report, entries) = audit::verify_and_parse(lines, seal);
     let Some(seal) = seal else {
-        return report;
+        return (report, entries);
     };
     // The seal's own problems first: a seal moved from another log also mismatches its root.
     let problem = match seal.log {
@@ -61,10 +73,13 @@ pub fn verify_log<S: AsRef<str>>(
             .map(|e| format!("seal: {e}"))
     });
     match problem {
-        Some(problem) => VerifyReport::Tampered {
-            seq: seal.entries,
-            problem,
-        },
-        None => report,
+        Some(problem) => (
+            VerifyReport::Tampered {
+                seq: seal.entries,
+                problem,
+            },
+            Vec::new(),
+        ),
+        None => (report, entries),
     }
 }

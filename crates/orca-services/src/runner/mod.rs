@@ -58,6 +58,9 @@ enum Opened {
         /// The plan's dependency indices, when a claiming drive computed them already.
         deps: Option<Vec<Vec<usize>>>,
         recovered: Vec<StepId>,
+        /// The execution as it stands now, when opening did not change its tasks (the
+        /// tasks read at the start and the header begun): not read again.
+        snapshot: Option<Box<orca_store::ExecutionSnapshot>>,
     },
 }
 
@@ -149,7 +152,7 @@ impl Runner {
         lease: &orca_store::Lease,
         cancel: CancellationToken,
     ) -> Result<RunReport> {
-        let (plan, deps, recovered) = match self.open(id, lease).await? {
+        let (plan, deps, recovered, snapshot) = match self.open(id, lease).await? {
             Opened::Ended(outcome) => {
                 return Ok(RunReport {
                     execution_id: id,
@@ -161,9 +164,13 @@ impl Runner {
                 plan,
                 deps,
                 recovered,
-            } => (*plan, deps, recovered),
+                snapshot,
+            } => (*plan, deps, recovered, snapshot),
         };
-        let snap = self.executions.get(id).await?;
+        let snap = match snapshot {
+            Some(snap) => *snap,
+            None => self.executions.get(id).await?,
+        };
         let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
             .take(snap.tasks.len())
             .collect();
@@ -224,15 +231,13 @@ impl Runner {
         let plan_id = snap.execution.value.info().plan_id;
         // The record first (ADR 0013): the log must verify and the state files agree with it.
         let log = ExecutionService::log(plan_id, id);
-        let problem = match store.verify(log).await? {
+        // One read (where the backend can) for the chain's check and the entries.
+        let (report, entries) = store.verified_entries(log).await?;
+        let problem = match report {
             orca_store::VerifyReport::Tampered { seq, problem } => Some(format!(
                 "its audit log was tampered with: entry {seq}: {problem}"
             )),
             orca_store::VerifyReport::Intact { .. } => None,
-        };
-        let entries = match problem {
-            Some(_) => Vec::new(),
-            None => store.entries(log).await?,
         };
         let problem = problem.or_else(|| {
             crate::integrity::against_log(&snap, &entries)
@@ -271,7 +276,8 @@ impl Runner {
             &self.config.holder.host,
         )
         .await?;
-        self.executions
+        let begun = self
+            .executions
             .begin(id, &self.config.holder, lease.took_over())
             .await?;
         let note = lease.took_over().map_or_else(
@@ -283,17 +289,28 @@ impl Runner {
                 )
             },
         );
-        let recovered = self.executions.recover(id, &note).await?;
+        // Under the lease nobody else writes the tasks: the ones read above are current.
+        let recovered = self
+            .executions
+            .recover_among(&begun.value, running(&snap.tasks), &note, None)
+            .await?;
         if !recovered.is_empty() {
             info!(execution = %id, steps = ?recovered, "recovered abandoned attempts");
             self.observer.event(&RunEvent::Recovered {
                 steps: recovered.clone(),
             });
         }
+        let snapshot = recovered.is_empty().then(|| {
+            Box::new(orca_store::ExecutionSnapshot {
+                execution: begun,
+                tasks: snap.tasks,
+            })
+        });
         Ok(Opened::Running {
             plan: Box::new(plan),
             deps,
             recovered,
+            snapshot,
         })
     }
 
@@ -460,7 +477,11 @@ impl Runner {
         if tasks.iter().all(|t| t.status() == TaskStatus::Completed) {
             // Hook (ADR 0017): the step worktrees go; the execution's branch stays.
             crate::isolated::end(&self.dispatch, run.id, orca_core::WorkspaceEnd::Completed).await;
-            self.executions.record_completed(run.id, &run.usage).await?;
+            // Judged on the tasks as this run knows them: under its lease nobody else
+            // writes them, so they are the stored ones (not read again).
+            self.executions
+                .record_completed_with(run.id, &tasks, &run.usage)
+                .await?;
             return Ok(RunOutcome::Completed);
         }
         let p = schedule::Progress::of(&tasks);
@@ -474,6 +495,15 @@ impl Runner {
         self.executions.record_failed(run.id, &reason).await?;
         Ok(RunOutcome::Failed { reason })
     }
+}
+
+/// The running tasks of `tasks` (those a run that opens recovers).
+fn running(tasks: &[Versioned<Task>]) -> Vec<Versioned<Task>> {
+    tasks
+        .iter()
+        .filter(|t| matches!(t.value, Task::Running(_)))
+        .cloned()
+        .collect()
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
