@@ -6,4 +6,5 @@
 #[path = "../../../orca-store/tests/it/common/mod.rs"]
 mod common;
 mod group;
+mod tamper;
 mod tls;

@@ -455,13 +455,27 @@ mod checks {
             e1.data,
             json!({"api_key": REDACTED, "prompt": format!("Bearer {REDACTED}")})
         );
-        assert_eq!(store.entries(log).await.unwrap(), vec![e0, e1, e2]);
+        assert_eq!(
+            store.entries(log).await.unwrap(),
+            vec![e0.clone(), e1.clone(), e2.clone()]
+        );
         assert_eq!(
             store.verify(log).await.unwrap(),
             VerifyReport::Intact {
                 entries: 3,
                 sealed: false
             }
+        );
+        // The one-read form answers as the two reads do.
+        assert_eq!(
+            store.verified_entries(log).await.unwrap(),
+            (
+                VerifyReport::Intact {
+                    entries: 3,
+                    sealed: false
+                },
+                vec![e0.clone(), e1.clone(), e2.clone()]
+            )
         );
 
         let seal = store.seal(log).await.unwrap();
@@ -478,6 +492,16 @@ mod checks {
                 entries: 3,
                 sealed: true
             }
+        );
+        assert_eq!(
+            store.verified_entries(log).await.unwrap(),
+            (
+                VerifyReport::Intact {
+                    entries: 3,
+                    sealed: true
+                },
+                vec![e0, e1, e2]
+            )
         );
 
         let plan_log = AuditLogId::Plan { plan_id: plan.id() };
@@ -921,6 +945,10 @@ async fn tampering_changed_entry_is_located() {
         l[3] = l[3].replace("\"i\":3", "\"i\":7")
     });
     assert_tampered(store.verify(log).await.unwrap(), 3, "changed");
+    // A log that does not verify gives no entries to go on with.
+    let (report, entries) = store.verified_entries(log).await.unwrap();
+    assert_tampered(report, 3, "changed");
+    assert!(entries.is_empty());
 }
 
 #[tokio::test]
