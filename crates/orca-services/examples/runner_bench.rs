@@ -38,6 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The tuning loops: `--claims-only` and `--makespans N` (one figure, several times).
+#[path = "runner_bench/tuning.rs"]
+mod tuning;
+
 /// An agent whose every task call sleeps a fixed time (or returns at once) and reports a
 /// realistic result; it records the serialized size of each context it was given.
 struct BenchAgent {
@@ -462,63 +466,6 @@ struct Sizes {
     wide_delay: Duration,
 }
 
-/// `--claims-only`: tasks claimed one by one, 1 and 4 workers, `reps` times (to tune claiming).
-async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
-    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
-    let mut out = Vec::new();
-    for _ in 0..reps {
-        let pg_url = server.create_database().await?;
-        let one = sizes.wide as f64
-            / workers_run(&pg_url, Mode::Task, 1, sizes)
-                .await?
-                .as_secs_f64();
-        let four = sizes.wide as f64
-            / workers_run(&pg_url, Mode::Task, 4, sizes)
-                .await?
-                .as_secs_f64();
-        out.push(Figure {
-            name: "pg_claim_task_4w_vs_1w",
-            value: four / one,
-            unit: "x",
-            target: None,
-            description: format!("1 worker {one:.0}/s, 4 workers {four:.0}/s"),
-        });
-    }
-    Ok(out)
-}
-
-/// `--makespans`: the 8 × 8 DAG on every backend, `reps` times (to tune the makespan ratio).
-async fn makespans(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
-    let (layers, width) = sizes.dag;
-    let critical = sizes.delay * u32::try_from(layers).unwrap_or(u32::MAX);
-    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
-    let mut out = Vec::new();
-    for _ in 0..reps {
-        let pg_url = server.create_database().await?;
-        for (backend, name) in [
-            (Backend::Memory, "dag_makespan_ratio_memory"),
-            (Backend::File, "dag_makespan_ratio_file"),
-            (Backend::Postgres(pg_url), "dag_makespan_ratio_postgres"),
-        ] {
-            let wall = run(
-                &backend,
-                BenchAgent::new(sizes.delay),
-                layered(layers, width)?,
-                width,
-            )
-            .await?;
-            out.push(Figure {
-                name,
-                value: wall.as_secs_f64() / critical.as_secs_f64(),
-                unit: "x",
-                target: Some(1.10),
-                description: format!("makespan {:.1} ms", wall.as_secs_f64() * 1e3),
-            });
-        }
-    }
-    Ok(out)
-}
-
 async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     let mut out = Vec::new();
 
@@ -808,10 +755,10 @@ fn real_main() -> Result<(), BoxError> {
         }
     };
     let only = if args.iter().any(|a| a == "--claims-only") {
-        Some(runtime.block_on(claims_only(&sizes, 3))?)
+        Some(runtime.block_on(tuning::claims_only(&sizes, 3))?)
     } else if let Some(p) = args.iter().position(|a| a == "--makespans") {
         let reps = args.get(p + 1).and_then(|n| n.parse().ok()).unwrap_or(5);
-        Some(runtime.block_on(makespans(&sizes, reps))?)
+        Some(runtime.block_on(tuning::makespans(&sizes, reps))?)
     } else {
         None
     };
