@@ -86,12 +86,10 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 /// Writes the canonical JSON of `value` to `out` (see [`canonical_json`]): keys and scalars
 /// are written by serde_json straight into `out`, nothing is allocated per value (a 1 MB plan's
 /// digest used to allocate a string for every key and every dependency name).
-fn write_canonical<W: std::io::Write>(value: &serde_json::Value, out: &mut W) {
+fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     use serde_json::Value;
-    // Writing to memory or a hasher cannot fail, nor can serializing a string or a number.
-    let put = |out: &mut W, bytes: &[u8]| {
-        let _ = out.write_all(bytes);
-    };
+    // Writing to memory cannot fail, nor can serializing a string or a number.
+    let put = |out: &mut Vec<u8>, bytes: &[u8]| out.extend_from_slice(bytes);
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -123,20 +121,6 @@ fn write_canonical<W: std::io::Write>(value: &serde_json::Value, out: &mut W) {
     }
 }
 
-/// A hasher fed as an [`std::io::Write`] (canonical JSON is hashed as it is written).
-struct HashWriter(Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A sha256 digest, shown as `sha256:` followed by 64 lowercase hex digits.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Digest([u8; 32]);
@@ -158,12 +142,12 @@ impl Digest {
         Ok(Self::of_canonical_value(&value))
     }
 
-    /// The digest of the canonical JSON of `value` (hashed as it is written, not buffered).
+    /// The digest of the canonical JSON of `value`.
     #[must_use]
     pub fn of_canonical_value(value: &serde_json::Value) -> Self {
-        let mut hasher = HashWriter(Sha256::new());
-        write_canonical(value, &mut hasher);
-        Self(hasher.0.finalize().into())
+        let mut out = Vec::new();
+        write_canonical(value, &mut out);
+        Self::of_bytes(&out)
     }
 
     /// The raw bytes.
