@@ -497,15 +497,10 @@ impl ExecutionService {
         Ok(recovered)
     }
 
-    /// Completes a running execution (every task completed).
-    pub async fn complete(&self, id: ExecutionId) -> Result<Versioned<Execution>> {
-        let tasks = self.get(id).await?.task_values();
-        self.complete_with(id, &tasks).await
-    }
-
-    /// [`Self::complete`] judged on `tasks`: the execution's tasks as its runner knows them
-    /// under the execution's lease (nobody else writes them then), not read again.
-    pub(crate) async fn complete_with(
+    /// Completes a running execution (every task completed), judged on `tasks`: the
+    /// execution's tasks as its runner knows them under the execution's lease (nobody else
+    /// writes them then), not read again.
+    pub(crate) async fn complete(
         &self,
         id: ExecutionId,
         tasks: &[Task],

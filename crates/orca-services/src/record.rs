@@ -508,25 +508,16 @@ impl ExecutionService {
         self.fail(execution.id(), &reason, Some(new_plan)).await
     }
 
-    /// Every task completed: the execution completes (`execution.completed`).
+    /// Every task completed: the execution completes (`execution.completed`), judged on
+    /// `tasks` as the runner holding the execution's lease knows them (see
+    /// `ExecutionService::complete`).
     pub async fn record_completed(
-        &self,
-        id: ExecutionId,
-        usage: &Usage,
-    ) -> Result<Versioned<Execution>> {
-        let tasks = self.get(id).await?.task_values();
-        self.record_completed_with(id, &tasks, usage).await
-    }
-
-    /// [`Self::record_completed`] judged on `tasks`, as the runner holding the execution's
-    /// lease knows them (see [`Self::complete_with`]).
-    pub(crate) async fn record_completed_with(
         &self,
         id: ExecutionId,
         tasks: &[Task],
         usage: &Usage,
     ) -> Result<Versioned<Execution>> {
-        let completed = self.complete_with(id, tasks).await?;
+        let completed = self.complete(id, tasks).await?;
         self.append(
             &completed.value,
             AuditKind::ExecutionCompleted,

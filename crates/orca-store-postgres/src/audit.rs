@@ -10,21 +10,23 @@ use time::OffsetDateTime;
 use crate::codec::{corrupt, encode, log_key};
 use crate::{PgStore, db};
 
+use crate::group::NEW_LOG;
 use crate::write::parse_entry;
 
 fn parse_seal(key: &str, text: &str) -> Result<Seal, StoreError> {
     serde_json::from_str(text).map_err(|e| corrupt("audit_logs", key, format!("not a seal: {e}")))
 }
 
-const NEW_LOG: &str =
-    "INSERT INTO audit_logs (log_key, log_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 const LOCK_LOG: &str = "SELECT seal FROM audit_logs WHERE log_key = $1 FOR UPDATE";
 const LINES: &str = "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq";
 const SET_SEAL: &str = "UPDATE audit_logs SET seal = $2 WHERE log_key = $1";
-/// The seal (a first row with seq -1; none if the log has no row) and every line, in ONE
-/// statement: one snapshot, one round trip.
-const SEALED_LINES: &str = "SELECT -1::int8 AS seq, seal AS text FROM audit_logs WHERE log_key = $1
-     UNION ALL SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq";
+/// The seal (the row marked `true` first; none if the log has no row) and every line in order,
+/// in ONE statement: one snapshot, one round trip. Rows are told apart by the mark, not by
+/// their numbers, so every entry row stored is read as a line, whatever its number.
+const SEALED_LINES: &str = "SELECT true AS is_seal, NULL::int8 AS seq, seal AS text
+       FROM audit_logs WHERE log_key = $1
+     UNION ALL SELECT false, seq, line FROM audit_entries WHERE log_key = $1
+     ORDER BY is_seal DESC, seq";
 
 /// `(seq, text)` of each row of `rows`.
 fn numbered(
@@ -126,13 +128,10 @@ impl AuditStore for PgStore {
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
         let key = log_key(log);
-        let mut conn = self.conn().await?;
-        let stmt = conn
-            .prepared(LINES)
-            .await
-            .map_err(db(format!("reading the {log}")))?;
-        let rows = conn
-            .query(&stmt, &[&key])
+        let rows = self
+            .conn()
+            .await?
+            .query_prepared(LINES, &[&key])
             .await
             .map_err(db(format!("reading the {log}")))?;
         parsed(&key, log, &rows)
@@ -147,19 +146,19 @@ impl AuditStore for PgStore {
         log: AuditLogId,
     ) -> Result<(VerifyReport, Vec<AuditEntry>), StoreError> {
         let key = log_key(log);
-        let mut conn = self.conn().await?;
-        let stmt = conn
-            .prepared(SEALED_LINES)
-            .await
-            .map_err(db(format!("verifying the {log}")))?;
-        let rows = conn
-            .query(&stmt, &[&key])
+        let rows = self
+            .conn()
+            .await?
+            .query_prepared(SEALED_LINES, &[&key])
             .await
             .map_err(db(format!("reading the {log}")))?;
         let mut seal = None;
         let mut lines = Vec::with_capacity(rows.len());
-        for (seq, text) in numbered(&rows, log)? {
-            if seq < 0 {
+        for r in &rows {
+            let read = |e| db(format!("reading the {log}"))(e);
+            let is_seal: bool = r.try_get(0).map_err(read)?;
+            let text: Option<String> = r.try_get(2).map_err(read)?;
+            if is_seal {
                 seal = text;
             } else {
                 lines.push(text.unwrap_or_default());

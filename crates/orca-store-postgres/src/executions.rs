@@ -102,14 +102,11 @@ impl ExecutionStore for PgStore {
     async fn execution(&self, id: ExecutionId) -> Result<ExecutionSnapshot, StoreError> {
         let key = id.to_string();
         let what = common::exec_what(id);
-        let mut conn = self.conn().await?;
         // One statement: one consistent snapshot of the header and its tasks, one round trip.
-        let stmt = conn
-            .prepared(SNAPSHOT)
-            .await
-            .map_err(db(format!("reading {what}")))?;
-        let rows = conn
-            .query(&stmt, &[&key])
+        let rows = self
+            .conn()
+            .await?
+            .query_prepared(SNAPSHOT, &[&key])
             .await
             .map_err(db(format!("reading {what}")))?;
         let mut rows = rows.iter();

@@ -32,7 +32,8 @@ use crate::pool::Conn;
 use crate::write::{self, EntryPart, Params, Prepared, WRITE, parse_entry, refused};
 use crate::{PgStore, db};
 
-const NEW_LOG: &str =
+/// Creates a log's row if it is missing.
+pub(crate) const NEW_LOG: &str =
     "INSERT INTO audit_logs (log_key, log_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 
 /// How many rounds one turn tries at most before giving up on the requests left: a bound

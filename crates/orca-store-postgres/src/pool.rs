@@ -220,6 +220,16 @@ impl Conn<'_> {
 }
 
 impl Conn<'_> {
+    /// Runs `sql`, prepared on this connection once, with `params`: its rows.
+    pub(crate) async fn query_prepared(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        let stmt = self.prepared(sql).await?;
+        self.query(&stmt, params).await
+    }
+
     /// `true` while a transaction this connection began by hand (`BEGIN` sent as a statement)
     /// may still be open: dropped then (an error, a cancelled future), the connection is closed
     /// instead of going back to the pool, where the next user would find itself inside it.

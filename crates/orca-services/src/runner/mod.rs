@@ -480,7 +480,7 @@ impl Runner {
             // Judged on the tasks as this run knows them: under its lease nobody else
             // writes them, so they are the stored ones (not read again).
             self.executions
-                .record_completed_with(run.id, &tasks, &run.usage)
+                .record_completed(run.id, &tasks, &run.usage)
                 .await?;
             return Ok(RunOutcome::Completed);
         }

@@ -11,29 +11,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use orca_core::redact::Redactor;
 use orca_core::{ApprovedPlan, Execution, ExecutionId, PendingExecution, Task};
 use orca_store::{
-    AuditLogId, AuditStore, Authority, ExecutionStore, NewAuditEntry, PlanStore, Revision,
-    StoreError, TaskTransition, WriteOrder,
+    AuditLogId, AuditStore, ExecutionStore, NewAuditEntry, PlanStore, Revision, StoreError,
+    TaskTransition, WriteOrder,
 };
 use orca_store_postgres::PgStore;
 use orca_store_postgres::throwaway::Throwaway;
 
 use crate::common::{approved, holder, next_task, now};
+use crate::db::{database, store_on};
 use serde_json::json;
-
-async fn store_on(url: &str) -> PgStore {
-    PgStore::connect(url, Authority::permissive(), Redactor::new())
-        .await
-        .unwrap()
-}
-
-/// A new database: its URL.
-async fn database() -> String {
-    let server = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
-    server.create_database().await.unwrap()
-}
 
 /// A stored plan of `steps` steps and a pending execution of it.
 async fn execution(store: &PgStore, steps: usize) -> (ApprovedPlan, ExecutionId, Vec<Task>) {

@@ -2,93 +2,75 @@
 //! (one read: the seal and every line, one snapshot) name the first bad entry, and the one-read
 //! form gives no entries to go on with.
 
-#![expect(clippy::unwrap_used, reason = "tests")]
-
 use orca_core::PlanId;
-use orca_core::redact::Redactor;
-use orca_store::{AuditLogId, AuditStore, Authority, NewAuditEntry, VerifyReport};
-use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::Throwaway;
+use orca_store::{AuditLogId, AuditStore, NewAuditEntry, VerifyReport};
 use serde_json::json;
 
-/// A store on a new database, a log of `n` entries, and a plain client on the same database.
-async fn log_of(n: u64) -> (PgStore, AuditLogId, tokio_postgres::Client) {
-    let server = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
-    let url = server.create_database().await.unwrap();
-    let store = PgStore::connect(&url, Authority::permissive(), Redactor::new())
-        .await
-        .unwrap();
-    let log = AuditLogId::Plan {
-        plan_id: PlanId::new(),
-    };
-    for i in 0..n {
-        store
-            .append(log, NewAuditEntry::new("n", json!({ "i": i })))
-            .await
-            .unwrap();
-    }
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    (store, log, client)
-}
+use crate::db::{database, store_on};
 
-fn tampered_at(report: &VerifyReport) -> Option<(u64, String)> {
-    match report {
-        VerifyReport::Tampered { seq, problem } => Some((*seq, problem.clone())),
-        VerifyReport::Intact { .. } => None,
-    }
-}
+/// Each edit: entries appended, whether the log is sealed before the edit, the statement run
+/// behind orca's back, the entry that must be named and a word of the problem.
+const EDITS: &[(u64, bool, &str, u64, &str)] = &[
+    (
+        4,
+        false,
+        "UPDATE audit_entries SET line = replace(line, '\"i\":2', '\"i\":7') WHERE seq = 2",
+        2,
+        "changed",
+    ),
+    (
+        4,
+        false,
+        "DELETE FROM audit_entries WHERE seq = 1",
+        1,
+        "removed",
+    ),
+    (
+        3,
+        true,
+        "DELETE FROM audit_entries WHERE seq = 2",
+        2,
+        "truncated",
+    ),
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_edited_in_the_database_are_named_and_give_no_entries() {
-    // A changed line (its data edited, the hash left as it was).
-    let (store, log, client) = log_of(4).await;
-    let (report, entries) = store.verified_entries(log).await.unwrap();
-    assert!(report.is_intact());
-    assert_eq!(entries.len(), 4);
-    client
-        .execute(
-            "UPDATE audit_entries SET line = replace(line, '\"i\":2', '\"i\":7') WHERE seq = 2",
-            &[],
-        )
-        .await
-        .unwrap();
-    let (report, entries) = store.verified_entries(log).await.unwrap();
-    let (seq, problem) = tampered_at(&report).unwrap();
-    println!("changed: entry {seq}: {problem}");
-    assert_eq!(seq, 2, "{problem}");
-    assert!(problem.contains("changed"), "{problem}");
-    assert!(entries.is_empty());
-    assert_eq!(
-        tampered_at(&store.verify(log).await.unwrap()),
-        Some((seq, problem))
-    );
+    let mut named = 0;
+    for &(n, sealed, edit, at, word) in EDITS {
+        let url = database().await;
+        let store = store_on(&url).await;
+        let log = AuditLogId::Plan {
+            plan_id: PlanId::new(),
+        };
+        for i in 0..n {
+            store
+                .append(log, NewAuditEntry::new("n", json!({ "i": i })))
+                .await
+                .unwrap();
+        }
+        if sealed {
+            store.seal(log).await.unwrap();
+        }
+        let (report, entries) = store.verified_entries(log).await.unwrap();
+        assert!(report.is_intact(), "{report:?}");
+        assert_eq!(entries.len(), usize::try_from(n).unwrap());
 
-    // A removed row.
-    let (store, log, client) = log_of(4).await;
-    client
-        .execute("DELETE FROM audit_entries WHERE seq = 1", &[])
-        .await
-        .unwrap();
-    let (report, entries) = store.verified_entries(log).await.unwrap();
-    let (seq, problem) = tampered_at(&report).unwrap();
-    println!("removed: entry {seq}: {problem}");
-    assert_eq!(seq, 1, "{problem}");
-    assert!(problem.contains("removed"), "{problem}");
-    assert!(entries.is_empty());
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        assert_eq!(client.execute(edit, &[]).await.unwrap(), 1, "{edit}");
 
-    // A sealed log whose last row was deleted afterwards (the seal covers more than remains).
-    let (store, log, client) = log_of(3).await;
-    store.seal(log).await.unwrap();
-    client
-        .execute("DELETE FROM audit_entries WHERE seq = 2", &[])
-        .await
-        .unwrap();
-    let (report, entries) = store.verified_entries(log).await.unwrap();
-    let (seq, problem) = tampered_at(&report).unwrap();
-    println!("truncated: entry {seq}: {problem}");
-    assert!(problem.contains("truncated"), "{problem}");
-    assert!(entries.is_empty());
+        let (report, entries) = store.verified_entries(log).await.unwrap();
+        let VerifyReport::Tampered { seq, problem } = &report else {
+            panic!("not noticed: {edit}");
+        };
+        println!("{word}: entry {seq}: {problem}");
+        assert_eq!((*seq, problem.contains(word)), (at, true), "{problem}");
+        assert!(entries.is_empty());
+        assert_eq!(store.verify(log).await.unwrap(), report);
+        named += 1;
+    }
+    println!("edits named: {named} of {}", EDITS.len());
 }
