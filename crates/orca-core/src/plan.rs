@@ -26,6 +26,7 @@ use crate::isolation::Isolation;
 use crate::results::Budget;
 
 mod transitions;
+mod wire;
 
 /// One step of a plan: which agent does what, and after which other steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -530,8 +531,9 @@ impl std::fmt::Display for PlanStage {
     }
 }
 
-/// A plan in any stage. This is the persisted document (`.orca/plans/{plan_id}.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A plan in any stage. This is the persisted document (`.orca/plans/{plan_id}.json`); it is
+/// read in one pass by `plan/wire.rs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "stage", rename_all = "snake_case")]
 pub enum Plan {
     /// Being built.

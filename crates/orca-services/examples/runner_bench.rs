@@ -289,14 +289,17 @@ const DAG_RUNS: usize = 3;
 const WORKER_TASKS: usize = 4;
 
 /// One worker of (f): its own store connections, holder and runner, as `orca worker` does.
-/// Connected and listening before `ready` lets every worker start at once.
+/// Connected and listening before `ready` lets every worker start at once. Returns the
+/// worker's services, still connected: an `orca worker` stays up for the next execution, so
+/// the workers are let go after the run is timed (four closing their connections while the
+/// leader ends the run used to be timed with it: 16 server backends exiting at once).
 async fn bench_worker(
     url: &str,
     mode: Mode,
     exec: orca_core::ExecutionId,
     delay: Duration,
     ready: Arc<tokio::sync::Barrier>,
-) -> Result<(), BoxError> {
+) -> Result<Orca, BoxError> {
     let pg = orca_store_postgres::PgStore::connect(
         url,
         orca_store::Authority::permissive(),
@@ -322,7 +325,7 @@ async fn bench_worker(
             Ok(_)
             | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
                 ..
-            })) => Ok(()),
+            })) => Ok(orca),
             Err(e) => Err(e.into()),
         },
         Mode::Task => {
@@ -352,7 +355,7 @@ async fn bench_worker(
                     Err(e) => return Err(e.into()),
                 }
             }
-            Ok(())
+            Ok(orca)
         }
     }
 }
@@ -401,10 +404,12 @@ async fn workers_run(
     }
     ready.wait().await;
     let start = Instant::now();
+    let mut workers_up = Vec::with_capacity(workers);
     for r in joins.join_all().await {
-        r?;
+        workers_up.push(r?);
     }
     let wall = start.elapsed();
+    drop(workers_up);
     let stage = orca.executions.get(exec).await?.execution.value.stage();
     if stage != orca_core::ExecutionStage::Completed {
         return Err(format!(

@@ -88,29 +88,35 @@ pub async fn check(
     };
     let log = AuditLogId::Plan { plan_id: id };
     // The chain must hold; a bad seal is the seal's problem (reported with the log), and the
-    // approval is still judged on its own signature below.
-    match store.verify(log).await? {
+    // approval is still judged on its own signature below. One read where the store can (the
+    // log verified and its entries parsed together).
+    let (report, entries) = store.verified_entries(log).await?;
+    match &report {
         VerifyReport::Tampered { seq, problem } if !problem.starts_with("seal:") => {
             return bad(
-                Some(seq),
+                Some(*seq),
                 format!("its plan log was tampered with: {problem}"),
             );
         }
         // Approving seals the plan log; where signatures are required, a missing seal means
         // it was deleted (entries could have been added after the approval).
         VerifyReport::Intact {
-            entries,
+            entries: count,
             sealed: false,
         } if store.authority().requires_signatures() => {
             return bad(
-                Some(entries),
+                Some(*count),
                 "its plan log is not sealed, though approving seals it (the seal was deleted)"
                     .to_owned(),
             );
         }
         _ => {}
     }
-    let entries = store.entries(log).await?;
+    // A log whose only problem is its seal gave no entries: read them.
+    let entries = match report {
+        VerifyReport::Intact { .. } => entries,
+        VerifyReport::Tampered { .. } => store.entries(log).await?,
+    };
     let Some(entry) = entries.iter().rev().find(|e| e.kind == APPROVED) else {
         return bad(None, "its approval is missing from its plan log".to_owned());
     };

@@ -274,6 +274,27 @@ pub(crate) async fn lease(
     }))
 }
 
+/// Who the lease row names, for the error of a lease found held: only the row (whether its
+/// lock is still held — `lease`'s question — needs `pg_locks`, which locks every partition of
+/// the server's lock table while it is read: workers finding the lease taken used to slow the
+/// leader taking it). `None`: no row (the holder is taking it now, or claimers hold it shared).
+async fn lease_holder(
+    store: &PgStore,
+    execution: ExecutionId,
+) -> Result<Option<Holder>, StoreError> {
+    let mut conn = store.conn().await?;
+    let rows = conn
+        .query_prepared(
+            "SELECT holder FROM leases WHERE execution_id = $1",
+            &[&execution.to_string()],
+        )
+        .await
+        .map_err(db(format!("reading the lease of {execution}")))?;
+    rows.first()
+        .map(|r| holder_of(r.get(0), execution))
+        .transpose()
+}
+
 pub(crate) async fn acquire_lease(
     store: &PgStore,
     execution: ExecutionId,
@@ -282,17 +303,14 @@ pub(crate) async fn acquire_lease(
     let key = lease_key(execution);
     let id = execution.to_string();
     let Some(client) = take_locks(store, &[key], false).await? else {
-        let current = lease(store, execution).await?;
+        let current = lease_holder(store, execution).await?;
         return Err(StoreError::LeaseHeld {
             execution,
-            holder: current.map_or_else(
-                || Holder {
-                    pid: 0,
-                    host: "unknown (taking the lease now)".into(),
-                    token: String::new(),
-                },
-                |l| l.holder,
-            ),
+            holder: current.unwrap_or_else(|| Holder {
+                pid: 0,
+                host: "unknown (taking the lease now)".into(),
+                token: String::new(),
+            }),
         });
     };
     // From here the lock is ours: dropping `held` on any error releases it.

@@ -263,3 +263,37 @@ fn the_strategies_reach_every_stage_and_status() {
     }
     assert_eq!(plan_stages.len(), 4, "{plan_stages:?}");
 }
+
+// A plan is read in one pass (`plan/wire.rs`), not through serde's buffered tagged enum: each
+// stage still holds its own fields and no other stage's.
+#[test]
+fn a_plan_holds_its_stage_fields_and_no_others() {
+    let [(_, approved), ..] = documents();
+    assert_eq!(
+        approved["stage"], "approved",
+        "the fixture is an approved plan"
+    );
+    let approval = approved["approval"].clone();
+
+    let mut no_approval = approved.clone();
+    no_approval.as_object_mut().unwrap().remove("approval");
+    check_refused("plan", &no_approval, "missing field `approval`");
+
+    let mut draft_approved = approved.clone();
+    draft_approved["stage"] = "draft".into();
+    check_refused("plan", &draft_approved, "unknown field `approval`");
+
+    let mut rejected = no_approval.clone();
+    rejected["stage"] = "rejected".into();
+    check_refused("plan", &rejected, "missing field `rejection`");
+    rejected["rejection"] = serde_json::json!({ "at": approval["at"], "by": "me" });
+    read("plan", &rejected.to_string()).unwrap();
+    rejected["approval"] = approval;
+    check_refused("plan", &rejected, "unknown field `approval`");
+
+    let mut draft = no_approval;
+    draft["stage"] = "draft".into();
+    read("plan", &draft.to_string()).unwrap();
+    draft.as_object_mut().unwrap().remove("stage");
+    check_refused("plan", &draft, "missing field `stage`");
+}

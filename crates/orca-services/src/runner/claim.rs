@@ -123,8 +123,12 @@ impl Runner {
             *self
                 .verified
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Some((id, run.plan, run.deps));
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(super::Verified {
+                id,
+                plan: run.plan,
+                deps: run.deps,
+                tasks: run.tasks,
+            });
         }
         outcome
     }

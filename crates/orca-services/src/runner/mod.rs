@@ -64,8 +64,17 @@ enum Opened {
     },
 }
 
-/// A plan a claiming drive checked, for the execution it drove, with its dependency indices.
-type Verified = (ExecutionId, ApprovedPlan, Vec<Vec<usize>>);
+/// What a claiming drive hands to the leader run that follows it in the same runner (see
+/// [`Runner::verified`]): the plan it checked, for the execution it drove, with its dependency
+/// indices, and its view of the tasks.
+struct Verified {
+    id: ExecutionId,
+    plan: ApprovedPlan,
+    deps: Vec<Vec<usize>>,
+    /// The drive's view of the tasks at its end: the leader reads only what changed since
+    /// (a revision names one content), not every task again.
+    tasks: Vec<Versioned<Task>>,
+}
 
 /// Drives executions.
 #[derive(Clone)]
@@ -107,16 +116,36 @@ impl Runner {
         }
     }
 
-    /// The plan a claiming drive of this runner checked for `id`, if any (taken).
-    fn take_verified(&self, id: ExecutionId) -> Option<(ApprovedPlan, Vec<Vec<usize>>)> {
+    /// What a claiming drive of this runner handed over for `id`, if any (taken).
+    fn take_verified(&self, id: ExecutionId) -> Option<Verified> {
         let mut verified = self
             .verified
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match verified.take() {
-            Some((for_id, plan, deps)) if for_id == id => Some((plan, deps)),
-            _ => None,
+        verified.take().filter(|v| v.id == id)
+    }
+
+    /// The execution as stored: read whole, or — after a claiming drive of this runner —
+    /// its header and only the tasks whose revision moved since the drive's view. Called
+    /// under the exclusive lease, when no claimer writes any more.
+    async fn snapshot(
+        &self,
+        id: ExecutionId,
+        handed: Option<&mut Verified>,
+    ) -> Result<orca_store::ExecutionSnapshot> {
+        let Some(handed) = handed else {
+            return self.executions.get(id).await;
+        };
+        let execution = self.executions.header(id).await?;
+        let mut tasks = std::mem::take(&mut handed.tasks);
+        let known: Vec<orca_store::Revision> = tasks.iter().map(|t| t.revision).collect();
+        let changed = self.executions.store().changed_tasks(id, &known).await?;
+        for (i, task) in changed {
+            if let Some(slot) = tasks.get_mut(i) {
+                *slot = task;
+            }
         }
+        Ok(orca_store::ExecutionSnapshot { execution, tasks })
     }
 
     /// The configuration.
@@ -224,7 +253,8 @@ impl Runner {
     /// and, for workers claiming tasks one by one, by [`Self::begin_for_claims`].
     async fn open(&self, id: ExecutionId, lease: &orca_store::Lease) -> Result<Opened> {
         let store = self.executions.store().clone();
-        let snap = self.executions.get(id).await?;
+        let mut handed = self.take_verified(id);
+        let snap = self.snapshot(id, handed.as_mut()).await?;
         if let Some(outcome) = terminal_outcome(&snap.execution.value) {
             return Ok(Opened::Ended(outcome));
         }
@@ -254,8 +284,8 @@ impl Runner {
                 "refused to run execution {id}: {problem}"
             )));
         }
-        let (plan, deps) = match self.take_verified(id) {
-            Some((plan, deps)) if plan.id() == plan_id => (plan, Some(deps)),
+        let (plan, deps) = match handed {
+            Some(v) if v.plan.id() == plan_id => (v.plan, Some(v.deps)),
             _ => (self.executions.planning().approved(plan_id).await?, None),
         };
         if plan.digest() != &snap.execution.value.info().plan_digest {
