@@ -8,6 +8,10 @@
 //! - `dag_makespan_ratio_{memory,file,postgres}`: an 8-layer × 8-wide DAG (every step depends on the whole
 //!   layer before it), each agent call 100 ms, concurrency 8: makespan ÷ critical path (0.8 s),
 //!   the median of three runs.
+//! - `pg_claim_{execution,task}_{1,4,8}w_per_s`, `pg_claim_task_4w_vs_1w`: workers on one
+//!   800-task DAG of 4 layers on postgres, claiming the execution (one leader) or its tasks one by
+//!   one; each the median of three runs, each run on a database of its own, the workers kept
+//!   connected until the run is timed (as `orca worker` stays up).
 //! - `context_ratio_50_5`: serialized `TaskContext` bytes given to step 50 of a sequential plan ÷
 //!   step 5, with realistic summaries, findings and files per step.
 //! - `overhead_cpu_us_per_task`: CPU time (user + system, `getrusage`) per task with an instant
@@ -41,6 +45,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The tuning loops: `--claims-only` and `--makespans N` (one figure, several times).
 #[path = "runner_bench/tuning.rs"]
 mod tuning;
+/// (f): workers on one wide DAG on postgres.
+#[path = "runner_bench/workers.rs"]
+mod workers;
+
+use workers::{CLAIM_RUNS, Mode, WORKER_TASKS, workers_run};
 
 /// An agent whose every task call sleeps a fixed time (or returns at once) and reports a
 /// realistic result; it records the serialized size of each context it was given.
@@ -253,174 +262,8 @@ async fn run(
     Ok(elapsed)
 }
 
-/// What the workers of (f) claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// One leader drives the execution (`orca worker --claim execution`).
-    Execution,
-    /// Tasks claimed one by one (`orca worker --claim task`).
-    Task,
-}
-
-impl Mode {
-    const fn name(self) -> &'static str {
-        match self {
-            Self::Execution => "executions",
-            Self::Task => "tasks",
-        }
-    }
-
-    const fn figure(self, workers: usize) -> &'static str {
-        match (self, workers) {
-            (Self::Execution, 1) => "pg_claim_execution_1w_per_s",
-            (Self::Execution, 4) => "pg_claim_execution_4w_per_s",
-            (Self::Execution, _) => "pg_claim_execution_8w_per_s",
-            (Self::Task, 1) => "pg_claim_task_1w_per_s",
-            (Self::Task, 4) => "pg_claim_task_4w_per_s",
-            (Self::Task, _) => "pg_claim_task_8w_per_s",
-        }
-    }
-}
-
 /// Runs of the 8 × 8 DAG per backend in one repetition (the figure is their median).
 const DAG_RUNS: usize = 3;
-
-/// Tasks in flight at once per worker (`orca worker --tasks`).
-const WORKER_TASKS: usize = 4;
-
-/// One worker of (f): its own store connections, holder and runner, as `orca worker` does.
-/// Connected and listening before `ready` lets every worker start at once. Returns the
-/// worker's services, still connected: an `orca worker` stays up for the next execution, so
-/// the workers are let go after the run is timed (four closing their connections while the
-/// leader ends the run used to be timed with it: 16 server backends exiting at once).
-async fn bench_worker(
-    url: &str,
-    mode: Mode,
-    exec: orca_core::ExecutionId,
-    delay: Duration,
-    ready: Arc<tokio::sync::Barrier>,
-) -> Result<Orca, BoxError> {
-    let pg = orca_store_postgres::PgStore::connect(
-        url,
-        orca_store::Authority::permissive(),
-        orca_core::redact::Redactor::new(),
-    )
-    .await?;
-    let mut rx = pg.listen(orca_store_postgres::CHANNELS).await?;
-    ready.wait().await;
-    let orca = Orca::new(
-        Arc::new(pg),
-        BenchAgent::new(delay),
-        Arc::new(NoHuman),
-        None,
-        Budget::UNLIMITED,
-    );
-    let mut config = RunConfig::new(holder());
-    config.concurrency = WORKER_TASKS;
-    let runner = orca.runner(config, Arc::new(Quiet));
-    let cancel = CancellationToken::new();
-    match mode {
-        Mode::Execution => match runner.run(exec, cancel).await {
-            // Another worker leads it: this one has nothing to do.
-            Ok(_)
-            | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
-                ..
-            })) => Ok(orca),
-            Err(e) => Err(e.into()),
-        },
-        Mode::Task => {
-            let wake = Arc::new(tokio::sync::Notify::new());
-            let fed = Arc::clone(&wake);
-            let feeder = tokio::spawn(async move {
-                while rx.recv().await.is_some() {
-                    fed.notify_one();
-                }
-            });
-            // The opening's lease, taken through another connection, may still be going.
-            let mut outcome = orca_services::ClaimOutcome::Led;
-            for _ in 0..200 {
-                outcome = runner.run_claims(exec, &cancel, Arc::clone(&wake)).await?;
-                if outcome != orca_services::ClaimOutcome::Led {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            feeder.abort();
-            if outcome == orca_services::ClaimOutcome::ForLeader {
-                match runner.run(exec, cancel).await {
-                    Ok(_)
-                    | Err(orca_services::ServiceError::Store(
-                        orca_store::StoreError::LeaseHeld { .. },
-                    )) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Ok(orca)
-        }
-    }
-}
-
-/// `workers` workers on one 4-layer DAG of `sizes.wide` tasks; the wall time until it ended.
-async fn workers_run(
-    url: &str,
-    mode: Mode,
-    workers: usize,
-    sizes: &Sizes,
-) -> Result<Duration, BoxError> {
-    let store = Arc::new(
-        orca_store_postgres::PgStore::connect(
-            url,
-            orca_store::Authority::permissive(),
-            orca_core::redact::Redactor::new(),
-        )
-        .await?,
-    );
-    let orca = Orca::new(
-        store.clone(),
-        BenchAgent::new(Duration::ZERO),
-        Arc::new(NoHuman),
-        None,
-        Budget::UNLIMITED,
-    );
-    let proposal = orca
-        .planning
-        .create_proposal(content(layered(4, sizes.wide / 4)?), None)
-        .await?;
-    orca.planning.approve(proposal.id(), "bench", None).await?;
-    let (_, exec) = orca.executions.create(proposal.id()).await?;
-    if mode == Mode::Task {
-        // Opened once (as the first claiming worker does), outside the timing.
-        orca.runner(RunConfig::new(holder()), Arc::new(Quiet))
-            .begin_for_claims(exec)
-            .await?;
-    }
-    let ready = Arc::new(tokio::sync::Barrier::new(workers + 1));
-    let mut joins = tokio::task::JoinSet::new();
-    for _ in 0..workers {
-        let url = url.to_owned();
-        let delay = sizes.wide_delay;
-        let ready = Arc::clone(&ready);
-        joins.spawn(async move { bench_worker(&url, mode, exec, delay, ready).await });
-    }
-    ready.wait().await;
-    let start = Instant::now();
-    let mut workers_up = Vec::with_capacity(workers);
-    for r in joins.join_all().await {
-        workers_up.push(r?);
-    }
-    let wall = start.elapsed();
-    drop(workers_up);
-    let stage = orca.executions.get(exec).await?.execution.value.stage();
-    if stage != orca_core::ExecutionStage::Completed {
-        return Err(format!(
-            "{} workers claiming {}: ended {stage:?}",
-            workers,
-            mode.name()
-        )
-        .into());
-    }
-    Ok(wall)
-}
 
 /// CPU time (user + system) of this process so far.
 fn cpu_time() -> Duration {
@@ -514,12 +357,23 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     }
 
     // (f) Both worker modes on one wide DAG on postgres (ADR 0022, 0026): 1, 4, 8 workers.
-    let pg_url = server.create_database().await?;
-    let mut rates = Vec::new();
+    // Each figure is the median of CLAIM_RUNS runs, as the DAG's are (one run of 1.6 s moves by
+    // ±5 % with the machine), each run on a database of its own (every run starts from the
+    // same state).
+    let (mut rates, mut steady) = (Vec::new(), Vec::new());
     for mode in [Mode::Execution, Mode::Task] {
         for workers in [1usize, 4, 8] {
-            let wall = workers_run(&pg_url, mode, workers, sizes).await?;
-            let rate = sizes.wide as f64 / wall.as_secs_f64();
+            let mut runs = Vec::with_capacity(CLAIM_RUNS);
+            for _ in 0..CLAIM_RUNS {
+                let pg_url = server.create_database().await?;
+                runs.push(workers_run(&pg_url, mode, workers, sizes).await?);
+            }
+            let median = |mut d: Vec<Duration>| {
+                d.sort_unstable();
+                sizes.wide as f64 / d[CLAIM_RUNS / 2].as_secs_f64()
+            };
+            steady.push(median(runs.iter().map(|r| r.steady).collect()));
+            let rate = median(runs.iter().map(|r| r.wall).collect());
             rates.push(rate);
             out.push(Figure {
                 name: mode.figure(workers),
@@ -527,7 +381,7 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
                 unit: "/s",
                 target: None,
                 description: format!(
-                    "{} tasks (4 layers), {} ms calls, {workers} worker(s) of {} tasks each, claiming {}: tasks/s",
+                    "{} tasks (4 layers), {} ms calls, {workers} worker(s) of {} tasks each, claiming {}, median of {CLAIM_RUNS} runs: tasks/s",
                     sizes.wide,
                     sizes.wide_delay.as_millis(),
                     WORKER_TASKS,
@@ -543,6 +397,15 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
         unit: "x",
         target: None,
         description: "tasks claimed one by one: tasks/s with 4 workers ÷ with 1 (goal ≥ 3.2)"
+            .to_owned(),
+    });
+    out.push(Figure {
+        name: "pg_claim_task_4w_vs_1w_steady",
+        value: steady[4] / steady[3],
+        unit: "x",
+        target: None,
+        description: "the same between the first start and the last completion (without each \
+                      worker's open of the plan and the leader's end)"
             .to_owned(),
     });
     out.push(Figure {

@@ -1,0 +1,218 @@
+//! (f) of the runner benchmark: workers on one wide DAG on postgres, each with its own store
+//! connections, holder and runner, as `orca worker` runs (ADR 0022, 0026).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use orca_services::{NoHuman, Observer, Orca, Quiet, RunConfig, RunEvent};
+use tokio_util::sync::CancellationToken;
+
+use super::{BenchAgent, BoxError, Budget, Sizes, content, holder, layered};
+
+/// What the workers of (f) claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One leader drives the execution (`orca worker --claim execution`).
+    Execution,
+    /// Tasks claimed one by one (`orca worker --claim task`).
+    Task,
+}
+
+impl Mode {
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Execution => "executions",
+            Self::Task => "tasks",
+        }
+    }
+
+    pub(crate) const fn figure(self, workers: usize) -> &'static str {
+        match (self, workers) {
+            (Self::Execution, 1) => "pg_claim_execution_1w_per_s",
+            (Self::Execution, 4) => "pg_claim_execution_4w_per_s",
+            (Self::Execution, _) => "pg_claim_execution_8w_per_s",
+            (Self::Task, 1) => "pg_claim_task_1w_per_s",
+            (Self::Task, 4) => "pg_claim_task_4w_per_s",
+            (Self::Task, _) => "pg_claim_task_8w_per_s",
+        }
+    }
+}
+
+/// Runs of each worker count of (f) in one repetition (the figure is their median).
+pub(crate) const CLAIM_RUNS: usize = 3;
+
+/// Tasks in flight at once per worker (`orca worker --tasks`).
+pub(crate) const WORKER_TASKS: usize = 4;
+
+/// One worker of (f): its own store connections, holder and runner, as `orca worker` does.
+/// Connected and listening before `ready` lets every worker start at once. Returns the
+/// worker's services, still connected: an `orca worker` stays up for the next execution, so
+/// the workers are let go after the run is timed (four closing their connections while the
+/// leader ends the run used to be timed with it: 16 server backends exiting at once).
+async fn bench_worker(
+    url: &str,
+    mode: Mode,
+    exec: orca_core::ExecutionId,
+    delay: Duration,
+    ready: Arc<tokio::sync::Barrier>,
+    span: Arc<Span>,
+) -> Result<Orca, BoxError> {
+    let pg = orca_store_postgres::PgStore::connect(
+        url,
+        orca_store::Authority::permissive(),
+        orca_core::redact::Redactor::new(),
+    )
+    .await?;
+    let mut rx = pg.listen(orca_store_postgres::CHANNELS).await?;
+    ready.wait().await;
+    let orca = Orca::new(
+        Arc::new(pg),
+        BenchAgent::new(delay),
+        Arc::new(NoHuman),
+        None,
+        Budget::UNLIMITED,
+    );
+    let mut config = RunConfig::new(holder());
+    config.concurrency = WORKER_TASKS;
+    let runner = orca.runner(config, span);
+    let cancel = CancellationToken::new();
+    match mode {
+        Mode::Execution => match runner.run(exec, cancel).await {
+            // Another worker leads it: this one has nothing to do.
+            Ok(_)
+            | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
+                ..
+            })) => Ok(orca),
+            Err(e) => Err(e.into()),
+        },
+        Mode::Task => {
+            let wake = Arc::new(tokio::sync::Notify::new());
+            let fed = Arc::clone(&wake);
+            let feeder = tokio::spawn(async move {
+                while rx.recv().await.is_some() {
+                    fed.notify_one();
+                }
+            });
+            // The opening's lease, taken through another connection, may still be going.
+            let mut outcome = orca_services::ClaimOutcome::Led;
+            for _ in 0..200 {
+                outcome = runner.run_claims(exec, &cancel, Arc::clone(&wake)).await?;
+                if outcome != orca_services::ClaimOutcome::Led {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            feeder.abort();
+            if outcome == orca_services::ClaimOutcome::ForLeader {
+                match runner.run(exec, cancel).await {
+                    Ok(_)
+                    | Err(orca_services::ServiceError::Store(
+                        orca_store::StoreError::LeaseHeld { .. },
+                    )) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(orca)
+        }
+    }
+}
+
+/// When the workers' first task started and their last one completed: the run between its
+/// fixed costs (each worker's open of the plan, the leader's end and seal).
+#[derive(Default)]
+struct Span(std::sync::Mutex<(Option<Instant>, Option<Instant>)>);
+
+impl Observer for Span {
+    fn event(&self, event: &RunEvent) {
+        let now = Instant::now();
+        let mut span = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match event {
+            RunEvent::TaskStarted { .. } => {
+                span.0.get_or_insert(now);
+            }
+            RunEvent::TaskCompleted { .. } => span.1 = Some(now),
+            _ => {}
+        }
+    }
+}
+
+/// How long a run of (f) took: all of it, and from its first start to its last completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Timed {
+    pub(crate) wall: Duration,
+    pub(crate) steady: Duration,
+}
+
+/// `workers` workers on one 4-layer DAG of `sizes.wide` tasks; the time until it ended.
+pub(crate) async fn workers_run(
+    url: &str,
+    mode: Mode,
+    workers: usize,
+    sizes: &Sizes,
+) -> Result<Timed, BoxError> {
+    let store = Arc::new(
+        orca_store_postgres::PgStore::connect(
+            url,
+            orca_store::Authority::permissive(),
+            orca_core::redact::Redactor::new(),
+        )
+        .await?,
+    );
+    let orca = Orca::new(
+        store.clone(),
+        BenchAgent::new(Duration::ZERO),
+        Arc::new(NoHuman),
+        None,
+        Budget::UNLIMITED,
+    );
+    let proposal = orca
+        .planning
+        .create_proposal(content(layered(4, sizes.wide / 4)?), None)
+        .await?;
+    orca.planning.approve(proposal.id(), "bench", None).await?;
+    let (_, exec) = orca.executions.create(proposal.id()).await?;
+    if mode == Mode::Task {
+        // Opened once (as the first claiming worker does), outside the timing.
+        orca.runner(RunConfig::new(holder()), Arc::new(Quiet))
+            .begin_for_claims(exec)
+            .await?;
+    }
+    let ready = Arc::new(tokio::sync::Barrier::new(workers + 1));
+    let span = Arc::new(Span::default());
+    let mut joins = tokio::task::JoinSet::new();
+    for _ in 0..workers {
+        let url = url.to_owned();
+        let delay = sizes.wide_delay;
+        let (ready, span) = (Arc::clone(&ready), Arc::clone(&span));
+        joins.spawn(async move { bench_worker(&url, mode, exec, delay, ready, span).await });
+    }
+    ready.wait().await;
+    let start = Instant::now();
+    let mut workers_up = Vec::with_capacity(workers);
+    for r in joins.join_all().await {
+        workers_up.push(r?);
+    }
+    let wall = start.elapsed();
+    drop(workers_up);
+    let stage = orca.executions.get(exec).await?.execution.value.stage();
+    if stage != orca_core::ExecutionStage::Completed {
+        return Err(format!(
+            "{} workers claiming {}: ended {stage:?}",
+            workers,
+            mode.name()
+        )
+        .into());
+    }
+    let steady = match *span
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        (Some(first), Some(last)) => last.saturating_duration_since(first),
+        _ => wall,
+    };
+    Ok(Timed { wall, steady })
+}
