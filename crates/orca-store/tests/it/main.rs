@@ -6,6 +6,7 @@ mod chain_head;
 mod common;
 mod conformance;
 mod differential;
+mod entry_hash;
 mod format;
 mod redaction;
 mod task_lock;
