@@ -123,6 +123,32 @@ pub fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     }
 }
 
+/// The canonical JSON of `value` written directly, without a `serde_json::Value`; `None`
+/// where only the `Value` path can say what it is (an error, or a value serde_json treats
+/// specially). [`Digest::of_canonical`] hashes this, or else [`canonical_bytes_via_value`].
+/// Public for the tests that pin it to that path.
+#[doc(hidden)]
+#[must_use]
+pub fn canonical_bytes<T: ?Sized + Serialize>(value: &T) -> Option<Vec<u8>> {
+    crate::canonical::to_vec(value)
+}
+
+/// The canonical JSON of `serde_json::to_value(value)`: the reference [`canonical_bytes`]
+/// must equal byte for byte.
+///
+/// # Errors
+///
+/// Those of `serde_json::to_value`.
+#[doc(hidden)]
+pub fn canonical_bytes_via_value<T: ?Sized + Serialize>(
+    value: &T,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let value = serde_json::to_value(value)?;
+    let mut out = Vec::new();
+    write_canonical(&value, &mut out);
+    Ok(out)
+}
+
 /// A sha256 digest, shown as `sha256:` followed by 64 lowercase hex digits.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Digest([u8; 32]);
@@ -134,14 +160,19 @@ impl Digest {
         Self(Sha256::digest(bytes).into())
     }
 
-    /// The digest of a value's canonical JSON.
+    /// The digest of a value's canonical JSON: the canonical JSON of `serde_json::to_value`,
+    /// written without building that value (a 1.2 MB plan: ~2 ms instead of ~8 ms). A value
+    /// the direct writer cannot vouch for (an error, serde_json's raw values) takes the
+    /// `Value` path, so the bytes and the errors are always those of `to_value`.
     ///
     /// # Errors
     ///
     /// Only if the value cannot be represented as JSON (maps with non-string keys).
     pub fn of_canonical<T: Serialize>(value: &T) -> Result<Self, serde_json::Error> {
-        let value = serde_json::to_value(value)?;
-        Ok(Self::of_canonical_value(&value))
+        match canonical_bytes(value) {
+            Some(bytes) => Ok(Self::of_bytes(&bytes)),
+            None => Ok(Self::of_bytes(&canonical_bytes_via_value(value)?)),
+        }
     }
 
     /// The digest of the canonical JSON of `value`.

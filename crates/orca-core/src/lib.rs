@@ -88,6 +88,7 @@
 pub mod agent;
 pub mod audit_kind;
 pub mod backoff;
+mod canonical;
 pub mod context;
 pub mod error;
 pub mod execution;
