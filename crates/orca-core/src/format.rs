@@ -85,9 +85,8 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 
 /// Writes the canonical JSON of `value` to `out` (see [`canonical_json`]): keys and scalars
 /// are written by serde_json straight into `out`, nothing is allocated per value (a 1 MB plan's
-/// digest used to allocate a string for every key and every dependency name). Public for a
-/// writer that assembles a known struct's canonical form around a JSON value it holds (an audit
-/// entry's hash: no copy of its data).
+/// digest used to allocate a string for every key and every dependency name). Public: the
+/// reference the direct writer (`canonical.rs`) is tested against.
 pub fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     use serde_json::Value;
     // Writing to memory cannot fail, nor can serializing a string or a number.

@@ -141,35 +141,30 @@ pub const fn zero_digest() -> Digest {
 /// `hash` field.
 #[must_use]
 pub fn entry_hash(entry: &AuditEntry) -> Digest {
-    // Written field by field, keys in byte order — `at`, `data`, `kind`, `parent` (when set),
-    // `prev`, `seq` — the bytes `canonical_json` gives the serialized entry without `hash`
-    // (a property test holds the two together), without copying the entry's data into a new
-    // JSON tree first: every append and every verification hashes entries.
-    let Ok(at) = entry
-        .at
-        .format(&time::format_description::well_known::Rfc3339)
-    else {
-        // What serializing the entry did with a time RFC 3339 cannot show (none orca writes).
-        return zero_digest();
-    };
-    let mut out = Vec::with_capacity(128);
-    let text = |out: &mut Vec<u8>, s: &str| {
-        // Writing a string to memory cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
-    };
-    out.extend_from_slice(b"{\"at\":");
-    text(&mut out, &at);
-    out.extend_from_slice(b",\"data\":");
-    orca_core::format::write_canonical(&entry.data, &mut out);
-    out.extend_from_slice(b",\"kind\":");
-    text(&mut out, &entry.kind);
-    if let Some(parent) = entry.parent {
-        out.extend_from_slice(format!(",\"parent\":{parent}").as_bytes());
+    // The entry without its `hash`, borrowed: the canonical writer takes it straight from
+    // `Serialize` — no copy of the data into a new JSON tree on every append and verification.
+    // The same bytes as the serialized entry without `hash` (a property test holds them).
+    #[derive(Serialize)]
+    struct Unhashed<'a> {
+        seq: u64,
+        #[serde(with = "time::serde::rfc3339")]
+        at: OffsetDateTime,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent: Option<u64>,
+        kind: &'a str,
+        data: &'a serde_json::Value,
+        prev: &'a Digest,
     }
-    out.extend_from_slice(b",\"prev\":");
-    text(&mut out, &entry.prev.to_string());
-    out.extend_from_slice(format!(",\"seq\":{}}}", entry.seq).as_bytes());
-    Digest::of_bytes(&out)
+    let unhashed = Unhashed {
+        seq: entry.seq,
+        at: entry.at,
+        parent: entry.parent,
+        kind: &entry.kind,
+        data: &entry.data,
+        prev: &entry.prev,
+    };
+    // An entry is plain data (strings, numbers, a JSON value, a time RFC 3339 can show).
+    Digest::of_canonical(&unhashed).unwrap_or_else(|_| zero_digest())
 }
 
 /// [`entry_hash`] as first written: the serialized entry, `hash` removed, as canonical JSON

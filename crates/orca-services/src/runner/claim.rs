@@ -127,7 +127,6 @@ impl Runner {
                 id,
                 plan: run.plan,
                 deps: run.deps,
-                tasks: run.tasks,
             });
         }
         outcome

@@ -66,14 +66,12 @@ enum Opened {
 
 /// What a claiming drive hands to the leader run that follows it in the same runner (see
 /// [`Runner::verified`]): the plan it checked, for the execution it drove, with its dependency
-/// indices, and its view of the tasks.
+/// indices. (Not its view of the tasks: the leader reads every task again, so a task's state
+/// edited behind orca's back during the drive is still compared with the log at the open.)
 struct Verified {
     id: ExecutionId,
     plan: ApprovedPlan,
     deps: Vec<Vec<usize>>,
-    /// The drive's view of the tasks at its end: the leader reads only what changed since
-    /// (a revision names one content), not every task again.
-    tasks: Vec<Versioned<Task>>,
 }
 
 /// Drives executions.
@@ -123,29 +121,6 @@ impl Runner {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         verified.take().filter(|v| v.id == id)
-    }
-
-    /// The execution as stored: read whole, or — after a claiming drive of this runner —
-    /// its header and only the tasks whose revision moved since the drive's view. Called
-    /// under the exclusive lease, when no claimer writes any more.
-    async fn snapshot(
-        &self,
-        id: ExecutionId,
-        handed: Option<&mut Verified>,
-    ) -> Result<orca_store::ExecutionSnapshot> {
-        let Some(handed) = handed else {
-            return self.executions.get(id).await;
-        };
-        let execution = self.executions.header(id).await?;
-        let mut tasks = std::mem::take(&mut handed.tasks);
-        let known: Vec<orca_store::Revision> = tasks.iter().map(|t| t.revision).collect();
-        let changed = self.executions.store().changed_tasks(id, &known).await?;
-        for (i, task) in changed {
-            if let Some(slot) = tasks.get_mut(i) {
-                *slot = task;
-            }
-        }
-        Ok(orca_store::ExecutionSnapshot { execution, tasks })
     }
 
     /// The configuration.
@@ -253,8 +228,7 @@ impl Runner {
     /// and, for workers claiming tasks one by one, by [`Self::begin_for_claims`].
     async fn open(&self, id: ExecutionId, lease: &orca_store::Lease) -> Result<Opened> {
         let store = self.executions.store().clone();
-        let mut handed = self.take_verified(id);
-        let snap = self.snapshot(id, handed.as_mut()).await?;
+        let snap = self.executions.get(id).await?;
         if let Some(outcome) = terminal_outcome(&snap.execution.value) {
             return Ok(Opened::Ended(outcome));
         }
@@ -284,7 +258,7 @@ impl Runner {
                 "refused to run execution {id}: {problem}"
             )));
         }
-        let (plan, deps) = match handed {
+        let (plan, deps) = match self.take_verified(id) {
             Some(v) if v.plan.id() == plan_id => (v.plan, Some(v.deps)),
             _ => (self.executions.planning().approved(plan_id).await?, None),
         };
