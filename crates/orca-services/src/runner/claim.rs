@@ -98,7 +98,7 @@ impl Runner {
             slots: std::iter::repeat_with(Slot::default)
                 .take(snap.tasks.len())
                 .collect(),
-            tasks: snap.tasks,
+            tasks: super::mirror::TaskMirror::new(snap.tasks),
             joins: JoinSet::new(),
             starts: JoinSet::new(),
             calls: CancellationToken::new(),

@@ -260,9 +260,7 @@ impl Runner {
         };
         let attempt = running.attempt;
         let context = running.context.clone();
-        if let Some(slot) = run.tasks.get_mut(index) {
-            slot.clone_from(&started);
-        }
+        run.tasks.set(index, started.clone());
         self.observer.event(&RunEvent::TaskStarted {
             step: step.id.clone(),
             agent: step.agent.to_string(),

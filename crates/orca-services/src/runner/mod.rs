@@ -15,6 +15,7 @@ mod claim;
 mod config;
 mod decide;
 mod launch;
+mod mirror;
 mod record;
 mod report;
 mod state;
@@ -190,7 +191,7 @@ impl Runner {
             plan,
             deps,
             execution: snap.execution.value,
-            tasks: snap.tasks,
+            tasks: mirror::TaskMirror::new(snap.tasks),
             joins: JoinSet::new(),
             starts: JoinSet::new(),
             calls: CancellationToken::new(),
@@ -331,15 +332,13 @@ impl Runner {
     async fn refresh_all(&self, run: &mut Run) -> Result<()> {
         let snap = self.executions.get(run.id).await?;
         run.execution = snap.execution.value;
-        run.tasks = snap.tasks;
+        run.tasks.replace(snap.tasks);
         run.last_refresh = Instant::now();
         Ok(())
     }
 
     fn store_task(run: &mut Run, index: usize, task: Versioned<Task>) {
-        if let Some(slot) = run.tasks.get_mut(index) {
-            *slot = task;
-        }
+        run.tasks.set(index, task);
     }
 
     /// The one definition of automatic retries: after `counted` attempts of the step at

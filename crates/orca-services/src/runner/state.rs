@@ -121,7 +121,7 @@ pub(super) struct Run {
     pub(super) deps: Vec<Vec<usize>>,
     pub(super) execution: Execution,
     /// The stored task records, in plan order.
-    pub(super) tasks: Vec<Versioned<Task>>,
+    pub(super) tasks: super::mirror::TaskMirror,
     /// What the runner does with each task, in plan order.
     pub(super) slots: Vec<Slot>,
     pub(super) joins: JoinSet<Joined>,
@@ -153,9 +153,10 @@ impl Run {
     }
 
     /// Pending tasks whose dependencies all completed, in plan order
-    /// ([`schedule::ready_with`], without copying tasks).
-    pub(super) fn ready(&self) -> Vec<usize> {
-        schedule::ready_with(&self.deps, |i| self.tasks.get(i).map(|t| t.value.status()))
+    /// ([`schedule::ready_with`], each dependency looked at about once per run: see
+    /// [`super::mirror`]).
+    pub(super) fn ready(&mut self) -> Vec<usize> {
+        self.tasks.ready(&self.deps)
     }
 
     /// Whether the stored task at `index` has failed.

@@ -7,5 +7,6 @@
 mod common;
 mod db;
 mod group;
+mod schema;
 mod tamper;
 mod tls;
