@@ -15,6 +15,8 @@
 //!
 //! Pure: no I/O. The caller gathers the secrets.
 
+mod shapes;
+
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -186,17 +188,17 @@ impl Redactor {
             }
         }
         let current = out.as_deref().unwrap_or(text);
-        let ranges = shape_ranges(current);
+        let ranges = shapes::ranges(current);
         if ranges.is_empty() {
             return out;
         }
-        Some(replace_ranges(current, &ranges))
+        Some(shapes::replace_ranges(current, &ranges))
     }
 
     /// Whether `text` holds a known secret or a credential shape.
     #[must_use]
     pub fn finds_secret(&self, text: &str) -> bool {
-        self.needles.iter().any(|n| text.contains(n.as_str())) || !shape_ranges(text).is_empty()
+        self.needles.iter().any(|n| text.contains(n.as_str())) || !shapes::ranges(text).is_empty()
     }
 
     /// Redacts a JSON value: every string (and object key) as [`Redactor::redact`] does, and
@@ -223,40 +225,57 @@ impl Redactor {
         self.walk(value, false, keep)
     }
 
-    fn walk(&self, value: Value, by_key: bool, keep: &[&str]) -> Value {
+    fn walk(&self, mut value: Value, by_key: bool, keep: &[&str]) -> Value {
+        self.walk_in_place(&mut value, by_key, keep);
+        value
+    }
+
+    /// Redacts `value` where it lies: a string is replaced only when something in it was, an
+    /// object rebuilt only when one of its keys has to change (every document written goes
+    /// through here; copying each whole tree was most of its cost).
+    fn walk_in_place(&self, value: &mut Value, by_key: bool, keep: &[&str]) {
         let plain = |v: &Value| match v {
             Value::String(_) => true,
             Value::Array(items) => items.iter().all(Value::is_string),
             _ => false,
         };
         match value {
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| {
-                        let v = if by_key && is_secret_key(&k) && !v.is_null() {
-                            Value::String(REDACTED.to_owned())
-                        } else if keep.contains(&k.as_str()) && plain(&v) {
-                            v
-                        } else {
-                            self.walk(v, by_key, keep)
-                        };
-                        let k = if keep.contains(&k.as_str()) {
-                            k
-                        } else {
-                            self.redact_cow(k)
-                        };
-                        (k, v)
-                    })
-                    .collect(),
-            ),
-            Value::Array(items) => Value::Array(
-                items
-                    .into_iter()
-                    .map(|v| self.walk(v, by_key, keep))
-                    .collect(),
-            ),
-            Value::String(s) => Value::String(self.redact_cow(s)),
-            other => other,
+            Value::Object(map) => {
+                let mut rename = false;
+                for (k, v) in map.iter_mut() {
+                    let kept = keep.contains(&k.as_str());
+                    if by_key && is_secret_key(k) && !v.is_null() {
+                        *v = Value::String(REDACTED.to_owned());
+                    } else if !(kept && plain(v)) {
+                        self.walk_in_place(v, by_key, keep);
+                    }
+                    rename = rename || (!kept && self.redact_changed(k).is_some());
+                }
+                if rename {
+                    // In order, a later key winning over an earlier one redacted to the same.
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, v)| {
+                            if keep.contains(&k.as_str()) {
+                                (k, v)
+                            } else {
+                                (self.redact_cow(k), v)
+                            }
+                        })
+                        .collect();
+                }
+            }
+            Value::Array(items) => {
+                for v in items {
+                    self.walk_in_place(v, by_key, keep);
+                }
+            }
+            Value::String(s) => {
+                if let Some(redacted) = self.redact_changed(s) {
+                    *s = redacted;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -268,63 +287,17 @@ impl Redactor {
 /// Whether a string contains a credential shape (see the module docs).
 #[must_use]
 pub fn looks_like_secret(text: &str) -> bool {
-    !shape_ranges(text).is_empty()
+    !shapes::ranges(text).is_empty()
 }
 
 /// `text` with every credential shape replaced by [`REDACTED`] (no exact values).
 #[must_use]
 pub fn redact_shapes(text: &str) -> String {
-    let ranges = shape_ranges(text);
+    let ranges = shapes::ranges(text);
     if ranges.is_empty() {
         return text.to_owned();
     }
-    replace_ranges(text, &ranges)
-}
-
-fn replace_ranges(text: &str, ranges: &[(usize, usize)]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for &(start, end) in ranges {
-        out.push_str(&text[at..start]);
-        out.push_str(REDACTED);
-        at = end;
-    }
-    out.push_str(&text[at..]);
-    out
-}
-
-/// Whether a word can start at `i`: at the start, after a non-alphanumeric byte, or after an
-/// escaped line break or tab (`\n`, `\r`, `\t`: the text is inside a JSON string).
-fn boundary(bytes: &[u8], i: usize) -> bool {
-    i == 0
-        || !bytes[i - 1].is_ascii_alphanumeric()
-        || (i >= 2 && bytes[i - 2] == b'\\' && matches!(bytes[i - 1], b'n' | b'r' | b't'))
-}
-
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
-}
-
-/// Prefixed tokens: (prefix, case-sensitive, minimum length of the rest).
-const PREFIXES: &[(&str, bool, usize)] = &[
-    ("sk-", false, 8),
-    ("ghp_", true, 16),
-    ("gho_", true, 16),
-    ("ghs_", true, 16),
-    ("ghu_", true, 16),
-    ("ghr_", true, 16),
-    ("github_pat_", true, 16),
-    ("xoxa-", true, 8),
-    ("xoxb-", true, 8),
-    ("xoxp-", true, 8),
-    ("xoxr-", true, 8),
-    ("xoxs-", true, 8),
-];
-
-/// Byte ranges to replace, sorted and merged. Every range starts and ends at a char boundary
-/// (the matchers only stop at ASCII bytes).
-fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
-    shape_ranges_with(text, true)
+    shapes::replace_ranges(text, &ranges)
 }
 
 /// Whether `text` holds an unmistakable credential: a prefixed key or token (`sk-…`, `ghp_…`,
@@ -332,259 +305,13 @@ fn shape_ranges(text: &str) -> Vec<(usize, usize)> {
 /// without labels (`password: …` in prose is not enough). Plans are checked with it.
 #[must_use]
 pub fn holds_credential(text: &str) -> bool {
-    !shape_ranges_with(text, false).is_empty()
-}
-
-fn shape_ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
-    let bytes = text.as_bytes();
-    let lower = text.to_ascii_lowercase();
-    let lower = lower.as_bytes();
-    let mut ranges = Vec::new();
-    let word_start = |i: usize| boundary(bytes, i);
-    let run =
-        |from: usize, ok: &dyn Fn(u8) -> bool| bytes[from..].iter().take_while(|b| ok(**b)).count();
-    let mut i = 0;
-    while i < bytes.len() {
-        let rest = &lower[i..];
-        // Every shape and label starts with one of these bytes (case-insensitive).
-        if !word_start(i)
-            || !matches!(
-                lower[i],
-                b'a' | b'b' | b'c' | b'g' | b'p' | b'r' | b's' | b't' | b'x' | b'-'
-            )
-        {
-            i += 1;
-            continue;
-        }
-        let mut matched: Option<usize> = None;
-        let first = lower[i];
-        for (prefix, case_sensitive, min) in PREFIXES {
-            let prefix = prefix.as_bytes();
-            // Every prefix is lowercase: one that starts otherwise cannot match here (prose
-            // has a candidate at nearly every word; this skips most comparisons).
-            if prefix.first() != Some(&first) {
-                continue;
-            }
-            let hit = if *case_sensitive {
-                bytes[i..].starts_with(prefix)
-            } else {
-                rest.starts_with(prefix)
-            };
-            if hit {
-                let n = run(i + prefix.len(), &is_token_byte);
-                if n >= *min {
-                    matched = Some(i + prefix.len() + n);
-                    break;
-                }
-            }
-        }
-        if matched.is_none() && (bytes[i..].starts_with(b"AKIA") || bytes[i..].starts_with(b"ASIA"))
-        {
-            let n = run(i + 4, &|b: u8| b.is_ascii_uppercase() || b.is_ascii_digit());
-            let end = i + 4 + n;
-            if n >= 16 && bytes.get(end).is_none_or(|b| !b.is_ascii_alphanumeric()) {
-                matched = Some(end);
-            }
-        }
-        if let Some(end) = matched {
-            ranges.push((i, end));
-            i = end;
-            continue;
-        }
-        if rest.starts_with(b"-----begin ")
-            && let Some(range) = pem_block(text, i)
-        {
-            i = range.1;
-            ranges.push(range);
-            continue;
-        }
-        if rest.starts_with(b"bearer") {
-            // `Bearer` + whitespace (the token may be on the next line, or after an escaped
-            // newline `\n` in JSON) + the token.
-            let mut j = i + 6;
-            let mut gap = 0;
-            loop {
-                if j < bytes.len() && bytes[j].is_ascii_whitespace() {
-                    j += 1;
-                    gap += 1;
-                } else if bytes[j..].starts_with(b"\\n") || bytes[j..].starts_with(b"\\r") {
-                    j += 2;
-                    gap += 1;
-                } else {
-                    break;
-                }
-            }
-            let n = run(j, &|b: u8| {
-                b.is_ascii_alphanumeric() || b"-._~+/=".contains(&b)
-            });
-            if gap > 0 && n >= 1 {
-                ranges.push((j, j + n));
-                i = j + n;
-                continue;
-            }
-        }
-        if labels && let Some((start, end)) = labelled(bytes, lower, i) {
-            ranges.push((start, end));
-            i = end.max(i + 1);
-            continue;
-        }
-        i += 1;
-    }
-    ranges.extend(url_passwords(bytes));
-    merge(ranges)
-}
-
-fn merge(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
-    ranges.retain(|(s, e)| e > s);
-    ranges.sort_unstable();
-    let mut out: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
-    for (s, e) in ranges {
-        match out.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
-        }
-    }
-    out
-}
-
-/// A PEM private key block starting at `start`: up to its `-----END … PRIVATE KEY-----` line,
-/// or to the end of the text if it was cut off.
-fn pem_block(text: &str, start: usize) -> Option<(usize, usize)> {
-    let lower = text[start..].to_ascii_lowercase();
-    let header_end = lower[11..].find("-----")? + 11;
-    let header = &lower[..header_end];
-    if !header.ends_with("private key") || header.contains('\n') {
-        return None;
-    }
-    let after = header_end + 5;
-    let end = match lower[after..].find("-----end ") {
-        Some(e) => {
-            let tail = after + e + 9;
-            lower[tail..]
-                .find("-----")
-                .map_or(text.len() - start, |close| tail + close + 5)
-        }
-        None => text.len() - start,
-    };
-    Some((start, start + end))
-}
-
-/// Labels whose value is a secret: `(label, minimum value length, value runs to the end of
-/// the line)`.
-const LABELS: &[(&str, usize, bool)] = &[
-    ("authorization", 1, true),
-    ("proxy-authorization", 1, true),
-    ("aws_secret_access_key", 8, false),
-    ("secret_access_key", 8, false),
-    ("secretaccesskey", 8, false),
-    ("aws_session_token", 8, false),
-    ("session_token", 8, false),
-    ("client_secret", 8, false),
-    ("private_key", 8, false),
-    ("access_token", 8, false),
-    ("refresh_token", 8, false),
-    ("auth_token", 8, false),
-    ("x-api-key", 8, false),
-    ("x_api_key", 8, false),
-    ("api_key", 8, false),
-    ("api-key", 8, false),
-    ("apikey", 8, false),
-    ("password", 1, false),
-    ("passwd", 1, false),
-    ("secret", 8, false),
-    ("token", 8, false),
-];
-
-/// A labelled value at `i`: `label` then quotes/spaces, `:` or `=`, quotes/spaces, the value.
-/// Returns the value's range.
-fn labelled(bytes: &[u8], lower: &[u8], i: usize) -> Option<(usize, usize)> {
-    // The label may continue a name (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`) after `_`.
-    if !boundary(bytes, i) {
-        return None;
-    }
-    for (label, min, to_eol) in LABELS {
-        let label = label.as_bytes();
-        if label.first() != lower.get(i) || !lower[i..].starts_with(label) {
-            continue;
-        }
-        let mut j = i + label.len();
-        // The label must end the name: `token` but not `tokens`, `GITHUB_TOKEN` but not
-        // `TOKEN_COUNT`.
-        if bytes.get(j).is_some_and(|b| is_token_byte(*b)) {
-            continue;
-        }
-        let skip = |j: &mut usize| {
-            while *j < bytes.len() && matches!(bytes[*j], b'"' | b'\'' | b'\\' | b' ' | b'\t') {
-                *j += 1;
-            }
-        };
-        skip(&mut j);
-        if j >= bytes.len() || !matches!(bytes[j], b':' | b'=') {
-            continue;
-        }
-        j += 1;
-        skip(&mut j);
-        if bytes[j..].starts_with(REDACTED.as_bytes()) {
-            return None;
-        }
-        let start = j;
-        let stop: &[u8] = if *to_eol {
-            b"\r\n\"'"
-        } else {
-            b"\r\n\"' \t,;&}])"
-        };
-        let mut end = start;
-        // An escape sequence (`\"`, `\n`: the value is inside a JSON string) ends the value;
-        // a lone backslash does not.
-        while end < bytes.len()
-            && !stop.contains(&bytes[end])
-            && !(bytes[end] == b'\\'
-                && matches!(bytes.get(end + 1), Some(b'"' | b'n' | b'r' | b't' | b'\\')))
-        {
-            end += 1;
-        }
-        if end - start >= *min {
-            return Some((start, end));
-        }
-        return None;
-    }
-    None
-}
-
-/// The passwords of URLs with credentials: `scheme://user:PASSWORD@host`.
-fn url_passwords(bytes: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(pos) = find(&bytes[from..], b"://") {
-        let userinfo = from + pos + 3;
-        let stop = |b: u8| b.is_ascii_whitespace() || b"/?#@\"'<>`\\".contains(&b);
-        let mut j = userinfo;
-        while j < bytes.len() && !stop(bytes[j]) && bytes[j] != b':' {
-            j += 1;
-        }
-        if j < bytes.len() && bytes[j] == b':' {
-            let pass = j + 1;
-            let mut k = pass;
-            while k < bytes.len() && !stop(bytes[k]) {
-                k += 1;
-            }
-            // `user:$TOKEN@host` names a variable: not a secret.
-            if k < bytes.len() && bytes[k] == b'@' && k > pass && bytes[pass] != b'$' {
-                out.push((pass, k));
-            }
-        }
-        from = userinfo;
-    }
-    out
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    !shapes::ranges_with(text, false).is_empty()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[track_caller]
     fn hides(text: &str, secret: &str) {
@@ -668,15 +395,96 @@ mod tests {
         assert_eq!(doc["nested"]["ok"], REDACTED);
     }
 
-    /// The scan skips a prefix or label whose first byte is not the word's, lowercased: sound
-    /// only while every one of them is written in lowercase.
-    #[test]
-    fn prefixes_and_labels_are_lowercase() {
-        for (p, _, _) in PREFIXES {
-            assert_eq!(*p, p.to_ascii_lowercase(), "prefix {p}");
+    /// The first walk, which rebuilt every tree: what [`Redactor::walk`] must still return.
+    fn walk_by_copy(r: &Redactor, value: Value, by_key: bool, keep: &[&str]) -> Value {
+        let plain = |v: &Value| match v {
+            Value::String(_) => true,
+            Value::Array(items) => items.iter().all(Value::is_string),
+            _ => false,
+        };
+        match value {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| {
+                        let v = if by_key && is_secret_key(&k) && !v.is_null() {
+                            Value::String(REDACTED.to_owned())
+                        } else if keep.contains(&k.as_str()) && plain(&v) {
+                            v
+                        } else {
+                            walk_by_copy(r, v, by_key, keep)
+                        };
+                        let k = if keep.contains(&k.as_str()) {
+                            k
+                        } else {
+                            r.redact_cow(k)
+                        };
+                        (k, v)
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|v| walk_by_copy(r, v, by_key, keep))
+                    .collect(),
+            ),
+            Value::String(s) => Value::String(r.redact_cow(s)),
+            other => other,
         }
-        for (l, _, _) in LABELS {
-            assert_eq!(*l, l.to_ascii_lowercase(), "label {l}");
+    }
+
+    fn json() -> impl Strategy<Value = Value> {
+        let words = proptest::sample::select(vec![
+            "the parser",
+            "sk-abcdefghijklmnop",
+            "password: hunter2",
+            "Bearer abc.def",
+            "postgres://me:s3cr3t@db/x",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123",
+            "ok",
+            "",
+            "my-known-secret-value",
+            "AKIAIOSFODNN7EXAMPLE",
+        ]);
+        let keys = proptest::sample::select(vec![
+            "token",
+            "Api-Key",
+            "id",
+            "status",
+            "summary",
+            "sk-abcdefghijklmnop",
+            "password: hunter2",
+            "ok",
+            "my-known-secret-value",
+            "a",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::from),
+            any::<bool>().prop_map(Value::from),
+            words.prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec((keys.clone(), inner), 0..6).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// In place or by copy, the same redacted document, for every way of walking.
+        #[test]
+        fn walking_in_place_is_walking_by_copy(value in json()) {
+            let r = Redactor::new().with_secrets(["my-known-secret-value"]);
+            for (by_key, keep) in [(true, &[][..]), (false, &[][..]), (false, &["id", "status"][..])] {
+                proptest::prop_assert_eq!(
+                    r.walk(value.clone(), by_key, keep),
+                    walk_by_copy(&r, value.clone(), by_key, keep)
+                );
+            }
         }
     }
 

@@ -10,8 +10,9 @@
 //!   the median of three runs.
 //! - `pg_claim_{execution,task}_{1,4,8}w_per_s`, `pg_claim_task_4w_vs_1w`: workers on one
 //!   800-task DAG of 4 layers on postgres, claiming the execution (one leader) or its tasks one by
-//!   one; each the median of three runs, each run on a database of its own, the workers kept
-//!   connected until the run is timed (as `orca worker` stays up).
+//!   one; each the median of three runs, each run on a database of its own. The workers are
+//!   up as `orca worker` is: they first claim the tasks of a 64-task execution together (their
+//!   connections opened and warm), and stay connected until the run is timed.
 //! - `context_ratio_50_5`: serialized `TaskContext` bytes given to step 50 of a sequential plan ÷
 //!   step 5, with realistic summaries, findings and files per step.
 //! - `overhead_cpu_us_per_task`: CPU time (user + system, `getrusage`) per task with an instant

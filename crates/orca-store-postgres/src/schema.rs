@@ -13,7 +13,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "transitions",
         include_str!("../migrations/0002_transitions.sql"),
     ),
-    ("lz4", include_str!("../migrations/0003_lz4.sql")),
+    ("storage", include_str!("../migrations/0003_storage.sql")),
 ];
 
 /// Serialises migrations of one database across processes (an advisory transaction lock).

@@ -44,15 +44,30 @@ pub(crate) const CLAIM_RUNS: usize = 3;
 /// Tasks in flight at once per worker (`orca worker --tasks`).
 pub(crate) const WORKER_TASKS: usize = 4;
 
+/// Tasks of the warm-up execution each worker of (f) claims from before the timed one.
+pub(crate) const WARM_UP_TASKS: usize = 64;
+
+/// The executions of one run of (f): the warm-up one, and the timed one.
+#[derive(Clone, Copy)]
+struct Executions {
+    warm_up: orca_core::ExecutionId,
+    timed: orca_core::ExecutionId,
+}
+
 /// One worker of (f): its own store connections, holder and runner, as `orca worker` does.
-/// Connected and listening before `ready` lets every worker start at once. Returns the
-/// worker's services, still connected: an `orca worker` stays up for the next execution, so
-/// the workers are let go after the run is timed (four closing their connections while the
-/// leader ends the run used to be timed with it: 16 server backends exiting at once).
+/// It first claims tasks of a small execution with the others, as a worker that has been up
+/// has (its connections to the database opened, their statements prepared, the server's
+/// per-connection caches and compiled functions filled: a server process's first minutes,
+/// paid once per worker, not once per execution; 16 fresh connections of four workers warming
+/// up during the timed run weighed on two cores what 4 of one worker did not). Then
+/// `ready` lets every worker start the timed execution at once. Returns the worker's services,
+/// still connected: an `orca worker` stays up for the next execution, so the workers are let
+/// go after the run is timed (four closing their connections while the leader ends the run
+/// used to be timed with it: 16 server backends exiting at once).
 async fn bench_worker(
     url: &str,
     mode: Mode,
-    exec: orca_core::ExecutionId,
+    execs: Executions,
     delay: Duration,
     ready: Arc<tokio::sync::Barrier>,
     span: Arc<Span>,
@@ -64,7 +79,13 @@ async fn bench_worker(
     )
     .await?;
     let mut rx = pg.listen(orca_store_postgres::CHANNELS).await?;
-    ready.wait().await;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let fed = Arc::clone(&wake);
+    let feeder = tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            fed.notify_one();
+        }
+    });
     let orca = Orca::new(
         Arc::new(pg),
         BenchAgent::new(delay),
@@ -72,49 +93,61 @@ async fn bench_worker(
         None,
         Budget::UNLIMITED,
     );
-    let mut config = RunConfig::new(holder());
-    config.concurrency = WORKER_TASKS;
-    let runner = orca.runner(config, span);
-    let cancel = CancellationToken::new();
+    let config = || {
+        let mut config = RunConfig::new(holder());
+        config.concurrency = WORKER_TASKS;
+        config
+    };
+    claim_through(
+        &orca.runner(config(), Arc::new(Quiet)),
+        execs.warm_up,
+        &wake,
+    )
+    .await?;
+    ready.wait().await;
+    let runner = orca.runner(config(), span);
     match mode {
-        Mode::Execution => match runner.run(exec, cancel).await {
+        Mode::Execution => match runner.run(execs.timed, CancellationToken::new()).await {
             // Another worker leads it: this one has nothing to do.
             Ok(_)
             | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
                 ..
-            })) => Ok(orca),
-            Err(e) => Err(e.into()),
+            })) => {}
+            Err(e) => return Err(e.into()),
         },
-        Mode::Task => {
-            let wake = Arc::new(tokio::sync::Notify::new());
-            let fed = Arc::clone(&wake);
-            let feeder = tokio::spawn(async move {
-                while rx.recv().await.is_some() {
-                    fed.notify_one();
-                }
-            });
-            // The opening's lease, taken through another connection, may still be going.
-            let mut outcome = orca_services::ClaimOutcome::Led;
-            for _ in 0..200 {
-                outcome = runner.run_claims(exec, &cancel, Arc::clone(&wake)).await?;
-                if outcome != orca_services::ClaimOutcome::Led {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            feeder.abort();
-            if outcome == orca_services::ClaimOutcome::ForLeader {
-                match runner.run(exec, cancel).await {
-                    Ok(_)
-                    | Err(orca_services::ServiceError::Store(
-                        orca_store::StoreError::LeaseHeld { .. },
-                    )) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Ok(orca)
+        Mode::Task => claim_through(&runner, execs.timed, &wake).await?,
+    }
+    feeder.abort();
+    Ok(orca)
+}
+
+/// Claims tasks of `exec` until none is left, then leads its end if no other worker does
+/// (what `orca worker --claim task` does with one execution).
+async fn claim_through(
+    runner: &orca_services::Runner,
+    exec: orca_core::ExecutionId,
+    wake: &Arc<tokio::sync::Notify>,
+) -> Result<(), BoxError> {
+    let cancel = CancellationToken::new();
+    // The opening's lease, taken through another connection, may still be going.
+    let mut outcome = orca_services::ClaimOutcome::Led;
+    for _ in 0..200 {
+        outcome = runner.run_claims(exec, &cancel, Arc::clone(wake)).await?;
+        if outcome != orca_services::ClaimOutcome::Led {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if outcome == orca_services::ClaimOutcome::ForLeader {
+        match runner.run(exec, cancel).await {
+            Ok(_)
+            | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
+                ..
+            })) => {}
+            Err(e) => return Err(e.into()),
         }
     }
+    Ok(())
 }
 
 /// When the workers' first task started and their last one completed: the run between its
@@ -168,18 +201,27 @@ pub(crate) async fn workers_run(
         None,
         Budget::UNLIMITED,
     );
-    let proposal = orca
-        .planning
-        .create_proposal(content(layered(4, sizes.wide / 4)?), None)
-        .await?;
-    orca.planning.approve(proposal.id(), "bench", None).await?;
-    let (_, exec) = orca.executions.create(proposal.id()).await?;
-    if mode == Mode::Task {
-        // Opened once (as the first claiming worker does), outside the timing.
-        orca.runner(RunConfig::new(holder()), Arc::new(Quiet))
-            .begin_for_claims(exec)
+    let mut opened = Vec::with_capacity(2);
+    let warm_up = WARM_UP_TASKS.min(sizes.wide);
+    for (tasks, claimed) in [(warm_up, true), (sizes.wide, mode == Mode::Task)] {
+        let proposal = orca
+            .planning
+            .create_proposal(content(layered(4, tasks / 4)?), None)
             .await?;
+        orca.planning.approve(proposal.id(), "bench", None).await?;
+        let (_, exec) = orca.executions.create(proposal.id()).await?;
+        if claimed {
+            // Opened once (as the first claiming worker does), outside the timing.
+            orca.runner(RunConfig::new(holder()), Arc::new(Quiet))
+                .begin_for_claims(exec)
+                .await?;
+        }
+        opened.push(exec);
     }
+    let execs = Executions {
+        warm_up: opened[0],
+        timed: opened[1],
+    };
     let ready = Arc::new(tokio::sync::Barrier::new(workers + 1));
     let span = Arc::new(Span::default());
     let mut joins = tokio::task::JoinSet::new();
@@ -187,7 +229,7 @@ pub(crate) async fn workers_run(
         let url = url.to_owned();
         let delay = sizes.wide_delay;
         let (ready, span) = (Arc::clone(&ready), Arc::clone(&span));
-        joins.spawn(async move { bench_worker(&url, mode, exec, delay, ready, span).await });
+        joins.spawn(async move { bench_worker(&url, mode, execs, delay, ready, span).await });
     }
     ready.wait().await;
     let start = Instant::now();
@@ -197,7 +239,13 @@ pub(crate) async fn workers_run(
     }
     let wall = start.elapsed();
     drop(workers_up);
-    let stage = orca.executions.get(exec).await?.execution.value.stage();
+    let stage = orca
+        .executions
+        .get(execs.timed)
+        .await?
+        .execution
+        .value
+        .stage();
     if stage != orca_core::ExecutionStage::Completed {
         return Err(format!(
             "{} workers claiming {}: ended {stage:?}",

@@ -1,5 +1,6 @@
-//! The schema as migrated on open: documents and audit lines compressed with lz4 where the
-//! server has it (migration 3), and a large document written and read back byte for byte.
+//! The schema as migrated on open (migration 3, how rows are stored): documents and audit lines
+//! compressed with lz4 where the server has it, task pages half free for in-page updates, and a
+//! large document written and read back byte for byte.
 
 use orca_core::PlanId;
 use orca_store::{AuditLogId, AuditStore, NewAuditEntry};
@@ -41,6 +42,16 @@ async fn documents_are_compressed_with_lz4_and_read_back_whole() {
     for (column, method) in &methods {
         assert_eq!(method, "l", "{column} is compressed with lz4");
     }
+
+    let options: Option<Vec<String>> = client
+        .query_one(
+            "SELECT reloptions FROM pg_class WHERE relname = 'tasks'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(options, Some(vec!["fillfactor=50".to_owned()]));
 
     // A line long enough to be compressed is stored compressed (lz4) and reads back whole.
     let log = AuditLogId::Plan {
