@@ -148,7 +148,7 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
             out.push(finding(
                 Place::Task(done.step_id.clone()),
                 None,
-                "completed in its state file, but the log records no completed attempt",
+                "completed in its stored state (state file or database row), but the log records no completed attempt",
             ));
             continue;
         };
@@ -164,7 +164,7 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
                 Place::Task(done.step_id.clone()),
                 Some(logged.seq),
                 format!(
-                    "its result is not the one the log recorded at entry {} (the state file was changed)",
+                    "its result is not the one the log recorded at entry {} (its state file or database row was changed)",
                     logged.seq
                 ),
             ));

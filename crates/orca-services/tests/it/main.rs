@@ -2,6 +2,7 @@
 //! module per area.
 
 mod approvals;
+mod claim_tamper;
 mod faults;
 mod flows;
 mod fuzz;
