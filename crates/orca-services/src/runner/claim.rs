@@ -94,7 +94,7 @@ impl Runner {
             id,
             plan,
             deps,
-            execution,
+            execution: Arc::new(execution),
             slots: std::iter::repeat_with(Slot::default)
                 .take(snap.tasks.len())
                 .collect(),

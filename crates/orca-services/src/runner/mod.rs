@@ -190,7 +190,7 @@ impl Runner {
             id,
             plan,
             deps,
-            execution: snap.execution.value,
+            execution: Arc::new(snap.execution.value),
             tasks: mirror::TaskMirror::new(snap.tasks),
             joins: JoinSet::new(),
             starts: JoinSet::new(),
@@ -323,7 +323,7 @@ impl Runner {
     /// the runner keeps its own task records current from its own writes, so it never re-reads
     /// every task on every event (that would make a run of N tasks cost O(N²)).
     async fn refresh(&self, run: &mut Run) -> Result<()> {
-        run.execution = self.executions.header(run.id).await?.value;
+        run.execution = Arc::new(self.executions.header(run.id).await?.value);
         run.last_refresh = Instant::now();
         Ok(())
     }
@@ -331,7 +331,7 @@ impl Runner {
     /// Re-reads everything, after a conflict showed that another writer changed a task.
     async fn refresh_all(&self, run: &mut Run) -> Result<()> {
         let snap = self.executions.get(run.id).await?;
-        run.execution = snap.execution.value;
+        run.execution = Arc::new(snap.execution.value);
         run.tasks.replace(snap.tasks);
         run.last_refresh = Instant::now();
         Ok(())
