@@ -62,11 +62,19 @@ struct StepLog {
     revisions: BTreeMap<Revision, Arc<str>>,
 }
 
+/// Bytes kept of the end of what was read, to recognise the same file again (see `tail`).
+const TAIL: usize = 256;
+
 /// What this process has read of one execution's log: how far, and the records by step.
 #[derive(Debug, Default)]
 pub(super) struct Index {
     ino: u64,
     offset: u64,
+    /// The last bytes read (up to [`TAIL`], ending at `offset`). A log deleted and written anew
+    /// may get the old one's inode number back (ext4 reuses them) and be longer: the inode and
+    /// the length alone then let reading go on at the old offset, in the middle of a line of
+    /// another file. The bytes before the offset must still be these, or all is read again.
+    tail: Vec<u8>,
     steps: HashMap<StepId, StepLog>,
     /// Every audit entry in the log, by seq (the log is emptied when compacted, so this is
     /// bounded by its size). The first record of a seq wins: a later copy (a forged or
@@ -97,7 +105,7 @@ impl Index {
         if !meta.is_file() {
             return Err(corrupt(path, "not a regular file"));
         }
-        if meta.ino() != self.ino || meta.len() < self.offset {
+        if meta.ino() != self.ino || meta.len() < self.offset || !self.same_tail(file) {
             *self = Self {
                 ino: meta.ino(),
                 ..Self::default()
@@ -145,7 +153,27 @@ impl Index {
             at += line.len() as u64 + 1;
         }
         self.offset += end as u64 + 1;
+        let read = &buf[..=end];
+        let keep = TAIL.min(read.len());
+        if keep < TAIL {
+            // Less than TAIL read this time: the earlier tail's end goes first.
+            let old = self.tail.len().saturating_sub(TAIL - keep);
+            self.tail.drain(..old);
+        } else {
+            self.tail.clear();
+        }
+        self.tail.extend_from_slice(&read[read.len() - keep..]);
         Ok(())
+    }
+
+    /// Whether `file` still holds, just before `offset`, the bytes last read there.
+    fn same_tail(&self, file: &File) -> bool {
+        if self.tail.is_empty() {
+            return true;
+        }
+        let mut now = vec![0; self.tail.len()];
+        let from = self.offset.saturating_sub(self.tail.len() as u64);
+        file.read_exact_at(&mut now, from).is_ok() && now == self.tail
     }
 }
 

@@ -130,3 +130,55 @@ async fn signed_seals_name_their_log_and_verify_only_with_trusted_keys() {
     let trusting = FileStore::open_with(dir.path(), Authority::new(None, [key.public()])).unwrap();
     assert!(trusting.verify(log).await.unwrap().is_intact());
 }
+
+/// The execution's write-ahead log rewritten in place (the same file, so the same inode, and
+/// longer) behind a store that had read it: the store reads it again from its start — it
+/// used to go on at the offset it had reached, in the middle of a line of the new content, and
+/// fail on a "line that is not a record" instead of seeing the chain changed. (A log deleted
+/// and written anew can get its inode number back from ext4 and looks the same.)
+#[tokio::test]
+async fn a_write_ahead_log_rewritten_in_place_is_read_again_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let log = log();
+    for i in 0..3 {
+        store
+            .append(log, NewAuditEntry::new("k", json!({ "i": i })))
+            .await
+            .unwrap();
+    }
+    // The same log's write-ahead log, written by another store elsewhere: longer lines.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileStore::open(elsewhere.path()).unwrap();
+    for i in 0..5 {
+        other
+            .append(log, NewAuditEntry::new("other", json!({ "i": i })))
+            .await
+            .unwrap();
+    }
+    let AuditLogId::Execution { execution_id, .. } = log else {
+        unreachable!()
+    };
+    let wal = |store: &FileStore| {
+        store
+            .audit_path(log)
+            .parent()
+            .unwrap()
+            .join(execution_id.to_string())
+            .join("tasks.wal.jsonl")
+    };
+    let (ours, theirs) = (wal(&store), wal(&other));
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&ours).unwrap());
+    std::fs::write(&ours, std::fs::read(&theirs).unwrap()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&ours).unwrap()),
+        ino,
+        "rewritten in place"
+    );
+    let err = store
+        .append(log, NewAuditEntry::new("k", json!({})))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Tampered { .. }), "{err}");
+    println!("a write-ahead log rewritten in place: read again, the changed chain refused");
+}
