@@ -12,7 +12,7 @@ use std::time::Duration;
 use orca_services::{ClaimOutcome, NoHuman, Quiet, ServiceError};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{Act, ScriptedAgents, approved_plan, config, id, orca, step};
+use crate::support::{Act, ScriptedAgents, approved_plan, config, id, orca, postgres_store, step};
 
 /// `(status, revision, doc)` of step `name`'s task row.
 async fn row(db: &tokio_postgres::Client, name: &str) -> (String, i64, String) {
@@ -30,16 +30,7 @@ async fn row(db: &tokio_postgres::Client, name: &str) -> (String, i64, String) {
 async fn a_result_edited_in_the_database_during_a_claiming_drive_is_refused_by_the_leader() {
     let mut refused = 0;
     for edit in [false, true] {
-        let server =
-            orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
-        let url = server.create_database().await.unwrap();
-        let store = orca_store_postgres::PgStore::connect(
-            &url,
-            orca_store::Authority::permissive(),
-            orca_core::redact::Redactor::new(),
-        )
-        .await
-        .unwrap();
+        let (url, store) = postgres_store().await;
         let agents = ScriptedAgents::new();
         // `b` runs long enough for the edit of `a` to land while the drive goes on.
         agents.script("b", [Act::Slow(Duration::from_millis(600))]);

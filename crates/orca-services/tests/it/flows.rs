@@ -42,16 +42,7 @@ async fn file() -> Backend {
 
 /// A store on a new database of the throwaway PostgreSQL server shared by this test process.
 async fn postgres() -> Backend {
-    let server =
-        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
-    let url = server.create_database().await.unwrap();
-    let store = orca_store_postgres::PgStore::connect(
-        &url,
-        orca_store::Authority::permissive(),
-        orca_core::redact::Redactor::new(),
-    )
-    .await
-    .unwrap();
+    let (_, store) = crate::support::postgres_store().await;
     Backend {
         store: Arc::new(store),
         _dir: None,

@@ -65,16 +65,7 @@ async fn open(backend: Backend) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
             (Arc::new(store), Some(dir))
         }
         Backend::Postgres => {
-            let server = orca_store_postgres::throwaway::Throwaway::shared()
-                .unwrap_or_else(|e| panic!("{e}"));
-            let url = server.create_database().await.unwrap();
-            let store = orca_store_postgres::PgStore::connect(
-                &url,
-                orca_store::Authority::permissive(),
-                orca_core::redact::Redactor::new(),
-            )
-            .await
-            .unwrap();
+            let (_, store) = crate::support::postgres_store().await;
             (Arc::new(store), None)
         }
     }

@@ -404,3 +404,20 @@ pub(crate) async fn approved_plan(o: &Orca, steps: Vec<Step>) -> orca_core::Plan
     o.planning.approve(p.id(), "tester", None).await.unwrap();
     p.id()
 }
+
+/// A new database of the throwaway PostgreSQL server shared by this test process, and a store
+/// on it (permissive, redacting credential shapes): its URL, for tests that reach behind the
+/// store, and the store.
+pub(crate) async fn postgres_store() -> (String, orca_store_postgres::PgStore) {
+    let server =
+        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let url = server.create_database().await.unwrap();
+    let store = orca_store_postgres::PgStore::connect(
+        &url,
+        orca_store::Authority::permissive(),
+        orca_core::redact::Redactor::new(),
+    )
+    .await
+    .unwrap();
+    (url, store)
+}
