@@ -12,17 +12,17 @@ use orca_core::{
 };
 use serde_json::Value;
 
-use crate::backend::{
-    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
-};
-use crate::context_window::{self, Fit};
-use crate::error::BackendError;
 use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
 use crate::tool_mode;
+use orca_llm::BackendError;
+use orca_llm::backend::{
+    ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice, ToolResult,
+};
+use orca_llm::context_window::{self, Fit};
 
-pub use crate::retry::{RetryPolicy, call_with_retry};
+pub use orca_llm::retry::{RetryPolicy, call_with_retry};
 
 /// Settings of the agent loop.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,7 +36,7 @@ pub struct LoopSettings {
     /// The output token cap of each turn.
     pub max_output_tokens: Option<u32>,
     /// Sampling settings sent with every turn.
-    pub sampling: crate::backend::Sampling,
+    pub sampling: orca_llm::backend::Sampling,
     /// How the model makes tool calls (native, or JSON in its text).
     pub tool_mode: ToolMode,
     /// The backend's request timeout, named when a turn times out (`None`: unknown).
@@ -54,7 +54,7 @@ impl Default for LoopSettings {
             default_max_turns: 40,
             max_repairs: 2,
             max_output_tokens: Some(8192),
-            sampling: crate::backend::Sampling::default(),
+            sampling: orca_llm::backend::Sampling::default(),
             tool_mode: ToolMode::Native,
             request_timeout: None,
             context_window: None,
@@ -213,7 +213,7 @@ impl Run<'_> {
                 for found in tool_mode::calls_in_text(text.as_deref().unwrap_or(""), &tools) {
                     match found {
                         tool_mode::TextCall::Call(mut call) => {
-                            call.id = crate::backend::generated_call_id(tool_calls.len());
+                            call.id = orca_llm::backend::generated_call_id(tool_calls.len());
                             tool_calls.push(call);
                         }
                         tool_mode::TextCall::Bare(value) => {

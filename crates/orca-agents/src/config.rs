@@ -13,14 +13,14 @@ use serde::Deserialize;
 use crate::cli::{CliKind, CliSpec};
 use crate::error::ConfigError;
 use crate::generation::{Generation, GenerationSettings, WireApi};
-use crate::pricing::PriceTable;
 use crate::profile::{
     ALL_TOOLS, ANTHROPIC_BASE_URL, BUILT_INS, BackendSpec, DEFAULT_ANTHROPIC_MODEL,
     DEFAULT_OLLAMA_MODEL, DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL, Profile,
     built_in_profiles,
 };
-use crate::sandbox::SandboxMode;
-use crate::secret::ApiKey;
+use orca_llm::pricing::PriceTable;
+use orca_llm::secret::ApiKey;
+use orca_os::sandbox::SandboxMode;
 
 mod checks;
 mod template;
@@ -61,9 +61,9 @@ struct RawConfig {
     defaults: Option<toml::Value>,
     #[serde(default)]
     agents: BTreeMap<String, toml::Value>,
-    /// Price overrides (see [`crate::pricing`]).
+    /// Price overrides (see [`orca_llm::pricing`]).
     #[serde(default)]
-    prices: BTreeMap<String, crate::pricing::PriceSetting>,
+    prices: BTreeMap<String, orca_llm::pricing::PriceSetting>,
     /// `orca serve`'s settings: read by the binary (`serve.rs`), not here.
     #[serde(default, rename = "serve")]
     _serve: Option<toml::Value>,
@@ -445,9 +445,9 @@ impl Config {
         &self,
         root: &Path,
         vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<crate::step_env::EnvPolicy, ConfigError> {
+    ) -> Result<orca_os::step_env::EnvPolicy, ConfigError> {
         let mut policy =
-            crate::step_env::EnvPolicy::from_vars(vars).with_config_names(self.env.clone());
+            orca_os::step_env::EnvPolicy::from_vars(vars).with_config_names(self.env.clone());
         if let Some(file) = &self.env_file {
             let path = root.join(file);
             let secret = |message: String| ConfigError::Secret {
@@ -456,7 +456,7 @@ impl Config {
                 message,
             };
             let text = crate::keys::read_private_file(&path, "env file").map_err(secret)?;
-            let vars = crate::step_env::parse_env_file(&text)
+            let vars = orca_os::step_env::parse_env_file(&text)
                 .map_err(|m| secret(format!("{}: {m}", path.display())))?;
             policy = policy.with_file_vars(vars);
         }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::agent_loop::LoopSettings;
-use crate::backend::{ReasoningEffort, Sampling};
-use crate::openai::TokenParam;
-use crate::stream::{DEFAULT_IDLE_TIMEOUT, Streaming};
+use orca_llm::backend::{ReasoningEffort, Sampling};
+use orca_llm::openai::TokenParam;
+use orca_llm::{DEFAULT_IDLE_TIMEOUT, Streaming};
 
 /// How the model makes its tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -238,7 +238,7 @@ impl Default for Generation {
     fn default() -> Self {
         Self {
             max_output_tokens: None,
-            request_timeout: crate::http::DEFAULT_REQUEST_TIMEOUT,
+            request_timeout: orca_llm::DEFAULT_REQUEST_TIMEOUT,
             sampling: Sampling::default(),
             token_param: TokenParam::Auto,
             tool_mode: ToolMode::Native,
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(applied.tool_mode, ToolMode::Json);
         assert_eq!(g.sampling.temperature, Some(0.1));
         assert_eq!(g.tool_mode, ToolMode::Json);
-        assert_eq!(g.request_timeout, crate::http::DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(g.request_timeout, orca_llm::DEFAULT_REQUEST_TIMEOUT);
         assert_eq!(g.streaming, Streaming::ON);
         let off = GenerationSettings {
             stream: Some(false),

@@ -6,19 +6,19 @@ use std::sync::Arc;
 
 use orca_core::{AgentId, AgentInfo, Budget, Role};
 
-use crate::anthropic::AnthropicBackend;
-use crate::backend::ChatBackend;
 use crate::cli::CliSpec;
 use crate::error::ConfigError;
 use crate::generation::{Generation, WireApi};
-use crate::net::Net;
-use crate::ollama::OllamaBackend;
-use crate::openai::OpenAiBackend;
-use crate::pricing::PriceTable;
-use crate::responses::ResponsesBackend;
-use crate::scripted::ScriptedBackend;
-use crate::secret::ApiKey;
-use crate::window_probe::Windows;
+use orca_llm::anthropic::AnthropicBackend;
+use orca_llm::backend::ChatBackend;
+use orca_llm::net::Net;
+use orca_llm::ollama::OllamaBackend;
+use orca_llm::openai::OpenAiBackend;
+use orca_llm::pricing::PriceTable;
+use orca_llm::responses::ResponsesBackend;
+use orca_llm::scripted::ScriptedBackend;
+use orca_llm::secret::ApiKey;
+use orca_llm::window_probe::Windows;
 
 /// The Ollama OpenAI-compatible endpoint used when no key is set.
 pub const OLLAMA_BASE_URL: &str = "http://127.0.0.1:11434/v1";
@@ -171,35 +171,30 @@ impl BackendSpec {
                         .with_prices(prices)
                         .with_streaming(generation.streaming),
                 ),
-                WireApi::Responses => {
-                    let mut b = ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
+                WireApi::Responses => Arc::new(
+                    ResponsesBackend::new(base_url, model, api_key.clone(), timeout)
                         .with_prices(prices)
-                        .with_streaming(generation.streaming);
-                    b.endpoint.client = client()?;
-                    Arc::new(b)
-                }
-                WireApi::Chat => {
-                    let mut b =
-                        OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
-                            .with_token_param(generation.token_param)
-                            .with_prices(prices)
-                            .with_streaming(generation.streaming);
-                    b.endpoint.client = client()?;
-                    Arc::new(b)
-                }
+                        .with_streaming(generation.streaming)
+                        .with_client(client()?),
+                ),
+                WireApi::Chat => Arc::new(
+                    OpenAiBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                        .with_token_param(generation.token_param)
+                        .with_prices(prices)
+                        .with_streaming(generation.streaming)
+                        .with_client(client()?),
+                ),
             },
             Self::Anthropic {
                 base_url,
                 model,
                 api_key,
-            } => {
-                let mut b =
-                    AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
-                        .with_prices(prices)
-                        .with_streaming(generation.streaming);
-                b.endpoint.client = client()?;
-                Arc::new(b)
-            }
+            } => Arc::new(
+                AnthropicBackend::with_timeout(base_url, model, api_key.clone(), timeout)
+                    .with_prices(prices)
+                    .with_streaming(generation.streaming)
+                    .with_client(client()?),
+            ),
             Self::Scripted { path } => {
                 Arc::new(ScriptedBackend::from_file(path).map_err(|e| invalid(e.to_string()))?)
             }

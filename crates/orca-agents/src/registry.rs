@@ -12,18 +12,18 @@ use orca_core::{
 };
 
 use crate::agent_loop::{self, LoopSettings};
-use crate::backend::ChatBackend;
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
 use crate::generation::{Generation, WireApi};
-use crate::net::{CaFile, Net, NetError};
-use crate::pricing::PriceTable;
 use crate::profile::{BackendSpec, Profile};
-use crate::progress::{self, ProgressSink};
-use crate::sandbox::SandboxPolicy;
 use crate::shell;
-use crate::step_env::{self, EnvPolicy};
-use crate::window_probe::{KnownWindow, ServerApi, WindowSource, Windows};
+use orca_llm::backend::ChatBackend;
+use orca_llm::net::{CaFile, Net, NetError};
+use orca_llm::pricing::PriceTable;
+use orca_llm::progress::{self, ProgressSink};
+use orca_llm::window_probe::{KnownWindow, ServerApi, WindowSource, Windows};
+use orca_os::sandbox::SandboxPolicy;
+use orca_os::step_env::{self, EnvPolicy};
 
 /// How a profile runs.
 #[derive(Debug, Clone)]
@@ -88,7 +88,7 @@ impl Agents {
     }
 
     /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
-    /// In `kernel` mode, check [`crate::sandbox::probe`] first: where the kernel cannot
+    /// In `kernel` mode, check [`orca_os::sandbox::probe`] first: where the kernel cannot
     /// confine, every child fails to start rather than run unconfined.
     #[must_use]
     pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
@@ -336,7 +336,7 @@ impl Agents {
     }
 
     /// Sets which environment variables steps receive (builder style; see
-    /// [`crate::step_env`]). Without it, steps get the base allowlist and their own `env`
+    /// [`orca_os::step_env`]). Without it, steps get the base allowlist and their own `env`
     /// names, read from this process's environment.
     #[must_use]
     pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
@@ -537,12 +537,12 @@ impl AgentPort for Agents {
     }
 
     async fn reap(&self, groups: &[orca_core::ProcessGroup]) -> Vec<orca_core::ReapOutcome> {
-        crate::process_group::reap_groups(groups).await
+        orca_os::process_group::reap_groups(groups).await
     }
 
     async fn settle(&self) {
-        let most = crate::process_group::kill_grace() + std::time::Duration::from_secs(5);
-        crate::process_group::settle(most).await;
+        let most = orca_os::process_group::kill_grace() + std::time::Duration::from_secs(5);
+        orca_os::process_group::settle(most).await;
     }
 
     async fn run_task(&self, request: TaskRequest, tools: &dyn ToolHost) -> Reply<TaskResult> {

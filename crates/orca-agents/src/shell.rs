@@ -4,9 +4,9 @@ use std::path::Path;
 
 use orca_core::{ErrorCode, NoTools, TaskFailure, TaskRequest, TaskResult, TaskSuccess, ToolHost};
 
-use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
-use crate::sandbox::SandboxPolicy;
-use crate::step_env::EnvPolicy;
+use orca_os::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use orca_os::sandbox::SandboxPolicy;
+use orca_os::step_env::EnvPolicy;
 
 /// Lines kept in a shell step's summary (the tail of its output).
 pub const SUMMARY_LINES: usize = 20;
@@ -21,13 +21,13 @@ pub const SUMMARY_BYTES: usize = 2048;
 /// timeout a `timeout` failure. The group is ended on timeout and when the future is dropped.
 ///
 /// The command's environment is the base allowlist plus the step's `env` names (see
-/// [`crate::step_env`]), read from this process's environment, plus the attempt's identity in
+/// [`orca_os::step_env`]), read from this process's environment, plus the attempt's identity in
 /// `ORCA_*` variables ([`orca_core::StepIdentity::env`]).
 pub async fn run_shell(root: &Path, request: &TaskRequest) -> TaskResult {
     run_shell_with(root, request, &EnvPolicy::default(), None).await
 }
 
-/// [`run_shell`] under a sandbox policy (see [`crate::sandbox`]), with the default environment.
+/// [`run_shell`] under a sandbox policy (see [`orca_os::sandbox`]), with the default environment.
 pub async fn run_shell_in(
     root: &Path,
     request: &TaskRequest,
@@ -37,7 +37,7 @@ pub async fn run_shell_in(
 }
 
 /// [`run_shell`] with the environment allowed by `policy`, under a sandbox policy (see
-/// [`crate::sandbox`]).
+/// [`orca_os::sandbox`]).
 pub async fn run_shell_with(
     root: &Path,
     request: &TaskRequest,

@@ -11,7 +11,7 @@
 use orca_core::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
-use crate::backend::generated_call_id;
+use orca_llm::backend::generated_call_id;
 
 /// The schema of one call of any of `tools`: `{"tool": NAME, "arguments": PARAMETERS}`.
 #[must_use]

@@ -5,7 +5,7 @@
 //! are canonicalized (for writes, the nearest existing ancestor) and checked to stay under the
 //! canonical root, so symlinks that lead out are refused too. Orca's records (`.orca/`) and the
 //! user's orca config and signing key are refused as well, whatever the case or the link that
-//! leads there, and files are checked again once open ([`crate::confine`]). `run_command` runs
+//! leads there, and files are checked again once open ([`orca_os::confine`]). `run_command` runs
 //! under the [`SandboxPolicy`] given with [`WorkspaceTools::with_policy`].
 
 use std::io::{Read as _, Seek as _, Write as _};
@@ -18,11 +18,11 @@ use orca_core::{NoTools, ToolCall, ToolError, ToolHost, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::confine::PathGuard;
-use crate::process::{self, RunEnd, RunSpec};
 use crate::profile::ALL_TOOLS;
-use crate::sandbox::{SandboxMode, SandboxPolicy};
-use crate::step_env::{self, EnvPolicy};
+use orca_os::confine::PathGuard;
+use orca_os::process::{self, RunEnd, RunSpec};
+use orca_os::sandbox::{SandboxMode, SandboxPolicy};
+use orca_os::step_env::{self, EnvPolicy};
 
 /// Largest file `read_file` returns.
 pub const MAX_READ_BYTES: u64 = 256 * 1024;
@@ -297,7 +297,7 @@ impl WorkspaceTools {
                         truncated = true;
                         return false;
                     }
-                    matches.push(json!({"file": self.display(p), "line": i + 1, "text": crate::http::shorten(line, 300)}));
+                    matches.push(json!({"file": self.display(p), "line": i + 1, "text": one_line(line, 300)}));
                 }
             }
             true
@@ -583,4 +583,14 @@ impl ToolHost for WorkspaceTools {
         }
         result
     }
+}
+
+/// `text` on one line (control characters as spaces), at most `max` characters and `…`.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = |c: char| if c.is_control() { ' ' } else { c };
+    let mut s: String = text.chars().take(max).map(flat).collect();
+    if text.chars().nth(max).is_some() {
+        s.push('…');
+    }
+    s
 }

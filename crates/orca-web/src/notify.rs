@@ -95,14 +95,18 @@ pub async fn run_notifier(
     input: &serde_json::Value,
     registry: Option<&Notifiers>,
 ) -> Result<(), String> {
-    let mut child = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(&config.command)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0)
+        .kill_on_drop(true);
+    // Its own process group with the watchdog every child of orca gets: the group dies with
+    // orca, however orca dies.
+    orca_os::process_group::own_group(&mut command);
+    let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
     let group = child.id();
@@ -119,6 +123,11 @@ pub async fn run_notifier(
         child.wait_with_output().await
     };
     let outcome = tokio::time::timeout(limit, work).await;
+    // The leader has ended (or timed out): what is left of its group goes too — the watchdog,
+    // and anything the notifier left running in the background.
+    if let Some(pgid) = group {
+        kill_group(pgid).await;
+    }
     if let (Some(r), Some(g)) = (registry, group) {
         r.set().remove(&g);
     }
@@ -133,31 +142,18 @@ pub async fn run_notifier(
         Ok(Err(e)) => Err(format!("`{}`: {e}", config.command)),
         // The child is dropped with the future (kill_on_drop ends it); what it started is in
         // its process group, which is killed too.
-        Err(_) => {
-            if let Some(pgid) = group {
-                kill_group(pgid).await;
-            }
-            Err(format!(
-                "`{}` did not finish within {}s; killed",
-                config.command,
-                limit.as_secs()
-            ))
-        }
+        Err(_) => Err(format!(
+            "`{}` did not finish within {}s; killed",
+            config.command,
+            limit.as_secs()
+        )),
     }
 }
 
-/// SIGKILLs a notifier's process group (it was started as its leader), through `kill(1)`:
-/// this crate has no `unsafe`.
+/// SIGKILLs a notifier's process group (it was started as its leader).
 async fn kill_group(pgid: u32) {
-    let status = tokio::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await;
-    if let Err(e) = status {
-        tracing::warn!("cannot kill the notifier's process group {pgid}: {e}");
+    if !orca_os::process_group::kill_group(pgid) {
+        tracing::debug!("the notifier's process group {pgid} was already gone");
     }
 }
 

@@ -218,7 +218,7 @@ impl App {
 
     /// The workspace tools rooted at a directory (the project, or a step's worktree): every
     /// tool, with the steps' environment policy and the run's sandbox.
-    pub(crate) fn workspace_tools(&self) -> orca_agents::worktree::ToolsAt {
+    pub(crate) fn workspace_tools(&self) -> orca_os::worktree::ToolsAt {
         let env = self.agents.env_policy().clone();
         let policy = self.sandbox.policy.clone();
         Arc::new(move |dir: &Path| {
@@ -252,7 +252,7 @@ impl App {
         self.config.as_ref()
     }
 
-    pub(crate) fn env_policy(&self) -> &orca_agents::step_env::EnvPolicy {
+    pub(crate) fn env_policy(&self) -> &orca_os::step_env::EnvPolicy {
         self.agents.env_policy()
     }
 

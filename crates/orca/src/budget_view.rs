@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use orca_agents::PriceTable;
 use orca_core::{AgentInfo, Budget, Plan, PlanContent, Step, StepId, Usage};
+use orca_llm::PriceTable;
 use orca_services::Orca;
 use orca_services::execution::ExecutionService;
 use serde_json::{Value, json};

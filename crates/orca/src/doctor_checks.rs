@@ -82,7 +82,7 @@ async fn endpoints(app: &App) -> Vec<Value> {
         };
         let window = match app.agents.context_window(&info.id).await {
             Some(w) => w.to_string(),
-            None if orca_agents::window_probe::is_cloud(&base)
+            None if orca_llm::window_probe::is_cloud(&base)
                 || matches!(
                     app.agents.profile(&info.id).map(|p| &p.backend),
                     Some(BackendSpec::Anthropic { .. })
@@ -107,7 +107,7 @@ async fn endpoints(app: &App) -> Vec<Value> {
         ));
     }
     for (url, net) in urls {
-        let (ok, detail) = match orca_agents::probe_endpoint(&net, &url, PROBE_TIMEOUT).await {
+        let (ok, detail) = match orca_llm::probe_endpoint(&net, &url, PROBE_TIMEOUT).await {
             Ok(status) => (true, format!("reachable (HTTP {status})")),
             Err(why) => (false, format!("unreachable: {why}")),
         };

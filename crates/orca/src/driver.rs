@@ -111,7 +111,7 @@ pub(crate) async fn stop(app: &App, exec: &str, reason: Option<String>) -> Resul
         signal_driver(l)?;
         stopped_driver = Some(l.holder.clone());
         // The driver ends its steps (SIGTERM, grace, SIGKILL) before it lets the lease go.
-        let most = orca_agents::process_group::kill_grace() + Duration::from_secs(60);
+        let most = orca_os::process_group::kill_grace() + Duration::from_secs(60);
         let start = std::time::Instant::now();
         loop {
             let now = app.store().lease(id).await?;
@@ -161,20 +161,12 @@ pub(crate) async fn stop(app: &App, exec: &str, reason: Option<String>) -> Resul
 /// SIGTERM to the live holder of a lease (its flock is held, so the pid is still that
 /// process: a pid is not reused while its process lives).
 fn signal_driver(lease: &LeaseInfo) -> Result<(), CliError> {
-    let pid = i32::try_from(lease.holder.pid)
-        .ok()
-        .filter(|p| *p > 1)
-        .ok_or_else(|| CliError::internal(format!("bad driver pid {}", lease.holder.pid)))?;
-    #[expect(unsafe_code, reason = "libc::kill has no safe wrapper in std")]
-    // SAFETY: `kill` only takes integers; `pid` > 1 names one process.
-    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            return Err(CliError::internal(format!("cannot signal pid {pid}: {e}")));
-        }
-    }
-    Ok(())
+    orca_os::process_group::terminate_process(lease.holder.pid).map_err(|e| {
+        CliError::internal(format!(
+            "cannot signal driver pid {}: {e}",
+            lease.holder.pid
+        ))
+    })
 }
 
 /// `exec cancel`: ends an execution for good (`stopped`, final). A process driving it notices

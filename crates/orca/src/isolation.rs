@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use orca_agents::{Applied, GitWorktrees};
 use orca_core::{ExecutionId, PlanContent, StepWorkspaces, WorkspaceError};
+use orca_os::{Applied, GitWorktrees};
 use serde_json::{Value, json};
 
 use crate::app::App;

@@ -8,9 +8,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use clap::Args;
-use orca_agents::step_env::EnvPolicy;
 use orca_core::{ExecutionId, ExecutionStage, Plan};
 use orca_mcp::{Host, Launched, OrcaMcp, Settings};
+use orca_os::step_env::EnvPolicy;
 use orca_services::NoHuman;
 use orca_services::hitl::render_plan;
 use orca_store::LeaseInfo;

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use orca_agents::config::Config;
-use orca_agents::sandbox::{KernelSupport, probe};
-use orca_agents::{SandboxMode, SandboxPolicy};
+use orca_os::sandbox::{KernelSupport, probe};
+use orca_os::{SandboxMode, SandboxPolicy};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;

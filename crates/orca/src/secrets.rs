@@ -8,10 +8,10 @@ use std::sync::{LazyLock, RwLock};
 
 use orca_agents::config::Config;
 use orca_agents::keys::{self, KeySource, KeyStatus};
-use orca_agents::step_env::{self, EnvPolicy, NamedVar};
 use orca_agents::{Agents, BackendSpec, ConfigError, LoopSettings};
 use orca_core::redact::{Redactor, is_secret_env_name, plausible_secret_value};
 use orca_core::{AgentPort as _, Plan};
+use orca_os::step_env::{self, EnvPolicy, NamedVar};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;

@@ -164,18 +164,8 @@ pub(crate) fn stderr_width() -> Option<usize> {
         .or_else(|| terminal_columns(2))
 }
 
-fn terminal_columns(fd: libc::c_int) -> Option<usize> {
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    #[expect(unsafe_code, reason = "TIOCGWINSZ has no safe wrapper in std")]
-    // SAFETY: `size` is a valid, writable `winsize` that outlives the call; `fd` (1 or 2) is
-    // only queried.
-    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &raw mut size) };
-    (rc == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+fn terminal_columns(fd: i32) -> Option<usize> {
+    orca_os::term::columns(fd)
 }
 
 /// Whether a person can answer prompts.

@@ -113,7 +113,7 @@ async fn next_wake(rx: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> Opti
 
 /// Runs the worker until Ctrl-C / SIGTERM (or idle, with `--until-idle`).
 pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<Exit, CliError> {
-    orca_agents::process_group::set_kill_grace(Duration::from_secs(args.kill_grace));
+    orca_os::process_group::set_kill_grace(Duration::from_secs(args.kill_grace));
     let options = RunOptions {
         concurrency: args.tasks,
         yes: false,
@@ -267,10 +267,8 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
             driven += 1;
         }
     }
-    orca_agents::process_group::settle(
-        orca_agents::process_group::kill_grace() + Duration::from_secs(5),
-    )
-    .await;
+    orca_os::process_group::settle(orca_os::process_group::kill_grace() + Duration::from_secs(5))
+        .await;
     if app.json() {
         crate::app::out_json(&json!({"driven": driven, "store_errors": errors}));
     } else {

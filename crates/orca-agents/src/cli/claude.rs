@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use orca_core::AgentToolUse;
 
 use super::{Parsed, Said, resume_args, str_at, u64_at};
-use crate::pricing::micro_usd;
+use orca_llm::pricing::micro_usd;
 
 /// The arguments (the model and extra arguments follow).
 pub(super) fn args(permission_mode: &str, resume: Option<&str>) -> Vec<String> {

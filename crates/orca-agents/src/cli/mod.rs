@@ -28,11 +28,11 @@ use orca_core::{
 use serde_json::Value;
 
 use crate::agent_loop::task_message;
-use crate::pricing::PriceTable;
-use crate::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
 use crate::profile::Profile;
-use crate::sandbox::{SandboxMode, SandboxPolicy};
-use crate::step_env::EnvPolicy;
+use orca_llm::pricing::PriceTable;
+use orca_os::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use orca_os::sandbox::{SandboxMode, SandboxPolicy};
+use orca_os::step_env::EnvPolicy;
 
 /// The hard timeout of a command-line agent run when neither the step nor the agent's limits
 /// nor its `timeout_secs` set one: an agent waiting for an unreachable server never hangs a

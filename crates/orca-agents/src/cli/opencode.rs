@@ -12,7 +12,7 @@ use serde_json::Value;
 use orca_core::AgentToolUse;
 
 use super::{Parsed, Said, resume_args, str_at, u64_at};
-use crate::pricing::micro_usd;
+use orca_llm::pricing::micro_usd;
 
 /// The messages opencode gives a tool call its permission rules refused.
 const DENIED: &[&str] = &[

@@ -118,7 +118,7 @@ async fn invalid_submit_is_repaired() {
     let BackendSpec::Scripted { path } = &spec else {
         unreachable!()
     };
-    let backend = std::sync::Arc::new(orca_agents::ScriptedBackend::from_file(path).unwrap());
+    let backend = std::sync::Arc::new(orca_llm::ScriptedBackend::from_file(path).unwrap());
     let profile = Profile {
         id: AgentId::parse("coder").unwrap(),
         role: Role::Specialist,

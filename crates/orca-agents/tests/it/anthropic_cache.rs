@@ -12,8 +12,9 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use common::{fast_settings, task};
-use orca_agents::{Agents, ApiKey, BackendSpec, PriceTable, built_in_profiles};
+use orca_agents::{Agents, ApiKey, BackendSpec, built_in_profiles};
 use orca_core::{AgentPort, Budget, TaskResult, ToolCall, ToolError, ToolHost, ToolSpec};
+use orca_llm::PriceTable;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

@@ -241,7 +241,7 @@ fn sandbox_settings_and_prompt_files_outside_the_project() {
         path,
     )
     .unwrap();
-    assert_eq!(config.sandbox, Some(orca_agents::SandboxMode::Tools));
+    assert_eq!(config.sandbox, Some(orca_os::SandboxMode::Tools));
     assert_eq!(config.sandbox_writable.len(), 2);
     check_err_contains(
         "sandbox = \"none\"\n",

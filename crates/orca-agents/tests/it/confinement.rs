@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use orca_agents::WorkspaceTools;
 use orca_agents::profile::ALL_TOOLS;
-use orca_agents::{SandboxMode, SandboxPolicy, WorkspaceTools};
 use orca_core::{ToolCall, ToolError, ToolHost};
+use orca_os::{SandboxMode, SandboxPolicy};
 use serde_json::{Value, json};
 
 struct Fixture {
@@ -226,7 +227,7 @@ async fn off_mode_keeps_only_the_project_root() {
 #[tokio::test]
 async fn kernel_mode_run_command_is_blocked_by_the_kernel() {
     let f = fixture(SandboxMode::Kernel);
-    if orca_agents::sandbox::landlock_abi() < 1 {
+    if orca_os::sandbox::landlock_abi() < 1 {
         assert!(std::env::var_os("ORCA_ALLOW_NO_SANDBOX").is_some());
         return;
     }

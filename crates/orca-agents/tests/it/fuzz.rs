@@ -11,7 +11,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use orca_agents::config::Config;
-use orca_agents::{AnthropicBackend, ChatBackend, ChatRequest, Message, OpenAiBackend, ToolChoice};
+use orca_agents::{ChatBackend, ChatRequest, Message, ToolChoice};
+use orca_llm::{AnthropicBackend, OpenAiBackend};
 use proptest::prelude::*;
 use serde_json::Value;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use common::{TestTools, fast_settings, task};
 use orca_agents::{
-    Agents, AnthropicBackend, ApiKey, BackendSpec, ChatBackend, ChatRequest, Message,
-    OpenAiBackend, ToolChoice, ToolResult,
+    Agents, ApiKey, BackendSpec, ChatBackend, ChatRequest, Message, ToolChoice, ToolResult,
 };
 use orca_core::{AgentPort, Budget, ErrorCode, TaskResult, ToolCall, ToolSpec};
+use orca_llm::{AnthropicBackend, OpenAiBackend};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -671,7 +671,7 @@ fn openai_request_bodies_per_model_family() {
         "gpt-4o with token_param = max_completion_tokens: {}",
         fields(
             OpenAiBackend::new("http://127.0.0.1:9/v1", "gpt-4o", None)
-                .with_token_param(orca_agents::TokenParam::MaxCompletionTokens)
+                .with_token_param(orca_llm::TokenParam::MaxCompletionTokens)
         )
     )))
     .collect();

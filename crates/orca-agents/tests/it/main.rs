@@ -31,5 +31,3 @@ mod streaming;
 mod weak_model;
 mod window_probe;
 mod workspace;
-mod worktree;
-mod worktree_base;

@@ -11,9 +11,10 @@ use std::sync::Mutex;
 
 use orca_agents::config::Config;
 use orca_agents::{
-    Agents, ChatRequest, Message, OllamaBackend, ReasoningEffort, Sampling, ToolChoice, ToolResult,
+    Agents, ChatRequest, Message, ReasoningEffort, Sampling, ToolChoice, ToolResult,
 };
 use orca_core::{AgentPort, Budget, TaskResult, ToolCall, ToolSpec};
+use orca_llm::OllamaBackend;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

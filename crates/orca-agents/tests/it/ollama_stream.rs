@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use orca_agents::config::Config;
 use orca_agents::{
-    Agents, BackendError, ChatBackend, ChatRequest, ChatResponse, Message, OllamaBackend,
-    StopReason, Streaming, ToolChoice,
+    Agents, BackendError, ChatBackend, ChatRequest, ChatResponse, Message, StopReason, ToolChoice,
 };
 use orca_core::{AgentPort, Budget, ErrorCode, TaskResult, ToolSpec};
+use orca_llm::{OllamaBackend, Streaming};
 use serde_json::{Value, json};
 
 use crate::common::{TestTools, fast_settings, task};

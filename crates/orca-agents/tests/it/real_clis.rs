@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use common::{TestTools, fast_settings, task};
 use fake_models::{ANTHROPIC_USAGE, CHAT_USAGE, EDITED, FakeModel, RESPONSES_USAGE};
-use orca_agents::sandbox::{KernelSupport, SandboxMode, SandboxPolicy, probe};
-use orca_agents::{Agents, BackendSpec, CliKind, CliSpec, EnvPolicy, Profile};
+use orca_agents::{Agents, BackendSpec, CliKind, CliSpec, Profile};
 use orca_core::{
     AgentAnswer, AgentId, AgentPort as _, AgentToolUse, Budget, ErrorCode, QuestionRequest, Reply,
     Role, TaskFailure, TaskResult, TaskSuccess,
 };
+use orca_os::EnvPolicy;
+use orca_os::sandbox::{KernelSupport, SandboxMode, SandboxPolicy, probe};
 use wiremock::{Mock, MockServer, matchers::method};
 
 /// Where the programs are installed: `$ORCA_REAL_CLIS_DIR`, else `<target>/real-clis`.

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use orca_agents::sandbox::{KernelSupport, probe};
 use orca_agents::shell::run_shell_in;
-use orca_agents::{SandboxMode, SandboxPolicy};
 use orca_core::{TaskRequest, TaskResult};
+use orca_os::sandbox::{KernelSupport, probe};
+use orca_os::{SandboxMode, SandboxPolicy};
 
 fn request(command: &str) -> TaskRequest {
     common::shell_task(command, Some(std::time::Duration::from_secs(60)))

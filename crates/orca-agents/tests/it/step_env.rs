@@ -14,9 +14,10 @@ use async_trait::async_trait;
 use common::{fast_settings, task};
 use orca_agents::{
     Agents, BackendError, BackendSpec, ChatBackend, ChatRequest, ChatResponse, CliKind, CliSpec,
-    EnvPolicy, Profile, StopReason, WorkspaceTools,
+    Profile, StopReason, WorkspaceTools,
 };
 use orca_core::{AgentId, AgentPort, Budget, Role, TaskResult, ToolCall, ToolHost, Usage};
+use orca_os::EnvPolicy;
 use serde_json::json;
 
 const PLANTED: &[(&str, &str)] = &[

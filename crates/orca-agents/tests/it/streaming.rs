@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orca_agents::{
-    Agents, AnthropicBackend, ApiKey, BackendError, BackendSpec, ChatBackend, ChatRequest,
-    ChatResponse, GenerationSettings, Message, ModelProgress, OpenAiBackend, PriceTable,
-    ProgressSink, ResponsesBackend, StopReason, Streaming, ToolChoice,
+    Agents, ApiKey, BackendError, BackendSpec, ChatBackend, ChatRequest, ChatResponse,
+    GenerationSettings, Message, ModelProgress, ProgressSink, StopReason, ToolChoice,
 };
+
 use orca_core::{AgentPort, Budget, ErrorCode, TaskResult, ToolSpec};
+use orca_llm::{AnthropicBackend, OpenAiBackend, PriceTable, ResponsesBackend, Streaming};
 use serde_json::{Value, json};
 
 use crate::common::{TestTools, coder_profile, fast_settings, task};

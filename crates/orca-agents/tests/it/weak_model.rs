@@ -7,11 +7,9 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{TestTools, fast_settings, task};
-use orca_agents::{
-    Agents, BackendSpec, ChatBackend, Generation, Message, PriceTable, Profile, ScriptedBackend,
-    ToolMode,
-};
+use orca_agents::{Agents, BackendSpec, ChatBackend, Generation, Message, Profile, ToolMode};
 use orca_core::{AgentId, AgentPort, Budget, ErrorCode, QuestionRequest, Role, TaskResult};
+use orca_llm::{PriceTable, ScriptedBackend};
 use serde_json::{Value, json};
 
 fn text_turn(text: &str) -> Value {
@@ -167,7 +165,8 @@ async fn json_mode_ask_answers() {
 /// send them: no native tools, the call schema as `response_format` / `text.format`.
 #[test]
 fn json_mode_request_bodies() {
-    use orca_agents::{ChatRequest, OpenAiBackend, ResponsesBackend, Sampling, ToolChoice};
+    use orca_agents::{ChatRequest, Sampling, ToolChoice};
+    use orca_llm::{OpenAiBackend, ResponsesBackend};
     let tools = vec![orca_core::ToolSpec {
         name: "submit_result".into(),
         description: "submit".into(),

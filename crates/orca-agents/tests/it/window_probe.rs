@@ -10,8 +10,8 @@ use std::path::Path;
 
 use orca_agents::Agents;
 use orca_agents::config::Config;
-use orca_agents::window_probe::{KnownWindow, WindowSource};
 use orca_core::{AgentId, AgentPort, Budget, TaskResult};
+use orca_llm::window_probe::{KnownWindow, WindowSource};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

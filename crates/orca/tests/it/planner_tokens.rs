@@ -2,7 +2,7 @@
 //! against the fake planner of `mcp_support` (a recorded conversation: create a draft, set
 //! assumptions / risks / verification, add one step, submit) and measures every request the
 //! planner sent: system prompt, tool list and messages, in characters and in estimated tokens
-//! (the estimate `orca_agents::context_window` uses: 3.5 characters a token plus 8 a message).
+//! (the estimate `orca_llm::context_window` uses: 3.5 characters a token plus 8 a message).
 //! It prints the figures and fails if the first request — what every planning session pays
 //! before the model has said anything — grows past a budget, or if the planner is offered a
 //! tool it has no use for.

@@ -63,7 +63,7 @@ impl ModelPrice {
     clippy::cast_sign_loss,
     reason = "clamped to a non-negative finite range first"
 )]
-pub(crate) fn micro_usd(usd: f64) -> u64 {
+pub fn micro_usd(usd: f64) -> u64 {
     if usd.is_finite() && usd > 0.0 {
         (usd * 1_000_000.0).round().min(u64::MAX as f64) as u64
     } else {

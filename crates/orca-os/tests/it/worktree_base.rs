@@ -12,8 +12,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use orca_agents::GitWorktrees;
 use orca_core::{ExecutionId, StepId, StepWorkspaces, WorkspaceEnd, WorkspaceError};
+use orca_os::GitWorktrees;
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

@@ -107,7 +107,7 @@ impl OutputBuf {
 
 /// How a child run ended.
 #[derive(Debug)]
-pub(crate) enum RunEnd {
+pub enum RunEnd {
     /// It exited.
     Exited(ExitStatus),
     /// The timeout was reached; the group was ended (SIGTERM, grace, SIGKILL).
@@ -118,32 +118,32 @@ pub(crate) enum RunEnd {
 
 /// The result of [`run_captured`].
 #[derive(Debug)]
-pub(crate) struct RunOutput {
-    pub(crate) end: RunEnd,
+pub struct RunOutput {
+    pub end: RunEnd,
     /// Stdout and stderr, interleaved as they arrived, capped.
-    pub(crate) output: String,
+    pub output: String,
     /// Stdout alone, capped (for parsing JSON output).
-    pub(crate) stdout: String,
+    pub stdout: String,
 }
 
 /// What to run.
-pub(crate) struct RunSpec<'a> {
-    pub(crate) program: &'a str,
-    pub(crate) args: Vec<String>,
-    pub(crate) cwd: &'a Path,
+pub struct RunSpec<'a> {
+    pub program: &'a str,
+    pub args: Vec<String>,
+    pub cwd: &'a Path,
     /// The complete environment of the child (it inherits nothing).
-    pub(crate) env: Vec<(String, String)>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) cap: usize,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    pub cap: usize,
     /// Told the group id and leader start time as soon as the process is started
     /// ([`ToolHost::process_started`]), so it can record them durably. A shell command
     /// (`sh -c`) waits at a gate until that has returned.
-    pub(crate) owner: Option<&'a dyn ToolHost>,
+    pub owner: Option<&'a dyn ToolHost>,
     /// The sandbox to run it in (see [`crate::sandbox`]); `None`: unconfined.
-    pub(crate) sandbox: Option<&'a crate::sandbox::SandboxPolicy>,
+    pub sandbox: Option<&'a crate::sandbox::SandboxPolicy>,
     /// Bytes written to the child's stdin, which is then closed (a prompt: no argument-length
     /// limit); `None`: stdin is `/dev/null`.
-    pub(crate) stdin: Option<Vec<u8>>,
+    pub stdin: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RunSpec<'_> {
@@ -182,7 +182,7 @@ async fn spawn_retrying_busy(cmd: &mut Command) -> std::io::Result<tokio::proces
 
 /// Runs a program in its own process group, capturing output. The group is killed on timeout,
 /// after the main process exits (leftover background children), and when this future is dropped.
-pub(crate) async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
+pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     let mut cmd = Command::new(spec.program);
     cmd.current_dir(spec.cwd)
         .stdin(if spec.stdin.is_some() {
@@ -349,7 +349,7 @@ async fn read_some<R: AsyncRead + Unpin>(reader: &mut Option<R>, buf: &mut [u8])
 }
 
 /// The last `max_lines` lines of `text`, at most `max_bytes` bytes (cut at a char boundary).
-pub(crate) fn tail(text: &str, max_lines: usize, max_bytes: usize) -> String {
+pub fn tail(text: &str, max_lines: usize, max_bytes: usize) -> String {
     let trimmed = text.trim_end();
     let mut start = trimmed.len();
     let mut lines = 0;

@@ -247,11 +247,11 @@ pub fn parse_env_file(text: &str) -> Result<BTreeMap<String, String>, String> {
 tokio::task_local! {
     /// The names the running step adds (its profile's and its own), for `run_command` calls
     /// made while the step's agent runs.
-    pub(crate) static STEP_NAMES: (AgentId, Vec<String>);
+    pub static STEP_NAMES: (AgentId, Vec<String>);
 }
 
 /// The names of the step running in this task, if any.
-pub(crate) fn current_step() -> Option<(AgentId, Vec<String>)> {
+pub fn current_step() -> Option<(AgentId, Vec<String>)> {
     STEP_NAMES.try_with(Clone::clone).ok()
 }
 

@@ -292,6 +292,50 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
     rc == 0
 }
 
+/// SIGKILL to every process of group `pgid` (a child started as a group leader by
+/// [`own_group`]). Whether any member was there to receive it.
+pub fn kill_group(pgid: u32) -> bool {
+    i32::try_from(pgid).is_ok_and(|pgid| signal_group(pgid, libc::SIGKILL))
+}
+
+/// SIGTERM to one process (`pid` > 1). `Ok` also when it is already gone.
+///
+/// # Errors
+///
+/// The pid is not a single process (≤ 1 or too large), or the kernel refused the signal.
+pub fn terminate_process(pid: u32) -> std::io::Result<()> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .filter(|p| *p > 1)
+        .ok_or_else(|| std::io::Error::other(format!("bad pid {pid}")))?;
+    #[expect(unsafe_code, reason = "libc::kill has no safe wrapper in std")]
+    // SAFETY: `kill` only takes integers; `pid` > 1 names one process.
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Makes `cmd` the leader of a process group of its own, with the watchdog every child of
+/// orca gets: when orca dies, however it dies, the whole group is killed. For helpers orca
+/// starts outside a step (notifiers); steps go through [`crate::process::run_captured`].
+pub fn own_group(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    let hook = before_exec_hook(None, Vec::new());
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is unsafe: the hook must be async-signal-safe"
+    )]
+    // SAFETY: the hook only makes async-signal-safe calls (see `before_exec_hook`).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
 /// Whether group `pgid` has any member left (zombies included).
 fn group_alive(pgid: i32) -> bool {
     signal_group(pgid, 0)

@@ -67,7 +67,7 @@ tokio::task_local! {
 }
 
 /// Runs `fut` with `sink` receiving the progress of the model calls it makes, labelled.
-pub(crate) async fn scoped<F: Future>(
+pub async fn scoped<F: Future>(
     sink: Option<Arc<dyn ProgressSink>>,
     label: &str,
     agent: &str,
@@ -108,7 +108,7 @@ pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
 }
 
 /// Reports the end of a step, question or plan, if a sink is installed and a model was asked.
-pub(crate) fn finished(
+pub fn finished(
     sink: Option<&Arc<dyn ProgressSink>>,
     label: &str,
     agent: &str,

@@ -154,6 +154,14 @@ macro_rules! http_backend {
                 self
             }
 
+            /// Asks through `client` (its TLS roots, proxies and timeout already set; see
+            /// [`crate::Net`]) instead of a default one.
+            #[must_use]
+            pub fn with_client(mut self, client: reqwest::Client) -> Self {
+                self.endpoint.client = client;
+                self
+            }
+
             /// Streams answers (`stream: true`) with an idle timeout, or not (the default).
             #[must_use]
             pub const fn with_streaming(mut self, streaming: crate::stream::Streaming) -> Self {

@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use orca_agents::GitWorktrees;
 use orca_core::{ExecutionId, StepId, StepWorkspaces, WorkspaceEnd, WorkspaceError};
+use orca_os::GitWorktrees;
 
 fn run_git(dir: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new("git")
