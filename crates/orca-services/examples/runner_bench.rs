@@ -321,7 +321,7 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     // (a) DAG parallelism, every backend (postgres: a throwaway durable server).
     let (layers, width) = sizes.dag;
     let critical = sizes.delay * u32::try_from(layers).unwrap_or(u32::MAX);
-    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
+    let server = orca_testkit::postgres::Throwaway::start(true)?;
     let pg_url = server.create_database().await?;
     for (backend, name) in [
         (Backend::Memory, "dag_makespan_ratio_memory"),

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use orca_core::{
     ApprovedPlan, AuditKind, ContextLimits, Decision, DecisionRequest, Execution, ExecutionId,
     ExecutionStage, Holder, PendingExecution, PlanId, RunningExecution, RunningTask, StepId, Task,
-    TaskFailure, TaskInterruption, TaskResult, TaskStatus, TaskSuccess, TransitionError,
-    UNDER_EXECUTION, build_context_with, schedule,
+    TaskFailure, TaskResult, TaskStatus, TransitionError, UNDER_EXECUTION, build_context_with,
+    schedule,
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{
@@ -366,19 +366,6 @@ impl ExecutionService {
         })
     }
 
-    /// A running task succeeded.
-    pub async fn complete_task(
-        &self,
-        execution: ExecutionId,
-        task: Versioned<Task>,
-        result: TaskSuccess,
-    ) -> Result<Versioned<Task>> {
-        self.finish_task(execution, task, |r| {
-            Task::Completed(r.complete(result, now()))
-        })
-        .await
-    }
-
     /// A running task failed.
     pub async fn fail_task(
         &self,
@@ -388,43 +375,6 @@ impl ExecutionService {
     ) -> Result<Versioned<Task>> {
         self.finish_task(execution, task, |r| Task::Failed(r.fail(failure, now())))
             .await
-    }
-
-    /// A running task's specialist asked a question.
-    pub async fn interrupt_task(
-        &self,
-        execution: ExecutionId,
-        task: Versioned<Task>,
-        interruption: TaskInterruption,
-    ) -> Result<Versioned<Task>> {
-        self.finish_task(execution, task, |r| {
-            Task::Failed(r.interrupt(interruption, now()))
-        })
-        .await
-    }
-
-    /// Skips a pending task (an upstream task was abandoned).
-    pub async fn skip_task(
-        &self,
-        execution: ExecutionId,
-        task: Versioned<Task>,
-        reason: &str,
-    ) -> Result<Versioned<Task>> {
-        let Versioned { value, revision } = task;
-        let Task::Pending(p) = value else {
-            return Err(TransitionError::TaskStatus {
-                step: value.step_id().clone(),
-                status: value.status(),
-                expected: "only a pending task can be skipped",
-            }
-            .into());
-        };
-        let next = Task::Skipped(p.skip(reason, now()));
-        let revision = self.store.update_task(execution, &next, revision).await?;
-        Ok(Versioned {
-            value: next,
-            revision,
-        })
     }
 
     /// Recovery: every running task was abandoned by a process that is gone (the caller holds

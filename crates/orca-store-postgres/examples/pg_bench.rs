@@ -20,7 +20,7 @@ use orca_store::{
     Authority, ExecutionStore, NewAuditEntry, PlanStore, Revision, TaskTransition, WriteOrder,
 };
 use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 

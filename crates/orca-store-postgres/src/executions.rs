@@ -8,8 +8,8 @@ use orca_core::{Execution, ExecutionId, Holder, PlanId, StepId, Task};
 use orca_store::AuditStore;
 use orca_store::common;
 use orca_store::{
-    BatchFailed, ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing,
-    ListingProblem, ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
+    ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
+    ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
 };
 
 use crate::codec::{self, db_revision, decode, encode_redacted, tag};
@@ -287,67 +287,6 @@ impl ExecutionStore for PgStore {
             .ok_or_else(|| StoreError::backend("writing a task and its entry", "nothing written"))
     }
 
-    /// One transaction (grouped with the other writes of the log in flight): all or nothing.
-    async fn update_tasks_with_audit(
-        &self,
-        audit: &dyn AuditStore,
-        transitions: Vec<TaskTransition>,
-    ) -> Result<Vec<Transitioned>, BatchFailed> {
-        let Some(log) = transitions.first().map(TaskTransition::log) else {
-            return Ok(Vec::new());
-        };
-        if transitions.iter().any(|t| t.log() != log) {
-            // Several executions: one write each, in order (the port's default).
-            let mut written = Vec::with_capacity(transitions.len());
-            for (index, t) in transitions.into_iter().enumerate() {
-                match self.update_tasks_with_audit(audit, vec![t]).await {
-                    Ok(mut t) => written.append(&mut t),
-                    Err(f) => {
-                        return Err(BatchFailed {
-                            written,
-                            index,
-                            error: f.error,
-                        });
-                    }
-                }
-            }
-            return Ok(written);
-        }
-        let mut items = Vec::with_capacity(transitions.len());
-        for (index, t) in transitions.into_iter().enumerate() {
-            let task =
-                Prepared::new(self, t.execution_id, &t.task, t.expected).map_err(|error| {
-                    BatchFailed {
-                        written: Vec::new(),
-                        index,
-                        error,
-                    }
-                })?;
-            items.push(Item {
-                task: Some(task),
-                entry: t.entry,
-            });
-        }
-        let done = crate::group::write(self, log, items)
-            .await
-            .map_err(|(index, error)| BatchFailed {
-                written: Vec::new(),
-                index,
-                error,
-            })?;
-        done.into_iter()
-            .enumerate()
-            .map(|(index, (revision, entry))| match revision {
-                Some(revision) => Ok(Transitioned { revision, entry }),
-                None => Err(BatchFailed {
-                    written: Vec::new(),
-                    index,
-                    error: StoreError::backend("writing a task and its entry", "no revision"),
-                }),
-            })
-            .collect()
-    }
-
     async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
         crate::locks::renew_task_leases(self, holder).await
     }
@@ -441,5 +380,106 @@ impl ExecutionStore for PgStore {
         holder: &Holder,
     ) -> Result<Option<ResourceGuard>, StoreError> {
         crate::locks::try_lock_resources(self, names, holder).await
+    }
+}
+
+impl PgStore {
+    /// Several task transitions, each with its entry, in order, as ONE transaction (grouped
+    /// with the other writes of the log in flight): all or nothing — a refusal of any one writes
+    /// nothing and names it in [`BatchFailed::index`]. Transitions of several executions are
+    /// written one execution after the other. [`ExecutionStore::update_task_with_audit`] is
+    /// the batch of one.
+    ///
+    /// # Errors
+    ///
+    /// The transition refused or failed, with what was written before it.
+    pub async fn update_tasks_with_audit(
+        &self,
+        audit: &dyn AuditStore,
+        transitions: Vec<TaskTransition>,
+    ) -> Result<Vec<Transitioned>, BatchFailed> {
+        let Some(log) = transitions.first().map(TaskTransition::log) else {
+            return Ok(Vec::new());
+        };
+        if transitions.iter().any(|t| t.log() != log) {
+            // Several executions: one write each, in order (the port's default).
+            let mut written = Vec::with_capacity(transitions.len());
+            for (index, t) in transitions.into_iter().enumerate() {
+                match Box::pin(self.update_tasks_with_audit(audit, vec![t])).await {
+                    Ok(mut t) => written.append(&mut t),
+                    Err(f) => {
+                        return Err(BatchFailed {
+                            written,
+                            index,
+                            error: f.error,
+                        });
+                    }
+                }
+            }
+            return Ok(written);
+        }
+        let mut items = Vec::with_capacity(transitions.len());
+        for (index, t) in transitions.into_iter().enumerate() {
+            let task =
+                Prepared::new(self, t.execution_id, &t.task, t.expected).map_err(|error| {
+                    BatchFailed {
+                        written: Vec::new(),
+                        index,
+                        error,
+                    }
+                })?;
+            items.push(Item {
+                task: Some(task),
+                entry: t.entry,
+            });
+        }
+        let done = crate::group::write(self, log, items)
+            .await
+            .map_err(|(index, error)| BatchFailed {
+                written: Vec::new(),
+                index,
+                error,
+            })?;
+        done.into_iter()
+            .enumerate()
+            .map(|(index, (revision, entry))| match revision {
+                Some(revision) => Ok(Transitioned { revision, entry }),
+                None => Err(BatchFailed {
+                    written: Vec::new(),
+                    index,
+                    error: StoreError::backend("writing a task and its entry", "no revision"),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// Why [`PgStore::update_tasks_with_audit`] did not write every transition.
+#[derive(Debug)]
+pub struct BatchFailed {
+    /// The transitions written before the failure, in order (always empty for a backend that
+    /// writes the batch as one write: all or nothing).
+    pub written: Vec<Transitioned>,
+    /// The position in the batch of the transition that was refused or failed.
+    pub index: usize,
+    /// Why.
+    pub error: StoreError,
+}
+
+impl std::fmt::Display for BatchFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "transition {} of the batch ({} written before it): {}",
+            self.index,
+            self.written.len(),
+            self.error
+        )
+    }
+}
+
+impl std::error::Error for BatchFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
     }
 }

@@ -22,7 +22,6 @@ mod notify;
 mod plans;
 mod pool;
 pub mod schema;
-pub mod throwaway;
 mod tls;
 mod transfer;
 mod write;
@@ -32,6 +31,9 @@ use std::sync::Arc;
 use orca_core::redact::Redactor;
 use orca_store::{Authority, StoreError};
 
+pub use executions::BatchFailed;
+/// Test support: a lease left behind as by a crash (see `abandon_lease`).
+#[cfg(feature = "testkit")]
 pub use locks::abandon_lease;
 pub use notify::CHANNELS;
 pub use schema::MigrationReport;

@@ -163,6 +163,7 @@ impl Drop for Held {
 
 /// Simulates the death of a lease's holder (for tests): its session locks go as a dead
 /// process's would, but its lease row stays, so the next holder takes it over.
+#[cfg(feature = "testkit")]
 pub fn abandon_lease(lease: Lease) {
     if let Some(held) = lease.backend_guard().downcast_ref::<Held>() {
         held.abandon.store(true, Ordering::SeqCst);

@@ -8,7 +8,7 @@ use orca_core::PlanId;
 use orca_core::redact::Redactor;
 use orca_store::{AuditLogId, AuditStore, Authority, NewAuditEntry};
 use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -339,36 +339,6 @@ pub struct Transitioned {
     pub entry: AuditEntry,
 }
 
-/// Why [`ExecutionStore::update_tasks_with_audit`] did not write every transition.
-#[derive(Debug)]
-pub struct BatchFailed {
-    /// The transitions written before the failure, in order (always empty for a backend that
-    /// writes the batch as one write: all or nothing).
-    pub written: Vec<Transitioned>,
-    /// The position in the batch of the transition that was refused or failed.
-    pub index: usize,
-    /// Why.
-    pub error: StoreError,
-}
-
-impl std::fmt::Display for BatchFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "transition {} of the batch ({} written before it): {}",
-            self.index,
-            self.written.len(),
-            self.error
-        )
-    }
-}
-
-impl std::error::Error for BatchFailed {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
 /// Executions and their tasks.
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
@@ -472,38 +442,6 @@ pub trait ExecutionStore: Send + Sync {
                 Ok(Transitioned { revision, entry })
             }
         }
-    }
-
-    /// Several task transitions of one execution, each with its entry, in order, as ONE write
-    /// where the backend can (the PostgreSQL store: one transaction, all or none — a refusal of
-    /// any one writes nothing and names it in [`BatchFailed::index`]). When this returns `Ok`,
-    /// every one is durable, in order. Meant for a step's completion and the claims of the steps
-    /// it made ready; the runner does not call it yet (one write per layer was measured and
-    /// not merged, ADR 0015), so the file and memory stores keep the default. The store
-    /// conformance suite checks it on every backend.
-    ///
-    /// The default writes them one after the other through [`Self::update_task_with_audit`]
-    /// and stops at the first failure: what was written before it stands and is returned in
-    /// [`BatchFailed::written`].
-    async fn update_tasks_with_audit(
-        &self,
-        audit: &dyn AuditStore,
-        transitions: Vec<TaskTransition>,
-    ) -> Result<Vec<Transitioned>, BatchFailed> {
-        let mut written = Vec::with_capacity(transitions.len());
-        for (index, transition) in transitions.into_iter().enumerate() {
-            match self.update_task_with_audit(audit, transition).await {
-                Ok(t) => written.push(t),
-                Err(error) => {
-                    return Err(BatchFailed {
-                        written,
-                        index,
-                        error,
-                    });
-                }
-            }
-        }
-        Ok(written)
     }
 
     /// Renews the leases of the running tasks `holder` claimed (its heartbeat), for backends

@@ -5,7 +5,7 @@ use super::{Backend, BenchAgent, BoxError, Figure, Mode, Sizes, layered, run, wo
 
 /// `--claims-only`: tasks claimed one by one, 1 and 4 workers, `reps` times (to tune claiming).
 pub(crate) async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
-    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
+    let server = orca_testkit::postgres::Throwaway::start(true)?;
     let mut out = Vec::new();
     for _ in 0..reps {
         // Each run on a database of its own, as in the full benchmark.
@@ -34,7 +34,7 @@ pub(crate) async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure
 pub(crate) async fn makespans(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
     let (layers, width) = sizes.dag;
     let critical = sizes.delay * u32::try_from(layers).unwrap_or(u32::MAX);
-    let server = orca_store_postgres::throwaway::Throwaway::start(true)?;
+    let server = orca_testkit::postgres::Throwaway::start(true)?;
     let mut out = Vec::new();
     for _ in 0..reps {
         let pg_url = server.create_database().await?;

@@ -191,7 +191,7 @@ fn run(backend: Backend, cases: u32) {
     };
     if matches!(backend, Backend::Postgres) {
         // Missing binaries fail here, once, with how to install them (not once per case).
-        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+        orca_testkit::postgres::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
     }
     let mut runner = TestRunner::new(config);
     let started = Instant::now();

@@ -5,7 +5,7 @@
 use orca_core::redact::Redactor;
 use orca_store::Authority;
 use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 
 /// A store on `url`, permissive, redacting nothing but credential shapes.
 pub(crate) async fn store_on(url: &str) -> PgStore {

@@ -17,7 +17,7 @@ use orca_store::{
     TaskTransition, WriteOrder,
 };
 use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 
 use crate::common::{approved, holder, next_task, now};
 use crate::db::{database, store_on};

@@ -11,7 +11,7 @@ use orca_core::redact::Redactor;
 use orca_core::{Holder, PlanId};
 use orca_store::{AuditLogId, AuditStore, Authority, ExecutionStore, NewAuditEntry, StoreError};
 use orca_store_postgres::PgStore;
-use orca_store_postgres::throwaway::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, Throwaway};
+use orca_testkit::postgres::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, Throwaway};
 use serde_json::json;
 
 /// Planted in every URL: no message may show it.

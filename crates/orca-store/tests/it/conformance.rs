@@ -56,8 +56,7 @@ impl Backend for orca_store_postgres::PgStore {
 
 /// A store on a new database of the throwaway server shared by this test process.
 async fn pg_store() -> orca_store_postgres::PgStore {
-    let server =
-        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let server = orca_testkit::postgres::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
     let url = server.create_database().await.unwrap();
     orca_store_postgres::PgStore::connect(
         &url,
@@ -70,8 +69,6 @@ async fn pg_store() -> orca_store_postgres::PgStore {
 
 mod checks {
     use super::*;
-
-    pub(crate) use crate::batch_checks::batch_in_order_refusal_named;
 
     pub(crate) async fn plans_create_get_update<S: Backend>(store: &S) {
         let mut d = draft("first goal");
@@ -606,7 +603,6 @@ macro_rules! conformance {
             case!(audit_append_seal_verify);
             case!(task_status_round_trips);
             case!(concurrent_appends_chain);
-            case!(batch_in_order_refusal_named);
         }
     };
 }

@@ -282,7 +282,7 @@ proptest! {
     fn memory_and_postgres_stores_agree(ops in prop::collection::vec(op(), 1..25)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            let server = orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+            let server = orca_testkit::postgres::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
             let url = server.create_database().await.unwrap();
             let pg = orca_store_postgres::PgStore::connect(
                 &url,

@@ -1,7 +1,6 @@
 //! The crate's integration tests, one test binary (one link, one process start) with a
 //! module per area.
 
-mod batch_checks;
 mod chain_head;
 mod common;
 mod conformance;

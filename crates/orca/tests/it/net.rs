@@ -21,44 +21,15 @@ use crate::common::project::{Project, code, stderr, stdout};
 
 const PROXY_PASSWORD: &str = "pr0xy-pa55-0f-the-test";
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs (.ci/setup installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA and a `localhost` certificate it signs: (ca.pem, acceptor).
+/// A CA (`ca.pem`) and a `localhost` certificate it signs: the acceptor.
 fn pki(dir: &Path) -> TlsAcceptor {
-    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    let ca = format!(
-        "req -x509 {ec} -days 2 -subj /CN=orca-test-ca -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign -keyout ca.key -out ca.pem"
-    );
-    openssl(dir, &ca.split(' ').collect::<Vec<_>>());
-    let csr = format!("req {ec} -subj /CN=localhost -keyout server.key -out server.csr");
-    openssl(dir, &csr.split(' ').collect::<Vec<_>>());
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &"x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile ext.cnf -out server.pem"
-            .split(' ')
-            .collect::<Vec<_>>(),
-    );
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
+    let files = orca_testkit::certs::make(dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(&files.ca, dir.join("ca.pem")).unwrap();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.server_cert)
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+    let key = PrivateKeyDer::from_pem_file(&files.server_key).unwrap();
     let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

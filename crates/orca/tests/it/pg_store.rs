@@ -10,7 +10,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::{isolated, orca};
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 use serde_json::{Value, json};
 
 fn database() -> String {

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::orca;
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 use serde_json::{Value, json};
 
 const PASSWORD: &str = "planted-pw-91c4";

@@ -16,7 +16,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{isolated, orca};
-use orca_store_postgres::throwaway::Throwaway;
+use orca_testkit::postgres::Throwaway;
 use serde_json::{Value, json};
 
 fn database() -> String {

@@ -44,26 +44,8 @@ fn binding_beyond_localhost_needs_tls_and_a_token() {
 async fn tls_serves_on_any_address() {
     let p = Project::new();
     let token = p.token("me");
-    let (cert, key) = (p.dir.path().join("cert.pem"), p.dir.path().join("key.pem"));
-    let ok = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs (Debian's openssl package)");
-    assert!(ok.status.success(), "{ok:?}");
+    let files = orca_testkit::certs::make(p.dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let (cert, key) = (files.server_cert, files.server_key);
     let server = Server::start(
         &p,
         &[

@@ -1,4 +1,4 @@
-//! Network fixtures (ADR 0025): a throwaway CA and a server certificate made with `openssl`,
+//! Network fixtures (ADR 0025): a throwaway CA and a server certificate (`orca-testkit`),
 //! a small HTTP(S) fake model server on port 0, and a counting proxy that tunnels `CONNECT`
 //! and forwards absolute-form requests.
 #![allow(
@@ -27,85 +27,13 @@ pub struct Pki {
     pub key: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs (.ci/setup installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 impl Pki {
     pub fn new(dir: &Path) -> Self {
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        let mut ca_args = vec!["req", "-x509"];
-        ca_args.extend(ec);
-        ca_args.extend([
-            "-days",
-            "2",
-            "-subj",
-            "/CN=orca test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-        ]);
-        openssl(dir, &ca_args);
-        let mut csr = vec!["req"];
-        csr.extend(ec);
-        csr.extend([
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ]);
-        openssl(dir, &csr);
-        std::fs::write(
-            dir.join("ext.cnf"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                "ext.cnf",
-                "-out",
-                "server.pem",
-            ],
-        );
+        let files = orca_testkit::certs::make(dir).unwrap_or_else(|e| panic!("{e}"));
         Self {
-            ca: dir.join("ca.pem"),
-            cert: dir.join("server.pem"),
-            key: dir.join("server.key"),
+            ca: files.ca,
+            cert: files.server_cert,
+            key: files.server_key,
         }
     }
 

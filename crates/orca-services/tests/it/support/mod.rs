@@ -409,8 +409,7 @@ pub(crate) async fn approved_plan(o: &Orca, steps: Vec<Step>) -> orca_core::Plan
 /// on it (permissive, redacting credential shapes): its URL, for tests that reach behind the
 /// store, and the store.
 pub(crate) async fn postgres_store() -> (String, orca_store_postgres::PgStore) {
-    let server =
-        orca_store_postgres::throwaway::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let server = orca_testkit::postgres::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
     let url = server.create_database().await.unwrap();
     let store = orca_store_postgres::PgStore::connect(
         &url,

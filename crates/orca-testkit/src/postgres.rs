@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use thiserror::Error;
 
-mod certs;
-
-pub use certs::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, TlsFiles};
+pub use crate::certs::{CERT_USER, SCRAM_PASSWORD, SCRAM_USER, TlsFiles};
 
 /// Why the throwaway server could not start.
 #[derive(Debug, Error)]
@@ -63,7 +61,7 @@ pub struct Throwaway {
     tls: Option<TlsFiles>,
 }
 
-fn failed(what: impl Into<String>, detail: impl ToString) -> ThrowawayError {
+pub(crate) fn failed(what: impl Into<String>, detail: impl ToString) -> ThrowawayError {
     ThrowawayError::Failed {
         what: what.into(),
         detail: detail.to_string(),
@@ -239,7 +237,7 @@ impl Throwaway {
         let dir = self.dir.join("tls");
         std::fs::create_dir_all(&dir)
             .map_err(|e| failed(format!("creating {}", dir.display()), e))?;
-        let files = certs::make(&dir)?;
+        let files = crate::certs::make(&dir)?;
         if self.as_postgres {
             let out = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
@@ -260,7 +258,7 @@ impl Throwaway {
                 .map_err(|e| failed(format!("chmod {}", files.server_key.display()), e))?;
         }
         let hba = data.join("pg_hba.conf");
-        std::fs::write(&hba, certs::HBA)
+        std::fs::write(&hba, crate::certs::HBA)
             .map_err(|e| failed(format!("writing {}", hba.display()), e))?;
         Ok(files)
     }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{ThrowawayError, failed};
+use crate::postgres::{ThrowawayError, failed};
 
 /// The role that logs in with a client certificate only (`cert` in `pg_hba.conf`).
 pub const CERT_USER: &str = "orca_cert_user";
@@ -76,7 +76,13 @@ authorityKeyIdentifier = keyid
 const EC: &[&str] = &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
 
 /// Makes the certificates in `dir` (which exists).
-pub(super) fn make(dir: &Path) -> Result<TlsFiles, ThrowawayError> {
+/// Makes the throwaway CAs and certificates in `dir` (`ca.crt`, `other-ca.crt`,
+/// `server.crt`/`.key` for `localhost` and `127.0.0.1`, `client.crt`/`.key`).
+///
+/// # Errors
+///
+/// `openssl` is missing or failed.
+pub fn make(dir: &Path) -> Result<TlsFiles, ThrowawayError> {
     std::fs::write(dir.join("openssl.cnf"), CONFIG)
         .map_err(|e| failed(format!("writing {}", dir.display()), e))?;
     for ca in ["ca", "other-ca"] {
@@ -148,7 +154,7 @@ pub(super) fn make(dir: &Path) -> Result<TlsFiles, ThrowawayError> {
 /// `pg_hba.conf` of a TLS server: TCP only over TLS (the client-certificate role by its
 /// certificate, the SCRAM role by its password, everyone else
 /// trusted), in clear refused; the unix socket (admin) trusted.
-pub(super) const HBA: &str = "\
+pub(crate) const HBA: &str = "\
 local all all trust
 hostssl all orca_cert_user 127.0.0.1/32 cert
 hostssl all orca_scram_user 127.0.0.1/32 scram-sha-256

@@ -1,0 +1,14 @@
+//! # orca-testkit
+//!
+//! What orca's tests and benchmarks start around the code under test, kept out of every
+//! production crate's `src/` (`publish = false`; `cargo xtask tidy` checks that only
+//! dev-dependencies and benchmarks name it):
+//!
+//! - [`postgres`]: a throwaway PostgreSQL server in a temp dir on a free port (plain, or with
+//!   TLS, a throwaway CA and client certificates), removed when dropped or when the test
+//!   process dies.
+//! - [`certs`]: a throwaway CA with server and client certificates, made with `openssl`.
+#![forbid(unsafe_code)]
+
+pub mod certs;
+pub mod postgres;
