@@ -3,9 +3,9 @@
 //! DAG ratios and both worker modes on postgres, ADR 0026).
 //!
 //! Runs (each several times; the table shows the median and the spread min–max):
-//! - the store benchmark example `orca-store/examples/store_bench.rs`, if it exists;
-//! - the runner benchmark `orca-services/examples/runner_bench.rs`;
-//! - the PostgreSQL store benchmark `orca-store-postgres/examples/pg_bench.rs` (a throwaway
+//! - the store benchmark example `orca-store/benches/store_bench.rs`, if it exists;
+//! - the runner benchmark `orca-services/benches/runner_bench.rs`;
+//! - the PostgreSQL store benchmark `orca-store-postgres/benches/pg_bench.rs` (a throwaway
 //!   server, fsync on): claim + complete per task, tasks/s with 1, 4 and 8 workers;
 //! - the CLI: cold start of `orca plan list` with 100 plans, and listing 10,000 plans (wall
 //!   time and peak memory of the process). The plans are one real plan created by the CLI,
@@ -99,7 +99,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         .map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let has_store_bench = !opts.pg_only
         && root
-            .join("crates/orca-store/examples/store_bench.rs")
+            .join("crates/orca-store/benches/store_bench.rs")
             .is_file();
 
     util::say(&format!(
@@ -113,49 +113,49 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if !opts.pg_only && !opts.store_only {
         util::build(opts.profile, &["-p", "orca", "--bin", "orca"])?;
     }
-    util::build(
-        opts.profile,
-        &["-p", "orca-services", "--example", "runner_bench"],
-    )?;
-    if has_store_bench {
-        util::build(
+    let runner_bench = util::build_bench(opts.profile, "orca-services", "runner_bench")?;
+    let store_bench = if has_store_bench {
+        Some(util::build_bench(
             opts.profile,
-            &["-p", "orca-store", "--example", "store_bench"],
-        )?;
-    }
-    if !opts.store_only {
-        util::build(
+            "orca-store",
+            "store_bench",
+        )?)
+    } else {
+        None
+    };
+    let pg_bench = if opts.store_only {
+        None
+    } else {
+        Some(util::build_bench(
             opts.profile,
-            &["-p", "orca-store-postgres", "--example", "pg_bench"],
-        )?;
-    }
+            "orca-store-postgres",
+            "pg_bench",
+        )?)
+    };
 
     let mut rows: Vec<Row> = Vec::new();
     for rep in 0..opts.reps {
         util::say(&format!("repetition {}/{}", rep + 1, opts.reps));
-        if has_store_bench {
-            let bin = util::built(root, opts.profile, "examples/store_bench");
+        if let Some(bin) = &store_bench {
             example(
-                &bin,
+                bin,
                 &out_dir.join(format!("store-{rep}.json")),
                 &opts,
                 &mut rows,
             )?;
         }
-        let bin = util::built(root, opts.profile, "examples/runner_bench");
         example(
-            &bin,
+            &runner_bench,
             &out_dir.join(format!("runner-{rep}.json")),
             &opts,
             &mut rows,
         )?;
-        if opts.store_only {
-            continue;
-        }
         // The PostgreSQL store on a throwaway durable server (ADR 0021, 0022).
-        let bin = util::built(root, opts.profile, "examples/pg_bench");
+        let Some(pg_bench) = &pg_bench else {
+            continue;
+        };
         example(
-            &bin,
+            pg_bench,
             &out_dir.join(format!("pg-{rep}.json")),
             &opts,
             &mut rows,
@@ -442,7 +442,7 @@ fn render(rows: &[Row], opts: &Options, has_store_bench: bool) -> (String, Value
     if !has_store_bench {
         let _ = writeln!(
             t,
-            "(no crates/orca-store/examples/store_bench.rs in this tree: store figures missing)"
+            "(no crates/orca-store/benches/store_bench.rs in this tree: store figures missing)"
         );
     }
     let report = json!({

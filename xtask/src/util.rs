@@ -35,7 +35,39 @@ pub(crate) fn build(profile: Profile, what: &[&str]) -> Result<(), String> {
     crate::cargo(&args)
 }
 
-/// The path of a built binary (`examples/NAME` for an example).
+/// `cargo build` of one package's benchmark target `name` (`harness = false`, run by
+/// `cargo xtask bench`); returns the path of its executable, which cargo names with a hash.
+pub(crate) fn build_bench(profile: Profile, package: &str, name: &str) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "--message-format=json-render-diagnostics",
+        "-p",
+        package,
+        "--bench",
+        name,
+    ]);
+    if profile == Profile::Release {
+        cmd.arg("--release");
+    }
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo build: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo build -p {package} --bench {name} failed"));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| format!("cargo built no executable for the benchmark {package}/{name}"))
+}
+
+/// The path of a built binary.
 pub(crate) fn built(root: &Path, profile: Profile, name: &str) -> PathBuf {
     target_dir(root).join(profile.dir()).join(name)
 }

@@ -1,7 +1,7 @@
 //! The runner benchmark (SPEC §9, issue 4 item 8, issue 7): run with `--release`.
 //!
 //! ```text
-//! cargo run --release -p orca-services --example runner_bench -- [--quick] [--json PATH]
+//! cargo bench -p orca-services --bench runner_bench -- [--quick] [--json PATH] (or `cargo xtask bench`)
 //! ```
 //!
 //! Figures, each taken in this one run (ratios are side by side, so machine noise cancels):

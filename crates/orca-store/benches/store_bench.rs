@@ -15,7 +15,7 @@
 //!     append: how it was before), and without the audit entries (task updates only).
 //!     The runner's own figure is `runner_bench`'s `dag_makespan_ratio_file`.
 //!
-//! `cargo run -p orca-store --release --example store_bench [-- --quick] [-- --json PATH]`
+//! `cargo bench -p orca-store --bench store_bench -- [--quick] [--json PATH]` (or `cargo xtask bench`)
 //! (`-- --dag-only [--mode one-write|apart|state] [--layers N]`: only (e), one run of each
 //! mode or of the one named — e.g. under `strace -f -c -e trace=fsync,fdatasync`, with
 //! `--layers 0` for the syncs of creating the plan and execution alone; `-- --claim-only`: only
