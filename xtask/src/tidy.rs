@@ -4,6 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
+mod house;
+
 /// Crates each library crate must never depend on, directly or not (normal dependencies).
 const FORBIDDEN: &[(&str, &[&str])] = &[
     (
@@ -36,7 +38,29 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "orca-store-postgres",
         &["reqwest", "hyper", "orca-services", "orca-agents"],
     ),
-    ("orca-agents", &["orca-store", "orca-services"]),
+    (
+        "orca-agents",
+        &["orca-store", "orca-services", "orca-store-postgres"],
+    ),
+    // The kernel's crate knows no model, agent, store or service.
+    (
+        "orca-os",
+        &[
+            "orca-agents",
+            "orca-llm",
+            "orca-store",
+            "orca-services",
+            "reqwest",
+            "hyper",
+        ],
+    ),
+    // The model wire runs no process and knows no agent, store or service.
+    (
+        "orca-llm",
+        &["orca-os", "orca-agents", "orca-store", "orca-services"],
+    ),
+    // The binary is the one place concrete choices meet; test support never ships in it.
+    ("orca", &[house::TEST_SUPPORT_CRATE]),
     // The web layer speaks HTTP over the services; agents are the binary's choice.
     ("orca-web", &["orca-agents", "reqwest"]),
     // The MCP server names no concrete store or agent backend, and speaks no HTTP itself.
@@ -91,6 +115,7 @@ pub(crate) fn run(root: &Path) -> Result<(), Vec<String>> {
     check_sources(root, &mut problems);
     check_manifests(root, &mut problems);
     check_adrs(root, &mut problems);
+    house::check(root, &mut problems);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -145,6 +170,12 @@ fn check_dependencies(root: &Path, problems: &mut Vec<String>) {
         }
     };
     problems.extend(forbidden_dependencies(&meta, FORBIDDEN));
+    // Test support is a dev-dependency only: no library reaches it through normal ones.
+    let libraries: Vec<(&str, &[&str])> = FORBIDDEN
+        .iter()
+        .map(|(krate, _)| (*krate, &[house::TEST_SUPPORT_CRATE][..]))
+        .collect();
+    problems.extend(forbidden_dependencies(&meta, &libraries));
 }
 
 /// The host's target triple, from `rustc -vV`.
@@ -234,6 +265,20 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         if path.is_dir() {
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
             out.push(path);
         }
     }

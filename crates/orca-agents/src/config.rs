@@ -10,16 +10,10 @@ use std::path::{Path, PathBuf};
 use orca_core::{AgentId, Budget, Role};
 use serde::Deserialize;
 
-use crate::cli::{CliKind, CliSpec};
 use crate::error::ConfigError;
 use crate::generation::{Generation, GenerationSettings, WireApi};
-use crate::profile::{
-    ALL_TOOLS, ANTHROPIC_BASE_URL, BUILT_INS, BackendSpec, DEFAULT_ANTHROPIC_MODEL,
-    DEFAULT_OLLAMA_MODEL, DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL, Profile,
-    built_in_profiles,
-};
+use crate::profile::{BUILT_INS, Profile, built_in_profiles};
 use orca_llm::pricing::PriceTable;
-use orca_llm::secret::ApiKey;
 use orca_os::sandbox::SandboxMode;
 
 mod checks;

@@ -121,7 +121,7 @@ audit_kinds! {
     ToolCall = "tool.call",
     /// A tool call that was refused.
     ToolRefused = "tool.refused",
-    /// A model's text answer in one turn of an agent's conversation (bounded; issue 15).
+    /// A model's text answer in one turn of an agent's conversation (bounded).
     AgentAnswer = "agent.answer",
     /// A tool a command-line agent's own program ran (its built-in shell, edit or search
     /// tools: not offered, gated nor run by orca), read from the program's output once it

@@ -16,13 +16,11 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::context::TaskContext;
 use crate::error::{DocumentError, TransitionError};
 use crate::format::{Digest, FormatVersion};
 use crate::hitl::{Decision, DecisionRequest};
 use crate::id::{ExecutionId, PlanId, StepId};
 use crate::plan::ApprovedPlan;
-use crate::results::{ErrorCode, TaskFailure, TaskInterruption, TaskSuccess};
 
 mod task;
 pub use task::{

@@ -84,6 +84,7 @@
 //! task.retry(None, ctx, holder, now); // only a failed task is retried
 //! # }
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod audit_kind;

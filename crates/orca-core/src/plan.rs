@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::error::{BuilderError, DocumentError};
+use crate::error::DocumentError;
 use crate::format::{Digest, FormatVersion};
 use crate::graph::{self, Problem};
 use crate::id::{AgentId, PlanId, StepId};

@@ -17,6 +17,7 @@
 //! a config file or knows about agents, plans or tools beyond their JSON schemas.
 //!
 //! **API Boundary:** [`ChatBackend`] and its types are what an embedder implements.
+#![forbid(unsafe_code)]
 
 pub mod anthropic;
 pub mod backend;

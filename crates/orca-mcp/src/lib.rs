@@ -9,6 +9,7 @@
 //! and it does so only with a human's answer to an MCP elicitation, shown by the host's UI;
 //! when the host cannot elicit, the tool returns the command (and inbox) for the human.
 //! Everything a tool returns goes through the binary's redactor first.
+#![forbid(unsafe_code)]
 
 pub mod approval;
 pub mod host;

@@ -1,4 +1,4 @@
-//! The runner benchmark (SPEC §9, issue 4 item 8, issue 7): run with `--release`.
+//! The runner benchmark (SPEC §9): run with `--release`.
 //!
 //! ```text
 //! cargo bench -p orca-services --bench runner_bench -- [--quick] [--json PATH] (or `cargo xtask bench`)

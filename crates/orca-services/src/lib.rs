@@ -9,6 +9,7 @@
 //! Everything here is generic over the storage port ([`orca_store::Store`]) and the agent port
 //! ([`orca_core::AgentPort`]) as trait objects: no concrete store or backend is named, and
 //! nothing here speaks HTTP. [`Orca`] wires the services together for a binary.
+#![forbid(unsafe_code)]
 
 pub mod approval;
 mod budgets;

@@ -11,6 +11,7 @@
 //! [`PlanStore`]: orca_store::PlanStore
 //! [`ExecutionStore`]: orca_store::ExecutionStore
 //! [`AuditStore`]: orca_store::AuditStore
+#![forbid(unsafe_code)]
 
 mod audit;
 mod codec;

@@ -2,7 +2,7 @@
 //!
 //! (a) one task's durable claim + complete through `FileStore`, each with its audit entry as the
 //!     recorder writes them (`update_task_with_audit`: one write-ahead record each) ÷ one raw
-//!     atomic file write (temp + fsync + rename + directory fsync) — target ≤ 1.5 (issue 18);
+//!     atomic file write (temp + fsync + rename + directory fsync) — target ≤ 1.5;
 //! (b) total store cost of a 1,000-task execution ÷ a 100-task one — target ≤ 10.5 (the two run
 //!     interleaved, so both see the same disk);
 //! (c) listing 10,000 plans with a fresh `FileStore` on an existing directory — target < 250 ms;

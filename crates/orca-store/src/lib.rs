@@ -26,6 +26,7 @@
 //! assert!(listing.items.is_empty() && listing.problems.is_empty());
 //! # }
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod audit;
 pub mod bounded;

@@ -9,7 +9,7 @@
 //! Layering: this crate speaks HTTP over `orca-services` and the `orca-store` traits; it never
 //! names a concrete store or agent backend (the binary picks them). [`views`] holds the read
 //! models (inbox, one execution) any other front end can reuse.
-
+#![forbid(unsafe_code)]
 #![allow(
     clippy::result_large_err,
     reason = "handlers return an axum response as their error: one per request, never in a loop"

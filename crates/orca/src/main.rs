@@ -1,5 +1,6 @@
 //! The `orca` binary: wires concrete types (the file store, the configured agents) and talks
 //! to the person. Logic lives in the library crates.
+#![forbid(unsafe_code)]
 
 mod app;
 mod audit_cmd;

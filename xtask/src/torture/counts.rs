@@ -1,4 +1,4 @@
-//! What the torture campaign counts (issue 13, ADR 0010): double concurrent runs of a step and
+//! What the torture campaign counts (ADR 0010): double concurrent runs of a step and
 //! lock overlaps (from the start/end markers every step appends, with timestamps), orphans
 //! (processes carrying the execution's id still alive 2 s after a kill), and the kill points.
 

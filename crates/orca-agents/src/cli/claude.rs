@@ -4,7 +4,7 @@
 //! It prints JSON lines: `system` (init), then `assistant` messages (text and `tool_use`
 //! blocks) and `user` messages (the `tool_result` of each of its own tools), in order, and
 //! last `{"type":"result", …}` — the one document `--output-format json` would print. The
-//! messages and tool uses are the step's transcript (issue 15); `--verbose` is required for
+//! messages and tool uses are the step's transcript; `--verbose` is required for
 //! `stream-json` with `-p`. Without a permission mode that allows edits it denies every file
 //! write and still ends with `"subtype":"success"`, exit 0: the denials are only in
 //! `permission_denials` (seen with Claude Code 2.1), so they are read here and fail the step.

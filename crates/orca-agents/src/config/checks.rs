@@ -1,11 +1,16 @@
 //! Checks of one agent's settings and the backend they describe: every error names the file
 //! and the field (`agents.reviewer.backend: unknown backend "gpt"`).
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the checks share the config module's imports and raw types"
-)]
-use super::*;
+use std::path::{Path, PathBuf};
+
+use orca_llm::secret::ApiKey;
+
+use crate::config::{AgentSettings, BACKENDS, Config, is_env_name};
+use crate::profile::{
+    ALL_TOOLS, ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL, DEFAULT_OLLAMA_MODEL,
+    DEFAULT_OPENAI_MODEL, OLLAMA_BASE_URL, OPENAI_BASE_URL,
+};
+use crate::{BackendSpec, CliKind, CliSpec, ConfigError, WireApi};
 
 impl Config {
     pub(super) fn validate(s: &AgentSettings, field: &str, file: &str) -> Result<(), ConfigError> {

@@ -1,4 +1,4 @@
-//! Issue 20, item 4: the saving of Anthropic prompt caching on a 10-turn agent loop. A fake
+//! The saving of Anthropic prompt caching on a 10-turn agent loop. A fake
 //! Messages server caches as Anthropic documents it — a prefix (tools, system, messages) is
 //! written at a `cache_control` breakpoint and read back by a later request starting with it —
 //! and reports `cache_creation_input_tokens` / `cache_read_input_tokens` (about 4 characters a

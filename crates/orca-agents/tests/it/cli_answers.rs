@@ -1,4 +1,4 @@
-//! A command-line agent's intermediate messages reach its caller (issue 15): every message a
+//! A command-line agent's intermediate messages reach its caller: every message a
 //! fake Codex or opencode prints is handed to `ToolHost::model_answered`, in order, final
 //! answer last — what the gate records as `agent.answer` entries for `orca exec logs`.
 #![expect(clippy::unwrap_used, reason = "tests")]

@@ -1,11 +1,13 @@
 //! A task's states — pending, running, completed, failed, skipped — its attempts and who holds
 //! it; each transition consumes the old state.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "tasks share the execution module's imports and helpers"
-)]
-use super::*;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::{
+    DocumentError, ErrorCode, FormatVersion, StepId, TaskContext, TaskFailure, TaskInterruption,
+    TaskSuccess,
+};
 
 /// Who holds a running task: the process that claimed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

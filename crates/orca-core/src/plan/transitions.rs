@@ -1,11 +1,16 @@
 //! The transitions of a plan before approval: a draft edited and submitted, a proposal
 //! approved, sent back for changes or rejected. Each consumes the old stage.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the transitions share the plan module's imports and types"
-)]
-use super::*;
+use std::collections::BTreeSet;
+
+use time::OffsetDateTime;
+
+use crate::plan::PlanCommon;
+use crate::{
+    AgentId, Approval, ApprovedPlan, BuilderError, DraftPlan, FormatVersion, PlanContent,
+    PlanEvent, PlanId, ProposalPlan, RejectedPlan, Rejection, Step, StepId, StepPatch,
+    SubmitRejected,
+};
 
 impl DraftPlan {
     /// A new, empty draft.

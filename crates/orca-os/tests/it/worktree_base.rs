@@ -1,4 +1,4 @@
-//! Where a step's worktree starts (ADR 0017, issue 19), on real temporary repositories below
+//! Where a step's worktree starts (ADR 0017), on real temporary repositories below
 //! the binary: at the execution's base plus the results of its direct dependencies only — not
 //! the integration branch's tip, which also holds unrelated steps that finished earlier. Also:
 //! a diamond sees every ancestor, dependencies whose results conflict fail the preparation

@@ -13,15 +13,22 @@
 //!
 //! [`ExecutionStore::acquire_shared_lease`]: orca_store::ExecutionStore::acquire_shared_lease
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the runner's parts share its imports"
-)]
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
 
-use orca_core::ExecutionStage;
+use orca_core::{ExecutionId, ExecutionStage, StepId, TaskStatus, Usage};
 use orca_store::Revision;
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::report::terminal_outcome;
+use super::sleep_until_opt;
+use super::state::{self, Run, Slot};
+use crate::error::Result;
+use crate::{RunEvent, Runner, ServiceError};
 
 /// How often a claiming worker looks for running tasks whose lease expired.
 const EXPIRY_CHECK: Duration = Duration::from_secs(1);

@@ -1,11 +1,18 @@
 //! Deciding after a final failure: retries with attempts left, the human's decision or the
 //! unattended policy, and applying a decision (Retry, Answer, Stop, Replan).
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the runner's parts share its imports"
-)]
-use super::*;
+use orca_core::{
+    AttemptOutcome, Decision, DecisionRequest, HumanAnswer, PlanRefStage, PlannerResponse, Task,
+    schedule,
+};
+use tracing::warn;
+
+use super::state::{Run, Slot};
+use crate::error::Result;
+use crate::hitl::decision_question;
+use crate::{
+    AppliedPolicy, ApprovalOutcome, FailurePolicy, RunEvent, RunOutcome, Runner, ServiceError,
+};
 
 impl Runner {
     /// Finds failed tasks nobody is handling: retries those with attempts left (also after a

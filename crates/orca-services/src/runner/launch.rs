@@ -1,11 +1,15 @@
 //! Launching: which ready steps start now (concurrency, resource locks), writing their
 //! starts through the writer, and handing each to its agent.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the runner's parts share its imports"
-)]
-use super::*;
+use std::time::Duration;
+
+use orca_core::{ErrorCode, Reply, Task, TaskFailure, TaskRequest, TaskResult};
+use orca_store::{ResourceGuard, StoreError};
+use tokio::time::Instant;
+
+use super::state::{Recording, Run, Slot, StartWritten};
+use crate::error::Result;
+use crate::{RunEvent, Runner, ServiceError, StartedAttempt};
 
 impl Runner {
     /// Starts ready tasks (and due retries) up to the concurrency: decides them one by one,

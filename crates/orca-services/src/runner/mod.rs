@@ -23,31 +23,24 @@ mod state;
 pub use claim::ClaimOutcome;
 pub use config::{Backoff, FailurePolicy, RunConfig};
 pub use report::{Observer, Quiet, RunEvent, RunOutcome, RunReport, terminal_outcome};
-use state::{Joined, Recording, Run, Slot, StartWritten, retryable};
+use state::{Run, Slot, retryable};
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use orca_core::{
-    ApprovedPlan, AttemptOutcome, Decision, DecisionRequest, ErrorCode, Execution, ExecutionId,
-    PlanRefStage, PlannerResponse, Reply, StepId, Task, TaskFailure, TaskRequest, TaskResult,
-    TaskStatus, Usage, hitl::HumanAnswer, schedule,
-};
-use orca_store::{ResourceGuard, StoreError, Versioned};
+use orca_core::{ApprovedPlan, ErrorCode, ExecutionId, StepId, Task, TaskStatus, Usage, schedule};
+use orca_store::Versioned;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use crate::dispatch::DispatchService;
 use crate::error::{Result, ServiceError};
 use crate::execution::ExecutionService;
-use crate::hitl::{Hitl, decision_question};
-use crate::record::{AppliedPolicy, StartedAttempt};
-use crate::relay::{ApprovalOutcome, OrcaService};
-use crate::tools::AuditScope;
+use crate::hitl::Hitl;
+use crate::relay::OrcaService;
 
 /// What opening an execution found.
 enum Opened {

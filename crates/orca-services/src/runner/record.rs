@@ -1,11 +1,15 @@
 //! Taking in what agents hand back (each reply is written by the writer in its agent's
 //! task), and ending the calls in flight when the run is stopped or interrupted.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the runner's parts share its imports"
-)]
-use super::*;
+use orca_core::{ErrorCode, StepId, Task, TaskFailure, TaskResult, TaskStatus};
+use orca_store::{StoreError, Versioned};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::state::{Joined, Recording, Run, Slot};
+use crate::error::Result;
+use crate::{RunEvent, Runner, ServiceError};
 
 impl Runner {
     /// Takes in what an agent's task ended with.

@@ -2,11 +2,20 @@
 //! of the store, kept current from the runner's own writes) and, per task, ONE [`Slot`] saying
 //! what the runner is doing with it. Nothing else holds per-task runtime state.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the runner's parts share its imports"
-)]
-use super::*;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use orca_core::{
+    ApprovedPlan, ErrorCode, Execution, ExecutionId, StepId, Task, TaskResult, TaskStatus, Usage,
+};
+use orca_store::{ResourceGuard, Versioned};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Result;
+use crate::tools::AuditScope;
+use crate::{ExecutionService, StartedAttempt};
 
 /// What the runner is doing with one task (by plan position). What the task *is* (pending,
 /// running, failed…) is its stored record; the slot is what the runner does about it.

@@ -58,7 +58,7 @@ pub fn grants(info: &AgentInfo, mode: CallMode) -> BTreeSet<String> {
             ]));
             out.extend(profile.filter(|t| only_reads(t)).cloned());
         }
-        // Lean lists (issue 20): a specialist's step message already carries the plan and the
+        // Lean lists: a specialist's step message already carries the plan and the
         // earlier steps, so it gets no plan or agent tools, only a way to ask the human.
         (Role::Specialist, CallMode::Task) => {
             out.insert(ASK_USER.to_owned());

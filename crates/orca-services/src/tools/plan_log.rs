@@ -1,4 +1,4 @@
-//! A planner's conversation in its plan's log (issue 15): the answers it writes and the tools
+//! A planner's conversation in its plan's log: the answers it writes and the tools
 //! it calls (research and plan tools alike) are recorded like a step's, as `agent.answer` and
 //! `tool.call` entries of the log of the plan it works on.
 //!

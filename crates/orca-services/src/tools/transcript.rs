@@ -1,4 +1,4 @@
-//! What the gate records of an agent's conversation (issue 15): each tool call's result or
+//! What the gate records of an agent's conversation: each tool call's result or
 //! error (in its `tool.call` entry) and each model answer (`agent.answer`), bounded to
 //! [`MAX_RECORDED_BYTES`] with the original length noted. The store redacts the entry before
 //! it is hashed, like every audit detail.

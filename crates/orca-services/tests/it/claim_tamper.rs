@@ -1,5 +1,5 @@
 //! A task row edited in the database behind orca's back while workers claim an execution's
-//! tasks (issue 17, from outside): its result changed, its revision not moved. The claiming
+//! tasks (from outside): its result changed, its revision not moved. The claiming
 //! drive does not look at the log; the leader that ends the execution reads every task again,
 //! compares each with the log, and refuses, naming the task. Without the edit the same flow
 //! completes (so the refusal is the edit's).

@@ -1,4 +1,4 @@
-//! The service flows of issue 4, on every store backend (memory, file, postgres).
+//! The service flows (plan, approve, run, decide, resume), on every store backend (memory, file, postgres).
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use crate::support;

@@ -1,4 +1,4 @@
-//! Lock waits are visible (issue 15): a ready step that waits for a resource lock held by a
+//! Lock waits are visible: a ready step that waits for a resource lock held by a
 //! running step — of its own execution or of another — is reported once, naming the lock and
 //! its holder.
 #![expect(clippy::unwrap_used, reason = "tests")]

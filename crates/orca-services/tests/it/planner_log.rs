@@ -1,4 +1,4 @@
-//! A planner's conversation goes to the log of the plan it creates (issue 15), and only there:
+//! A planner's conversation goes to the log of the plan it creates, and only there:
 //! a planner that first submits ANOTHER plan (whose result names it) must not send its conversation to that
 //! plan's log. Counted: entries in each log.
 #![expect(clippy::unwrap_used, reason = "tests")]

@@ -1,4 +1,4 @@
-//! A failed Replan is not silent (issue 15): with no planner configured, or a planner answer
+//! A failed Replan is not silent: with no planner configured, or a planner answer
 //! that is not a plan, the run ends with a clear error, the execution is NOT sealed nor failed,
 //! no plan is left behind when there is no planner, and the decision is open again: retry,
 //! stop or a later replan still work.

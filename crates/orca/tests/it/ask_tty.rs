@@ -1,4 +1,4 @@
-//! `orca ask` at a terminal (issue 15, defect 4: "`ask` prints the plan twice"): the planner's
+//! `orca ask` at a terminal ("`ask` prints the plan twice"): the planner's
 //! plan is shown once — in the approval question — not also on stdout before it.
 
 use std::io::{Read as _, Write as _};

@@ -1,4 +1,4 @@
-//! Budgets approved with the plan (issue 19, ADR 0017), on the real `orca` binary with a
+//! Budgets approved with the plan (ADR 0017), on the real `orca` binary with a
 //! scripted model: a step whose usage crosses its budget stops at the turn that crossed it,
 //! naming the step's budget and the overrun; the plan's budget stops the step that crosses it;
 //! `plan show` prints budgets next to an estimate; and an approved budget cannot be changed

@@ -1,4 +1,4 @@
-//! The operator's CLI as a person and a script see it (issue 15): short unique ids, honest
+//! The operator's CLI as a person and a script see it: short unique ids, honest
 //! progress and summaries, output discipline, the JSON contract and the commands added for
 //! daily use. Every test drives the real binary in temp dirs (`common::isolated`).
 
@@ -21,7 +21,7 @@ fn id_tokens(text: &str, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-// Defect 3: ids created close together share their first (timestamp) digits. Every id a table
+// ids created close together share their first (timestamp) digits. Every id a table
 // shows is the shortest unique prefix (≥ 8 hex digits) and names exactly one plan; an
 // ambiguous prefix exits 2 listing the candidates.
 #[test]
@@ -90,7 +90,7 @@ fn unbalanced(text: &str) -> Vec<&str> {
         .collect()
 }
 
-// Defect 4: the progress line of a step is its meaningful last line; parentheses close; a
+// the progress line of a step is its meaningful last line; parentheses close; a
 // failure retried by a human is no longer counted; a recorded `--no-run` decision is not shown
 // as still waiting; `plan show` shows who approved, when, and the digest.
 #[test]
@@ -157,7 +157,7 @@ fn progress_and_summaries_are_honest() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
-// Defect 4: a step ended by `exec cancel` is cancelled, not failed.
+// a step ended by `exec cancel` is cancelled, not failed.
 #[test]
 fn a_cancelled_step_is_not_a_failed_one() {
     let p = Project::new();
@@ -218,7 +218,7 @@ fn openpty() -> (std::fs::File, std::fs::File) {
     }
 }
 
-// Defect 5: data on stdout, progress on stderr; no colour in a pipe even when stderr is a
+// data on stdout, progress on stderr; no colour in a pipe even when stderr is a
 // terminal; `--log-format json` makes stderr pure JSON lines; `-q` prints no hints; tables fit
 // `COLUMNS`.
 #[test]
@@ -300,7 +300,7 @@ fn output_discipline() {
     assert_eq!(escapes, 0, "{err:?}");
 }
 
-// Defect 7: every `--json` output carries `format_version` (first key; in a list, on every
+// every `--json` output carries `format_version` (first key; in a list, on every
 // item) and names the same thing with the same key: `plan_id`, `execution_id`, `agent_id`,
 // `step_id` — never a bare `id` at the top of an output or a list item.
 #[test]
@@ -351,7 +351,7 @@ fn json_outputs_are_versioned_and_use_one_key_per_thing() {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
-// Defect 8: a plan created from a file and sent back with `request-changes` was a dead end.
+// a plan created from a file and sent back with `request-changes` was a dead end.
 // `plan revise` creates the next revision (superseding it, audited); a bad document changes
 // nothing; a proposal it revises can no longer be approved.
 #[test]

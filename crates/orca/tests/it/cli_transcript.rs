@@ -1,4 +1,4 @@
-//! A command-line agent's own tools in the audit log (issue 15): a fake Claude Code (a shell
+//! A command-line agent's own tools in the audit log: a fake Claude Code (a shell
 //! script printing what `claude -p --output-format stream-json --verbose` prints) runs its own
 //! `Bash` tool, whose output holds a secret planted in orca's environment, then answers. The
 //! step's `exec logs` must show the tool use (as the agent's own, not a gated call) before the

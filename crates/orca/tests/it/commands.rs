@@ -1,4 +1,4 @@
-//! The commands added for daily use (issue 15): `events`, `exec logs`, `exec retry`,
+//! The commands added for daily use: `events`, `exec logs`, `exec retry`,
 //! `audit show`, the list filters and the totals of `exec show`, each through the real binary
 //! in temp dirs, with its JSON shape snapshot-tested (ids, times and durations redacted).
 
@@ -563,7 +563,7 @@ fn exec_logs_follow_waits_for_the_step() {
     }
 }
 
-/// `orca doctor` probes what a run needs (issue 15): an endpoint that answers (even 401) is
+/// `orca doctor` probes what a run needs: an endpoint that answers (even 401) is
 /// reachable, a closed port is a problem, a command-line agent's program is found with its
 /// version, the store is writable and left as it was, the sandbox is named — and no key is
 /// sent to any endpoint.

@@ -1224,7 +1224,7 @@ fn root_discovery_bare_prefixes_and_json_logs() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    // People see the short id (issue 15, defect 3): a unique prefix of the full one.
+    // People see the short id: a unique prefix of the full one.
     assert!(stdout(&out).contains(&exec_id[.."exec_".len() + 8]));
 }
 

@@ -1,4 +1,4 @@
-//! The `orca` binary's integration tests, in ONE test binary (issue 18): each file of this
+//! The `orca` binary's integration tests, in ONE test binary: each file of this
 //! directory is a module (`cargo test -p orca --test it e2e::` runs one of them). One binary
 //! links the crate graph once instead of once per file. Every module drives the real binary in
 //! temp dirs through `common` (the user's config home is a temp dir too).

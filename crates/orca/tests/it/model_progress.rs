@@ -1,4 +1,4 @@
-//! Progress while a model streams (issue 20, part 6): `orca run` against a fake model that
+//! Progress while a model streams: `orca run` against a fake model that
 //! streams its answer slowly. With stderr a pipe there is no control code and no status line,
 //! only the step's usage line; with `--log-format json` every stderr line is JSON, progress
 //! included; at a terminal the status line is drawn (and cleared).

@@ -1,4 +1,4 @@
-//! Issue 20 asks for the planner's tokens per step on a recorded run. This drives `orca ask`
+//! The planner's tokens per step, measured on a recorded run. This drives `orca ask`
 //! against the fake planner of `mcp_support` (a recorded conversation: create a draft, set
 //! assumptions / risks / verification, add one step, submit) and measures every request the
 //! planner sent: system prompt, tool list and messages, in characters and in estimated tokens

@@ -1,4 +1,4 @@
-//! The README's tour is a test (issue 15, defect 9): every `$ orca …` line of its first
+//! The README's tour is a test: every `$ orca …` line of its first
 //! ```console block runs, in order, in one temp project (a copy of `examples/`, the user's
 //! config home a temp dir), and what the README shows under it must match what orca printed.
 //!

@@ -702,7 +702,7 @@ fn trust_roots_come_from_outside_the_project() {
     assert_eq!(code(&out), 5);
     let line = text(&out);
     assert_eq!(line.trim().lines().count(), 1, "{line}");
-    // The plan is named by its short id (issue 15: a unique prefix of at least 8 digits).
+    // The plan is named by its short id (a unique prefix of at least 8 digits).
     assert!(
         line.contains(&p.ids.a[.."plan_".len() + 8]) && line.contains("digest"),
         "{line}"

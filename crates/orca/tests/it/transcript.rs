@@ -1,4 +1,4 @@
-//! An agent's transcript (issue 15): a fake model server (127.0.0.1, port 0) scripts a
+//! An agent's transcript: a fake model server (127.0.0.1, port 0) scripts a
 //! specialist that answers with text, calls a tool that fails, then one that succeeds, then one
 //! whose result is far over the 4 KB bound, then submits. `exec logs` must show all of it in
 //! order, `--follow` must print an answer while the step is still running, `audit show` must

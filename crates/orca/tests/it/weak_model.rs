@@ -1,4 +1,4 @@
-//! Issue 20's goal for small local models: the whole `ask → approve → run` flow works with a
+//! The goal for small local models: the whole `ask → approve → run` flow works with a
 //! model that never makes a native tool call (`tool_mode = "json"`). The fake server answers
 //! as a weak model does: plain text holding one JSON object (sometimes in a fenced block, the
 //! result once written bare in prose), and it checks that it was offered no native tools and

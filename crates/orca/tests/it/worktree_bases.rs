@@ -1,4 +1,4 @@
-//! Where an isolated step's worktree starts, end to end (issue 19, ADR 0017), with the real
+//! Where an isolated step's worktree starts, end to end (ADR 0017), with the real
 //! `orca` binary and shell steps on temporary git repositories: at the execution's base plus
 //! the results of its direct dependencies — never an unrelated step that merely finished
 //! first. Each step lists the files it sees into its output (`SEES(<step>): …`), and the order

@@ -1,4 +1,4 @@
-//! Worktree isolation end to end (issue 19, ADR 0017), on real temporary git repositories with
+//! Worktree isolation end to end (ADR 0017), on real temporary git repositories with
 //! the shell agent and the real `orca` binary: two parallel steps merge cleanly; two editing the
 //! same line conflict and produce the decision; a retry after the human decides completes; the
 //! user's branch and working tree are untouched (hashed before and after); `kill -9` mid-run then
