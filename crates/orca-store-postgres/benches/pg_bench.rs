@@ -192,7 +192,7 @@ async fn audited_run(
     Ok((total as f64 / secs, commits))
 }
 
-/// Group commit (ADR 0026, amendment): tasks with their audit entries, 16 at once per worker.
+/// Group commit (ADR 0036): tasks with their audit entries, 16 at once per worker.
 async fn grouped(
     store: &PgStore,
     url: &str,

@@ -1,4 +1,4 @@
-//! Group commit per audit log (ADR 0026, amendment). Writers of one log in this process do not
+//! Group commit per audit log (ADR 0036). Writers of one log in this process do not
 //! take turns one round trip and one commit each: a write joins the log's queue; whoever takes
 //! the log's turn writes EVERY queued request in ONE transaction (one `orca_write` call per
 //! item, pipelined: sent together, answered together) and one commit, then answers each.

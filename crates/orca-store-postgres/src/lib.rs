@@ -196,7 +196,7 @@ impl PgStore {
     }
 
     /// How long a writer of an audit log may lose rounds to other processes' writes before it
-    /// takes the log's row lock for its next round (default one second: ADR 0026). Shorter
+    /// takes the log's row lock for its next round (default one second: ADR 0036). Shorter
     /// costs throughput when many processes write one execution; tests use zero to exercise
     /// the locked round.
     pub fn set_lock_after(&self, after: std::time::Duration) {

@@ -645,7 +645,7 @@ async fn main() {
         sizes.growth_reps
     );
     println!(
-        "    the same, task update and audit append apart: {ratio_e_apart:.3}× (as before ADR 0015's amendment)"
+        "    the same, task update and audit append apart: {ratio_e_apart:.3}× (as before ADR 0030)"
     );
     println!(
         "    the same without the audit entries:        {ratio_e_state:.3}× (task updates only)"

@@ -304,7 +304,7 @@ async fn import(pg: &PgStore, from: &Path) -> Result<Counts, CliError> {
     let mut logs = Vec::new();
     for log in files.audit_logs().await? {
         // As the store reads it: an execution's entries made durable in its write-ahead log but
-        // not yet copied to the audit file (a crash in between) are included (ADR 0015).
+        // not yet copied to the audit file (a crash in between) are included (ADR 0030).
         let mut lines = Vec::new();
         for entry in files.entries(log).await? {
             lines.push(serde_json::to_string(&entry).map_err(|e| {

@@ -31,8 +31,8 @@ pub(super) enum Slot {
         /// Guidance for the retry, if it is one.
         guidance: Option<String>,
     },
-    /// Its start is being written, and the loop goes on meanwhile (a claiming worker, ADR 0026
-    /// amendment): the step's locks travel with the write and come back with it. `retry` is
+    /// Its start is being written, and the loop goes on meanwhile (a claiming worker, ADR 0038):
+    /// the step's locks travel with the write and come back with it. `retry` is
     /// what the slot was, to go back to if another worker claimed the task first: a retry
     /// (with its guidance) or, when `None`, idle.
     Starting {
@@ -93,7 +93,7 @@ pub(super) struct Recording {
     pub(super) parent: u64,
 }
 
-/// Agents whose call returned while their reply is still being written (ADR 0026, amendment):
+/// Agents whose call returned while their reply is still being written (ADR 0038):
 /// the slot stays [`Slot::InFlight`] (its locks held, its attempt in flight for every other
 /// rule) until the reply is in, but it no longer counts against the concurrency, and its usage
 /// is counted at once — so the next ready task's claim is written while the reply is, instead

@@ -369,7 +369,7 @@ async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
 }
 
 /// A step's agent call is over when the agent returns: the next ready step's claim is written
-/// while the reply is still being written (runner, ADR 0026 amendment) — and the concurrency
+/// while the reply is still being written (runner, ADR 0038) — and the concurrency
 /// still bounds the agent calls, not the writes, and each call's usage is counted once.
 /// Replies take 300 ms to write here; three independent steps, concurrency 1.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Group commit and batches (ADR 0026, amendment), against a real throwaway server:
+//! Group commit and batches (ADR 0036), against a real throwaway server:
 //! `update_tasks_with_audit` is all or nothing (a refusal in the middle, a sealed log), entries
 //! keep the batch's order and the chain verifies; many writers of one log in one store and in
 //! two stores (two processes' worth of heads and queues) append every entry exactly once, no

@@ -1,4 +1,4 @@
-//! A task's lock (ADR 0015: one byte of the execution's `exec.lock`, an open-file-description
+//! A task's lock (ADR 0037: one byte of the execution's `exec.lock`, an open-file-description
 //! lock) keeps its writers in turn across store handles that share nothing in memory, as two
 //! processes would: a compare-and-swap read and its append are never interleaved with another
 //! writer's, so no revision is written twice and no acknowledged update is lost — while

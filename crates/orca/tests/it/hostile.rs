@@ -522,7 +522,7 @@ async fn a_hostile_agent_and_step_cannot_touch_orcas_records() {
         ));
     }
     for (path, bytes) in &after {
-        // The write-ahead log (ADR 0015) carries audit entries too: only its task records
+        // The write-ahead log (ADR 0030) carries audit entries too: only its task records
         // must not hold the marker.
         let text = if path.to_string_lossy().ends_with("tasks.wal.jsonl") {
             String::from_utf8_lossy(bytes)

@@ -1,4 +1,4 @@
-//! Tampering with the audit entries an execution's write-ahead log carries (ADR 0015: a task
+//! Tampering with the audit entries an execution's write-ahead log carries (ADR 0030: a task
 //! transition and its entry are one record of the log; the audit file is a copy written after
 //! it, repaired from the log after a crash). Each case is done to a copy of the tamper
 //! catalogue's project, on `w1` (a running execution: its log unsealed, its write-ahead log

@@ -289,7 +289,7 @@ impl Proj {
             .join("tasks")
             .join(format!("{step}.json"))
     }
-    /// An execution's task write-ahead log (ADR 0015).
+    /// An execution's task write-ahead log (ADR 0030).
     pub(crate) fn wal(&self, plan: &str, x: &str) -> PathBuf {
         self.plans()
             .join(plan)
@@ -385,7 +385,7 @@ pub(crate) fn insert(path: &Path, after: usize) {
     write_lines(path, &l);
 }
 
-/// Removes the audit entries from `from` on out of a write-ahead log (ADR 0015): a record
+/// Removes the audit entries from `from` on out of a write-ahead log (ADR 0030): a record
 /// carrying only such an entry goes, a transition keeps its task record. What someone cutting
 /// an execution's audit log must also do for the cut to stick.
 pub(crate) fn cut_wal_audit(wal: &Path, from: u64) {
