@@ -449,7 +449,7 @@ impl Config {
                 field: "env_file".to_owned(),
                 message,
             };
-            let text = crate::keys::read_private_file(&path, "env file").map_err(secret)?;
+            let text = crate::api_keys::read_private_file(&path, "env file").map_err(secret)?;
             let vars = orca_os::step_env::parse_env_file(&text)
                 .map_err(|m| secret(format!("{}: {m}", path.display())))?;
             policy = policy.with_file_vars(vars);
@@ -493,7 +493,7 @@ impl Config {
         &self,
         agent: &AgentId,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> crate::keys::KeySource {
+    ) -> crate::api_keys::KeySource {
         let s = self
             .agents
             .get(agent)
@@ -589,8 +589,8 @@ impl Config {
 fn key_source_of(
     s: &AgentSettings,
     env: &dyn Fn(&str) -> Option<String>,
-) -> crate::keys::KeySource {
-    use crate::keys::KeySource;
+) -> crate::api_keys::KeySource {
+    use crate::api_keys::KeySource;
     if let Some(p) = &s.api_key_file {
         return KeySource::File(p.clone());
     }
@@ -610,8 +610,8 @@ fn key_source_of(
 
 /// The key source of the default backend ([`BackendSpec::default_from_env`]).
 #[must_use]
-pub fn default_key_source(env: &dyn Fn(&str) -> Option<String>) -> crate::keys::KeySource {
-    use crate::keys::KeySource;
+pub fn default_key_source(env: &dyn Fn(&str) -> Option<String>) -> crate::api_keys::KeySource {
+    use crate::api_keys::KeySource;
     let set = |k: &str| env(k).is_some_and(|v| !v.trim().is_empty());
     if set("ANTHROPIC_API_KEY") {
         KeySource::Env("ANTHROPIC_API_KEY".to_owned())

@@ -17,11 +17,11 @@
 #![forbid(unsafe_code)]
 
 pub mod agent_loop;
+pub mod api_keys;
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod generation;
-pub mod keys;
 pub mod profile;
 pub mod project_instructions;
 pub mod registry;

@@ -22,9 +22,9 @@ pub mod hitl;
 pub mod integrity;
 mod isolated;
 pub mod locks;
+pub mod orca_service;
 pub mod planning;
 pub mod record;
-pub mod relay;
 pub mod runner;
 pub mod short_ids;
 mod takeover;
@@ -40,9 +40,9 @@ pub use error::{Result, ServiceError};
 pub use execution::{Claim, ExecutionService, PreparedStart};
 pub use hitl::{Hitl, NoHuman, ScriptedHitl};
 pub use locks::LockHolder;
+pub use orca_service::{ApprovalOutcome, OrcaService};
 pub use planning::{DraftEdit, PlanningService};
 pub use record::{AppliedPolicy, StartedAttempt};
-pub use relay::{ApprovalOutcome, OrcaService};
 pub use runner::{
     Backoff, ClaimOutcome, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome,
     RunReport, Runner,

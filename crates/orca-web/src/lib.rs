@@ -15,13 +15,13 @@
     reason = "handlers return an axum response as their error: one per request, never in a loop"
 )]
 
-mod act;
-pub mod actions;
+pub mod action_tokens;
 pub mod error;
 pub mod html;
 mod live;
 pub mod notify;
 mod pages;
+mod post;
 pub mod server;
 pub mod state;
 pub mod svg;

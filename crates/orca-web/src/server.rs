@@ -63,15 +63,15 @@ pub fn router(web: Arc<Web>) -> Router {
         .route("/plans/{id}/dag.svg", get(crate::pages::plan_svg))
         .route(
             "/plans/{id}/approve",
-            get(crate::pages::approve_confirm).post(crate::act::approve),
+            get(crate::pages::approve_confirm).post(crate::post::approve),
         )
-        .route("/plans/{id}/reject", post(crate::act::reject))
-        .route("/plans/{id}/changes", post(crate::act::request_changes))
-        .route("/plans/{id}/run", post(crate::act::run))
+        .route("/plans/{id}/reject", post(crate::post::reject))
+        .route("/plans/{id}/changes", post(crate::post::request_changes))
+        .route("/plans/{id}/run", post(crate::post::run))
         .route("/executions", get(crate::pages::executions))
         .route("/executions/{id}", get(crate::pages::execution))
         .route("/executions/{id}/events", get(crate::live::events))
-        .route("/executions/{id}/decide", post(crate::act::decide))
+        .route("/executions/{id}/decide", post(crate::post::decide))
         .route("/audit", get(crate::pages::audit))
         .route("/api/inbox", get(crate::pages::inbox_json))
         .route("/logout", post(crate::pages::logout))

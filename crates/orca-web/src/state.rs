@@ -9,7 +9,7 @@ use orca_core::ExecutionId;
 use orca_services::Orca;
 use orca_store::Store;
 
-use crate::actions::ActionTokens;
+use crate::action_tokens::ActionTokens;
 use crate::notify::NotifyConfig;
 use crate::tokens::TokenFile;
 

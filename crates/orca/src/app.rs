@@ -12,12 +12,11 @@ use orca_services::{Hitl, NoHuman, Orca};
 use orca_store::{FileStore, Store};
 use serde_json::Value;
 
-use crate::audit_cmd::AuditScope;
 use crate::cli::{AgentsCommand, AuditCommand, Command, ExecCommand, Global, PlanCommand};
 use crate::cmd;
+use crate::cmd::audit::verify::AuditScope;
 use crate::exit::{CliError, Exit};
 use crate::sandbox::Sandbox;
-use crate::secrets;
 use crate::term::{Style, say};
 use crate::trust::KeyUse;
 
@@ -74,25 +73,25 @@ pub(crate) fn renamed(value: Value, from: &str, to: &str) -> Value {
 
 /// Writes a JSON result to stdout: redacted, full ids, versioned (the contract).
 pub(crate) fn out_json(value: &Value) {
-    let value = &secrets::redactor().redact_strings(versioned(value.clone()));
+    let value = &crate::redact::redactor().redact_strings(versioned(value.clone()));
     write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
 /// Writes a document in a standard format (a JSON Schema) as it is: pretty, redacted.
 pub(crate) fn out_json_document(value: &Value) {
-    let value = &secrets::redactor().redact_strings(value.clone());
+    let value = &crate::redact::redactor().redact_strings(value.clone());
     write_stdout(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
 /// Writes one JSON value on one line (JSON Lines): redacted, full ids, as given (an event
 /// carries its own `format_version`).
 pub(crate) fn out_json_line(value: &Value) {
-    let value = &secrets::redactor().redact_strings(value.clone());
+    let value = &crate::redact::redactor().redact_strings(value.clone());
     write_stdout(&serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
 fn write_stdout(text: &str) {
-    let text = &crate::term::for_stdout(&secrets::redact(text));
+    let text = &crate::term::for_stdout(&crate::redact::redact(text));
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     if !text.ends_with('\n') {
@@ -135,6 +134,10 @@ pub(crate) struct App {
     pub(crate) files: FileStore,
     pub(crate) agents: Arc<Agents>,
     pub(crate) config: Option<Config>,
+    /// `[serve]` and `[notify]` of the settings, and the files they came from.
+    pub(crate) serve: Option<toml::Value>,
+    pub(crate) notify: Option<toml::Value>,
+    pub(crate) config_files: Vec<PathBuf>,
     pub(crate) style: Style,
     pub(crate) json: bool,
     pub(crate) quiet: bool,
@@ -159,7 +162,7 @@ impl App {
             )));
         }
         // The config first: the store's redactor must know the keys it loads.
-        let loaded = secrets::load_agents(&root)?;
+        let loaded = crate::settings::Settings::load(&root)?;
         let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
         if let Some(path) = created {
@@ -168,8 +171,8 @@ impl App {
                 path.display()
             ));
         }
-        let shared = crate::store_cmd::shared_store(global, loaded.config.as_ref(), &authority)?;
-        let files = FileStore::open_with_redactor(&root, authority, secrets::redactor())?;
+        let shared = crate::cmd::store::shared_store(global, loaded.config.as_ref(), &authority)?;
+        let files = FileStore::open_with_redactor(&root, authority, crate::redact::redactor())?;
         let store: Arc<dyn Store> = match &shared {
             Some(pg) => Arc::new(pg.clone()),
             None => Arc::new(files.clone()),
@@ -185,6 +188,9 @@ impl App {
             files,
             agents: Arc::new(loaded.agents.with_sandbox(sandbox.policy.clone())),
             config: loaded.config,
+            serve: loaded.serve,
+            notify: loaded.notify,
+            config_files: loaded.files,
             sandbox,
             style: Style::detect(global.no_color),
             json: global.json,
@@ -332,8 +338,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             out_json_document(&PlanContent::json_schema());
             return Ok(Exit::Ok);
         }
-        Command::Serve(args) => return crate::serve::run(args, global).await,
-        Command::Store(cmd) => return crate::store_cmd::run(cmd, global).await,
+        Command::Serve(args) => return crate::cmd::serve::run(args, global).await,
+        Command::Store(cmd) => return crate::cmd::store::run(cmd, global).await,
         _ => {}
     }
     // Commands that create something may create the `--root` directory.
@@ -378,17 +384,19 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Worker(args) => crate::worker::run(&app, global, args).await,
         Command::Exec(command) => cmd::exec::exec(&app, command).await,
         Command::Watch { exec } => {
-            let url = crate::store_cmd::url(global, app.config.as_ref())?;
+            let url = crate::cmd::store::url(global, app.config.as_ref())?;
             cmd::watch::watch(&app, &exec, url.as_deref()).await
         }
         Command::Events { exec, follow } => cmd::events::events(&app, &exec, follow).await,
-        Command::Audit(AuditCommand::Show { target }) => cmd::audit_show::show(&app, &target).await,
+        Command::Audit(AuditCommand::Show { target }) => {
+            cmd::audit::show::show(&app, &target).await
+        }
         Command::Audit(AuditCommand::Verify { exec, all }) => {
-            crate::store_cmd::refuse_shared(global, app.config.as_ref())?;
-            crate::audit_cmd::verify(&app, AuditScope::from_args(exec, all)).await
+            crate::cmd::store::refuse_shared(global, app.config.as_ref())?;
+            crate::cmd::audit::verify::verify(&app, AuditScope::from_args(exec, all)).await
         }
         Command::Agents(AgentsCommand::List) => cmd::agents::agents_list(&app),
-        Command::Mcp(args) => crate::mcp::serve(&app, global, &args).await,
+        Command::Mcp(args) => crate::cmd::mcp::serve(&app, global, &args).await,
         Command::Doctor => cmd::agents::doctor(&app).await,
         Command::Init
         | Command::Completions { .. }

@@ -118,7 +118,7 @@ pub(crate) enum Command {
     Audit(AuditCommand),
     /// Serve orca to an agent host (Claude Code, Codex, opencode…) as an MCP server on
     /// stdin/stdout. No tool approves a plan: approval stays the human's (ADR 0019).
-    Mcp(crate::mcp::McpArgs),
+    Mcp(crate::cmd::mcp::McpArgs),
     /// Agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -126,14 +126,14 @@ pub(crate) enum Command {
     #[command(
         after_help = "Examples:\n  orca serve --new-token phone   # prints the token once\n  orca serve                     # http://127.0.0.1:7777/login\n  orca serve --addr 0.0.0.0:7777 --tls-cert cert.pem --tls-key key.pem"
     )]
-    Serve(crate::serve::ServeArgs),
+    Serve(crate::cmd::serve::ServeArgs),
     /// Drive executions of the (shared) store as they become ready, until stopped: on any
     /// host, as many worker processes as you like (ADR 0022).
     Worker(crate::worker::WorkerArgs),
     /// The shared PostgreSQL store: migrate its schema, export it to the file layout, import
     /// a file store into it.
     #[command(subcommand)]
-    Store(crate::store_cmd::StoreCommand),
+    Store(crate::cmd::store::StoreCommand),
     /// Settings: the effective configuration and where each value comes from.
     #[command(subcommand)]
     Config(ConfigCommand),

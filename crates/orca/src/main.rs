@@ -3,25 +3,21 @@
 #![forbid(unsafe_code)]
 
 mod app;
-mod audit_cmd;
 mod budget_view;
 mod cli;
 mod cmd;
-mod config_layers;
-mod doctor_checks;
+mod doctor;
 mod driver;
 mod driver_signals;
 mod exit;
 mod ids;
 mod isolation;
-mod mcp;
 mod model_meter;
 mod plan_doc;
+mod redact;
 mod render;
 mod sandbox;
-mod secrets;
-mod serve;
-mod store_cmd;
+mod settings;
 mod term;
 mod trust;
 mod worker;
@@ -46,7 +42,7 @@ fn init_logs(global: &cli::Global) {
     // Every log line is redacted before it reaches stderr, in every format.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(secrets::RedactingStderr);
+        .with_writer(redact::RedactingStderr);
     let _ = match global.log_format {
         LogFormat::Json => builder.json().try_init(),
         // The same rule as every other coloured line: a terminal, and no `--no-color`/`NO_COLOR`.

@@ -256,7 +256,7 @@ fn json_line(fields: &serde_json::Value) {
     let value = serde_json::json!({
         "timestamp": now, "level": "INFO", "fields": fields, "target": "orca::progress",
     });
-    let line = crate::secrets::redact(&value.to_string());
+    let line = crate::redact::redact(&value.to_string());
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 

@@ -109,7 +109,7 @@ pub(crate) fn for_stdout(text: &str) -> String {
 /// With `--log-format json` the line is a JSON object like the log lines' (`timestamp`,
 /// `level`, `fields.message`, `target`), so stderr stays pure JSON lines.
 pub(crate) fn say(line: &str) {
-    let line = crate::secrets::redact(&crate::ids::abbreviate(line));
+    let line = crate::redact::redact(&crate::ids::abbreviate(line));
     let line = if colour_allowed(std::io::stderr().is_terminal()) {
         line
     } else {
@@ -189,7 +189,7 @@ fn read_line() -> Option<String> {
 }
 
 fn prompt(text: &str) -> Option<String> {
-    let text = crate::secrets::redact(text);
+    let text = crate::redact::redact(text);
     let mut err = std::io::stderr().lock();
     crate::model_meter::clear_status(&mut err);
     let _ = write!(err, "{text}");

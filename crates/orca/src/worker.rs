@@ -82,7 +82,7 @@ pub(crate) async fn listener(
     let pg = orca_store_postgres::PgStore::open(
         url?,
         orca_store::Authority::permissive(),
-        crate::secrets::redactor(),
+        crate::redact::redactor(),
     )
     .ok()?;
     match pg.listen(channels).await {
@@ -150,7 +150,7 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
             cancel.cancel();
         });
     }
-    let url = crate::store_cmd::url(global, app.config()).ok().flatten();
+    let url = crate::cmd::store::url(global, app.config()).ok().flatten();
     let channels = worker_channels(args.claim);
     let mut wake = listener(url.as_deref(), channels).await;
     let mut wakes = Wakes::default();

@@ -63,7 +63,7 @@ impl Config {
             ));
         }
         if let Some(cmd) = &s.api_key_cmd
-            && let Err(e) = crate::keys::split_command(cmd)
+            && let Err(e) = crate::api_keys::split_command(cmd)
         {
             return Err(invalid("api_key_cmd", e));
         }
@@ -169,10 +169,10 @@ impl Config {
                 // A key file others can read is refused outright (as ssh does); a missing or
                 // empty one only fails the agents that use it, when they are called.
                 if path.exists() {
-                    crate::keys::check_private(&path, "key file")
+                    crate::api_keys::check_private(&path, "key file")
                         .map_err(|m| secret("api_key_file", m))?;
                 }
-                return Ok(match crate::keys::read_key_file(&path) {
+                return Ok(match crate::api_keys::read_key_file(&path) {
                     Ok(k) => Some(ApiKey::new(k)),
                     Err(m) => {
                         tracing::warn!(
@@ -184,7 +184,7 @@ impl Config {
                 });
             }
             if let Some(cmd) = &s.api_key_cmd {
-                return Ok(match crate::keys::run_key_command_once(cmd, root) {
+                return Ok(match crate::api_keys::run_key_command_once(cmd, root) {
                     Ok(k) => Some(ApiKey::new(k)),
                     Err(m) => {
                         tracing::warn!(

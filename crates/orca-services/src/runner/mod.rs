@@ -40,7 +40,7 @@ use crate::dispatch::DispatchService;
 use crate::error::{Result, ServiceError};
 use crate::execution::ExecutionService;
 use crate::hitl::Hitl;
-use crate::relay::OrcaService;
+use crate::orca_service::OrcaService;
 
 /// What opening an execution found.
 enum Opened {

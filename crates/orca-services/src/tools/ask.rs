@@ -31,9 +31,10 @@ pub(super) fn ask_user<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
 pub(super) fn invoke<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let message: String = arg(args, "message")?;
-        let reply = crate::relay::ask_planner(&g.ctx, message, None, Budget::UNLIMITED, g.scope)
-            .await
-            .map_err(tool_err)?;
+        let reply =
+            crate::orca_service::ask_planner(&g.ctx, message, None, Budget::UNLIMITED, g.scope)
+                .await
+                .map_err(tool_err)?;
         Ok(json!(reply.outcome))
     })
 }

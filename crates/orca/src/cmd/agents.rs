@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 use crate::app::{App, out, out_json};
 use crate::exit::{CliError, Exit};
 use crate::render;
-use crate::secrets;
 
 /// The backend kind a person configured: an Ollama endpoint speaks the OpenAI protocol, but it
 /// is `ollama` in the config and so in the list.
@@ -58,13 +57,13 @@ pub(crate) fn agents_list(app: &App) -> Result<Exit, CliError> {
 
 /// `orca doctor`.
 pub(crate) async fn doctor(app: &App) -> Result<Exit, CliError> {
-    let report = secrets::doctor(&app.agents, app.config.as_ref(), &app.root, app.json);
-    let checks = crate::doctor_checks::run(app).await;
+    let report = crate::doctor::report(&app.agents, app.config.as_ref(), &app.root, app.json);
+    let checks = crate::doctor::live::run(app).await;
     match report {
         Value::String(mut text) => {
             text.push('\n');
-            text.push_str(&crate::doctor_checks::text(&checks));
-            out(&secrets::redact(&text));
+            text.push_str(&crate::doctor::live::text(&checks));
+            out(&crate::redact::redact(&text));
         }
         mut other => {
             other["checks"] = Value::Array(checks);

@@ -11,7 +11,6 @@ use crate::app::{App, out, out_json};
 use crate::cli::RunOptions;
 use crate::cmd::run::approve_and_run;
 use crate::exit::{CliError, Exit};
-use crate::secrets;
 use crate::term::{TerminalHitl, interactive};
 
 /// `orca ask MESSAGE`.
@@ -49,7 +48,10 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
             let asks = interactive() && !options.yes;
             if !app.json && !asks {
                 let mut text = render_plan(&plan);
-                text.push_str(&secrets::step_env_text(&plan, app.agents.env_policy()));
+                text.push_str(&crate::settings::step_env::step_env_text(
+                    &plan,
+                    app.agents.env_policy(),
+                ));
                 out(&text);
             }
             approve_and_run(app, &orca, plan_id, options, false).await

@@ -1,13 +1,13 @@
-//! `orca config show`: the effective settings (`config_layers`) with where each came from.
+//! `orca config show`: the effective settings (`settings::layers`) with where each came from.
 //! Needs no project (outside one it shows the user's config and the environment); reads only.
 
 use serde_json::json;
 
 use crate::app::{out, out_json};
 use crate::cli::Global;
-use crate::config_layers::{self, ENV_OVERRIDES};
 use crate::exit::{CliError, Exit};
 use crate::render;
+use crate::settings::layers::{self, ENV_OVERRIDES};
 
 pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
     let env = |k: &str| std::env::var(k).ok();
@@ -19,8 +19,8 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         })
     });
     let project = root.filter(|r| r.join(".orca").is_dir());
-    let layers = config_layers::load(project.as_deref(), &env)?.unwrap_or_default();
-    let mut rows = config_layers::effective(&layers);
+    let layers = layers::load(project.as_deref(), &env)?.unwrap_or_default();
+    let mut rows = layers::effective(&layers);
     // The shared store's URL may hold a password: shown without it (ADR 0027).
     for (key, value, _) in &mut rows {
         if key == "store.url"
@@ -39,7 +39,7 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
             ));
         }
     }
-    let user = config_layers::user_config_path(&env);
+    let user = layers::user_config_path(&env);
     let project_file = project.map(|r| r.join(".orca").join("config.toml"));
     let file_json =
         |p: Option<std::path::PathBuf>| p.map(|p| json!({ "path": p, "exists": p.is_file() }));

@@ -2,16 +2,19 @@
 
 pub(crate) mod agents;
 pub(crate) mod ask;
-pub(crate) mod audit_show;
+pub(crate) mod audit;
 pub(crate) mod config;
 pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod filter;
 pub(crate) mod logs;
+pub(crate) mod mcp;
 pub(crate) mod plan;
 pub(crate) mod retry;
 pub(crate) mod revise;
 pub(crate) mod run;
+pub(crate) mod serve;
 pub(crate) mod setup;
+pub(crate) mod store;
 pub(crate) mod transcript;
 pub(crate) mod watch;

@@ -12,7 +12,6 @@ use crate::app::{App, out, out_json, unreachable_init, user};
 use crate::cli::{PlanCommand, ShowFormat};
 use crate::exit::{CliError, Exit};
 use crate::render;
-use crate::secrets;
 use crate::term::say;
 
 pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
@@ -74,7 +73,10 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 let mut value = crate::app::renamed(json!(plan), "id", "plan_id");
                 let budgets = crate::budget_view::json(&orca, &plan).await;
                 if let Some(obj) = value.as_object_mut() {
-                    obj.insert("step_env".to_owned(), secrets::step_env_json(&plan, policy));
+                    obj.insert(
+                        "step_env".to_owned(),
+                        crate::settings::step_env::step_env_json(&plan, policy),
+                    );
                     if !budgets.is_null() {
                         obj.insert("budgets".to_owned(), budgets);
                     }
@@ -84,7 +86,7 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 let mut text = render_plan(&plan);
                 text.push('\n');
                 text.push_str(&render::plan_decision(&plan));
-                text.push_str(&secrets::step_env_text(&plan, policy));
+                text.push_str(&crate::settings::step_env::step_env_text(&plan, policy));
                 text.push_str(&crate::budget_view::text(&orca, &plan).await);
                 if graph {
                     text.push('\n');

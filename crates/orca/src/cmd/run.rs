@@ -20,7 +20,6 @@ use crate::cmd::ask::planner_text;
 use crate::cmd::plan::create_from_file;
 use crate::exit::{CliError, Exit};
 use crate::render;
-use crate::secrets;
 use crate::term::{Progress, TerminalHitl, interactive, say};
 
 /// `orca run PLAN`: an id/prefix, or a plan document to create first.
@@ -76,7 +75,10 @@ pub(crate) async fn approve_and_run(
         }
         PlanStage::Proposal if interactive() && !app.json => {
             // What each step will receive is part of what the human approves.
-            say(&secrets::step_env_text(&plan, app.agents.env_policy()));
+            say(&crate::settings::step_env::step_env_text(
+                &plan,
+                app.agents.env_policy(),
+            ));
             let budgets = crate::budget_view::text(orca, &plan).await;
             if !budgets.is_empty() {
                 say(budgets.trim_end());

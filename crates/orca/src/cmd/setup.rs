@@ -11,7 +11,6 @@ use serde_json::json;
 use crate::app::{find_root, out, out_json};
 use crate::cli::Global;
 use crate::exit::{CliError, Exit};
-use crate::secrets;
 use crate::term::say;
 use crate::trust::KeyUse;
 
@@ -31,7 +30,7 @@ pub(crate) fn known_agents(
         }),
     };
     let agents = match root {
-        Some(root) if root.join(".orca").is_dir() => secrets::load_agents(&root)?.agents,
+        Some(root) if root.join(".orca").is_dir() => crate::settings::Settings::load(&root)?.agents,
         _ => Agents::with_defaults(".", &|_: &str| None, orca_agents::LoopSettings::default()),
     };
     Ok(agents.agents().into_iter().map(|a| a.id).collect())
@@ -72,7 +71,7 @@ pub(crate) fn init(global: &Global) -> Result<Exit, CliError> {
     } else {
         let tmp = dir.join(".config.toml.tmp");
         let _ = std::fs::remove_file(&tmp);
-        secrets::write_private(&tmp, CONFIG_TEMPLATE)
+        crate::settings::write_private(&tmp, CONFIG_TEMPLATE)
             .and_then(|()| std::fs::rename(&tmp, &config))
             .map_err(|e| CliError::internal(format!("cannot write {}: {e}", config.display())))?;
         true

@@ -157,7 +157,7 @@ pub(crate) fn load(
             continue;
         };
         // Each file must be valid on its own: its errors name it.
-        crate::secrets::check_config_file(&path, &text)?;
+        super::check_config_file(&path, &text)?;
         orca_agents::config::Config::parse(&text, &path)
             .map_err(|e| CliError::bad_input(e.to_string()))?;
         let table = parse_table(&text, &path)?;

@@ -1,4 +1,4 @@
-//! `orca doctor`'s live checks, beside the key and environment report of `secrets::doctor`:
+//! `orca doctor`'s live checks, beside the key and environment report of `doctor::report`:
 //! each model endpoint reachable, each command-line agent's program found (with its version),
 //! the store writable, the sandbox in effect, the versions of orca and git.
 //!

@@ -82,7 +82,10 @@ impl Host for Drivers {
 
     fn describe_plan(&self, plan: &Plan) -> String {
         let mut text = render_plan(plan);
-        text.push_str(&crate::secrets::step_env_text(plan, &self.env_policy));
+        text.push_str(&crate::settings::step_env::step_env_text(
+            plan,
+            &self.env_policy,
+        ));
         text
     }
 }
@@ -101,7 +104,7 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
     let settings = Settings {
         root: root.display().to_string(),
         inbox_url: args.inbox_url.clone(),
-        redactor: crate::secrets::redactor(),
+        redactor: crate::redact::redactor(),
         elicitation: !args.no_elicitation,
     };
     let server = OrcaMcp::new(app.orca(Arc::new(NoHuman)), host, settings);

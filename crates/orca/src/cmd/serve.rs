@@ -3,7 +3,7 @@
 //! `orca exec resume`, exactly as after `orca exec decide`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,29 +66,23 @@ struct ServeConfig {
     expire_after_secs: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct Sections {
-    #[serde(default)]
-    serve: Option<toml::Value>,
-    #[serde(default)]
-    notify: Option<toml::Value>,
-}
-
-/// The `[serve]` and `[notify]` sections (the rest of the file is the agents' config).
-fn sections(root: &Path) -> Result<(ServeConfig, Option<NotifyConfig>), CliError> {
-    let path = root.join(".orca").join("config.toml");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok((ServeConfig::default(), None));
-    };
+/// The `[serve]` and `[notify]` sections of the settings (read once, with the rest of the
+/// config, by [`crate::settings::Settings::load`]).
+fn sections(app: &App) -> Result<(ServeConfig, Option<NotifyConfig>), CliError> {
+    let files = app
+        .config_files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
     let bad = |what: &str, e: &dyn std::fmt::Display| {
-        CliError::bad_input(format!("{}: [{what}]: {e}", path.display()))
+        CliError::bad_input(format!("{files}: [{what}]: {e}"))
     };
-    let raw: Sections = toml::from_str(&text).map_err(|e| bad("serve", &e))?;
-    let serve = match raw.serve {
+    let serve = match app.serve.clone() {
         Some(v) => v.try_into().map_err(|e| bad("serve", &e))?,
         None => ServeConfig::default(),
     };
-    let notify = match raw.notify {
+    let notify = match app.notify.clone() {
         Some(v) => Some(v.try_into().map_err(|e| bad("notify", &e))?),
         None => None,
     };
@@ -217,7 +211,7 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         return Ok(Exit::Ok);
     }
     let app = App::open(global, false, KeyUse::Sign, false).await?;
-    let (config, notify) = sections(app.root())?;
+    let (config, notify) = sections(&app)?;
     let addr = args
         .addr
         .or(config.addr)

@@ -67,7 +67,7 @@ pub(crate) fn shared_store(
     Ok(Some(PgStore::open(
         &url,
         authority.clone(),
-        crate::secrets::redactor(),
+        crate::redact::redactor(),
     )?))
 }
 
@@ -95,7 +95,7 @@ fn print(global: &Global, text: &str, value: &Value) {
 pub(crate) async fn run(command: StoreCommand, global: &Global) -> Result<Exit, CliError> {
     let root = crate::app::find_root(global.root.as_deref(), false)?;
     let config = if root.join(".orca").join("config.toml").is_file() {
-        crate::secrets::load_agents(&root)?.config
+        crate::settings::Settings::load(&root)?.config
     } else {
         None
     };
@@ -105,7 +105,7 @@ pub(crate) async fn run(command: StoreCommand, global: &Global) -> Result<Exit, 
              in .orca/config.toml",
         ));
     };
-    let pg = PgStore::open(&url, Authority::permissive(), crate::secrets::redactor())?;
+    let pg = PgStore::open(&url, Authority::permissive(), crate::redact::redactor())?;
     match command {
         StoreCommand::Migrate => {
             let report = pg.migrate().await?;

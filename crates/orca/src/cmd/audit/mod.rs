@@ -1,0 +1,4 @@
+//! `orca audit`: `verify` checks every record and signature; `show` prints a log.
+
+pub(crate) mod show;
+pub(crate) mod verify;
