@@ -59,6 +59,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "orca-llm",
         &["orca-os", "orca-agents", "orca-store", "orca-services"],
     ),
+    // The embedding façade: the file store and the agents, never the shared store's driver.
+    ("orca-embed", &["orca-store-postgres", "tokio-postgres"]),
     // The binary is the one place concrete choices meet; test support never ships in it.
     ("orca", &[house::TEST_SUPPORT_CRATE]),
     // The web layer speaks HTTP over the services; agents are the binary's choice.

@@ -89,7 +89,7 @@ pub(crate) async fn ask_human(
             .await
             .map(CallToolResponse::Complete);
     }
-    let planning = &server.inner.orca.planning;
+    let planning = &server.inner.orca.planning();
     let id = match planning.resolve(plan).await {
         Ok(id) => id,
         Err(e) => return complete(server.service_error(&e)),
@@ -244,7 +244,7 @@ async fn answered_round(
 
 /// Approves only on the human's yes, and only the plan that was shown.
 async fn record(server: &OrcaMcp, pending: &PendingApproval, answer: Answer) -> ToolResult {
-    let planning = &server.inner.orca.planning;
+    let planning = &server.inner.orca.planning();
     let id = pending.shown.id();
     match answer {
         Answer::Approve => {}

@@ -43,8 +43,12 @@ impl ServerHandler for OrcaMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let orca = &self.inner.orca;
-        let plans = orca.planning.list().await.map_err(|e| internal(&e))?;
-        let execs = orca.executions.list(None).await.map_err(|e| internal(&e))?;
+        let plans = orca.planning().list().await.map_err(|e| internal(&e))?;
+        let execs = orca
+            .executions()
+            .list(None)
+            .await
+            .map_err(|e| internal(&e))?;
         let redactor = &self.inner.settings.redactor;
         let mut resources: Vec<Resource> = plans
             .items
@@ -116,7 +120,7 @@ impl OrcaMcp {
         if let Some(id) = uri.strip_prefix(PLANS) {
             let id: PlanId = id.parse().map_err(|e| not_found(format!("{uri}: {e}")))?;
             let plan = orca
-                .planning
+                .planning()
                 .plan(id)
                 .await
                 .map_err(|e| not_found(format!("{uri}: {}", error_chain(&e))))?;
@@ -125,7 +129,7 @@ impl OrcaMcp {
         if let Some(id) = uri.strip_prefix(EXECUTIONS) {
             let id: ExecutionId = id.parse().map_err(|e| not_found(format!("{uri}: {e}")))?;
             let snap = orca
-                .executions
+                .executions()
                 .get(id)
                 .await
                 .map_err(|e| not_found(format!("{uri}: {}", error_chain(&e))))?;

@@ -146,7 +146,7 @@ impl OrcaMcp {
             self,
             self.inner
                 .orca
-                .planning
+                .planning()
                 .create_proposal(content, None)
                 .await
         );
@@ -160,13 +160,13 @@ impl OrcaMcp {
         if args.request.trim().is_empty() {
             return self.fail("request: empty");
         }
-        let reply = tri!(self, self.inner.orca.relay.invoke(&args.request).await);
+        let reply = tri!(self, self.inner.orca.relay().invoke(&args.request).await);
         match reply.outcome {
             PlannerResponse::Answer { text } => self.ok(json!({ "answer": text })),
             PlannerResponse::Plan {
                 plan_id, message, stage,
             } => {
-                let plan = tri!(self, self.inner.orca.planning.plan(plan_id).await);
+                let plan = tri!(self, self.inner.orca.planning().plan(plan_id).await);
                 if stage == PlanRefStage::Draft {
                     return self.ok(json!({
                         "plan_id": plan_id, "stage": "draft", "message": message,
@@ -186,13 +186,13 @@ impl OrcaMcp {
 
     #[tool(description = "List the plans, newest first: id, goal, stage, steps, executions.")]
     async fn plan_list(&self, Parameters(NoArgs {}): Parameters<NoArgs>) -> ToolResult {
-        let listing = tri!(self, self.inner.orca.planning.list().await);
+        let listing = tri!(self, self.inner.orca.planning().list().await);
         self.ok(json!({ "plans": listing.items, "unreadable": problems(&listing.problems) }))
     }
 
     #[tool(description = "Show one plan: its steps, stage, digest and approval.")]
     async fn plan_show(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
-        let p = &self.inner.orca.planning;
+        let p = &self.inner.orca.planning();
         let id = tri!(self, p.resolve(&args.plan).await);
         let plan = tri!(self, p.plan(id).await);
         let mut value = json!({ "plan": plan });
@@ -220,8 +220,8 @@ impl OrcaMcp {
     )]
     async fn plan_run(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
         let orca = &self.inner.orca;
-        let id = tri!(self, orca.planning.resolve(&args.plan).await);
-        let plan = tri!(self, orca.planning.plan(id).await);
+        let id = tri!(self, orca.planning().resolve(&args.plan).await);
+        let plan = tri!(self, orca.planning().plan(id).await);
         match plan.stage() {
             PlanStage::Approved => {}
             PlanStage::Proposal => {
@@ -238,7 +238,7 @@ impl OrcaMcp {
             }
             other => return self.fail(format!("plan {id} is {other}; only an approved plan runs")),
         }
-        let (_, exec) = tri!(self, orca.executions.create(id).await);
+        let (_, exec) = tri!(self, orca.executions().create(id).await);
         match self.inner.host.launch(exec) {
             Ok(l) => self.ok(json!({
                 "execution_id": exec,
@@ -256,10 +256,10 @@ impl OrcaMcp {
     async fn execution_list(&self, Parameters(args): Parameters<ExecutionFilter>) -> ToolResult {
         let orca = &self.inner.orca;
         let plan = match args.plan {
-            Some(p) => Some(tri!(self, orca.planning.resolve(&p).await)),
+            Some(p) => Some(tri!(self, orca.planning().resolve(&p).await)),
             None => None,
         };
-        let listing = tri!(self, orca.executions.list(plan).await);
+        let listing = tri!(self, orca.executions().list(plan).await);
         self.ok(json!({ "executions": listing.items, "unreadable": problems(&listing.problems) }))
     }
 
@@ -268,8 +268,8 @@ impl OrcaMcp {
     )]
     async fn execution_show(&self, Parameters(args): Parameters<ExecutionRef>) -> ToolResult {
         let orca = &self.inner.orca;
-        let id = tri!(self, orca.executions.resolve(&args.execution).await);
-        let snap = tri!(self, orca.executions.get(id).await);
+        let id = tri!(self, orca.executions().resolve(&args.execution).await);
+        let snap = tri!(self, orca.executions().get(id).await);
         let mut value = view::snapshot(&snap);
         value["driver"] = json!(self.driver(&snap.execution.value).await);
         value["decision"] = json!(view::pending_decision(&snap.execution.value));
@@ -281,17 +281,17 @@ impl OrcaMcp {
     )]
     async fn execution_watch(&self, Parameters(args): Parameters<Watch>) -> ToolResult {
         let orca = &self.inner.orca;
-        let id = tri!(self, orca.executions.resolve(&args.execution).await);
+        let id = tri!(self, orca.executions().resolve(&args.execution).await);
         let cursor = args.cursor.unwrap_or(0);
         let wait = Duration::from_secs(args.wait_seconds.unwrap_or(0)).min(MAX_WAIT);
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            let snap = tri!(self, orca.executions.get(id).await);
+            let snap = tri!(self, orca.executions().get(id).await);
             let info = snap.execution.value.info();
             let log = ExecutionService::log(info.plan_id, info.id);
             let entries = tri!(
                 self,
-                orca.executions
+                orca.executions()
                     .store()
                     .entries(log)
                     .await
@@ -328,12 +328,12 @@ impl OrcaMcp {
     )]
     async fn step_output(&self, Parameters(args): Parameters<StepRef>) -> ToolResult {
         let orca = &self.inner.orca;
-        let id = tri!(self, orca.executions.resolve(&args.execution).await);
+        let id = tri!(self, orca.executions().resolve(&args.execution).await);
         let step: StepId = match args.step.parse() {
             Ok(s) => s,
             Err(e) => return self.fail(format!("step: {e}")),
         };
-        let task = tri!(self, orca.executions.task(id, &step).await);
+        let task = tri!(self, orca.executions().task(id, &step).await);
         self.ok(json!({ "execution_id": id, "task": task.value }))
     }
 
@@ -346,8 +346,8 @@ impl OrcaMcp {
         Parameters(args): Parameters<AnswerDeviation>,
     ) -> ToolResult {
         let orca = &self.inner.orca;
-        let id = tri!(self, orca.executions.resolve(&args.execution).await);
-        let header = tri!(self, orca.executions.header(id).await);
+        let id = tri!(self, orca.executions().resolve(&args.execution).await);
+        let header = tri!(self, orca.executions().header(id).await);
         let Execution::Running(running) = &header.value else {
             return self.fail(format!(
                 "execution {id} is {}; there is no decision to make",
@@ -369,7 +369,7 @@ impl OrcaMcp {
             DeviationChoice::Stop => Decision::Stop,
         };
         let by = crate::approval::actor("mcp", &context);
-        tri!(self, orca.executions.decide(id, decision, &by).await);
+        tri!(self, orca.executions().decide(id, decision, &by).await);
         let launched = match self.continue_run(id).await {
             Ok(pid) => pid,
             Err(e) => {
@@ -398,7 +398,7 @@ impl OrcaMcp {
             let header = self
                 .inner
                 .orca
-                .executions
+                .executions()
                 .header(id)
                 .await
                 .map_err(|e| error_chain(&e))?;
@@ -429,7 +429,7 @@ impl OrcaMcp {
         let lease = self
             .inner
             .orca
-            .executions
+            .executions()
             .store()
             .lease(id)
             .await

@@ -248,9 +248,14 @@ async fn run(
         ),
     };
     let orca = Orca::new(store, agent, Arc::new(NoHuman), None, Budget::UNLIMITED);
-    let proposal = orca.planning.create_proposal(content(steps), None).await?;
-    orca.planning.approve(proposal.id(), "bench", None).await?;
-    let (_, exec) = orca.executions.create(proposal.id()).await?;
+    let proposal = orca
+        .planning()
+        .create_proposal(content(steps), None)
+        .await?;
+    orca.planning()
+        .approve(proposal.id(), "bench", None)
+        .await?;
+    let (_, exec) = orca.executions().create(proposal.id()).await?;
     let mut config = RunConfig::new(holder());
     config.concurrency = concurrency;
     let runner = orca.runner(config, Arc::new(Quiet));

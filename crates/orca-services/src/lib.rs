@@ -45,23 +45,18 @@ pub use planning::{DraftEdit, PlanningService};
 pub use record::{AppliedPolicy, StartedAttempt};
 pub use runner::{
     Backoff, ClaimOutcome, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome,
-    RunReport, Runner,
+    RunReport, Runner, own_host, this_process,
 };
 pub use tools::{CallMode, Gate, ProcessSink, StepOwner, ToolContext};
 
 /// The services wired together over one store, one agent port and one human.
 #[derive(Debug, Clone)]
 pub struct Orca {
-    /// Plans.
-    pub planning: PlanningService,
-    /// Executions.
-    pub executions: ExecutionService,
-    /// Dispatch to agents.
-    pub dispatch: DispatchService,
-    /// The relay.
-    pub relay: OrcaService,
-    /// What the tools need.
-    pub tools: ToolContext,
+    planning: PlanningService,
+    executions: ExecutionService,
+    dispatch: DispatchService,
+    relay: OrcaService,
+    tools: ToolContext,
 }
 
 impl Orca {
@@ -104,6 +99,36 @@ impl Orca {
     ) -> Self {
         self.dispatch = self.dispatch.with_workspaces(workspaces);
         self
+    }
+
+    /// Plans: drafts, proposals, approvals.
+    #[must_use]
+    pub const fn planning(&self) -> &PlanningService {
+        &self.planning
+    }
+
+    /// Executions and their tasks.
+    #[must_use]
+    pub const fn executions(&self) -> &ExecutionService {
+        &self.executions
+    }
+
+    /// Dispatch of one step to its agent.
+    #[must_use]
+    pub const fn dispatch(&self) -> &DispatchService {
+        &self.dispatch
+    }
+
+    /// The relay: a person's messages to the planner, the approval loop, replanning.
+    #[must_use]
+    pub const fn relay(&self) -> &OrcaService {
+        &self.relay
+    }
+
+    /// What the tools (and the tool gate) need: the store, the agents, the human.
+    #[must_use]
+    pub const fn tools(&self) -> &ToolContext {
+        &self.tools
     }
 
     /// A runner with this configuration, reporting progress to `observer`.

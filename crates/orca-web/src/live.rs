@@ -238,7 +238,7 @@ pub(crate) async fn events(
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
 ) -> Response {
-    let id = match web.orca.executions.resolve(&id).await {
+    let id = match web.orca.executions().resolve(&id).await {
         Ok(id) => id,
         Err(e) => return crate::pages::error_response(&e.into()),
     };

@@ -211,7 +211,7 @@ async fn expire(web: &Web, item: &InboxItem) -> bool {
         InboxItem::PlanApproval { plan_id, .. } => {
             match web
                 .orca
-                .planning
+                .planning()
                 .reject(*plan_id, EXPIRY_ACTOR, Some(reason))
                 .await
             {
@@ -222,7 +222,7 @@ async fn expire(web: &Web, item: &InboxItem) -> bool {
         InboxItem::StepDecision { execution_id, .. } => {
             match web
                 .orca
-                .executions
+                .executions()
                 .decide(*execution_id, Decision::Stop, EXPIRY_ACTOR)
                 .await
             {

@@ -196,7 +196,7 @@ pub(crate) async fn inbox(State(web): State<Arc<Web>>) -> Reply {
 }
 
 pub(crate) async fn plans(State(web): State<Arc<Web>>) -> Reply {
-    let listing = web.orca.planning.list().await.map_err(service_error)?;
+    let listing = web.orca.planning().list().await.map_err(service_error)?;
     let mut body = String::from(
         "<h1>Plans</h1><table><tr><th>Plan</th><th>Goal</th><th>Stage</th><th class=\"opt\">Steps</th><th class=\"opt\">Created</th></tr>",
     );
@@ -233,18 +233,22 @@ pub(crate) fn short_id(id: &str) -> String {
 }
 
 async fn resolve_plan(web: &Web, text: &str) -> Result<PlanId, Response> {
-    web.orca.planning.resolve(text).await.map_err(service_error)
+    web.orca
+        .planning()
+        .resolve(text)
+        .await
+        .map_err(service_error)
 }
 
 /// The plan a URL names (its id or a unique prefix).
 async fn plan_named(web: &Web, text: &str) -> Result<Plan, Response> {
     let id = resolve_plan(web, text).await?;
-    web.orca.planning.plan(id).await.map_err(service_error)
+    web.orca.planning().plan(id).await.map_err(service_error)
 }
 
 async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, Response> {
     web.orca
-        .executions
+        .executions()
         .resolve(text)
         .await
         .map_err(service_error)
@@ -402,7 +406,7 @@ pub(crate) async fn plan(
             body.push_str("</ul>");
         }
     }
-    if let Ok(listing) = web.orca.executions.list(Some(id)).await
+    if let Ok(listing) = web.orca.executions().list(Some(id)).await
         && !listing.items.is_empty()
     {
         body.push_str("<h2>Executions</h2>");
@@ -489,7 +493,7 @@ fn exec_table(items: &[orca_store::ExecutionSummary]) -> String {
 }
 
 pub(crate) async fn executions(State(web): State<Arc<Web>>) -> Response {
-    match web.orca.executions.list(None).await {
+    match web.orca.executions().list(None).await {
         Ok(listing) => {
             let mut body = format!("<h1>Executions</h1>{}", exec_table(&listing.items));
             problems(&mut body, &listing.problems);

@@ -121,11 +121,11 @@ fn proposal_since(plan: &Plan) -> OffsetDateTime {
 /// A listing that cannot be read.
 pub async fn inbox(orca: &Orca) -> Result<Vec<InboxItem>, WebError> {
     let mut items = Vec::new();
-    for summary in orca.planning.list().await?.items {
+    for summary in orca.planning().list().await?.items {
         if summary.stage != PlanStage::Proposal {
             continue;
         }
-        let Ok(plan) = orca.planning.plan(summary.plan_id).await else {
+        let Ok(plan) = orca.planning().plan(summary.plan_id).await else {
             continue;
         };
         if let Plan::Proposal(_) = &plan {
@@ -137,11 +137,11 @@ pub async fn inbox(orca: &Orca) -> Result<Vec<InboxItem>, WebError> {
             });
         }
     }
-    for summary in orca.executions.list(None).await?.items {
+    for summary in orca.executions().list(None).await?.items {
         if !summary.awaiting_decision {
             continue;
         }
-        let Ok(header) = orca.executions.header(summary.execution_id).await else {
+        let Ok(header) = orca.executions().header(summary.execution_id).await else {
             continue;
         };
         if let Some(d) = header.value.decision()
@@ -221,9 +221,9 @@ pub async fn execution(
     store: &dyn Store,
     id: ExecutionId,
 ) -> Result<ExecutionView, WebError> {
-    let snapshot = orca.executions.get(id).await?;
+    let snapshot = orca.executions().get(id).await?;
     let info = snapshot.execution.value.info().clone();
-    let plan = orca.planning.plan(info.plan_id).await.ok();
+    let plan = orca.planning().plan(info.plan_id).await.ok();
     let lease = store
         .lease(id)
         .await

@@ -294,20 +294,11 @@ fn all_workspace_tools() -> Vec<String> {
 
 /// This host's name (as recorded in leases and running tasks).
 pub(crate) fn own_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_owned())
+    orca_services::own_host()
 }
 
 pub(crate) fn holder() -> Holder {
-    Holder {
-        pid: std::process::id(),
-        host: own_host(),
-        token: ExecutionId::new().uuid().simple().to_string(),
-    }
+    orca_services::this_process()
 }
 
 /// Who acts: `user:$USER` (recorded in approvals, decisions and stops).
@@ -415,7 +406,11 @@ pub(crate) fn unreachable_init() -> Result<Exit, CliError> {
 
 /// Resolves an execution id or prefix.
 pub(crate) async fn resolve_exec(app: &App, text: &str) -> Result<ExecutionId, CliError> {
-    Ok(app.orca(Arc::new(NoHuman)).executions.resolve(text).await?)
+    Ok(app
+        .orca(Arc::new(NoHuman))
+        .executions()
+        .resolve(text)
+        .await?)
 }
 
 /// What each step of an execution took (time, tokens, cost) and the total, from its events.

@@ -58,12 +58,12 @@ fn prompt_estimate(content: &PlanContent, step: &Step, agent: Option<&AgentInfo>
 /// The average recorded usage per step over earlier executions of the plan.
 async fn recorded(orca: &Orca, plan: &Plan) -> BTreeMap<StepId, Usage> {
     let mut sums: BTreeMap<StepId, (Usage, u64)> = BTreeMap::new();
-    let Ok(listing) = orca.executions.list(Some(plan.id())).await else {
+    let Ok(listing) = orca.executions().list(Some(plan.id())).await else {
         return BTreeMap::new();
     };
     for item in &listing.items {
         let log = ExecutionService::log(plan.id(), item.execution_id);
-        let Ok(entries) = orca.tools.store.entries(log).await else {
+        let Ok(entries) = orca.tools().store.entries(log).await else {
             continue;
         };
         let mut per_run: BTreeMap<StepId, Usage> = BTreeMap::new();
@@ -100,7 +100,7 @@ async fn recorded(orca: &Orca, plan: &Plan) -> BTreeMap<StepId, Usage> {
 
 /// Each step's estimate, and the plan's (their sum).
 pub(crate) async fn estimates(orca: &Orca, plan: &Plan) -> (Vec<(StepId, Estimate)>, Estimate) {
-    let agents = orca.tools.agents.agents();
+    let agents = orca.tools().agents.agents();
     let history = recorded(orca, plan).await;
     let content = plan.content();
     let mut total = Estimate {

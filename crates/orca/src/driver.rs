@@ -91,8 +91,8 @@ fn rfc3339(t: OffsetDateTime) -> String {
 /// execution stays resumable. Waits until the driver has let go.
 pub(crate) async fn stop(app: &App, exec: &str, reason: Option<String>) -> Result<Exit, CliError> {
     let orca = app.orca(std::sync::Arc::new(NoHuman));
-    let id = orca.executions.resolve(exec).await?;
-    let header = orca.executions.header(id).await?;
+    let id = orca.executions().resolve(exec).await?;
+    let header = orca.executions().header(id).await?;
     let stage = header.value.stage();
     if stage.is_terminal() {
         return Err(CliError::bad_input(format!(
@@ -132,7 +132,7 @@ pub(crate) async fn stop(app: &App, exec: &str, reason: Option<String>) -> Resul
         }
     }
     let header = orca
-        .executions
+        .executions()
         .record_stop_requested(id, &user(), reason.as_deref(), stopped_driver.as_ref())
         .await?;
     let stage = header.value.stage();
@@ -177,11 +177,11 @@ pub(crate) async fn cancel(
     reason: Option<String>,
 ) -> Result<Exit, CliError> {
     let orca = app.orca(std::sync::Arc::new(NoHuman));
-    let id = orca.executions.resolve(exec).await?;
-    let stopped = orca.executions.stop(id, &user(), reason.clone()).await?;
+    let id = orca.executions().resolve(exec).await?;
+    let stopped = orca.executions().stop(id, &user(), reason.clone()).await?;
     // No live process drives it: nobody else will seal its log (ADR 0013).
     if !is_live(app.store().lease(id).await?.as_ref()) {
-        orca.executions.seal_if_ended(id).await?;
+        orca.executions().seal_if_ended(id).await?;
     }
     if app.json() {
         out_json(&json!({ "execution_id": id, "stage": stopped.value.stage() }));

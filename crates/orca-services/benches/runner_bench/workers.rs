@@ -205,11 +205,13 @@ pub(crate) async fn workers_run(
     let warm_up = WARM_UP_TASKS.min(sizes.wide);
     for (tasks, claimed) in [(warm_up, true), (sizes.wide, mode == Mode::Task)] {
         let proposal = orca
-            .planning
+            .planning()
             .create_proposal(content(layered(4, tasks / 4)?), None)
             .await?;
-        orca.planning.approve(proposal.id(), "bench", None).await?;
-        let (_, exec) = orca.executions.create(proposal.id()).await?;
+        orca.planning()
+            .approve(proposal.id(), "bench", None)
+            .await?;
+        let (_, exec) = orca.executions().create(proposal.id()).await?;
         if claimed {
             // Opened once (as the first claiming worker does), outside the timing.
             orca.runner(RunConfig::new(holder()), Arc::new(Quiet))
@@ -240,7 +242,7 @@ pub(crate) async fn workers_run(
     let wall = start.elapsed();
     drop(workers_up);
     let stage = orca
-        .executions
+        .executions()
         .get(execs.timed)
         .await?
         .execution

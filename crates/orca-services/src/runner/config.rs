@@ -52,6 +52,12 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Defaults for this process as the holder: its pid, this host's name and a new token.
+    #[must_use]
+    pub fn for_this_process() -> Self {
+        Self::new(this_process())
+    }
+
     /// Defaults for a holder.
     #[must_use]
     pub fn new(holder: Holder) -> Self {
@@ -71,4 +77,26 @@ impl RunConfig {
             isolation: None,
         }
     }
+}
+
+/// This process as the holder of leases and running tasks: its pid, this host's name and a
+/// new random token (so a restarted process with a reused pid is not taken for this one).
+#[must_use]
+pub fn this_process() -> Holder {
+    Holder {
+        pid: std::process::id(),
+        host: own_host(),
+        token: orca_core::ExecutionId::new().uuid().simple().to_string(),
+    }
+}
+
+/// This host's name (as recorded in leases and running tasks).
+#[must_use]
+pub fn own_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
 }

@@ -21,7 +21,7 @@ mod report;
 mod state;
 
 pub use claim::ClaimOutcome;
-pub use config::{Backoff, FailurePolicy, RunConfig};
+pub use config::{Backoff, FailurePolicy, RunConfig, own_host, this_process};
 pub use report::{Observer, Quiet, RunEvent, RunOutcome, RunReport, terminal_outcome};
 use state::{Run, Slot, retryable};
 

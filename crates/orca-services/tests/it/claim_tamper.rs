@@ -43,7 +43,7 @@ async fn a_result_edited_in_the_database_during_a_claiming_drive_is_refused_by_t
             ],
         )
         .await;
-        let (_, exec) = o.executions.create(plan).await.unwrap();
+        let (_, exec) = o.executions().create(plan).await.unwrap();
         let runner = Arc::new(o.runner(config(), Arc::new(Quiet)));
         runner.begin_for_claims(exec).await.unwrap();
 
@@ -94,7 +94,7 @@ async fn a_result_edited_in_the_database_during_a_claiming_drive_is_refused_by_t
                 other => panic!("an edited result was not refused: {other:?}"),
             }
             let stage = o
-                .executions
+                .executions()
                 .get(exec)
                 .await
                 .unwrap()
@@ -105,7 +105,7 @@ async fn a_result_edited_in_the_database_during_a_claiming_drive_is_refused_by_t
         } else {
             let outcome = led.unwrap();
             assert_eq!(
-                o.executions
+                o.executions()
                     .get(exec)
                     .await
                     .unwrap()

@@ -198,12 +198,12 @@ async fn full_disk_mid_run_gives_a_clear_error_keeps_the_last_good_state_and_res
         let agents = ScriptedAgents::new();
         let o = orca(disk.clone(), agents, Arc::new(NoHuman));
         let p = o
-            .planning
+            .planning()
             .create_proposal(content(chain(5)), None)
             .await
             .unwrap();
-        o.planning.approve(p.id(), "tester", None).await.unwrap();
-        let (_, exec) = o.executions.create(p.id()).await.unwrap();
+        o.planning().approve(p.id(), "tester", None).await.unwrap();
+        let (_, exec) = o.executions().create(p.id()).await.unwrap();
 
         // The disk fills up after a few writes of the run.
         disk.writes_left.store(writes_before_full, Ordering::SeqCst);
@@ -276,12 +276,12 @@ async fn a_retry_waiting_out_its_backoff_survives_the_runner_stopping() {
     agents.script("s0", [Act::Fail("flaky"), Act::Succeed("ok")]);
     let o = orca(store.clone(), agents.clone(), Arc::new(NoHuman));
     let p = o
-        .planning
+        .planning()
         .create_proposal(content(chain(2)), None)
         .await
         .unwrap();
-    o.planning.approve(p.id(), "tester", None).await.unwrap();
-    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+    o.planning().approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions().create(p.id()).await.unwrap();
 
     // A runner with a long backoff: it fails s0 once, then waits; it is stopped while waiting.
     let mut slow = config();
@@ -291,7 +291,7 @@ async fn a_retry_waiting_out_its_backoff_survives_the_runner_stopping() {
     let runner = o.runner(slow, Arc::new(Quiet));
     let handle = tokio::spawn(async move { runner.run(exec, CancellationToken::new()).await });
     loop {
-        let t = o.executions.task(exec, &id("s0")).await.unwrap();
+        let t = o.executions().task(exec, &id("s0")).await.unwrap();
         if t.value.status() == TaskStatus::Failed {
             break;
         }
@@ -309,7 +309,7 @@ async fn a_retry_waiting_out_its_backoff_survives_the_runner_stopping() {
         .await
         .unwrap();
     assert_eq!(report.outcome, RunOutcome::Completed);
-    let t = o.executions.task(exec, &id("s0")).await.unwrap();
+    let t = o.executions().task(exec, &id("s0")).await.unwrap();
     assert_eq!(t.value.attempts().len(), 2);
     assert_eq!(agents.requests_for("s0").len(), 2);
 }
@@ -321,18 +321,18 @@ async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
     let agents = ScriptedAgents::new();
     let o = orca(store.clone(), agents.clone(), Arc::new(NoHuman));
     let p = o
-        .planning
+        .planning()
         .create_proposal(content(chain(2)), None)
         .await
         .unwrap();
-    let approved = o.planning.approve(p.id(), "tester", None).await.unwrap();
-    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+    let approved = o.planning().approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions().create(p.id()).await.unwrap();
 
     // A runner started s0 and died; a second one recorded the attempt as abandoned and died
     // before retrying it.
-    o.executions.start(exec).await.unwrap();
-    let snap = o.executions.get(exec).await.unwrap();
-    o.executions
+    o.executions().start(exec).await.unwrap();
+    let snap = o.executions().get(exec).await.unwrap();
+    o.executions()
         .start_task(
             &approved,
             &snap,
@@ -343,12 +343,12 @@ async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
         )
         .await
         .unwrap();
-    o.executions
+    o.executions()
         .recover(exec, "the process running it is gone")
         .await
         .unwrap();
     assert_eq!(
-        o.executions
+        o.executions()
             .task(exec, &id("s0"))
             .await
             .unwrap()
@@ -364,7 +364,7 @@ async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
         .await
         .unwrap();
     assert_eq!(report.outcome, RunOutcome::Completed);
-    let t = o.executions.task(exec, &id("s0")).await.unwrap();
+    let t = o.executions().task(exec, &id("s0")).await.unwrap();
     assert_eq!(t.value.attempts().len(), 2);
 }
 
@@ -390,7 +390,7 @@ async fn the_next_ready_step_is_claimed_while_a_reply_is_being_written() {
         .map(|i| step(&format!("s{i}"), "coder").with_depends_on([]))
         .collect();
     let plan = approved_plan(&o, steps).await;
-    let (_, exec) = o.executions.create(plan).await.unwrap();
+    let (_, exec) = o.executions().create(plan).await.unwrap();
     let mut one_at_a_time = config();
     one_at_a_time.concurrency = 1;
     let report = o

@@ -50,7 +50,7 @@ async fn postgres() -> Backend {
 }
 
 async fn tasks(o: &orca_services::Orca, id: orca_core::ExecutionId) -> Vec<Task> {
-    o.executions.get(id).await.unwrap().task_values()
+    o.executions().get(id).await.unwrap().task_values()
 }
 
 async fn verify_all(store: &Arc<dyn Store>) {
@@ -73,7 +73,7 @@ macro_rules! flows {
                 let agents = ScriptedAgents::new();
                 agents.plan([PlannerAct::Answer("you have no plans")]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
-                let reply = o.relay.invoke("list my plans").await.unwrap();
+                let reply = o.relay().invoke("list my plans").await.unwrap();
                 assert_eq!(reply.outcome, PlannerResponse::Answer { text: "you have no plans".into() });
             }
 
@@ -84,11 +84,11 @@ macro_rules! flows {
                 agents.plan([PlannerAct::Build(vec![step("build", "coder"), step("test", "tester")])]);
                 let hitl = Arc::new(ScriptedHitl::new([("approve", Some("looks good"))]));
                 let o = orca(b.store.clone(), agents.clone(), hitl.clone());
-                let reply = o.relay.invoke("add a feature").await.unwrap();
+                let reply = o.relay().invoke("add a feature").await.unwrap();
                 let PlannerResponse::Plan { plan_id, .. } = reply.outcome else { panic!("{reply:?}") };
-                let ApprovalOutcome::Approved(plan) = o.relay.approval_loop(plan_id, hitl.as_ref(), "alice").await.unwrap() else { panic!() };
+                let ApprovalOutcome::Approved(plan) = o.relay().approval_loop(plan_id, hitl.as_ref(), "alice").await.unwrap() else { panic!() };
                 assert!(plan.is_intact());
-                let (_, exec) = o.executions.create(plan_id).await.unwrap();
+                let (_, exec) = o.executions().create(plan_id).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 // Context threading: `test` saw `build`'s summary and files, not more.
@@ -120,8 +120,8 @@ macro_rules! flows {
                 agents.plan([PlannerAct::Build(vec![step("build", "coder")]), PlannerAct::Revise(Box::new(step("test", "tester")))]);
                 let hitl = Arc::new(ScriptedHitl::new([("request_changes", Some("add tests")), ("Approve", None)]));
                 let o = orca(b.store.clone(), agents, hitl.clone());
-                let PlannerResponse::Plan { plan_id, .. } = o.relay.invoke("feature").await.unwrap().outcome else { panic!() };
-                let outcome = o.relay.approval_loop(plan_id, hitl.as_ref(), "alice").await.unwrap();
+                let PlannerResponse::Plan { plan_id, .. } = o.relay().invoke("feature").await.unwrap().outcome else { panic!() };
+                let outcome = o.relay().approval_loop(plan_id, hitl.as_ref(), "alice").await.unwrap();
                 let ApprovalOutcome::Approved(plan) = outcome else { panic!("{outcome:?}") };
                 assert_eq!(plan.content().steps.len(), 2);
                 assert_eq!(Plan::Approved(*plan).latest_feedback(), Some("add tests"));
@@ -135,11 +135,11 @@ macro_rules! flows {
                 agents.plan([PlannerAct::Build(vec![step("build", "coder")])]);
                 let hitl = Arc::new(ScriptedHitl::new([("reject", Some("not now"))]));
                 let o = orca(b.store.clone(), agents, hitl.clone());
-                let PlannerResponse::Plan { plan_id, .. } = o.relay.invoke("x").await.unwrap().outcome else { panic!() };
-                assert!(matches!(o.relay.approval_loop(plan_id, hitl.as_ref(), "a").await.unwrap(), ApprovalOutcome::Rejected(_)));
-                assert_eq!(o.planning.plan(plan_id).await.unwrap().stage(), PlanStage::Rejected);
+                let PlannerResponse::Plan { plan_id, .. } = o.relay().invoke("x").await.unwrap().outcome else { panic!() };
+                assert!(matches!(o.relay().approval_loop(plan_id, hitl.as_ref(), "a").await.unwrap(), ApprovalOutcome::Rejected(_)));
+                assert_eq!(o.planning().plan(plan_id).await.unwrap().stage(), PlanStage::Rejected);
                 // A rejected plan cannot be executed.
-                assert!(matches!(o.executions.create(plan_id).await, Err(ServiceError::PlanStage { .. })));
+                assert!(matches!(o.executions().create(plan_id).await, Err(ServiceError::PlanStage { .. })));
             }
 
             #[tokio::test]
@@ -149,7 +149,7 @@ macro_rules! flows {
                 agents.script("build", [Act::Fail("flaky"), Act::Succeed("ok")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("build", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 let reqs = agents.requests_for("build");
@@ -167,7 +167,7 @@ macro_rules! flows {
                 let hitl = Arc::new(ScriptedHitl::new([("retry", Some("use the other port"))]));
                 let o = orca(b.store.clone(), agents.clone(), hitl.clone());
                 let plan = approved_plan(&o, vec![step("build", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 let reqs = agents.requests_for("build");
@@ -187,13 +187,13 @@ macro_rules! flows {
                 let hitl = Arc::new(ScriptedHitl::new([("replan", Some("try another way")), ("approve", None)]));
                 let o = orca(b.store.clone(), agents.clone(), hitl.clone());
                 let plan = approved_plan(&o, vec![step("prep", "coder"), step("build", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 let RunOutcome::Replanned { plan_id: new_plan, execution_id: Some(new_exec) } = report.outcome else { panic!("{report:?}") };
-                let new = o.planning.plan(new_plan).await.unwrap();
+                let new = o.planning().plan(new_plan).await.unwrap();
                 assert_eq!(new.supersedes(), Some(plan));
                 assert_eq!(new.stage(), PlanStage::Approved);
-                let old = o.executions.get(exec).await.unwrap().execution.value;
+                let old = o.executions().get(exec).await.unwrap().execution.value;
                 let Execution::Failed(f) = old else { panic!() };
                 assert_eq!(f.replanned_as, Some(new_plan));
                 let report = o.runner(config(), Arc::new(Quiet)).run(new_exec, CancellationToken::new()).await.unwrap();
@@ -211,7 +211,7 @@ macro_rules! flows {
                 let o = orca(b.store.clone(), agents.clone(), hitl.clone());
                 let root = |n: &str| step(n, "coder").with_depends_on([]);
                 let plan = approved_plan(&o, vec![root("a"), root("b")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 assert_eq!(hitl.asked().len(), 2);
@@ -226,7 +226,7 @@ macro_rules! flows {
                 let hitl = Arc::new(ScriptedHitl::new([("stop", None)]));
                 let o = orca(b.store.clone(), agents, hitl);
                 let plan = approved_plan(&o, vec![step("build", "coder"), step("after", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert!(matches!(report.outcome, RunOutcome::Stopped { .. }));
                 let t = tasks(&o, exec).await;
@@ -248,7 +248,7 @@ macro_rules! flows {
                     step("b", "coder").with_depends_on([]),
                     step("b2", "coder").with_depends_on([id("b")]),
                 ]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let mut c = config();
                 c.on_failure = FailurePolicy::Skip;
                 let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
@@ -264,7 +264,7 @@ macro_rules! flows {
                 agents.script("a", [Act::Fail("e1"), Act::Fail("e2")]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder"), step("b", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let mut c = config();
                 c.on_failure = FailurePolicy::Stop;
                 let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
@@ -280,7 +280,7 @@ macro_rules! flows {
                 let hitl = Arc::new(ScriptedHitl::new([("answer", Some("postgres"))]));
                 let o = orca(b.store.clone(), agents.clone(), hitl.clone());
                 let plan = approved_plan(&o, vec![step("build", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 assert_eq!(hitl.asked()[0].touchpoint, orca_core::Touchpoint::Interruption);
@@ -297,17 +297,17 @@ macro_rules! flows {
                 agents.script("build", [Act::Fail("e1"), Act::Fail("e2"), Act::Succeed("ok")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("build", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 let RunOutcome::AwaitingDecision { request } = report.outcome else { panic!("{report:?}") };
                 assert!(matches!(request, DecisionRequest::Deviation { .. }));
                 // "Another process": fresh services over the same store.
                 let o2 = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
-                let snap = o2.executions.get(exec).await.unwrap();
+                let snap = o2.executions().get(exec).await.unwrap();
                 assert!(snap.execution.value.decision().is_some());
                 // A wrong answer is refused and changes nothing.
-                assert!(o2.executions.decide(exec, Decision::Answer { text: "x".into() }, "bob").await.is_err());
-                o2.executions.decide(exec, Decision::Retry { guidance: Some("g".into()) }, "bob").await.unwrap();
+                assert!(o2.executions().decide(exec, Decision::Answer { text: "x".into() }, "bob").await.is_err());
+                o2.executions().decide(exec, Decision::Retry { guidance: Some("g".into()) }, "bob").await.unwrap();
                 let report = o2.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 verify_all(&b.store).await;
@@ -318,8 +318,8 @@ macro_rules! flows {
                 let b = backend().await;
                 let o = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
-                o.executions.stop(exec, "alice", Some("not today".into())).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
+                o.executions().stop(exec, "alice", Some("not today".into())).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Stopped { reason: Some("not today".into()) });
                 assert_eq!(tasks(&o, exec).await[0].status(), TaskStatus::Pending);
@@ -332,7 +332,7 @@ macro_rules! flows {
                 agents.script("a", [Act::Hang]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let cancel = CancellationToken::new();
                 let runner = o.runner(config(), Arc::new(Quiet));
                 let handle = tokio::spawn({ let cancel = cancel.clone(); async move { runner.run(exec, cancel).await } });
@@ -346,11 +346,11 @@ macro_rules! flows {
                 let t = tasks(&o, exec).await;
                 let Task::Failed(f) = &t[0] else { panic!("{t:?}") };
                 assert!(f.was_abandoned(), "{f:?}");
-                assert_eq!(o.executions.header(exec).await.unwrap().value.stage(), orca_core::ExecutionStage::Running);
+                assert_eq!(o.executions().header(exec).await.unwrap().value.stage(), orca_core::ExecutionStage::Running);
                 // Cancelling for good (`exec cancel`) is a stop: a no-op twice, and running
                 // again reports the outcome.
-                o.executions.stop(exec, "alice", None).await.unwrap();
-                o.executions.stop(exec, "alice", None).await.unwrap();
+                o.executions().stop(exec, "alice", None).await.unwrap();
+                o.executions().stop(exec, "alice", None).await.unwrap();
                 let again = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert!(matches!(again.outcome, RunOutcome::Stopped { .. }));
                 verify_all(&b.store).await;
@@ -375,7 +375,7 @@ macro_rules! flows {
                 agents.script("a", [Act::Fail("no"), Act::Fail("no")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(Silent));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let cancel = CancellationToken::new();
                 let runner = o.runner(config(), Arc::new(Quiet));
                 let handle = tokio::spawn({ let cancel = cancel.clone(); async move { runner.run(exec, cancel).await } });
@@ -384,7 +384,7 @@ macro_rules! flows {
                 cancel.cancel();
                 let report = tokio::time::timeout(Duration::from_secs(10), handle).await.unwrap().unwrap().unwrap();
                 assert_eq!(report.outcome, RunOutcome::Interrupted { steps: vec![] });
-                let header = o.executions.header(exec).await.unwrap().value;
+                let header = o.executions().header(exec).await.unwrap().value;
                 assert!(header.decision().is_some(), "the decision stays pending");
                 assert_eq!(header.stage(), orca_core::ExecutionStage::Running);
                 verify_all(&b.store).await;
@@ -397,12 +397,12 @@ macro_rules! flows {
                 agents.script("a", [Act::Hang]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let runner = o.runner(config(), Arc::new(Quiet));
                 let handle = tokio::spawn(async move { runner.run(exec, CancellationToken::new()).await });
                 wait_for(|| agents.max_running.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
                 let other = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
-                other.executions.stop(exec, "bob", Some("enough".into())).await.unwrap();
+                other.executions().stop(exec, "bob", Some("enough".into())).await.unwrap();
                 let report = tokio::time::timeout(Duration::from_secs(10), handle).await.unwrap().unwrap().unwrap();
                 assert_eq!(report.outcome, RunOutcome::Stopped { reason: Some("enough".into()) });
             }
@@ -412,11 +412,11 @@ macro_rules! flows {
                 let b = backend().await;
                 let o = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
-                assert!(o.executions.stop(exec, "alice", None).await.is_err());
-                assert_eq!(o.executions.get(exec).await.unwrap().execution.value.stage(), ExecutionStage::Completed);
+                assert!(o.executions().stop(exec, "alice", None).await.is_err());
+                assert_eq!(o.executions().get(exec).await.unwrap().execution.value.stage(), ExecutionStage::Completed);
             }
 
             #[tokio::test]
@@ -426,7 +426,7 @@ macro_rules! flows {
                 agents.script("b", [Act::Hang, Act::Succeed("second time")]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder"), step("b", "coder"), step("c", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let runner = o.runner(config(), Arc::new(Quiet));
                 let handle = tokio::spawn(async move { runner.run(exec, CancellationToken::new()).await });
                 wait_for(|| agents.requests_for("b").len() == 1).await;
@@ -449,7 +449,7 @@ macro_rules! flows {
                 agents.script("a", [Act::Slow(Duration::from_millis(300))]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let runner = o.runner(config(), Arc::new(Quiet));
                 let handle = tokio::spawn(async move { runner.run(exec, CancellationToken::new()).await });
                 wait_for(|| agents.requests_for("a").len() == 1).await;
@@ -469,8 +469,8 @@ macro_rules! flows {
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let locked = |n: &str| step(n, "coder").with_depends_on([]).with_locks(["db"]);
                 let plan = approved_plan(&o, vec![locked("a"), locked("b"), locked("c")]).await;
-                let (_, e1) = o.executions.create(plan).await.unwrap();
-                let (_, e2) = o.executions.create(plan).await.unwrap();
+                let (_, e1) = o.executions().create(plan).await.unwrap();
+                let (_, e2) = o.executions().create(plan).await.unwrap();
                 let r1 = o.runner(config(), Arc::new(Quiet));
                 let r2 = o.runner(config(), Arc::new(Quiet));
                 let (x, y) = tokio::join!(r1.run(e1, CancellationToken::new()), r2.run(e2, CancellationToken::new()));
@@ -489,7 +489,7 @@ macro_rules! flows {
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let root = |n: &str| step(n, "coder").with_depends_on([]);
                 let plan = approved_plan(&o, vec![root("a"), root("b"), root("c"), root("d"), step("join", "coder").with_depends_on([id("a"), id("b"), id("c"), id("d")])]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let report = o.runner(config(), Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
                 assert_eq!(report.outcome, RunOutcome::Completed);
                 assert_eq!(agents.max_running.load(std::sync::atomic::Ordering::SeqCst), 4);
@@ -503,7 +503,7 @@ macro_rules! flows {
                 agents.script("a", [Act::Spend(5_000)]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let mut c = config();
                 c.task_budget.max_tokens = Some(1_000);
                 let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
@@ -519,7 +519,7 @@ macro_rules! flows {
                 agents.script("a", [Act::Spend(5_000)]);
                 let o = orca(b.store.clone(), agents.clone(), Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder"), step("b", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let mut c = config();
                 c.execution_budget.max_tokens = Some(1_000);
                 let report = o.runner(c, Arc::new(Quiet)).run(exec, CancellationToken::new()).await.unwrap();
@@ -536,7 +536,7 @@ macro_rules! flows {
                 agents.script("a", [Act::CallTool("orca_plan_submit", json!({ "plan_id": "plan_x" }))]);
                 let o = orca(b.store.clone(), agents, Arc::new(NoHuman));
                 let plan = approved_plan(&o, vec![step("a", "coder")]).await;
-                let (_, exec) = o.executions.create(plan).await.unwrap();
+                let (_, exec) = o.executions().create(plan).await.unwrap();
                 let mut c = config();
                 c.on_failure = FailurePolicy::Stop;
                 c.max_attempts = 1;
@@ -554,11 +554,11 @@ macro_rules! flows {
             async fn submit_reports_every_problem_and_keeps_the_draft() {
                 let b = backend().await;
                 let o = orca(b.store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
-                let draft = o.planning.create_draft(None, None).await.unwrap();
-                let err = o.planning.submit(draft.id()).await.unwrap_err();
+                let draft = o.planning().create_draft(None, None).await.unwrap();
+                let err = o.planning().submit(draft.id()).await.unwrap_err();
                 let ServiceError::Invalid(problems) = err else { panic!() };
                 assert_eq!(problems.len(), 5, "{problems:?}");
-                assert_eq!(o.planning.plan(draft.id()).await.unwrap().stage(), PlanStage::Draft);
+                assert_eq!(o.planning().plan(draft.id()).await.unwrap().stage(), PlanStage::Draft);
             }
         }
     )*};

@@ -52,12 +52,12 @@ async fn a_step_waiting_for_a_lock_of_its_own_execution_names_the_holder_once() 
             .with_locks(["site-out"])
     };
     let p = o
-        .planning
+        .planning()
         .create_proposal(content(vec![locked("build"), locked("deploy")]), None)
         .await
         .unwrap();
-    o.planning.approve(p.id(), "t", None).await.unwrap();
-    let (_, exec) = o.executions.create(p.id()).await.unwrap();
+    o.planning().approve(p.id(), "t", None).await.unwrap();
+    let (_, exec) = o.executions().create(p.id()).await.unwrap();
     let seen = Arc::new(Collect::default());
     let report = o
         .runner(config(), seen.clone())
@@ -84,16 +84,16 @@ async fn a_step_waiting_for_a_lock_held_by_another_execution_names_it() {
     );
     let o = orca(store, agents.clone(), Arc::new(NoHuman));
     let p = o
-        .planning
+        .planning()
         .create_proposal(
             content(vec![step("build", "coder").with_locks(["site-out"])]),
             None,
         )
         .await
         .unwrap();
-    o.planning.approve(p.id(), "t", None).await.unwrap();
-    let (_, first) = o.executions.create(p.id()).await.unwrap();
-    let (_, second) = o.executions.create(p.id()).await.unwrap();
+    o.planning().approve(p.id(), "t", None).await.unwrap();
+    let (_, first) = o.executions().create(p.id()).await.unwrap();
+    let (_, second) = o.executions().create(p.id()).await.unwrap();
     let runner = o.runner(config(), Arc::new(orca_services::Quiet));
     let handle = tokio::spawn(async move { runner.run(first, CancellationToken::new()).await });
     for _ in 0..500 {

@@ -97,16 +97,16 @@ async fn check(case: Case, backend: Backend) {
     // The generated plans use `shell` and `coder`; the scripted port knows both.
     let o = orca(store.clone(), agents.clone(), hitl);
     let proposal = o
-        .planning
+        .planning()
         .create_proposal(case.plan.content().clone(), None)
         .await
         .unwrap();
     let plan = o
-        .planning
+        .planning()
         .approve(proposal.id(), "model", None)
         .await
         .unwrap();
-    let (_, exec) = o.executions.create(plan.id()).await.unwrap();
+    let (_, exec) = o.executions().create(plan.id()).await.unwrap();
     let mut config = config();
     config.concurrency = case.concurrency;
     config.on_failure = match case.policy {
@@ -119,7 +119,7 @@ async fn check(case: Case, backend: Backend) {
         .run(exec, CancellationToken::new())
         .await
         .unwrap();
-    let snap = o.executions.get(exec).await.unwrap();
+    let snap = o.executions().get(exec).await.unwrap();
     let tasks: Vec<Task> = snap.task_values();
     let stage = snap.execution.value.stage();
 

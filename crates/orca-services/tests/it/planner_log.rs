@@ -50,7 +50,7 @@ async fn the_conversation_goes_to_the_plan_it_created_and_nowhere_else() {
     let store = Arc::new(MemoryStore::new());
     let orca = orca(store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
     // Another draft, ready to submit, made earlier by someone else (no recording).
-    let someone = Gate::new(orca.tools.clone(), &planner(), CallMode::Planning, None);
+    let someone = Gate::new(orca.tools().clone(), &planner(), CallMode::Planning, None);
     let other: PlanId = call(
         &someone,
         names::PLAN_CREATE_DRAFT,
@@ -81,7 +81,7 @@ async fn the_conversation_goes_to_the_plan_it_created_and_nowhere_else() {
     .await;
     let before = kinds(&store, other).await.len();
 
-    let gate = Gate::new(orca.tools.clone(), &planner(), CallMode::Planning, None)
+    let gate = Gate::new(orca.tools().clone(), &planner(), CallMode::Planning, None)
         .recording_planning(None);
     gate.model_answered(1, "Let me look at what exists.", &Usage::default())
         .await;
@@ -123,7 +123,7 @@ async fn the_conversation_goes_to_the_plan_it_created_and_nowhere_else() {
         "plan.created first"
     );
     // A revision knows its plan from the start.
-    let gate = Gate::new(orca.tools.clone(), &planner(), CallMode::Planning, None)
+    let gate = Gate::new(orca.tools().clone(), &planner(), CallMode::Planning, None)
         .recording_planning(Some(mine));
     gate.model_answered(1, "Revising.", &Usage::default()).await;
     assert_eq!(kinds(&store, mine).await.len(), mine_kinds.len() + 1);

@@ -21,7 +21,7 @@ async fn failed_replan(
     store: &Arc<dyn Store>,
     plan: PlanId,
 ) -> (orca_core::ExecutionId, String) {
-    let (_, exec) = o.executions.create(plan).await.unwrap();
+    let (_, exec) = o.executions().create(plan).await.unwrap();
     let err = o
         .runner(config(), Arc::new(Quiet))
         .run(exec, CancellationToken::new())
@@ -31,7 +31,7 @@ async fn failed_replan(
         panic!("expected ReplanFailed, got {err:?}");
     };
     assert_eq!(*execution, exec);
-    let header = o.executions.header(exec).await.unwrap().value;
+    let header = o.executions().header(exec).await.unwrap().value;
     assert_eq!(
         header.stage(),
         ExecutionStage::Running,
@@ -77,11 +77,11 @@ async fn replan_without_a_planner_reopens_the_decision_and_retry_still_works() {
     let plan = approved_plan(&o, vec![step("build", "coder")]).await;
     let (exec, cause) = failed_replan(&o, &store, plan).await;
     assert!(cause.contains("no planner agent is configured"), "{cause}");
-    let plans = o.planning.list().await.unwrap().items.len();
+    let plans = o.planning().list().await.unwrap().items.len();
     eprintln!("plans after the failed replan: {plans}");
     assert_eq!(plans, 1, "an empty draft was left behind");
     // The decision is open: answer retry and resume.
-    o.executions
+    o.executions()
         .decide(exec, Decision::Retry { guidance: None }, "tester")
         .await
         .unwrap();
@@ -108,7 +108,7 @@ async fn replan_with_an_answer_that_is_not_a_plan_keeps_the_decision_and_a_later
     let (exec, cause) = failed_replan(&o, &store, plan).await;
     assert!(cause.contains("i have no idea"), "{cause}");
     // A later replan works.
-    o.executions
+    o.executions()
         .decide(exec, Decision::Replan { guidance: None }, "tester")
         .await
         .unwrap();
@@ -138,7 +138,7 @@ async fn stop_still_works_after_a_failed_replan() {
     let o = orca(store.clone(), agents, hitl);
     let plan = approved_plan(&o, vec![step("build", "coder")]).await;
     let (exec, _) = failed_replan(&o, &store, plan).await;
-    o.executions
+    o.executions()
         .decide(exec, Decision::Stop, "tester")
         .await
         .unwrap();

@@ -104,13 +104,13 @@ async fn check(case: Case) {
         Arc::new(ScriptedHitl::new(decisions)),
     );
     let content = with_locks(case.plan.content(), &case.locks);
-    let proposal = o.planning.create_proposal(content, None).await.unwrap();
+    let proposal = o.planning().create_proposal(content, None).await.unwrap();
     let plan = o
-        .planning
+        .planning()
         .approve(proposal.id(), "model", None)
         .await
         .unwrap();
-    let (_, exec) = o.executions.create(plan.id()).await.unwrap();
+    let (_, exec) = o.executions().create(plan.id()).await.unwrap();
     let mut config = config();
     config.concurrency = case.concurrency;
     config.on_failure = match case.policy {
@@ -122,7 +122,7 @@ async fn check(case: Case) {
         .run(exec, CancellationToken::new())
         .await
         .unwrap();
-    let snap = o.executions.get(exec).await.unwrap();
+    let snap = o.executions().get(exec).await.unwrap();
     let tasks: Vec<Task> = snap.task_values();
     let stage = snap.execution.value.stage();
     assert!(tasks.iter().all(|t| t.status() != TaskStatus::Running));

@@ -47,7 +47,7 @@ fn context(ws: &Arc<CountingWorkspace>) -> ToolContext {
     );
     ToolContext {
         workspace: Some(ws.clone()),
-        ..orca.tools
+        ..orca.tools().clone()
     }
 }
 

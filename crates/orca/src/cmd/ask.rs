@@ -21,7 +21,7 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
         Arc::new(NoHuman)
     };
     let orca = app.orca(hitl);
-    let reply = orca.relay.invoke(message).await?;
+    let reply = orca.relay().invoke(message).await?;
     if let PlannerResponse::Plan { plan_id, .. } = &reply.outcome {
         crate::ids::learn_plan(*plan_id);
     }
@@ -42,7 +42,7 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
             if let Some(m) = message {
                 app.info(&m);
             }
-            let plan = orca.planning.plan(plan_id).await?;
+            let plan = orca.planning().plan(plan_id).await?;
             // The interactive approval shows the plan in its question: print it only when no
             // question will be asked (--yes, or no terminal).
             let asks = interactive() && !options.yes;

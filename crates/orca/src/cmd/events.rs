@@ -17,7 +17,7 @@ pub(crate) const POLL: Duration = Duration::from_millis(250);
 
 pub(crate) async fn events(app: &App, exec: &str, follow: bool) -> Result<Exit, CliError> {
     let orca = app.orca(Arc::new(NoHuman));
-    let id = orca.executions.resolve(exec).await?;
+    let id = orca.executions().resolve(exec).await?;
     follow_events(app, &orca, id, follow, |e| {
         out_json_line(&serde_json::to_value(e).unwrap_or_default());
     })
@@ -46,7 +46,7 @@ impl<'a> Follower<'a> {
         id: ExecutionId,
         follow: bool,
     ) -> Result<Self, CliError> {
-        let plan = orca.executions.header(id).await?.value.info().plan_id;
+        let plan = orca.executions().header(id).await?.value.info().plan_id;
         Ok(Self {
             app,
             orca,
@@ -70,7 +70,7 @@ impl<'a> Follower<'a> {
         }
         self.first = false;
         // Read the header before the log: whatever ended the run is in the log by then.
-        let stage = self.orca.executions.header(self.id).await?.value.stage();
+        let stage = self.orca.executions().header(self.id).await?.value.stage();
         let lease = self.app.store().lease(self.id).await?;
         let events = events::read(self.app.store().as_ref(), self.plan, self.id, self.last).await?;
         if let Some(e) = events.last() {

@@ -36,10 +36,10 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             )?;
             let orca = app.orca(Arc::new(NoHuman));
             let plan = match plan {
-                Some(p) => Some(orca.planning.resolve(&p).await?),
+                Some(p) => Some(orca.planning().resolve(&p).await?),
                 None => None,
             };
-            let listing = orca.executions.list(plan).await?;
+            let listing = orca.executions().list(plan).await?;
             let unreadable = listing.problems.len();
             for problem in &listing.problems {
                 say(&format!(
@@ -81,7 +81,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
         }
         ExecCommand::Show { exec } => {
             let orca = app.orca(Arc::new(NoHuman));
-            let id = orca.executions.resolve(&exec).await?;
+            let id = orca.executions().resolve(&exec).await?;
             if let Some(f) = orca_services::integrity::check_execution(app.store.as_ref(), id)
                 .await?
                 .into_iter()
@@ -92,7 +92,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     format!("execution {id}: {f} (run `orca audit verify {id}`)"),
                 ));
             }
-            let snap = orca.executions.get(id).await?;
+            let snap = orca.executions().get(id).await?;
             let lease = app.store.lease(id).await?;
             let stage = snap.execution.value.stage();
             let totals = crate::app::totals(app, id).await?;
@@ -121,7 +121,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
         }
         ExecCommand::Resume { exec, run } => {
             let orca = app.orca(hitl_for(app, &run));
-            let id = orca.executions.resolve(&exec).await?;
+            let id = orca.executions().resolve(&exec).await?;
             drive(app, &orca, id, &run).await
         }
         ExecCommand::Stop { exec, reason } => crate::driver::stop(app, &exec, reason).await,
@@ -134,7 +134,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             run,
         } => {
             let orca = app.orca(hitl_for(app, &run));
-            let id = orca.executions.resolve(&exec).await?;
+            let id = orca.executions().resolve(&exec).await?;
             let decision = match decision {
                 DecisionArg::Retry => Decision::Retry { guidance },
                 DecisionArg::Replan => Decision::Replan { guidance },
@@ -145,7 +145,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     })?,
                 },
             };
-            orca.executions.decide(id, decision, &user()).await?;
+            orca.executions().decide(id, decision, &user()).await?;
             app.info(&format!("recorded the decision for {id}"));
             if no_run {
                 if app.json {
@@ -166,7 +166,7 @@ pub(crate) async fn show_text(
     totals: &render::Totals,
 ) -> String {
     let plan = orca
-        .planning
+        .planning()
         .plan(snap.execution.value.info().plan_id)
         .await
         .ok();

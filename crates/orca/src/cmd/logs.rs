@@ -25,8 +25,8 @@ pub(crate) async fn logs(
     follow: bool,
 ) -> Result<Exit, CliError> {
     let orca = app.orca(Arc::new(NoHuman));
-    let id = orca.executions.resolve(exec).await?;
-    let snap = orca.executions.get(id).await?;
+    let id = orca.executions().resolve(exec).await?;
+    let snap = orca.executions().get(id).await?;
     if let Some(step) = step
         && !snap
             .tasks
@@ -52,7 +52,7 @@ pub(crate) async fn logs(
             }
         })
         .await?;
-        let snap = orca.executions.get(id).await?;
+        let snap = orca.executions().get(id).await?;
         out_json(&logs_json(id, &snap, &events, step));
         return Ok(Exit::Ok);
     }
@@ -70,7 +70,7 @@ pub(crate) async fn logs(
         if waiting.is_empty() {
             continue;
         }
-        let snap = orca.executions.get(id).await?;
+        let snap = orca.executions().get(id).await?;
         let mut text = String::new();
         let mut rest = Vec::new();
         for e in waiting.drain(..) {
@@ -88,7 +88,7 @@ pub(crate) async fn logs(
     }
     // Whatever is left once the run is over: its records are as complete as they will be.
     if !waiting.is_empty() {
-        let snap = orca.executions.get(id).await?;
+        let snap = orca.executions().get(id).await?;
         let mut text = String::new();
         for e in &waiting {
             line(&mut text, e, &snap);

@@ -16,7 +16,7 @@ use crate::term::say;
 
 pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> {
     let orca = app.orca(Arc::new(NoHuman));
-    let p = &orca.planning;
+    let p = &orca.planning();
     match cmd {
         PlanCommand::Create { file } => {
             let proposal = create_from_file(&orca, &file).await?;
@@ -156,7 +156,7 @@ pub(crate) async fn create_revision(
     let content = PlanContent::from_json(&text)
         .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
     let proposal = orca
-        .planning
+        .planning()
         .create_proposal(content, previous)
         .await
         .map_err(|e| {

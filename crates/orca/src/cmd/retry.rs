@@ -16,7 +16,7 @@ pub(crate) async fn retry(
     options: &RunOptions,
 ) -> Result<Exit, CliError> {
     let orca = app.orca(hitl_for(app, options));
-    let source = orca.executions.resolve(exec).await?;
+    let source = orca.executions().resolve(exec).await?;
     let from = from
         .map(|s| {
             s.parse::<StepId>()
@@ -24,7 +24,7 @@ pub(crate) async fn retry(
         })
         .transpose()?;
     let fork = orca
-        .executions
+        .executions()
         .fork(source, from.as_ref(), &user(), holder())
         .await?;
     crate::ids::learn_exec(fork.execution_id);

@@ -20,11 +20,11 @@ pub(crate) async fn revise(
     previous: PlanId,
     file: &Path,
 ) -> Result<Exit, CliError> {
-    let before = orca.planning.plan(previous).await?;
+    let before = orca.planning().plan(previous).await?;
     let revision = create_revision(orca, file, Some(previous)).await?;
     let id = revision.id();
     let replaced = if matches!(before, Plan::Proposal(_)) {
-        orca.planning
+        orca.planning()
             .reject(previous, &user(), Some(format!("revised as {id}")))
             .await?;
         true

@@ -40,7 +40,7 @@ pub(crate) async fn run_plan(
         ));
         proposal.id()
     } else {
-        orca.planning.resolve(plan).await?
+        orca.planning().resolve(plan).await?
     };
     approve_and_run(app, &orca, id, options, detach).await
 }
@@ -60,12 +60,12 @@ pub(crate) async fn approve_and_run(
     options: &RunOptions,
     detach: bool,
 ) -> Result<Exit, CliError> {
-    let plan = orca.planning.plan(id).await?;
+    let plan = orca.planning().plan(id).await?;
     match plan.stage() {
         PlanStage::Approved => {}
         PlanStage::Proposal if options.yes => {
             let approved = orca
-                .planning
+                .planning()
                 .approve(id, &format!("{} (--yes)", user()), None)
                 .await?;
             app.info(&format!(
@@ -84,7 +84,7 @@ pub(crate) async fn approve_and_run(
                 say(budgets.trim_end());
             }
             let hitl = TerminalHitl { style: app.style };
-            match orca.relay.approval_loop(id, &hitl, &user()).await? {
+            match orca.relay().approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
                 ApprovalOutcome::Rejected(_) => {
                     out(&format!("rejected {id}"));
@@ -110,7 +110,7 @@ pub(crate) async fn approve_and_run(
             )));
         }
     }
-    let (plan, exec) = orca.executions.create(id).await?;
+    let (plan, exec) = orca.executions().create(id).await?;
     crate::ids::learn_exec(exec);
     app.info(&format!(
         "execution {exec} of plan {id}: {} steps, concurrency {}",
@@ -156,9 +156,9 @@ pub(crate) async fn drive(
     orca_os::process_group::set_kill_grace(Duration::from_secs(options.kill_grace));
     let mut exec = first;
     loop {
-        let snap = orca.executions.get(exec).await?;
+        let snap = orca.executions().get(exec).await?;
         if !snap.execution.value.stage().is_terminal() {
-            orca.executions
+            orca.executions()
                 .record_sandbox(&snap.execution.value, app.sandbox.audit_data())
                 .await?;
         }
@@ -170,7 +170,7 @@ pub(crate) async fn drive(
             .count();
         let progress = Arc::new(Progress::new(app.style, app.quiet || app.json, total, done));
         let plan = orca
-            .planning
+            .planning()
             .plan(snap.execution.value.info().plan_id)
             .await
             .ok();
@@ -230,10 +230,10 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
             crate::ids::learn_exec(*e);
         }
     }
-    let snap = orca.executions.get(report.execution_id).await?;
+    let snap = orca.executions().get(report.execution_id).await?;
     let totals = crate::app::totals(app, report.execution_id).await?;
     let info = snap.execution.value.info().clone();
-    let plan = orca.planning.plan(info.plan_id).await.ok();
+    let plan = orca.planning().plan(info.plan_id).await.ok();
     let log = ExecutionService::log(info.plan_id, info.id);
     let verify = app.store.verify(log).await?;
     let stage = snap.execution.value.stage();

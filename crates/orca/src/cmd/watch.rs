@@ -20,7 +20,7 @@ pub(crate) async fn watch(
     shared_url: Option<&str>,
 ) -> Result<Exit, CliError> {
     let orca = app.orca(std::sync::Arc::new(NoHuman));
-    let id = orca.executions.resolve(exec).await?;
+    let id = orca.executions().resolve(exec).await?;
     // On a shared store, woken by its notifications for this execution (polled every 2 s as a
     // fallback); otherwise polled.
     let mut wake = crate::worker::listener(shared_url, orca_store_postgres::CHANNELS).await;
@@ -28,7 +28,7 @@ pub(crate) async fn watch(
     let mut seen: Vec<String> = Vec::new();
     let start = std::time::Instant::now();
     loop {
-        let snap = orca.executions.get(id).await?;
+        let snap = orca.executions().get(id).await?;
         let now: Vec<String> = snap
             .tasks
             .iter()

@@ -397,11 +397,11 @@ pub(crate) fn content(steps: Vec<Step>) -> orca_core::PlanContent {
 /// A plan of `steps`, proposed and approved.
 pub(crate) async fn approved_plan(o: &Orca, steps: Vec<Step>) -> orca_core::PlanId {
     let p = o
-        .planning
+        .planning()
         .create_proposal(content(steps), None)
         .await
         .unwrap();
-    o.planning.approve(p.id(), "tester", None).await.unwrap();
+    o.planning().approve(p.id(), "tester", None).await.unwrap();
     p.id()
 }
 

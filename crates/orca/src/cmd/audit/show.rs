@@ -26,8 +26,8 @@ enum Target {
 /// An execution or a plan: a full id of either kind, or a prefix that names exactly one.
 async fn resolve(app: &App, text: &str) -> Result<Target, CliError> {
     let orca = app.orca(Arc::new(NoHuman));
-    let exec = orca.executions.resolve(text).await;
-    let plan = orca.planning.resolve(text).await;
+    let exec = orca.executions().resolve(text).await;
+    let plan = orca.planning().resolve(text).await;
     match (exec, plan) {
         (Ok(e), Err(_)) => Ok(Target::Execution(e)),
         (Err(_), Ok(p)) => Ok(Target::Plan(p)),
