@@ -26,7 +26,6 @@
 //! is asserted). `--json PATH` also writes the figures as JSON.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,7 +37,6 @@ use orca_core::{
 };
 use orca_services::{NoHuman, Orca, Quiet, RunConfig, RunOutcome};
 use orca_store::{FileStore, MemoryStore, Store};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -650,33 +648,19 @@ fn real_main() -> Result<(), BoxError> {
         figures.push(peak_memory_figure(sizes.big)?);
     }
 
-    let mut table = String::new();
-    let _ = writeln!(
-        table,
-        "{:<28} {:>10} {:>8}  what",
-        "figure", "measured", "target"
-    );
-    for f in &figures {
-        let target = f.target.map_or_else(|| "-".to_owned(), |t| format!("{t}"));
-        let _ = writeln!(
-            table,
-            "{:<28} {:>8.3}{:<2} {:>8}  {}",
-            f.name, f.value, f.unit, target, f.description
-        );
-    }
-    say(table.trim_end());
+    let rows: Vec<orca_testkit::bench::Row<'_>> = figures
+        .iter()
+        .map(|f| orca_testkit::bench::Row {
+            name: f.name,
+            value: f.value,
+            unit: f.unit,
+            target: f.target,
+            description: &f.description,
+        })
+        .collect();
+    say(&orca_testkit::bench::table(&rows));
     if let Some(path) = json_path {
-        let doc: Vec<Value> = figures
-            .iter()
-            .map(|f| {
-                json!({ "name": f.name, "value": f.value, "unit": f.unit, "target": f.target,
-                        "description": f.description, "quick": quick })
-            })
-            .collect();
-        std::fs::write(
-            &path,
-            serde_json::to_vec_pretty(&json!({ "figures": doc }))?,
-        )?;
+        orca_testkit::bench::write_json(&rows, std::path::Path::new(&path), quick)?;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use orca_store::{
 };
 use orca_store_postgres::PgStore;
 use orca_testkit::postgres::Throwaway;
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -520,28 +520,19 @@ fn real_main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     let figures = runtime.block_on(figures(quick))?;
-    let mut table = String::new();
-    for f in &figures {
-        let target = f.target.map_or_else(|| "-".to_owned(), |t| format!("{t}"));
-        let _ = writeln!(
-            table,
-            "{:<28} {:>10.3}{:<2} {:>8}  {}",
-            f.name, f.value, f.unit, target, f.description
-        );
-    }
-    say(table.trim_end());
+    let rows: Vec<orca_testkit::bench::Row<'_>> = figures
+        .iter()
+        .map(|f| orca_testkit::bench::Row {
+            name: &f.name,
+            value: f.value,
+            unit: f.unit,
+            target: f.target,
+            description: &f.description,
+        })
+        .collect();
+    say(&orca_testkit::bench::table(&rows));
     if let Some(path) = json_path {
-        let doc: Vec<Value> = figures
-            .iter()
-            .map(|f| {
-                json!({ "name": f.name, "value": f.value, "unit": f.unit, "target": f.target,
-                        "description": f.description, "quick": quick })
-            })
-            .collect();
-        std::fs::write(
-            &path,
-            serde_json::to_vec_pretty(&json!({ "figures": doc }))?,
-        )?;
+        orca_testkit::bench::write_json(&rows, std::path::Path::new(&path), quick)?;
     }
     Ok(())
 }

@@ -162,3 +162,30 @@ hostssl all all 127.0.0.1/32 trust
 hostnossl all all 0.0.0.0/0 reject
 hostnossl all all ::/0 reject
 ";
+
+/// A TLS server configuration (rustls, aws-lc) presenting `cert` with `key` and asking no client
+/// certificate: for a local HTTPS fake server.
+///
+/// # Errors
+///
+/// A file that cannot be read or holds no PEM certificate / key, or rustls refused them.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+) -> Result<std::sync::Arc<tokio_rustls::rustls::ServerConfig>, ThrowawayError> {
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(Iterator::collect)
+        .map_err(|e| failed(format!("reading {}", cert.display()), e))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| failed(format!("reading {}", key.display()), e))?;
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| failed("rustls protocol versions", e))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| failed("rustls server certificate", e))?;
+    Ok(std::sync::Arc::new(config))
+}

@@ -8,7 +8,9 @@
 //!   TLS, a throwaway CA and client certificates), removed when dropped or when the test
 //!   process dies.
 //! - [`certs`]: a throwaway CA with server and client certificates, made with `openssl`.
+//! - [`bench`]: the table and the JSON a benchmark hands to `cargo xtask bench`.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod certs;
 pub mod postgres;

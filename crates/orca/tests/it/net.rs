@@ -13,9 +13,6 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::rustls::pki_types::pem::PemObject as _;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::common::project::{Project, code, stderr, stdout};
 
@@ -25,19 +22,10 @@ const PROXY_PASSWORD: &str = "pr0xy-pa55-0f-the-test";
 fn pki(dir: &Path) -> TlsAcceptor {
     let files = orca_testkit::certs::make(dir).unwrap_or_else(|e| panic!("{e}"));
     std::fs::copy(&files.ca, dir.join("ca.pem")).unwrap();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.server_cert)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_file(&files.server_key).unwrap();
-    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    TlsAcceptor::from(Arc::new(config))
+    TlsAcceptor::from(
+        orca_testkit::certs::server_config(&files.server_cert, &files.server_key)
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
 }
 
 /// An HTTPS endpoint answering every request with an empty model list; counts answered

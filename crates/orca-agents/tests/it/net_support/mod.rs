@@ -16,9 +16,6 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::rustls::pki_types::pem::PemObject as _;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// A CA and a server certificate for `localhost` and `127.0.0.1`, signed by it.
 pub struct Pki {
@@ -38,19 +35,10 @@ impl Pki {
     }
 
     fn acceptor(&self) -> TlsAcceptor {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.cert)
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let key = PrivateKeyDer::from_pem_file(&self.key).unwrap();
-        let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-        let config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap();
-        TlsAcceptor::from(Arc::new(config))
+        TlsAcceptor::from(
+            orca_testkit::certs::server_config(&self.cert, &self.key)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 }
 
