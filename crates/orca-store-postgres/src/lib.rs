@@ -36,6 +36,15 @@ pub use executions::BatchFailed;
 /// Test support: a lease left behind as by a crash (see `abandon_lease`).
 #[cfg(feature = "testkit")]
 pub use locks::abandon_lease;
+
+/// The store conformance suite's view of this backend: a holder that dies leaves its lease
+/// row, its session locks go.
+#[cfg(feature = "testkit")]
+impl orca_store::testkit::Backend for PgStore {
+    fn kill_holder(&self, lease: orca_store::Lease, _holder: &orca_core::Holder) {
+        abandon_lease(lease);
+    }
+}
 pub use notify::CHANNELS;
 pub use schema::MigrationReport;
 pub use tls::{Probe, SslMode, TlsSettings};

@@ -39,6 +39,8 @@ pub mod perms;
 mod port;
 pub mod redaction;
 pub mod signing;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod verify;
 
 pub use file::{FileStore, STORE_DIR};

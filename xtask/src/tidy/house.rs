@@ -119,9 +119,13 @@ fn unsafe_lines(text: &str) -> Vec<usize> {
 }
 
 /// The lines of `use super::*` that are not in test code: a file named `tests.rs` is a test
-/// module, and in any other file only what follows its first `#[cfg(test)]` counts as tests.
+/// module, a `testkit` module is test support (its suite macro brings the caller's names into
+/// the test modules it makes), and in any other file only what follows its first
+/// `#[cfg(test)]` counts as tests.
 fn glob_imports_outside_tests(file: &Path, text: &str) -> Vec<usize> {
-    if file.file_name().is_some_and(|n| n == "tests.rs") {
+    if file.file_name().is_some_and(|n| n == "tests.rs")
+        || file.components().any(|c| c.as_os_str() == "testkit")
+    {
         return Vec::new();
     }
     let tests_from = text

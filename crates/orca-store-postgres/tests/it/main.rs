@@ -5,6 +5,7 @@
 /// copied.
 #[path = "../../../orca-store/tests/it/common/mod.rs"]
 mod common;
+mod conformance;
 mod db;
 mod group;
 mod schema;

@@ -1,86 +1,9 @@
-//! Fixtures shared by the integration tests.
+//! Fixtures shared by the integration tests (from the crate's `testkit`), and the harness of
+//! the `harness = false` test binaries.
 
 #![allow(dead_code, unreachable_pub, reason = "each test file uses a part")]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test fixtures: a failed assumption is a failed test"
-)]
 
-use std::collections::BTreeSet;
-
-use orca_core::{
-    AgentId, ApprovedPlan, ContextLimits, DraftPlan, ErrorCode, Execution, ExecutionId, Holder,
-    PendingExecution, Plan, PlanId, Step, StepId, Task, TaskFailure, build_context,
-};
-use time::OffsetDateTime;
-
-pub fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
-}
-
-pub fn draft(goal: &str) -> DraftPlan {
-    let mut d = DraftPlan::new(PlanId::new(), now());
-    d.set_goal(goal);
-    d.set_assumptions(vec!["a POSIX shell".into()]);
-    d.set_risks(vec!["none".into()]);
-    d.set_verification(vec!["tests pass".into()]);
-    d
-}
-
-pub fn approved(goal: &str, steps: usize) -> ApprovedPlan {
-    let mut d = draft(goal);
-    for i in 0..steps {
-        let id = StepId::parse(&format!("s{i}")).unwrap();
-        d.add_step(
-            Step::new(id, AgentId::shell(), "step").with_command("true"),
-            None,
-        )
-        .unwrap();
-    }
-    let agents: BTreeSet<AgentId> = [AgentId::shell()].into_iter().collect();
-    d.submit(&agents, now())
-        .unwrap()
-        .approve("alice", None, now())
-}
-
-pub fn holder(tag: &str) -> Holder {
-    Holder {
-        pid: std::process::id(),
-        host: "test-host".into(),
-        token: format!("{tag}-{}", fastrand::u64(..)),
-    }
-}
-
-pub fn new_execution(plan: &ApprovedPlan) -> (Execution, Vec<Task>) {
-    let (pending, tasks) = PendingExecution::new(ExecutionId::new(), plan, now());
-    (pending.into(), tasks)
-}
-
-/// The next state of a task in an endless pending → running → failed → running … cycle.
-pub fn next_task(plan: &ApprovedPlan, tasks: &[Task], index: usize, holder: &Holder) -> Task {
-    let ctx = || {
-        build_context(
-            plan.id(),
-            plan.content(),
-            index,
-            tasks,
-            &ContextLimits::default(),
-        )
-        .unwrap()
-    };
-    match tasks[index].clone() {
-        Task::Pending(t) => t.start(ctx(), holder.clone(), now()).into(),
-        Task::Running(t) => t
-            .fail(TaskFailure::new(ErrorCode::AgentError, "boom"), now())
-            .into(),
-        Task::Failed(t) => t.retry(None, ctx(), holder.clone(), now()).into(),
-        other => other,
-    }
-}
-
-pub fn plan_of(p: &ApprovedPlan) -> Plan {
-    p.clone().into()
-}
+pub use orca_store::testkit::fixtures::*;
 
 /// A named test of a `harness = false` test binary (one that re-executes itself as a child).
 pub type Test = fn(&tokio::runtime::Runtime);
