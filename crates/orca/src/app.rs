@@ -359,6 +359,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             ) | Command::Exec(ExecCommand::Stop { .. })
         );
     let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
+    // What orca writes is checkpointed outside the project afterwards (`checkpoint`).
+    let writes = signs || creates || matches!(command, Command::Exec(ExecCommand::Cancel { .. }));
     let app = App::open(global, creates, key_use, runs_agents).await?;
     // Commands a person waits on while models work show their progress.
     // (Not a worker's or the MCP server's: no person watches their stderr.)
@@ -368,7 +370,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
     } else {
         app
     };
-    match command {
+    let result = match command {
         Command::Ask(args) => cmd::ask::ask(&app, &args.message, &args.run).await,
         Command::Plan(command) => cmd::plan::plan(&app, command).await,
         Command::Run(args) => cmd::run::run_plan(&app, &args.plan, &args.run, args.detach).await,
@@ -395,7 +397,14 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         | Command::Config(_)
         | Command::Serve(_)
         | Command::Store(_) => unreachable_init(),
+    };
+    if writes
+        && !matches!(result, Ok(Exit::Tampered))
+        && let Err(e) = crate::checkpoint::record(&app).await
+    {
+        tracing::warn!("the checkpoint of what orca wrote was not updated: {e}");
     }
+    result
 }
 
 pub(crate) fn unreachable_init() -> Result<Exit, CliError> {

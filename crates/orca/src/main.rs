@@ -4,6 +4,7 @@
 
 mod app;
 mod budget_view;
+mod checkpoint;
 mod cli;
 mod cmd;
 mod doctor;

@@ -1,7 +1,6 @@
 //! The store conformance suite and the differential test (the same random operations on a
 //! `MemoryStore` and here must agree), on databases of the shared throwaway server.
 
-
 use orca_store::testkit::differential::{agree, op};
 use proptest::prelude::*;
 

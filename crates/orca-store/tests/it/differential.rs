@@ -2,7 +2,6 @@
 //! `FileStore` must give the same outcomes (revisions, error kinds) and leave the same state
 //! (the PostgreSQL store runs the same operations in its own tests).
 
-
 use orca_store::FileStore;
 use orca_store::testkit::differential::{agree, op};
 use proptest::prelude::*;

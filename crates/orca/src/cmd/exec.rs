@@ -135,6 +135,8 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
         } => {
             let orca = app.orca(hitl_for(app, &run));
             let id = orca.executions().resolve(&exec).await?;
+            let header = orca.executions().header(id).await?;
+            crate::checkpoint::refuse_rolled_back(app, header.value.info().plan_id, id).await?;
             let decision = match decision {
                 DecisionArg::Retry => Decision::Retry { guidance },
                 DecisionArg::Replan => Decision::Replan { guidance },

@@ -157,6 +157,8 @@ pub(crate) async fn drive(
     let mut exec = first;
     loop {
         let snap = orca.executions().get(exec).await?;
+        crate::checkpoint::refuse_rolled_back(app, snap.execution.value.info().plan_id, exec)
+            .await?;
         if !snap.execution.value.stage().is_terminal() {
             orca.executions()
                 .record_sandbox(&snap.execution.value, app.sandbox.audit_data())

@@ -64,6 +64,8 @@ impl Env {
             .env("NO_COLOR", "1")
             .env("HOME", &self.home)
             .env("ORCA_SIGNING_KEY", &self.key)
+            // orca's own checkpoint, beside the keys: the home directory is the agents' target.
+            .env("ORCA_STATE_DIR", self.key.with_file_name("state"))
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("ORCA_SANDBOX")
             .env_remove("ANTHROPIC_API_KEY")

@@ -26,6 +26,7 @@ mod plan_tools;
 mod planner_tokens;
 mod procs;
 mod readme;
+mod rollback;
 mod seals;
 mod secrets;
 mod store_input;

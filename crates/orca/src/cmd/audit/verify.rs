@@ -295,6 +295,7 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
         problems: Vec::new(),
     };
     let store = app.store().clone();
+    let scope_all = scope == AuditScope::All;
     match scope {
         AuditScope::Execution(e) => {
             let id = crate::app::resolve_exec(app, &e).await?;
@@ -349,6 +350,25 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
             }
         }
     }
+    // Records that went missing or back in time since orca last wrote them (the checkpoint
+    // outside the project), and anything among them that is not a regular file.
+    let mut notes = Vec::new();
+    if scope_all {
+        match crate::checkpoint::check(app).await? {
+            crate::checkpoint::Outcome::Intact => {}
+            crate::checkpoint::Outcome::NotPossible(why) => {
+                notes.push(format!("the rollback check was not possible: {why}"));
+            }
+            crate::checkpoint::Outcome::RolledBack(found) => {
+                for r in found {
+                    report.problem(PathBuf::from(&r.log), None, r.problem);
+                }
+            }
+        }
+        for (path, what) in non_regular(&app.root().join(".orca")) {
+            report.problem(path, None, what);
+        }
+    }
     let problems = std::mem::take(&mut report.problems);
     if app.json() {
         let mut items = report.logs.clone();
@@ -371,6 +391,9 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
                 p.problem
             ));
         }
+        for note in &notes {
+            app.info(note);
+        }
         if problems.is_empty() {
             app.info("every audit log, seal, approval and state file verifies");
         } else {
@@ -382,4 +405,35 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
     } else {
         Exit::Tampered
     })
+}
+
+/// Everything under `dir` that is not a directory or a regular file (a symlink, a fifo, a
+/// device): orca writes none, and never follows one.
+fn non_regular(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default();
+                found.push((
+                    path,
+                    format!("is a symbolic link (to {target}); orca's records are regular files"),
+                ));
+            }
+            Ok(meta) if meta.is_dir() => found.extend(non_regular(&path)),
+            Ok(meta) if meta.is_file() => {}
+            Ok(_) => found.push((
+                path,
+                "is not a regular file; orca's records are regular files".to_owned(),
+            )),
+            Err(e) => found.push((path, format!("cannot be read: {e}"))),
+        }
+    }
+    found
 }

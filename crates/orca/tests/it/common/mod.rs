@@ -21,6 +21,9 @@ pub(crate) fn isolated(root: &Path, config_home: &Path) -> std::process::Command
         .current_dir(root)
         .env("NO_COLOR", "1")
         .env("XDG_CONFIG_HOME", config_home)
+        // What orca last wrote (the rollback checkpoint) is kept beside the test's config.
+        .env("XDG_STATE_HOME", config_home.join("state"))
+        .env_remove("ORCA_STATE_DIR")
         .env_remove("ORCA_SIGNING_KEY")
         .env_remove("ORCA_SANDBOX")
         .env_remove("ORCA_BACKEND")
