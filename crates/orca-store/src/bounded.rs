@@ -1,8 +1,33 @@
-//! Bounded reads of regular files only: a record or plan file that is a device (`/dev/zero`),
-//! a FIFO or a directory is refused before it is opened, and no read takes more than a limit.
+//! Bounded reads of regular files only: a record or plan file that is a symbolic link, a device
+//! (`/dev/zero`), a FIFO or a directory is refused — a link is never followed, a FIFO never
+//! waited on — and no read takes more than a limit.
 
+use std::fs::File;
 use std::io::{self, Read as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
+
+/// Opens `path` for reading without following a symbolic link (in its last component) and
+/// without waiting on a FIFO; `Ok(None)` if it does not exist.
+///
+/// # Errors
+///
+/// `InvalidInput` for a symbolic link; other I/O errors as they come.
+pub fn open_no_follow(path: &Path) -> io::Result<Option<File>> {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a symbolic link: orca never follows one among its records",
+        )),
+        Err(e) => Err(e),
+    }
+}
 
 /// The largest document (plan, header, task, seal) orca reads: 64 MiB.
 pub const MAX_DOCUMENT: u64 = 64 << 20;
@@ -17,11 +42,10 @@ pub const MAX_LOG: u64 = 4 << 30;
 /// `InvalidInput` for something that is not a regular file or is larger than `max` (the
 /// message says which); other I/O errors as they come.
 pub fn read_regular(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(file) = open_no_follow(path)? else {
+        return Ok(None);
     };
+    let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -31,7 +55,6 @@ pub fn read_regular(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     if meta.len() > max {
         return Err(too_large(max));
     }
-    let file = std::fs::File::open(path)?;
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {

@@ -21,7 +21,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::{Arc, PoisonError};
@@ -86,9 +85,9 @@ pub(super) struct Index {
 impl Index {
     /// Reads what was appended since the last refresh (all of it if the log was replaced).
     fn refresh(&mut self, path: &Path) -> Result<(), StoreError> {
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        let file = match crate::bounded::open_no_follow(path) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
                 *self = Self::default();
                 return Ok(());
             }

@@ -111,6 +111,13 @@ fn records_rolled_back_deleted_or_swapped_are_reported_and_a_stop_stays_a_stop()
     std::fs::copy(&record, &bait).unwrap();
     std::fs::remove_file(&record).unwrap();
     std::os::unix::fs::symlink(&bait, &record).unwrap();
+    let out = p.run(&["plan", "show", &plan]);
+    if code(&out) == 0 {
+        missed.push(format!(
+            "a symlinked plan record was read through the link: {}",
+            stdout(&out)
+        ));
+    }
     let out = p.run(&["audit", "verify", "--all"]);
     if code(&out) != 5 || !stdout(&out).contains("symbolic link") {
         missed.push(format!(
