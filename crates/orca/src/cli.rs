@@ -59,7 +59,9 @@ pub(crate) struct Global {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     pub(crate) log_format: LogFormat,
     /// A shared PostgreSQL store (`postgres://user@host:port/db`) instead of the files under
-    /// `.orca/` (also: ORCA_STORE_URL, or `[store] url` in `.orca/config.toml`).
+    /// `.orca/` (also: ORCA_STORE_URL, or `[store] url` in `.orca/config.toml`). A password
+    /// here is refused (a command line is readable by every process of your user): use
+    /// PGPASSWORD, ~/.pgpass, ORCA_STORE_URL or `[store] url` in your user config.
     #[arg(
         long,
         global = true,

@@ -26,7 +26,7 @@ mod worker_claims;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, FromArgMatches as _};
 
 use crate::cli::{Cli, LogFormat};
 use crate::exit::{CliError, Exit};
@@ -64,8 +64,11 @@ fn one_line(message: &str) -> String {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let code = if e.use_stderr() {
                 Exit::BadInput
@@ -76,6 +79,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code as u8);
         }
     };
+    // A password on the command line is readable by every process of the user (and `ps`):
+    // refused before anything is done.
+    if let Err(e) = store_cmd::no_password_in_arguments(&cli.global, &matches) {
+        term::say(&format!("error: {}", one_line(&e.message)));
+        return ExitCode::from(e.exit as u8);
+    }
     term::configure(term::Output {
         no_color: cli.global.no_color,
         json_logs: cli.global.log_format == LogFormat::Json,

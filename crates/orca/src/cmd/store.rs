@@ -38,6 +38,60 @@ pub(crate) enum StoreCommand {
     },
 }
 
+/// Whether a store URL (or libpq `key=value` string) holds a password: `user:PASSWORD@` in
+/// the URL, or a non-empty `password=` parameter.
+pub(crate) fn holds_password(url: &str) -> bool {
+    if let Some((_, rest)) = url.split_once("://") {
+        let before_query = rest.split(['?', '#']).next().unwrap_or_default();
+        if let Some((userinfo, _)) = before_query.rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+        {
+            return true;
+        }
+    }
+    let lower = url.to_ascii_lowercase();
+    lower.match_indices("password").any(|(at, word)| {
+        let boundary = lower[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c == '?' || c == '&' || c.is_whitespace());
+        let value = lower[at + word.len()..].trim_start();
+        boundary
+            && value
+                .strip_prefix('=')
+                .is_some_and(|v| !v.trim_start().is_empty() && !v.starts_with('&'))
+    })
+}
+
+/// `--store` given on the command line with a password is refused: the command line of a
+/// process is readable by every process of the user (`/proc/PID/cmdline`, `ps`), steps
+/// included. The message names the ways that keep it off the command line, never the URL.
+pub(crate) fn no_password_in_arguments(
+    global: &Global,
+    matches: &clap::ArgMatches,
+) -> Result<(), CliError> {
+    let on_command_line = {
+        let mut level = Some(matches);
+        let mut found = false;
+        while let Some(m) = level {
+            found |= m.value_source("store") == Some(clap::parser::ValueSource::CommandLine);
+            level = m.subcommand().map(|(_, sub)| sub);
+        }
+        found
+    };
+    match &global.store {
+        Some(url) if on_command_line && holds_password(url) => Err(CliError::bad_input(
+            "--store: the URL holds a password, and a command line is readable by every process \
+             of your user (ps, /proc), steps included; nothing was done. Pass --store without \
+             the password, or none, and give the password through PGPASSWORD or ~/.pgpass \
+             (PGPASSFILE), or the whole URL through the ORCA_STORE_URL environment variable or \
+             `[store] url` in your user config (~/.config/orca/config.toml, mode 0600)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The shared store's URL, if one is chosen: `--store` / `ORCA_STORE_URL`, else the config's
 /// `[store] url`.
 pub(crate) fn url(global: &Global, config: Option<&Config>) -> Result<Option<String>, CliError> {
@@ -351,4 +405,35 @@ async fn import(pg: &PgStore, from: &Path) -> Result<Counts, CliError> {
         }
     }
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_password;
+
+    #[test]
+    fn passwords_in_store_urls_are_found() {
+        for with in [
+            "postgres://u:secret@host/db",
+            "postgresql://u:s%40cret@host:5432/db?sslmode=require",
+            "postgres://u:p/w@host/db",
+            "postgres://u@host/db?password=secret",
+            "postgres://u@host/db?sslmode=require&password=secret",
+            "host=db user=u password=secret",
+            "host=db password = 'se cret'",
+            "PASSWORD=secret host=db",
+        ] {
+            assert!(holds_password(with), "{with}");
+        }
+        for without in [
+            "postgres://u@host/db",
+            "postgres://host/db?sslmode=verify-full",
+            "postgres://u:@host/db",
+            "host=db user=u",
+            "postgres://u@host/db?passwordless=1",
+            "postgres://u@host/db?password=",
+        ] {
+            assert!(!holds_password(without), "{without}");
+        }
+    }
 }

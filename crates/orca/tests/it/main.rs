@@ -30,6 +30,7 @@ mod rollback;
 mod seals;
 mod secrets;
 mod store_input;
+mod store_password;
 mod tamper;
 mod tamper_wal;
 mod transcript;

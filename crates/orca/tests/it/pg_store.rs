@@ -183,18 +183,16 @@ fn a_store_url_that_is_not_postgres_is_refused_and_nothing_is_written() {
     let (root, cfg) = (project.path(), config.path());
     assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
     std::fs::write(root.join("p.json"), plan_doc()).unwrap();
-    let out = orca(
-        root,
-        cfg,
-        &[
-            "--store",
-            "mysql://u:secretpw@h/db",
-            "plan",
-            "create",
-            "--file",
-            "p.json",
-        ],
-    );
+    // Through ORCA_STORE_URL: on the command line a URL with a password is refused before
+    // anything else (test `store_password`).
+    let mut cmd = isolated(root, cfg);
+    cmd.args(["plan", "create", "--file", "p.json"])
+        .env("ORCA_STORE_URL", "mysql://u:secretpw@h/db");
+    let out = assert_cmd::Command::from_std(cmd)
+        .write_stdin(Vec::<u8>::new())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--store") && err.contains("postgres"), "{err}");

@@ -24,6 +24,23 @@ fn plan_doc() -> String {
     .to_string()
 }
 
+/// `orca ARGS…` on the store at `url`, given through `ORCA_STORE_URL`: a URL with a password
+/// is refused on the command line.
+fn with_store(
+    root: &std::path::Path,
+    cfg: &std::path::Path,
+    url: &str,
+    args: &[&str],
+) -> std::process::Output {
+    let mut cmd = common::isolated(root, cfg);
+    cmd.args(args).env("ORCA_STORE_URL", url);
+    assert_cmd::Command::from_std(cmd)
+        .write_stdin(Vec::<u8>::new())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("orca runs")
+}
+
 #[test]
 fn a_run_over_verify_full_tls_shows_no_password_and_nothing_goes_in_clear() {
     let server = Throwaway::shared_tls().unwrap_or_else(|e| panic!("{e}"));
@@ -112,7 +129,7 @@ fn a_run_over_verify_full_tls_shows_no_password_and_nothing_goes_in_clear() {
             "sslrootcert=/nonexistent/orca-ca.crt",
         ),
     ] {
-        let out = orca(root, cfg, &["--store", &url(ca), "store", "migrate"]);
+        let out = with_store(root, cfg, &url(ca), &["store", "migrate"]);
         outputs.push(out.clone());
         let err = String::from_utf8_lossy(&out.stderr);
         eprintln!("store migrate with sslrootcert={ca}: {}", err.trim());
@@ -125,18 +142,14 @@ fn a_run_over_verify_full_tls_shows_no_password_and_nothing_goes_in_clear() {
         "postgres://postgres@localhost:{}/{db}?password={PASSWORD}&sslmode=verify-full&sslrootcert={other}",
         server.port()
     );
-    let out = orca(root, cfg, &["--store", &in_query, "store", "migrate"]);
+    let out = with_store(root, cfg, &in_query, &["store", "migrate"]);
     outputs.push(out.clone());
     assert_ne!(out.status.code(), Some(0));
-    let out = orca(
+    let out = with_store(
         root,
         cfg,
-        &[
-            "--store",
-            &good.replace("verify-full", "disable"),
-            "plan",
-            "list",
-        ],
+        &good.replace("verify-full", "disable"),
+        &["plan", "list"],
     );
     outputs.push(out.clone());
     assert_ne!(out.status.code(), Some(0));
