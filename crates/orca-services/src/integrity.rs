@@ -21,10 +21,92 @@ use crate::execution::ExecutionService;
 /// The key of the result digest in a `task.attempt.completed` entry.
 pub const RESULT_DIGEST: &str = "result_digest";
 
-/// The digest of a task's result, as the log records it.
+/// The key saying what the result digest covers: [`STORED`], the result as the store keeps it
+/// (secrets redacted). Entries written before it existed lack it: their digest covers the
+/// result before redaction (see [`against_log`]).
+pub const RESULT_DIGEST_OF: &str = "result_digest_of";
+
+/// The value of [`RESULT_DIGEST_OF`]: the digest covers the stored (redacted) result.
+pub const STORED: &str = "stored";
+
+/// The digest of a task's result as read from the store (its stored form).
 #[must_use]
 pub fn result_digest(result: &TaskSuccess) -> Digest {
     Digest::of_canonical(result).unwrap_or_else(|_| Digest::of_bytes(b""))
+}
+
+/// The digest of a task's result as `store` will keep it: over its stored form (secrets
+/// redacted, ADR 0011), so an untouched record always checks and no record holds a digest of
+/// an unredacted value (an offline guessing oracle for short secrets).
+#[must_use]
+pub fn stored_result_digest(store: &dyn Store, result: &TaskSuccess) -> Digest {
+    match serde_json::to_value(result) {
+        Ok(value) => Digest::of_canonical_value(&store.stored_form(value)),
+        Err(_) => Digest::of_bytes(b""),
+    }
+}
+
+/// Whether a stored result was changed by redaction (it holds the redaction marker).
+fn was_redacted(result: &TaskSuccess) -> bool {
+    serde_json::to_string(result).is_ok_and(|t| t.contains(orca_core::redact::REDACTED))
+}
+
+/// A completed attempt recorded before result digests covered the stored form, whose stored
+/// result was redacted: its digest (of the result before redaction) cannot be checked against
+/// what is stored. Named by `audit verify` as old-format; never reported as tampering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OldFormat {
+    /// The task.
+    pub step: StepId,
+    /// The `task.attempt.completed` entry.
+    pub entry: u64,
+}
+
+/// The completed tasks whose log entry is old-format (see [`OldFormat`]).
+#[must_use]
+pub fn old_format(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<OldFormat> {
+    let last = last_completed(entries);
+    snapshot
+        .task_values()
+        .iter()
+        .filter_map(|task| {
+            let Task::Completed(done) = task else {
+                return None;
+            };
+            let logged = last.get(done.step_id.as_str())?;
+            unverifiable_old_digest(logged, &done.result).then(|| OldFormat {
+                step: done.step_id.clone(),
+                entry: logged.seq,
+            })
+        })
+        .collect()
+}
+
+/// An old entry (no [`RESULT_DIGEST_OF`]) whose digest does not match a stored result that
+/// redaction changed: the digest was taken before redaction.
+fn unverifiable_old_digest(logged: &AuditEntry, stored: &TaskSuccess) -> bool {
+    let old = logged.data.get(RESULT_DIGEST_OF).is_none();
+    let recorded = logged
+        .data
+        .get(RESULT_DIGEST)
+        .and_then(Value::as_str)
+        .and_then(|d| d.parse::<Digest>().ok());
+    old && recorded.is_some_and(|r| r != result_digest(stored)) && was_redacted(stored)
+}
+
+/// Each step's last completed attempt, in one pass (a search per task made the check of an
+/// 800-task execution cost ~10 ms).
+fn last_completed(entries: &[AuditEntry]) -> std::collections::HashMap<&str, &AuditEntry> {
+    let mut last = std::collections::HashMap::new();
+    for e in entries
+        .iter()
+        .filter(|e| e.kind == AuditKind::TaskAttemptCompleted)
+    {
+        if let Some(step) = e.data.get("step_id").and_then(Value::as_str) {
+            last.insert(step, e);
+        }
+    }
+    last
 }
 
 /// Which record a finding is about.
@@ -127,18 +209,7 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
             },
         ));
     }
-    // Each step's last completed attempt, in one pass (a search per task made the check of
-    // an 800-task execution cost ~10 ms).
-    let mut last_completed: std::collections::HashMap<&str, &AuditEntry> =
-        std::collections::HashMap::new();
-    for e in entries
-        .iter()
-        .filter(|e| e.kind == AuditKind::TaskAttemptCompleted)
-    {
-        if let Some(step) = e.data.get("step_id").and_then(Value::as_str) {
-            last_completed.insert(step, e);
-        }
-    }
+    let last_completed = last_completed(entries);
     for task in &tasks {
         let Task::Completed(done) = task else {
             continue;
@@ -157,8 +228,11 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
             .get(RESULT_DIGEST)
             .and_then(Value::as_str)
             .and_then(|d| d.parse::<Digest>().ok());
+        // A digest recorded before digests covered the stored form cannot be checked against
+        // a result redaction changed: `old_format` names it, it is not tampering.
         if let Some(recorded) = recorded
             && recorded != result_digest(&done.result)
+            && !unverifiable_old_digest(logged, &done.result)
         {
             out.push(finding(
                 Place::Task(done.step_id.clone()),

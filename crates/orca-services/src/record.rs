@@ -237,7 +237,9 @@ impl ExecutionService {
             TaskResult::Success(success) => (
                 AuditKind::TaskAttemptCompleted,
                 json!({ "step_id": step, "usage": usage, "summary": success.summary,
-                        crate::integrity::RESULT_DIGEST: crate::integrity::result_digest(success) }),
+                        crate::integrity::RESULT_DIGEST:
+                            crate::integrity::stored_result_digest(self.store().as_ref(), success),
+                        crate::integrity::RESULT_DIGEST_OF: crate::integrity::STORED }),
             ),
             TaskResult::Failure(failure) => (
                 AuditKind::TaskAttemptFailed,

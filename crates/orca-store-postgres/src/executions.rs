@@ -26,6 +26,12 @@ const SNAPSHOT: &str = "SELECT NULL::text, revision, doc, -1 AS ord FROM executi
 
 #[async_trait]
 impl ExecutionStore for PgStore {
+    fn stored_form(&self, document: serde_json::Value) -> serde_json::Value {
+        self.inner
+            .redactor
+            .redact_document(document, orca_store::redaction::STRUCTURAL_KEYS)
+    }
+
     async fn create_execution(
         &self,
         execution: &Execution,

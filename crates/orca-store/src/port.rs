@@ -342,6 +342,15 @@ pub struct Transitioned {
 /// Executions and their tasks.
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
+    /// A document as this store writes it: the free text of an execution header or a task
+    /// record with secrets redacted (ADR 0011), identifiers, tags and times kept. A digest over
+    /// something the store keeps (a task's result) is taken of this form, so it checks against
+    /// what is read back and no record holds the digest of a secret. Default: unchanged, for a
+    /// store that keeps documents as given; a store that redacts must override it.
+    fn stored_form(&self, document: serde_json::Value) -> serde_json::Value {
+        document
+    }
+
     /// Stores a new execution and its tasks, all at [`Revision::FIRST`].
     async fn create_execution(
         &self,

@@ -90,6 +90,9 @@ impl PlanStore for FullDisk {
 
 #[async_trait]
 impl ExecutionStore for FullDisk {
+    fn stored_form(&self, document: serde_json::Value) -> serde_json::Value {
+        self.inner.stored_form(document)
+    }
     async fn create_execution(&self, e: &Execution, tasks: &[Task]) -> Result<(), StoreError> {
         self.write("an execution")?;
         self.inner.create_execution(e, tasks).await

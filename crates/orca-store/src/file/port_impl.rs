@@ -74,6 +74,12 @@ impl PlanStore for FileStore {
 
 #[async_trait]
 impl ExecutionStore for FileStore {
+    fn stored_form(&self, document: serde_json::Value) -> serde_json::Value {
+        self.inner
+            .redactor
+            .redact_document(document, crate::redaction::STRUCTURAL_KEYS)
+    }
+
     async fn create_execution(
         &self,
         execution: &Execution,

@@ -31,6 +31,7 @@ mod seals;
 mod secrets;
 mod store_input;
 mod store_password;
+mod stored_digest;
 mod tamper;
 mod tamper_wal;
 mod transcript;

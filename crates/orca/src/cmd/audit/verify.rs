@@ -28,6 +28,8 @@ struct Report<'a> {
     files: &'a FileStore,
     logs: Vec<Value>,
     problems: Vec<Problem>,
+    /// Records in an older format that cannot be checked in full (not tampering).
+    old: Vec<Value>,
 }
 
 impl Report<'_> {
@@ -253,6 +255,20 @@ impl Report<'_> {
         }
         if sealed.is_some() {
             let entries = store.entries(log).await?;
+            for o in integrity::old_format(&snapshot, &entries) {
+                let file = self.rel(&self.files.task_path(plan, id, &o.step));
+                let what = "old format: its result digest (entry written before digests covered the stored, redacted result) cannot be checked against the stored result";
+                if !self.app.json() {
+                    out(&format!(
+                        "{}  {file}: entry {}: {what}",
+                        self.app.style().yellow("old     "),
+                        o.entry
+                    ));
+                }
+                self.old.push(json!({
+                    "file": file, "entry": o.entry, "old_format": what,
+                }));
+            }
             for f in integrity::against_log(&snapshot, &entries) {
                 let file = match &f.place {
                     Place::Header => header_path.clone(),
@@ -293,6 +309,7 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
         files: &files,
         logs: Vec::new(),
         problems: Vec::new(),
+        old: Vec::new(),
     };
     let store = app.store().clone();
     let scope_all = scope == AuditScope::All;
@@ -372,6 +389,7 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
     let problems = std::mem::take(&mut report.problems);
     if app.json() {
         let mut items = report.logs.clone();
+        items.extend(report.old.iter().cloned());
         for p in problems.iter().filter(|p| !p.printed) {
             items.push(json!({
                 "file": report.rel(&p.file), "entry": p.entry, "problem": p.problem,
