@@ -1,10 +1,11 @@
 //! The one place `orca-mcp` approves a plan: after a human accepted an MCP elicitation that
-//! showed the plan (ADR 0019). The model's tool call only opens the question; the answer comes
-//! from the host's UI, and is audited as `mcp-elicitation:<client name>`.
+//! showed the plan and its digest (ADR 0019). The model's tool call only opens the question; the
+//! answer comes from the host's UI, and is audited as `mcp-elicitation:<client name>`. The
+//! approval binds the digest shown: content changed meanwhile is not approved.
 
 use std::time::Duration;
 
-use orca_core::{ExecutionId, Plan, PlanStage};
+use orca_core::{Digest, ExecutionId, Plan, PlanStage};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -64,6 +65,8 @@ const MAX_PENDING: usize = 64;
 #[derive(Debug, Clone)]
 pub(crate) struct PendingApproval {
     shown: Plan,
+    /// The digest of the content shown: the approval binds it.
+    digest: Digest,
     by: String,
 }
 
@@ -136,13 +139,17 @@ pub(crate) async fn ask_human(
         })));
     }
     let by = actor("mcp-elicitation", context);
+    let digest = shown.content().digest();
     let message = server.inner.settings.redactor.redact(&format!(
-        "orca asks YOU (not the agent) to approve plan {id}.\n\n{}\n\
-         Approving records your approval as {by}, signed with your key, and lets the plan run as shown.",
+        "orca asks YOU (not the agent) to approve plan {id}.\n\n{}\nDigest: {digest}\n\n\
+         Approving records your approval as {by}, signed with your key, and lets the plan run \
+         exactly as shown (content with this digest; if it changes before you answer, nothing \
+         is approved).",
         server.inner.host.describe_plan(&shown)
     ));
+    let pending = PendingApproval { shown, digest, by };
     if rounds {
-        return ask_in_rounds(server, message, PendingApproval { shown, by });
+        return ask_in_rounds(server, message, pending);
     }
     let answer = match context
         .peer
@@ -156,7 +163,7 @@ pub(crate) async fn ask_human(
         }
         Err(e) => Answer::Unavailable(e.to_string()),
     };
-    complete(record(server, &PendingApproval { shown, by }, answer).await)
+    complete(record(server, &pending, answer).await)
 }
 
 fn complete(result: ToolResult) -> Result<CallToolResponse, ErrorData> {
@@ -274,7 +281,11 @@ async fn record(server: &OrcaMcp, pending: &PendingApproval, answer: Answer) -> 
         }
         Err(e) => return server.service_error(&e),
     }
-    match planning.approve(id, &pending.by, None).await {
+    // The digest shown is bound: the check and the write are one compare-and-swap.
+    match planning
+        .approve_shown(id, &pending.by, None, &pending.digest)
+        .await
+    {
         Ok(approved) => server.ok(json!({
             "plan_id": id,
             "approved": true,

@@ -1,7 +1,7 @@
 //! Service errors. User errors (bad input, unknown ids, wrong stage) are kept apart from
 //! internal ones (storage failures).
 
-use orca_core::{ExecutionId, ExecutionStage, PlanId, PlanStage, Problem, TransitionError};
+use orca_core::{Digest, ExecutionId, ExecutionStage, PlanId, PlanStage, Problem, TransitionError};
 use orca_store::StoreError;
 use thiserror::Error;
 
@@ -43,6 +43,20 @@ pub enum ServiceError {
         "plan {0} was changed after approval: its content no longer matches the approved digest"
     )]
     PlanTampered(PlanId),
+    /// The human decided on a plan whose content has changed since it was shown to them (a
+    /// concurrent request for changes and a new submission, an edited plan file): nothing was
+    /// approved.
+    #[error(
+        "plan {plan} changed after it was shown to you (shown: {shown}, now: {now}); nothing was approved: look at it again and decide on what it says now"
+    )]
+    ContentChanged {
+        /// The plan.
+        plan: PlanId,
+        /// The digest of the content the human was shown.
+        shown: Digest,
+        /// The digest of its content now.
+        now: Digest,
+    },
     /// Processes of a dead runner's step are still alive: nothing is re-run over them.
     #[error("{0}")]
     ProcessesAlive(String),

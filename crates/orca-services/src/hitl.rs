@@ -40,9 +40,11 @@ pub fn context_prompt(touchpoint: Touchpoint, key: &str) -> Option<ContextQuesti
 /// The approval question for a proposal, with the plan rendered as the header.
 #[must_use]
 pub fn approval_question(plan: &Plan) -> TwoQuestion {
+    // The digest is what an approval binds: if the content changes before the answer, the
+    // approval is refused (`PlanningService::approve_shown`).
     two_question::<ApprovalAction>(
         Touchpoint::PlanApproval,
-        render_plan(plan),
+        format!("{}Digest: {}\n", render_plan(plan), plan.content().digest()),
         "Approve this plan?",
     )
 }

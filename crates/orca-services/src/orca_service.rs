@@ -129,6 +129,8 @@ impl OrcaService {
             if !matches!(plan, Plan::Proposal(_)) {
                 return Err(crate::planning::wrong_stage(&plan, "proposal"));
             }
+            // The question shows this content and its digest: the approval binds that digest.
+            let shown = plan.content().digest();
             let Some(HumanAnswer { action, context }) =
                 hitl.decide(&approval_question(&plan)).await
             else {
@@ -140,7 +142,7 @@ impl OrcaService {
             {
                 ApprovalAction::Approve => {
                     return Ok(ApprovalOutcome::Approved(Box::new(
-                        planning.approve(plan_id, by, context).await?,
+                        planning.approve_shown(plan_id, by, context, &shown).await?,
                     )));
                 }
                 ApprovalAction::Reject => {

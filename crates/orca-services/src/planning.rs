@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use orca_core::{
-    AgentId, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanId, ProposalPlan, Step, StepId,
-    StepPatch,
+    AgentId, ApprovedPlan, Digest, DraftPlan, Plan, PlanContent, PlanId, ProposalPlan, Step,
+    StepId, StepPatch,
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{AuditLogId, Listing, PlanSummary, Store, Versioned};
@@ -284,7 +284,9 @@ impl PlanningService {
         }
     }
 
-    /// The human approves a proposal; the digest of its content is recorded.
+    /// The human approves a proposal; the digest of its content is recorded. Where the human
+    /// was shown the plan before deciding (a page, a prompt, a form), use
+    /// [`PlanningService::approve_shown`]: this one approves whatever the proposal holds now.
     #[instrument(skip(self, note))]
     pub async fn approve(
         &self,
@@ -292,7 +294,48 @@ impl PlanningService {
         by: &str,
         note: Option<String>,
     ) -> Result<ApprovedPlan> {
+        self.approve_checked(id, by, note, None).await
+    }
+
+    /// The human approves the proposal they were shown, whose content had the digest `shown`:
+    /// approved only if the proposal still has exactly that content. The check and the write
+    /// are one compare-and-swap on the plan's revision, so content changed after it was shown
+    /// (a concurrent request for changes and a new submission, an edited plan file) is never
+    /// approved.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::ContentChanged`] (nothing written) when the content's digest is not
+    /// `shown`; otherwise as [`PlanningService::approve`].
+    #[instrument(skip(self, note))]
+    pub async fn approve_shown(
+        &self,
+        id: PlanId,
+        by: &str,
+        note: Option<String>,
+        shown: &Digest,
+    ) -> Result<ApprovedPlan> {
+        self.approve_checked(id, by, note, Some(shown)).await
+    }
+
+    async fn approve_checked(
+        &self,
+        id: PlanId,
+        by: &str,
+        note: Option<String>,
+        shown: Option<&Digest>,
+    ) -> Result<ApprovedPlan> {
         let (proposal, revision) = self.proposal(id).await?;
+        if let Some(shown) = shown {
+            let now = proposal.content().digest();
+            if now != *shown {
+                return Err(ServiceError::ContentChanged {
+                    plan: id,
+                    shown: shown.clone(),
+                    now,
+                });
+            }
+        }
         let approved = proposal.approve(by, note, now());
         let entry = crate::approval::approval_entry(self.store.as_ref(), &approved);
         let recorded = self

@@ -369,9 +369,10 @@ pub(crate) async fn plan(
             let _ = write!(
                 body,
                 "<div class=\"card\"><h2>Your decision</h2>\
-<p><a href=\"/plans/{id}/approve\"><button type=\"button\" id=\"approve\">Approve…</button></a> <span class=\"mut\">(you confirm on the next page)</span></p>\
+<p><a href=\"/plans/{id}/approve?digest={}\"><button type=\"button\" id=\"approve\">Approve…</button></a> <span class=\"mut\">(you confirm on the next page)</span></p>\
 <form class=\"stack\" method=\"post\" action=\"/plans/{id}/changes\">{}<label>What should change<textarea name=\"feedback\" rows=\"2\" required></textarea></label><button class=\"sec\" type=\"submit\">Request changes</button></form>\
 <form class=\"stack\" method=\"post\" action=\"/plans/{id}/reject\">{}<label>Why reject (optional)<input type=\"text\" name=\"reason\"></label><button class=\"bad\" type=\"submit\">Reject</button></form></div>",
+                esc(&c.digest().to_string()),
                 nonce_field(&changes),
                 nonce_field(&reject)
             );
@@ -428,11 +429,19 @@ pub(crate) async fn plan_svg(State(web): State<Arc<Web>>, Path(id): Path<String>
         .into_response())
 }
 
-/// The confirmation step before an approval is signed.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ConfirmQuery {
+    /// The digest of the content the plan page showed, when the confirmation came from it.
+    digest: Option<String>,
+}
+
+/// The confirmation step before an approval is signed. Opened from the plan page, it carries
+/// the digest that page showed: content changed since is not offered for approval.
 pub(crate) async fn approve_confirm(
     State(web): State<Arc<Web>>,
     Extension(me): Extension<TokenName>,
     Path(id): Path<String>,
+    Query(q): Query<ConfirmQuery>,
 ) -> Reply {
     let plan = plan_named(&web, &id).await?;
     let id = plan.id();
@@ -444,23 +453,40 @@ pub(crate) async fn approve_confirm(
             &format!("plan {id} is no longer waiting for approval: {who}"),
         ));
     }
-    let nonce = web.actions.issue(&me, &format!("plan:{id}:approve"));
     let c = plan.content();
+    let digest = c.digest();
+    if let Some(seen) = q.digest.as_deref()
+        && seen != digest.to_string()
+    {
+        return Err(status_page(
+            StatusCode::CONFLICT,
+            "Changed since shown",
+            &format!(
+                "plan {id} changed after its page was shown to you (shown: {seen}, now: {digest}); nothing was approved: open the plan again and decide on what it says now"
+            ),
+        ));
+    }
+    let nonce = web
+        .actions
+        .issue(&me, &crate::act::approve_action(id, &digest));
     let body = format!(
         "<h1>Approve this plan?</h1><div class=\"card\"><p><strong>{}</strong></p>\
 <dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>steps</dt><dd>{}</dd><dt>digest</dt><dd><code>{}</code></dd>\
 <dt>recorded as</dt><dd>{}</dd><dt>signed with</dt><dd>{}</dd></dl>\
-<p>Approving signs the digest above with the server user's key. Only this exact content can then run.</p>\
+<p>Approving signs the digest above with the server user's key. Only this exact content can then run; if the plan changes before you confirm, nothing is approved.</p>\
 <form class=\"stack\" method=\"post\" action=\"/plans/{id}/approve\">{}<input type=\"hidden\" name=\"confirm\" value=\"yes\">\
+<input type=\"hidden\" name=\"digest\" value=\"{}\">\
 <label>Note (optional)<input type=\"text\" name=\"note\"></label>\
-<button type=\"submit\" id=\"confirm\">Confirm and sign the approval</button> <a href=\"/plans/{id}\">Cancel</a></form></div>{}",
+<button type=\"submit\" id=\"confirm\">Confirm and sign the approval</button> <a href=\"/plans/{id}\">Cancel</a></form></div>{}{}",
         esc(&c.goal),
         c.steps.len(),
-        esc(&c.digest().to_string()),
+        esc(&digest.to_string()),
         esc(&me.actor()),
         esc(&web.settings.signer),
         nonce_field(&nonce),
+        esc(&digest.to_string()),
         crate::svg::dag(c, &BTreeMap::new()),
+        steps_table(&plan),
     );
     Ok(Html(page("Approve", &body)).into_response())
 }

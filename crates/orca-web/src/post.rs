@@ -9,7 +9,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use orca_core::{Decision, Execution, ExecutionId, Plan, PlanId};
+use orca_core::{Decision, Digest, Execution, ExecutionId, Plan, PlanId};
 use serde::Deserialize;
 
 use crate::html::{esc, nonce_field, page};
@@ -48,9 +48,13 @@ fn redeem(web: &Web, me: &TokenName, nonce: &str, action: &str) -> Result<(), Re
         .map_err(|r| refused(&r.to_string()))
 }
 
-/// After a plan decision failed: if someone else decided first, say who.
+/// After a plan decision failed: if someone else decided first, say who; content changed
+/// since the page was shown is refused as a conflict.
 async fn plan_conflict(web: &Web, id: PlanId, e: orca_services::ServiceError) -> Response {
-    match web.orca.planning().plan(id).await {
+    if matches!(e, orca_services::ServiceError::ContentChanged { .. }) {
+        return status_page(StatusCode::CONFLICT, "Changed since shown", &e.to_string());
+    }
+    match web.orca.planning.plan(id).await {
         Ok(plan) if !matches!(plan, Plan::Proposal(_)) => refused(&format!(
             "plan {id} was already decided: {}",
             views::plan_decided_by(&plan).unwrap_or_else(|| plan.stage().to_string())
@@ -63,7 +67,15 @@ async fn plan_conflict(web: &Web, id: PlanId, e: orca_services::ServiceError) ->
 pub(crate) struct ApproveForm {
     nonce: String,
     confirm: Option<String>,
+    /// The digest of the content the confirmation page showed: the approval binds it.
+    digest: Option<String>,
     note: Option<String>,
+}
+
+/// The action an approve form's token is issued for: the plan and the digest of the content
+/// its page showed (a token cannot approve other content).
+pub(crate) fn approve_action(id: PlanId, digest: &Digest) -> String {
+    format!("plan:{id}:approve:{digest}")
 }
 
 pub(crate) async fn approve(
@@ -80,9 +92,28 @@ pub(crate) async fn approve(
             "an approval needs the confirmation step: open the plan and press Approve…",
         ));
     }
-    redeem(&web, &me, &f.nonce, &format!("plan:{id}:approve"))?;
+    let Some(shown) = f.digest.as_deref().map(str::parse::<Digest>) else {
+        return Err(status_page(
+            StatusCode::BAD_REQUEST,
+            "Not confirmed",
+            "the form does not say which content it approves (no digest): open the plan and press Approve…",
+        ));
+    };
+    let shown = shown.map_err(|e| {
+        status_page(
+            StatusCode::BAD_REQUEST,
+            "Bad form",
+            &format!("the form's digest: {e}"),
+        )
+    })?;
+    redeem(&web, &me, &f.nonce, &approve_action(id, &shown))?;
     let note = f.note.filter(|n| !n.trim().is_empty());
-    match web.orca.planning().approve(id, &me.actor(), note).await {
+    match web
+        .orca
+        .planning
+        .approve_shown(id, &me.actor(), note, &shown)
+        .await
+    {
         Ok(approved) => {
             let run = web.actions.issue(&me, &format!("plan:{id}:run"));
             let body = format!(
@@ -115,7 +146,7 @@ pub(crate) async fn reject(
     let id = parse_plan(&id)?;
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject"))?;
     let reason = f.reason.filter(|n| !n.trim().is_empty());
-    match web.orca.planning().reject(id, &me.actor(), reason).await {
+    match web.orca.planning.reject(id, &me.actor(), reason).await {
         Ok(_) => Ok(status_page(
             StatusCode::OK,
             "Rejected",
@@ -148,7 +179,7 @@ pub(crate) async fn request_changes(
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:changes"))?;
     match web
         .orca
-        .planning()
+        .planning
         .request_changes(id, &me.actor(), &f.feedback)
         .await
     {
@@ -178,7 +209,7 @@ pub(crate) async fn run(
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:run"))?;
     let (_, exec) = web
         .orca
-        .executions()
+        .executions
         .create(id)
         .await
         .map_err(service_error)?;
@@ -256,12 +287,7 @@ pub(crate) async fn decide(
         }
     };
     redeem(&web, &me, &f.nonce, &format!("exec:{id}:decide"))?;
-    if let Err(e) = web
-        .orca
-        .executions()
-        .decide(id, decision, &me.actor())
-        .await
-    {
+    if let Err(e) = web.orca.executions.decide(id, decision, &me.actor()).await {
         return Err(exec_conflict(&web, id, e).await);
     }
     // Always asked to continue: `exec resume` takes over from a driver that is gone (at once

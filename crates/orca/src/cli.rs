@@ -14,7 +14,8 @@ Exit codes:
     4  waiting for a human decision that a non-interactive run cannot make, or a Replan that
        produced no usable plan (the decision is open again)
     5  audit verification found tampering
-    6  conflict: the execution kept changing under concurrent writers; nothing changed, try again
+    6  conflict: the execution kept changing under concurrent writers, or the plan changed
+       after it was shown for approval; nothing changed, try again
   130  interrupted: Ctrl-C or `exec stop` stopped the run (or `watch` found no live driver);
        the execution stays resumable with `orca exec resume`";
 
@@ -280,6 +281,10 @@ pub(crate) enum PlanCommand {
         /// A note to record with the approval.
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
+        /// Approve only if the plan's content still has this digest (`sha256:…`, as `plan
+        /// show` printed it): content changed since you read it is refused (exit 6).
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
     },
     /// Reject a proposal.
     Reject {

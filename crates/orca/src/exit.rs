@@ -62,7 +62,10 @@ impl From<ServiceError> for CliError {
     fn from(e: ServiceError) -> Self {
         let exit = if e.is_tampering() {
             Exit::Tampered
-        } else if matches!(e, ServiceError::Contended { .. }) {
+        } else if matches!(
+            e,
+            ServiceError::Contended { .. } | ServiceError::ContentChanged { .. }
+        ) {
             Exit::Conflict
         } else if matches!(e, ServiceError::ReplanFailed { .. }) {
             Exit::AwaitingHuman

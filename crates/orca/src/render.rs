@@ -406,8 +406,13 @@ pub(crate) fn plan_decision(plan: &Plan) -> String {
                     .unwrap_or_default()
             );
         }
-        Plan::Proposal(_) => {
+        Plan::Proposal(p) => {
             let _ = writeln!(out, "Approved:  not yet (a proposal waiting for approval)");
+            let _ = writeln!(
+                out,
+                "Digest:    {}  (`plan approve --digest` approves only this content)",
+                p.content().digest()
+            );
         }
         _ => {}
     }

@@ -96,9 +96,18 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
             }
         }
         PlanCommand::Validate { .. } | PlanCommand::Schema => return unreachable_init(),
-        PlanCommand::Approve { plan, note } => {
+        PlanCommand::Approve { plan, note, digest } => {
+            let shown = digest
+                .map(|d| {
+                    d.parse::<orca_core::Digest>()
+                        .map_err(|e| CliError::bad_input(format!("--digest: {e}")))
+                })
+                .transpose()?;
             let id = p.resolve(&plan).await?;
-            let approved = p.approve(id, &user(), note).await?;
+            let approved = match &shown {
+                Some(shown) => p.approve_shown(id, &user(), note, shown).await?,
+                None => p.approve(id, &user(), note).await?,
+            };
             decided(
                 app,
                 id,

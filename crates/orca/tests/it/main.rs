@@ -8,6 +8,7 @@ mod mcp_support;
 mod tamper_support;
 mod web_support;
 
+mod approval_binding;
 mod ask_tty;
 mod browser;
 mod budgets;

@@ -10,7 +10,9 @@ use crate::web_support;
 
 use std::time::Duration;
 
-use web_support::{Project, Server, actor_in_audit, client, eventually, get, nonce, plan, post};
+use web_support::{
+    Project, Server, actor_in_audit, client, eventually, get, nonce, plan, post, shown_digest,
+};
 
 /// No page carries inline script, inline style or an inline event handler (the CSP would
 /// block them, so the page would break); every response carries the CSP.
@@ -149,7 +151,7 @@ async fn every_page_and_action_end_to_end() {
 
     // Approve: the form needs the confirmation step, then works once.
     let (_, plan_page) = get(&c, &server.url(&format!("/plans/{plan_id}")), &token).await;
-    assert!(plan_page.contains(&format!("href=\"/plans/{plan_id}/approve\"")));
+    assert!(plan_page.contains(&format!("href=\"/plans/{plan_id}/approve?digest=sha256:")));
     let (_, confirm) = get(
         &c,
         &server.url(&format!("/plans/{plan_id}/approve")),
@@ -158,13 +160,17 @@ async fn every_page_and_action_end_to_end() {
     .await;
     assert!(confirm.contains("signing key"), "the page says what signs");
     let n = nonce(&confirm, Some(&format!("/plans/{plan_id}/approve")));
+    let d = shown_digest(&confirm);
     let url = server.url(&format!("/plans/{plan_id}/approve"));
-    let (status, _, _) = post(&c, &url, &token, &[("nonce", &n)]).await;
+    let (status, _, _) = post(&c, &url, &token, &[("nonce", &n), ("digest", &d)]).await;
     assert_eq!(status, 400, "no confirmation, no approval");
-    let (status, body, _) = post(&c, &url, &token, &[("nonce", &n), ("confirm", "yes")]).await;
+    let (status, _, _) = post(&c, &url, &token, &[("nonce", &n), ("confirm", "yes")]).await;
+    assert_eq!(status, 400, "no digest of the content shown, no approval");
+    let form = [("nonce", n.as_str()), ("confirm", "yes"), ("digest", &d)];
+    let (status, body, _) = post(&c, &url, &token, &form).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("approved plan"), "{body}");
-    let (status, body, _) = post(&c, &url, &token, &[("nonce", &n), ("confirm", "yes")]).await;
+    let (status, body, _) = post(&c, &url, &token, &form).await;
     assert_eq!(status, 409, "a replayed form is refused");
     assert!(body.contains("already submitted, by web:me"), "{body}");
     let shown = p.orca(&["--json", "plan", "show", &plan_id]);
@@ -324,6 +330,7 @@ async fn web_and_cli_race_exactly_one_wins() {
         let id = p.proposal(&format!("race{i}"), &plan(&[("one", "true", &[])]));
         let (_, confirm) = get(&c, &server.url(&format!("/plans/{id}/approve")), &token).await;
         let n = nonce(&confirm, Some(&format!("/plans/{id}/approve")));
+        let d = shown_digest(&confirm);
         let url = server.url(&format!("/plans/{id}/approve"));
         let cli = {
             let root = p.root.clone();
@@ -333,7 +340,13 @@ async fn web_and_cli_race_exactly_one_wins() {
         };
         // Staggered, so that either side can be first.
         tokio::time::sleep(Duration::from_millis(60 * i as u64)).await;
-        let (status, body, _) = post(&c, &url, &token, &[("nonce", &n), ("confirm", "yes")]).await;
+        let (status, body, _) = post(
+            &c,
+            &url,
+            &token,
+            &[("nonce", &n), ("confirm", "yes"), ("digest", &d)],
+        )
+        .await;
         let cli = cli.join().unwrap();
         let web_won = status == 200;
         let cli_won = cli.status.success();

@@ -29,11 +29,23 @@ pub(crate) enum Human {
     Declines,
 }
 
+/// Something done while the host shows the question, before it answers (an attacker changing
+/// the plan behind the form). It also receives the message the host shows.
+#[derive(Clone)]
+pub(crate) struct Meanwhile(pub(crate) Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for Meanwhile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Meanwhile")
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     name: &'static str,
     human: Human,
     asked: Arc<AtomicUsize>,
+    meanwhile: Option<Meanwhile>,
 }
 
 impl ClientHandler for Client {
@@ -60,6 +72,9 @@ impl ClientHandler for Client {
             message.contains("say hello") && message.contains("Environment (names only"),
             "{message}"
         );
+        if let Some(Meanwhile(act)) = &self.meanwhile {
+            tokio::task::block_in_place(|| act(&message));
+        }
         Ok(match self.human {
             Human::Accepts => {
                 ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
@@ -72,7 +87,7 @@ impl ClientHandler for Client {
 pub(crate) struct Project {
     _dir: tempfile::TempDir,
     pub(crate) root: std::path::PathBuf,
-    config_home: std::path::PathBuf,
+    pub(crate) config_home: std::path::PathBuf,
 }
 
 impl Project {
@@ -146,6 +161,28 @@ impl Project {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
+        self.connect_full(name, human, args, env, None).await
+    }
+
+    /// A client that runs `meanwhile` while it shows the question, before it answers.
+    pub(crate) async fn connect_meanwhile(
+        &self,
+        name: &'static str,
+        human: Human,
+        meanwhile: Meanwhile,
+    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
+        self.connect_full(name, human, &[], &[], Some(meanwhile))
+            .await
+    }
+
+    async fn connect_full(
+        &self,
+        name: &'static str,
+        human: Human,
+        args: &[&str],
+        env: &[(&str, &str)],
+        meanwhile: Option<Meanwhile>,
+    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
         let mut cmd =
             tokio::process::Command::from(crate::common::isolated(&self.root, &self.config_home));
         cmd.arg("mcp").args(args).envs(env.iter().copied());
@@ -158,6 +195,7 @@ impl Project {
             name,
             human,
             asked: asked.clone(),
+            meanwhile,
         };
         (client.serve(transport).await.unwrap(), asked)
     }
@@ -168,6 +206,16 @@ impl Project {
         &self,
         name: &'static str,
         human: Human,
+    ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
+        self.connect_rounds_meanwhile(name, human, None).await
+    }
+
+    /// [`Project::connect_rounds`] with something done while the question is shown.
+    pub(crate) async fn connect_rounds_meanwhile(
+        &self,
+        name: &'static str,
+        human: Human,
+        meanwhile: Option<Meanwhile>,
     ) -> (RunningService<RoleClient, Client>, Arc<AtomicUsize>) {
         use rmcp::ClientServiceExt as _;
         let mut cmd =
@@ -182,6 +230,7 @@ impl Project {
             name,
             human,
             asked: asked.clone(),
+            meanwhile,
         };
         let lifecycle = rmcp::ClientLifecycleMode::Discover {
             preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],

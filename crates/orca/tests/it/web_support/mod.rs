@@ -208,6 +208,15 @@ pub(crate) fn nonce(page: &str, action: Option<&str>) -> String {
     rest[at..at + 64].to_owned()
 }
 
+/// The digest an approval confirmation page's form carries (the content it showed).
+pub(crate) fn shown_digest(page: &str) -> String {
+    let at = page
+        .find("name=\"digest\" value=\"")
+        .unwrap_or_else(|| panic!("no digest field in {page}"))
+        + 21;
+    page[at..at + 71].to_owned()
+}
+
 /// Polls `check` until it returns Some, or panics after `limit`.
 pub(crate) async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
