@@ -1,7 +1,10 @@
-//! The one place `orca-mcp` approves a plan: after a human accepted an MCP elicitation that
-//! showed the plan and its digest (ADR 0019). The model's tool call only opens the question; the
-//! answer comes from the host's UI, and is audited as `mcp-elicitation:<client name>`. The
-//! approval binds the digest shown: content changed meanwhile is not approved.
+//! The one place `orca-mcp` approves a plan: after an MCP elicitation that showed the plan and
+//! its digest was accepted (ADR 0019). The model's tool call only opens the question; the
+//! answer comes from the host's UI, and is audited as `mcp-elicitation:<client name>
+//! (unverified client)`: orca cannot tell a human's click from a host that answers by itself,
+//! and the name is the one the host reported. The approval binds the digest shown: content
+//! changed meanwhile is not approved. The user can turn this path off (`[approval]
+//! mcp_elicitation = false`, or `orca mcp --no-elicitation`).
 
 use std::time::Duration;
 
@@ -17,6 +20,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::host::Elicitation;
 use crate::server::{OrcaMcp, ToolResult};
 
 /// How long the human has to answer in the host's UI.
@@ -39,6 +43,19 @@ pub fn actor(who: &str, context: &RequestContext<RoleServer>) -> String {
         .map(|info| info.name)
         .unwrap_or_default();
     format!("{who}:{}", client_token(&name))
+}
+
+/// The actor of an approval through elicitation: the host's name as it reported it, marked
+/// unverified (`mcp-elicitation:<name> (unverified client)`).
+#[must_use]
+pub fn elicitation_actor(context: &RequestContext<RoleServer>) -> String {
+    format!(
+        "{} (unverified client)",
+        actor(
+            orca_services::approval::MCP_ELICITATION.trim_end_matches(':'),
+            context
+        )
+    )
 }
 
 fn client_token(name: &str) -> String {
@@ -108,11 +125,21 @@ pub(crate) async fn ask_human(
         )));
     }
     let instead = server.human_approval(&id.to_string());
-    if !server.inner.settings.elicitation {
+    if let Elicitation::Off(why) = &server.inner.settings.elicitation {
         return complete(server.ok(json!({
             "plan_id": id,
             "approved": false,
-            "why": "approvals through the host are turned off (orca mcp --no-elicitation)",
+            "why": format!(
+                "{why}: the human approves with `{}`{}",
+                server.inner.settings.approve_command(&id.to_string()),
+                server
+                    .inner
+                    .settings
+                    .inbox_url
+                    .as_ref()
+                    .map(|u| format!(" or in the web inbox ({u})"))
+                    .unwrap_or_else(|| " or in the web inbox (orca serve)".to_owned())
+            ),
             "human": instead,
         })));
     }
@@ -138,7 +165,7 @@ pub(crate) async fn ask_human(
             "human": instead,
         })));
     }
-    let by = actor("mcp-elicitation", context);
+    let by = elicitation_actor(context);
     let digest = shown.content().digest();
     let message = server.inner.settings.redactor.redact(&format!(
         "orca asks YOU (not the agent) to approve plan {id}.\n\n{}\nDigest: {digest}\n\n\

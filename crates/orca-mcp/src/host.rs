@@ -50,7 +50,27 @@ pub struct Settings {
     pub redactor: Redactor,
     /// Whether `plan_ask_human` may take a human's answer through MCP elicitation (off: it
     /// only returns the command, for users who do not trust their host's UI with approvals).
-    pub elicitation: bool,
+    pub elicitation: Elicitation,
+}
+
+/// Whether approvals may come through the host's UI (MCP elicitation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Elicitation {
+    /// The host is asked when it can ask.
+    Allowed,
+    /// Never: the host is not asked, and `plan_ask_human` answers with this reason (what
+    /// turned it off) and the command and inbox for the human.
+    Off(String),
+}
+
+impl Elicitation {
+    /// Turned off by `orca mcp --no-elicitation`.
+    #[must_use]
+    pub fn off_by_flag() -> Self {
+        Self::Off(
+            "approvals through the host are turned off (orca mcp --no-elicitation)".to_owned(),
+        )
+    }
 }
 
 impl Settings {
@@ -87,7 +107,7 @@ mod tests {
             root: root.to_owned(),
             inbox_url: None,
             redactor: Redactor::new(),
-            elicitation: true,
+            elicitation: Elicitation::Allowed,
         };
         assert_eq!(
             s("/tmp/p").approve_command("plan_1"),

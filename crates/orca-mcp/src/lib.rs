@@ -18,7 +18,7 @@ pub mod resources;
 pub mod server;
 pub mod view;
 
-pub use host::{Host, Launched, Settings};
+pub use host::{Elicitation, Host, Launched, Settings};
 pub use server::OrcaMcp;
 
 use rmcp::ServiceExt as _;

@@ -20,6 +20,20 @@ use crate::error::Result;
 /// The kind of the approval entry.
 pub const APPROVED: orca_core::AuditKind = orca_core::AuditKind::PlanApproved;
 
+/// How the actor of an approval taken through an agent host's MCP elicitation begins
+/// (ADR 0019): `mcp-elicitation:<the name the host reported> (unverified client)`.
+pub const MCP_ELICITATION: &str = "mcp-elicitation:";
+
+/// What a reader of an approval is told when it came through an agent host.
+pub const THROUGH_AGENT_HOST: &str = "an agent host (MCP elicitation): its UI asked and answered; orca cannot tell a human's click from the host's own, and the host's name is the one it reported";
+
+/// Whether an approval by `by` came through an agent host (MCP elicitation) rather than from
+/// the approver at a terminal or in the web inbox.
+#[must_use]
+pub fn through_agent_host(by: &str) -> bool {
+    by.starts_with(MCP_ELICITATION)
+}
+
 fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }

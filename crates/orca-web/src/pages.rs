@@ -320,6 +320,13 @@ fn history(plan: &Plan) -> String {
                 decided(&a.by, a.at, a.note.as_deref()),
                 esc(&a.digest.to_string())
             );
+            if orca_services::approval::through_agent_host(&a.by) {
+                let _ = write!(
+                    out,
+                    "<dt>through</dt><dd class=\"agent-host\"><strong>{}</strong></dd>",
+                    esc(orca_services::approval::THROUGH_AGENT_HOST)
+                );
+            }
         }
         Plan::Rejected(p) => {
             let r = p.rejection();

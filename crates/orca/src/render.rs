@@ -388,6 +388,13 @@ pub(crate) fn plan_decision(plan: &Plan) -> String {
                 when(approval.at)
             );
             let _ = writeln!(out, "Digest:    {}", approval.digest);
+            if orca_services::approval::through_agent_host(&approval.by) {
+                let _ = writeln!(
+                    out,
+                    "Through:   {}",
+                    orca_services::approval::THROUGH_AGENT_HOST
+                );
+            }
             if let Some(note) = &approval.note {
                 let _ = writeln!(out, "Note:      {note}");
             }

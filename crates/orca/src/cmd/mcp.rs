@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use orca_core::{ExecutionId, ExecutionStage, Plan};
-use orca_mcp::{Host, Launched, OrcaMcp, Settings};
+use orca_mcp::{Elicitation, Host, Launched, OrcaMcp, Settings};
 use orca_os::step_env::EnvPolicy;
 use orca_services::NoHuman;
 use orca_services::hitl::render_plan;
@@ -27,7 +27,8 @@ pub(crate) struct McpArgs {
     #[arg(long, env = "ORCA_INBOX_URL", value_name = "URL")]
     pub(crate) inbox_url: Option<String>,
     /// Never take an approval through the host's UI (MCP elicitation): `plan_ask_human` then
-    /// only returns the command for the human.
+    /// only returns the command for the human (also: `[approval] mcp_elicitation = false` in
+    /// your config).
     #[arg(long)]
     pub(crate) no_elicitation: bool,
 }
@@ -101,11 +102,21 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
         trusted_keys: global.trusted_key.clone(),
         env_policy: app.env_policy().clone(),
     });
+    let env = |k: &str| std::env::var(k).ok();
+    let approval = crate::config_layers::approval_settings(Some(&root), &env)?;
+    let elicitation = match (&approval.mcp_elicitation_off, args.no_elicitation) {
+        (Some(file), _) => Elicitation::Off(format!(
+            "approvals through an agent host are turned off ([approval] mcp_elicitation = false in {})",
+            file.display()
+        )),
+        (None, true) => Elicitation::off_by_flag(),
+        (None, false) => Elicitation::Allowed,
+    };
     let settings = Settings {
         root: root.display().to_string(),
         inbox_url: args.inbox_url.clone(),
         redactor: crate::redact::redactor(),
-        elicitation: !args.no_elicitation,
+        elicitation,
     };
     let server = OrcaMcp::new(app.orca(Arc::new(NoHuman)), host, settings);
     orca_mcp::serve_stdio(server)

@@ -4,6 +4,8 @@
 //! layer's value replaces an earlier one's; lists are replaced whole). Each file is checked on
 //! its own first, so an error names the file it is in; relative paths in either file resolve
 //! against the project root. `orca config show` prints the result with each value's source.
+//! `[approval]` is read here (the agents' config does not know it): a way of approving turned
+//! off in either file stays off.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,6 +139,87 @@ fn parse_table(text: &str, path: &Path) -> Result<Table, CliError> {
         .map_err(|e| CliError::bad_input(format!("{}: {}", path.display(), e.message())))
 }
 
+/// Tables the binary reads itself, unknown to the agents' config (`orca_agents::config`,
+/// which refuses unknown fields): taken out of the text it is given.
+const BINARY_TABLES: &[&str] = &["approval"];
+
+/// A file's text for the agents' config: as it is, or without the binary's own tables.
+fn for_agents(text: &str, table: &Table, path: &Path) -> Result<String, CliError> {
+    if BINARY_TABLES.iter().any(|t| table.contains_key(*t)) {
+        let mut rest = table.clone();
+        for t in BINARY_TABLES {
+            rest.remove(*t);
+        }
+        toml::to_string(&rest).map_err(|e| CliError::bad_input(format!("{}: {e}", path.display())))
+    } else {
+        Ok(text.to_owned())
+    }
+}
+
+/// `[approval]`: which ways of approving the user allows (`mcp_elicitation = false`: no
+/// approval through an agent host's MCP elicitation).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ApprovalSettings {
+    /// Where `mcp_elicitation = false` was set, if it was: the path is then off.
+    pub(crate) mcp_elicitation_off: Option<PathBuf>,
+}
+
+/// Checks a file's `[approval]` table: a table of known keys with boolean values.
+fn check_approval(table: &Table, path: &Path) -> Result<Option<bool>, CliError> {
+    let Some(value) = table.get("approval") else {
+        return Ok(None);
+    };
+    let Value::Table(approval) = value else {
+        return Err(CliError::bad_input(format!(
+            "{}: approval: must be a table ([approval])",
+            path.display()
+        )));
+    };
+    let mut elicitation = None;
+    for (k, v) in approval {
+        match (k.as_str(), v) {
+            ("mcp_elicitation", Value::Boolean(b)) => elicitation = Some(*b),
+            ("mcp_elicitation", _) => {
+                return Err(CliError::bad_input(format!(
+                    "{}: approval.mcp_elicitation: must be true or false",
+                    path.display()
+                )));
+            }
+            (other, _) => {
+                return Err(CliError::bad_input(format!(
+                    "{}: approval.{other}: unknown setting (known: mcp_elicitation)",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(elicitation)
+}
+
+/// The `[approval]` settings of the user's and the project's config files. Stricter wins: a
+/// path turned off in either file is off (a project cannot turn back on what the user turned
+/// off).
+pub(crate) fn approval_settings(
+    project: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ApprovalSettings, CliError> {
+    let mut settings = ApprovalSettings::default();
+    let files = [
+        user_config_path(env),
+        project.map(|root| root.join(".orca").join("config.toml")),
+    ];
+    for path in files.into_iter().flatten() {
+        let Some(text) = read_optional(&path)? else {
+            continue;
+        };
+        let table = parse_table(&text, &path)?;
+        if check_approval(&table, &path)? == Some(false) && settings.mcp_elicitation_off.is_none() {
+            settings.mcp_elicitation_off = Some(path);
+        }
+    }
+    Ok(settings)
+}
+
 /// Reads the layers (user file, project file, environment) and merges them; `None` when no
 /// layer sets anything (the built-in defaults apply).
 pub(crate) fn load(
@@ -158,9 +241,29 @@ pub(crate) fn load(
         };
         // Each file must be valid on its own: its errors name it.
         super::check_config_file(&path, &text)?;
-        orca_agents::config::Config::parse(&text, &path)
+        let Ok(table) = text.parse::<Table>() else {
+            // A syntax error: the agents' config reports it with its line.
+            orca_agents::config::Config::parse(&text, &path)
+                .map_err(|e| CliError::bad_input(e.to_string()))?;
+            return Err(parse_table(&text, &path).err().unwrap_or_else(|| {
+                CliError::bad_input(format!("{}: not valid TOML", path.display()))
+            }));
+        };
+        let approval = check_approval(&table, &path)?;
+        orca_agents::config::Config::parse(&for_agents(&text, &table, &path)?, &path)
             .map_err(|e| CliError::bad_input(e.to_string()))?;
-        let table = parse_table(&text, &path)?;
+        // A setting that turns an approval path off is not turned back on by a later layer.
+        let keep_off = approval == Some(true)
+            && layers
+                .merged
+                .get("approval")
+                .and_then(|a| a.get("mcp_elicitation"))
+                .and_then(Value::as_bool)
+                == Some(false);
+        let mut table = table;
+        if keep_off && let Some(Value::Table(a)) = table.get_mut("approval") {
+            a.remove("mcp_elicitation");
+        }
         merge(&mut layers.merged, &table, "", &source, &mut layers.sources);
         layers.files.push(path);
         any = true;
@@ -194,6 +297,9 @@ pub(crate) fn load(
 /// the file layers: `ORCA_SANDBOX` is applied by the sandbox).
 pub(crate) fn merged_text(layers: &Layers, env: &dyn Fn(&str) -> Option<String>) -> String {
     let mut merged = layers.merged.clone();
+    for t in BINARY_TABLES {
+        merged.remove(*t);
+    }
     if env("ORCA_SANDBOX").is_some_and(|v| !v.is_empty()) {
         // Keep the files' value (or none): the sandbox reads the variable itself.
         merged.remove("sandbox");

@@ -16,6 +16,7 @@ mod cli;
 mod cli_transcript;
 mod commands;
 mod e2e;
+mod elicitation_policy;
 mod hostile;
 mod mcp;
 mod model_progress;

@@ -277,7 +277,10 @@ async fn elicitation_accept_approves_and_decline_does_not() {
     let (accepting, asked) = p.connect("claude-code", Human::Accepts).await;
     let answer = ok(&accepting, "plan_ask_human", json!({"plan": plan})).await;
     assert_eq!(answer["approved"], true, "{answer}");
-    assert_eq!(answer["by"], "mcp-elicitation:claude-code");
+    assert_eq!(
+        answer["by"],
+        "mcp-elicitation:claude-code (unverified client)"
+    );
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     assert_eq!(p.stage(&plan), "approved");
     let shown = p.json(&["plan", "show", &plan]);
@@ -560,7 +563,7 @@ async fn elicitation_in_rounds_on_the_newest_protocol() {
     let (accepting, asked) = p.connect_rounds("codex", Human::Accepts).await;
     let answer = ok(&accepting, "plan_ask_human", json!({"plan": plan})).await;
     assert_eq!(answer["approved"], true, "{answer}");
-    assert_eq!(answer["by"], "mcp-elicitation:codex");
+    assert_eq!(answer["by"], "mcp-elicitation:codex (unverified client)");
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     assert_eq!(p.stage(&plan), "approved");
     accepting.cancel().await.unwrap();

@@ -93,6 +93,9 @@ fn detail(kind: &str, data: &Value) -> String {
     let mut parts = Vec::new();
     if let Some(by) = s("by") {
         parts.push(format!("by {by}"));
+        if kind == "plan.approved" && orca_services::approval::through_agent_host(&by) {
+            parts.push("through an agent host (MCP elicitation)".to_owned());
+        }
     }
     match kind {
         "task.attempt.started" => {
