@@ -475,7 +475,7 @@ pub(crate) async fn approve_confirm(
     }
     let nonce = web
         .actions
-        .issue(&me, &crate::act::approve_action(id, &digest));
+        .issue(&me, &crate::post::approve_action(id, &digest));
     let body = format!(
         "<h1>Approve this plan?</h1><div class=\"card\"><p><strong>{}</strong></p>\
 <dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>steps</dt><dd>{}</dd><dt>digest</dt><dd><code>{}</code></dd>\

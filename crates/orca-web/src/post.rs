@@ -54,7 +54,7 @@ async fn plan_conflict(web: &Web, id: PlanId, e: orca_services::ServiceError) ->
     if matches!(e, orca_services::ServiceError::ContentChanged { .. }) {
         return status_page(StatusCode::CONFLICT, "Changed since shown", &e.to_string());
     }
-    match web.orca.planning.plan(id).await {
+    match web.orca.planning().plan(id).await {
         Ok(plan) if !matches!(plan, Plan::Proposal(_)) => refused(&format!(
             "plan {id} was already decided: {}",
             views::plan_decided_by(&plan).unwrap_or_else(|| plan.stage().to_string())
@@ -110,7 +110,7 @@ pub(crate) async fn approve(
     let note = f.note.filter(|n| !n.trim().is_empty());
     match web
         .orca
-        .planning
+        .planning()
         .approve_shown(id, &me.actor(), note, &shown)
         .await
     {
@@ -146,7 +146,7 @@ pub(crate) async fn reject(
     let id = parse_plan(&id)?;
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject"))?;
     let reason = f.reason.filter(|n| !n.trim().is_empty());
-    match web.orca.planning.reject(id, &me.actor(), reason).await {
+    match web.orca.planning().reject(id, &me.actor(), reason).await {
         Ok(_) => Ok(status_page(
             StatusCode::OK,
             "Rejected",
@@ -179,7 +179,7 @@ pub(crate) async fn request_changes(
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:changes"))?;
     match web
         .orca
-        .planning
+        .planning()
         .request_changes(id, &me.actor(), &f.feedback)
         .await
     {
@@ -209,7 +209,7 @@ pub(crate) async fn run(
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:run"))?;
     let (_, exec) = web
         .orca
-        .executions
+        .executions()
         .create(id)
         .await
         .map_err(service_error)?;
@@ -287,7 +287,12 @@ pub(crate) async fn decide(
         }
     };
     redeem(&web, &me, &f.nonce, &format!("exec:{id}:decide"))?;
-    if let Err(e) = web.orca.executions.decide(id, decision, &me.actor()).await {
+    if let Err(e) = web
+        .orca
+        .executions()
+        .decide(id, decision, &me.actor())
+        .await
+    {
         return Err(exec_conflict(&web, id, e).await);
     }
     // Always asked to continue: `exec resume` takes over from a driver that is gone (at once

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     };
     // A password on the command line is readable by every process of the user (and `ps`):
     // refused before anything is done.
-    if let Err(e) = store_cmd::no_password_in_arguments(&cli.global, &matches) {
+    if let Err(e) = cmd::store::no_password_in_arguments(&cli.global, &matches) {
         term::say(&format!("error: {}", one_line(&e.message)));
         return ExitCode::from(e.exit as u8);
     }

@@ -73,7 +73,10 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 let mut value = crate::app::renamed(json!(plan), "id", "plan_id");
                 let budgets = crate::budget_view::json(&orca, &plan).await;
                 if let Some(obj) = value.as_object_mut() {
-                    obj.insert("step_env".to_owned(), crate::settings::step_env::step_env_json(&plan, policy));
+                    obj.insert(
+                        "step_env".to_owned(),
+                        crate::settings::step_env::step_env_json(&plan, policy),
+                    );
                     if let orca_core::Plan::Approved(a) = &plan {
                         obj.insert(
                             "approved_through_agent_host".to_owned(),
