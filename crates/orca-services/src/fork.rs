@@ -3,13 +3,14 @@
 //! that neither are the `from` step nor depend on it — and leaves the rest pending for the
 //! runner. The source is never changed.
 //!
-//! Everything is written through the one writer (`record.rs`), exactly as a run writes it, so
-//! every check of the record holds (`integrity::against_log`, `audit verify`): the execution is
-//! created (only if the plan's approval still holds), `execution.forked` names the source, the
-//! step and the reused steps, the execution starts, and each reused step gets an attempt
-//! (`task.attempt.started`, then `task.attempt.completed` with the recorded result and its
-//! digest, then the task record), dependencies first; last, `execution.retried` in the plan's
-//! run register links the source to the fork. A crash in between leaves a resumable execution.
+//! Everything is written through the one writer (`transitions.rs`), exactly as a run writes
+//! it, so every check of the record holds (`integrity::against_log`, `audit verify`): the
+//! execution is created (only if the plan's approval still holds), `execution.forked` names the
+//! source, the step and the reused steps, the execution starts, and each reused step gets an
+//! attempt (`task.attempt.started`, then `task.attempt.completed` with the recorded result and
+//! its digest, then the task record), dependencies first; last, `execution.retried` in the
+//! plan's run register links the source to the fork. A crash in between leaves a resumable
+//! execution.
 
 use std::collections::BTreeSet;
 

@@ -24,11 +24,11 @@ mod isolated;
 pub mod locks;
 pub mod orca_service;
 pub mod planning;
-pub mod record;
 pub mod runner;
 pub mod short_ids;
 mod takeover;
 pub mod tools;
+pub mod transitions;
 
 use std::sync::Arc;
 
@@ -42,12 +42,12 @@ pub use hitl::{Hitl, NoHuman, ScriptedHitl};
 pub use locks::LockHolder;
 pub use orca_service::{ApprovalOutcome, OrcaService};
 pub use planning::{DraftEdit, PlanningService};
-pub use record::{AppliedPolicy, StartedAttempt};
 pub use runner::{
     Backoff, ClaimOutcome, FailurePolicy, Observer, Quiet, RunConfig, RunEvent, RunOutcome,
     RunReport, Runner, own_host, this_process,
 };
 pub use tools::{CallMode, Gate, ProcessSink, StepOwner, ToolContext};
+pub use transitions::{AppliedPolicy, StartedAttempt};
 
 /// The services wired together over one store, one agent port and one human.
 #[derive(Debug, Clone)]

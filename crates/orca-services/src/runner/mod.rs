@@ -16,7 +16,7 @@ mod config;
 mod decide;
 mod launch;
 mod mirror;
-mod record;
+mod replies;
 mod report;
 mod state;
 
