@@ -11,27 +11,45 @@
 //! nothing is left that it may claim and no other worker's task runs, and the caller runs the
 //! leader ([`Runner::run`]), which finds the record as the claimers left it.
 //!
+//! The drive reads as the leader's does (`loop_event.rs`): a turn (`claimer_turn`), then the
+//! next `LoopEvent`, handled (`claimer_handle`). What differs in the code both share — ready
+//! tasks tried in a random order, starts written beside the loop — is the run's
+//! `Mode::Claiming`.
+//!
 //! [`ExecutionStore::acquire_shared_lease`]: orca_store::ExecutionStore::acquire_shared_lease
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use orca_core::{ExecutionId, ExecutionStage, StepId, TaskStatus, Usage};
-use orca_store::Revision;
+use orca_core::{ExecutionId, ExecutionStage, StepId, TaskStatus};
 use tokio::sync::Notify;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::loop_event::{LoopEvent, Turn};
+use super::open::Verified;
 use super::report::terminal_outcome;
-use super::sleep_until_opt;
-use super::state::{self, Run, Slot};
+use super::state::{Claiming, Mode, Run, Slot};
 use crate::error::Result;
 use crate::{RunEvent, Runner, ServiceError};
 
 /// How often a claiming worker looks for running tasks whose lease expired.
 const EXPIRY_CHECK: Duration = Duration::from_secs(1);
+
+/// How long a claiming worker waits for a notification before it looks at what the other
+/// workers did anyway.
+const NOTIFY_FALLBACK: Duration = Duration::from_secs(1);
+
+/// What a claiming worker's loop keeps between turns about the other workers' progress.
+#[derive(Default)]
+struct Others {
+    /// They changed tasks since this worker last read them (a notification, a refused claim,
+    /// or the fallback).
+    changed: bool,
+    /// When running tasks whose lease expired were last looked for.
+    expiry_checked: Option<Instant>,
+}
 
 /// How a claiming drive ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,64 +115,24 @@ impl Runner {
             return Err(ServiceError::PlanTampered(plan.id()));
         }
         let deps = orca_core::graph::dependency_indices(&plan.content().steps);
-        let mut run = Run {
-            id,
-            plan,
-            deps,
-            execution: Arc::new(execution),
-            slots: std::iter::repeat_with(Slot::default)
-                .take(snap.tasks.len())
-                .collect(),
-            tasks: super::mirror::TaskMirror::new(snap.tasks),
-            joins: JoinSet::new(),
-            starts: JoinSet::new(),
-            calls: CancellationToken::new(),
-            usage: Usage::default(),
-            started: Instant::now(),
-            last_refresh: Instant::now(),
-            stop_after_drain: None,
-            claiming: true,
-            returns: state::Returns::default(),
-        };
+        let mode = Mode::Claiming(Claiming::new(wake));
+        let mut run = Run::new(id, plan, deps, execution, snap.tasks, mode);
         let heartbeat = self.task_heartbeat();
-        let outcome = self.claim_loop(&mut run, cancel, &wake).await;
+        let outcome = self.claim(&mut run, cancel).await;
         if outcome.is_err() {
-            Self::drain_calls(&mut run).await;
-            self.dispatch.context().agents.settle().await;
-            run.end_in_flight();
+            self.stop_calls(&mut run).await;
         }
         heartbeat.abort();
         drop(shared);
         if matches!(outcome, Ok(ClaimOutcome::ForLeader)) {
             // What the leader that follows checks first (see `Runner::verified`).
-            *self
-                .verified
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(super::Verified {
+            self.hand_over(Verified {
                 id,
                 plan: run.plan,
                 deps: run.deps,
             });
         }
         outcome
-    }
-
-    /// Re-reads only the tasks other workers changed, and the header at most once per watch
-    /// interval (as a leader does: stops and decisions are rare; tasks change all the time).
-    pub(super) async fn catch_up(&self, run: &mut Run) -> Result<()> {
-        let known: Vec<Revision> = run.tasks.iter().map(|t| t.revision).collect();
-        let changed = self
-            .executions
-            .store()
-            .changed_tasks(run.id, &known)
-            .await?;
-        for (i, task) in changed {
-            Self::store_task(run, i, task);
-        }
-        if run.last_refresh.elapsed() >= self.config.watch_interval {
-            self.refresh(run).await?;
-        }
-        Ok(())
     }
 
     /// Renews this worker's task leases, every third of the lease timeout.
@@ -172,91 +150,125 @@ impl Runner {
         })
     }
 
-    async fn claim_loop(
-        &self,
-        run: &mut Run,
-        cancel: &CancellationToken,
-        wake: &Notify,
-    ) -> Result<ClaimOutcome> {
-        let store = self.executions.store().clone();
-        let mut stale = false;
-        let mut expiry_checked: Option<Instant> = None;
+    /// A claiming worker's loop: a turn, then the next event, handled; until nothing is left
+    /// for a claimer.
+    async fn claim(&self, run: &mut Run, cancel: &CancellationToken) -> Result<ClaimOutcome> {
+        let mut others = Others::default();
         loop {
-            // What other workers changed matters only when this worker can start something:
-            // with every slot taken, the notifications of a busy execution (one per transition
-            // of every worker) would cost a read each and change nothing.
-            if stale && run.agents_running() < self.config.concurrency.max(1) {
-                self.catch_up(run).await?;
-                stale = false;
+            match self.claimer_turn(run, &mut others).await? {
+                Turn::Over(outcome) => return Ok(outcome),
+                Turn::Again => continue,
+                Turn::Wait => {}
             }
-            // Tasks whose holder stopped its heartbeat: recorded as abandoned, run again.
-            // Looked for once per EXPIRY_CHECK, not per event: a lease runs for many seconds.
-            let expired = if expiry_checked.is_none_or(|at| at.elapsed() >= EXPIRY_CHECK) {
-                expiry_checked = Some(Instant::now());
-                store.expired_tasks(run.id).await?
-            } else {
-                Vec::new()
-            };
-            if !expired.is_empty() {
-                let note = "its worker stopped renewing the task's lease: taken over";
-                let taken = self
-                    .executions
-                    .recover_steps(run.id, note, Some(&expired))
-                    .await?;
-                self.refresh_all(run).await?;
-                let at: Vec<usize> = taken
-                    .iter()
-                    .filter_map(|s| run.plan.content().position(s))
-                    .collect();
-                for i in at {
-                    run.set(i, Slot::RetryNow { guidance: None });
-                }
-                if !taken.is_empty() {
-                    self.observer.event(&RunEvent::Recovered { steps: taken });
-                }
-            }
-            if terminal_outcome(&run.execution).is_some() || run.execution.decision().is_some() {
-                Self::drain_calls(run).await;
-                return Ok(ClaimOutcome::ForLeader);
-            }
-            self.launch_ready(run).await?;
-            let waiting = run.retries_pending() || run.waiting_for_locks();
-            if run.joins.is_empty() && run.starts.is_empty() && !waiting {
-                // Nothing of ours in flight: what does the store say now?
-                self.catch_up(run).await?;
-                let others_running = run
-                    .tasks
-                    .iter()
-                    .any(|t| t.value.status() == TaskStatus::Running);
-                if !run.ready().is_empty() {
-                    continue;
-                }
-                if !others_running {
-                    return Ok(ClaimOutcome::ForLeader);
-                }
-            }
-            let (next_retry, lock_poll) = (run.next_retry(), run.waiting_for_locks());
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => {
-                    let steps = self.interrupt_in_flight(run).await?;
-                    return Ok(ClaimOutcome::Interrupted { steps });
-                }
-                Some((index, usage)) = run.returns.rx.recv() => run.agent_returned(index, usage),
-                Some(joined) = run.joins.join_next(), if !run.joins.is_empty() => {
-                    self.on_joined(run, joined).await?;
-                }
-                Some(written) = run.starts.join_next(), if !run.starts.is_empty() => {
-                    // Claimed by another worker first: what changed is worth reading.
-                    stale |= self.on_start_written(run, written)?;
-                }
-                // Another worker's task changed: something may be ready now.
-                () = wake.notified() => stale = true,
-                () = sleep_until_opt(next_retry), if next_retry.is_some() => run.retries_due(),
-                () = tokio::time::sleep(Duration::from_millis(50)), if lock_poll => {}
-                // The fallback when no notification comes.
-                () = tokio::time::sleep(Duration::from_secs(1)) => stale = true,
+            let quiet_at = Instant::now() + NOTIFY_FALLBACK;
+            let event = run.next_event(cancel, quiet_at).await;
+            if let Some(outcome) = self.claimer_handle(run, &mut others, event).await? {
+                return Ok(outcome);
             }
         }
+    }
+
+    /// What the worker can take over, conclude or start now, before it waits.
+    async fn claimer_turn(&self, run: &mut Run, others: &mut Others) -> Result<Turn<ClaimOutcome>> {
+        // What other workers changed matters only when this worker can start something:
+        // with every slot taken, the notifications of a busy execution (one per transition
+        // of every worker) would cost a read each and change nothing.
+        if others.changed && run.agents_running() < self.config.concurrency.max(1) {
+            run.catch_up(&self.executions, self.config.watch_interval)
+                .await?;
+            others.changed = false;
+        }
+        self.take_over_expired(run, others).await?;
+        if terminal_outcome(&run.execution).is_some() || run.execution.decision().is_some() {
+            Self::drain_calls(run).await;
+            return Ok(Turn::Over(ClaimOutcome::ForLeader));
+        }
+        self.launch_ready(run).await?;
+        let waiting = run.retries_pending() || run.waiting_for_locks();
+        if run.joins.is_empty() && !run.mode.writing_starts() && !waiting {
+            return self.nothing_of_ours_in_flight(run).await;
+        }
+        Ok(Turn::Wait)
+    }
+
+    /// Tasks whose holder stopped its heartbeat: recorded as abandoned, run again. Looked for
+    /// once per [`EXPIRY_CHECK`], not per turn: a lease runs for many seconds.
+    async fn take_over_expired(&self, run: &mut Run, others: &mut Others) -> Result<()> {
+        if others
+            .expiry_checked
+            .is_some_and(|at| at.elapsed() < EXPIRY_CHECK)
+        {
+            return Ok(());
+        }
+        others.expiry_checked = Some(Instant::now());
+        let expired = self.executions.store().expired_tasks(run.id).await?;
+        if expired.is_empty() {
+            return Ok(());
+        }
+        let note = "its worker stopped renewing the task's lease: taken over";
+        let taken = self
+            .executions
+            .recover_steps(run.id, note, Some(&expired))
+            .await?;
+        run.refresh_all(&self.executions).await?;
+        let at: Vec<usize> = taken
+            .iter()
+            .filter_map(|s| run.plan.content().position(s))
+            .collect();
+        for i in at {
+            run.set(i, Slot::RetryNow { guidance: None });
+        }
+        if !taken.is_empty() {
+            self.observer.event(&RunEvent::Recovered { steps: taken });
+        }
+        Ok(())
+    }
+
+    /// Nothing of this worker's in flight: what does the store say now? More to claim (go
+    /// round), other workers' tasks still running (wait for them), or nothing left for a
+    /// claimer (the leader's turn).
+    async fn nothing_of_ours_in_flight(&self, run: &mut Run) -> Result<Turn<ClaimOutcome>> {
+        run.catch_up(&self.executions, self.config.watch_interval)
+            .await?;
+        let others_running = run
+            .tasks
+            .iter()
+            .any(|t| t.value.status() == TaskStatus::Running);
+        if !run.ready().is_empty() {
+            return Ok(Turn::Again);
+        }
+        if !others_running {
+            return Ok(Turn::Over(ClaimOutcome::ForLeader));
+        }
+        Ok(Turn::Wait)
+    }
+
+    /// Takes in one event; `Some` when it ends the drive.
+    async fn claimer_handle(
+        &self,
+        run: &mut Run,
+        others: &mut Others,
+        event: LoopEvent,
+    ) -> Result<Option<ClaimOutcome>> {
+        match event {
+            LoopEvent::Cancelled => {
+                let steps = self.interrupt_in_flight(run).await?;
+                return Ok(Some(ClaimOutcome::Interrupted { steps }));
+            }
+            LoopEvent::AgentReturned { index, usage } => run.agent_returned(index, usage),
+            LoopEvent::ReplyRecorded(joined) => self.on_joined(run, joined).await?,
+            // Refused when another worker claimed the task first: what changed is worth
+            // reading.
+            LoopEvent::StartWritten(written) => {
+                others.changed |= self.on_start_written(run, written)?
+            }
+            // Another worker's task changed, or no notification came for a while: something
+            // may be ready now.
+            LoopEvent::TasksChanged | LoopEvent::Quiet => others.changed = true,
+            LoopEvent::RetryDue => run.retries_due(),
+            // The turn that follows tries the lock again.
+            LoopEvent::LockPoll => {}
+        }
+        Ok(None)
     }
 }

@@ -1,13 +1,15 @@
 //! Deciding after a final failure: retries with attempts left, the human's decision or the
 //! unattended policy, and applying a decision (Retry, Answer, Stop, Replan).
 
+use std::time::Duration;
+
 use orca_core::{
-    AttemptOutcome, Decision, DecisionRequest, HumanAnswer, PlanRefStage, PlannerResponse, Task,
-    schedule,
+    AttemptOutcome, Decision, DecisionRequest, ErrorCode, HumanAnswer, PlanRefStage,
+    PlannerResponse, Task, schedule,
 };
 use tracing::warn;
 
-use super::state::{Run, Slot};
+use super::state::{Run, Slot, retryable};
 use crate::error::Result;
 use crate::hitl::decision_question;
 use crate::{
@@ -71,9 +73,36 @@ impl Runner {
             }
         }
         if changed {
-            self.refresh(run).await?;
+            run.refresh(&self.executions).await?;
         }
         Ok(())
+    }
+
+    /// The one definition of automatic retries: after `counted` attempts of the step at
+    /// `index` failed with `code`, whether it is retried without asking anyone, and after how
+    /// long ([`Backoff::delay`]). `None`: no attempt left, or a retry cannot help.
+    ///
+    /// [`Backoff::delay`]: crate::Backoff::delay
+    pub(super) fn retry_in(
+        &self,
+        run: &Run,
+        index: usize,
+        code: ErrorCode,
+        counted: u32,
+    ) -> Option<Duration> {
+        let max = run
+            .plan
+            .content()
+            .steps
+            .get(index)
+            .and_then(|s| s.max_attempts)
+            .unwrap_or(self.config.max_attempts)
+            .max(1);
+        (retryable(code) && counted < max).then(|| {
+            self.config
+                .backoff
+                .delay(counted.saturating_sub(1), fastrand::f64())
+        })
     }
 
     pub(super) async fn deviation(
@@ -123,7 +152,7 @@ impl Runner {
                     "an upstream step failed and was abandoned",
                 )
                 .await?;
-            Self::store_task(run, i, skipped);
+            run.tasks.set(i, skipped);
             self.observer.event(&RunEvent::TaskSkipped { step });
         }
         Ok(())
@@ -283,7 +312,7 @@ impl Runner {
             self.executions
                 .reopen_decision(run.id, request, &cause)
                 .await?;
-            self.refresh(run).await
+            run.refresh(&self.executions).await
         }
         .await;
         match reopened {

@@ -1,5 +1,6 @@
 //! Launching: which ready steps start now (concurrency, resource locks), writing their
-//! starts through the writer, and handing each to its agent.
+//! starts through the writer, and handing each to its agent. The leader waits for the starts
+//! it writes; a claiming worker writes them beside its loop (the run's [`Mode`]).
 
 use std::time::Duration;
 
@@ -7,9 +8,12 @@ use orca_core::{ErrorCode, Reply, Task, TaskFailure, TaskRequest, TaskResult};
 use orca_store::{ResourceGuard, StoreError};
 use tokio::time::Instant;
 
-use super::state::{Recording, Run, Slot, StartWritten};
+use super::state::{Mode, Recording, Run, Slot, StartWritten};
 use crate::error::Result;
 use crate::{RunEvent, Runner, ServiceError, StartedAttempt};
+
+/// A task decided to start now: its position, and the step's locks if it has any.
+type Decided = (usize, Option<ResourceGuard>);
 
 impl Runner {
     /// Starts ready tasks (and due retries) up to the concurrency: decides them one by one,
@@ -37,9 +41,7 @@ impl Runner {
         }
         candidates.sort_by_key(|(i, _)| *i);
         candidates.dedup_by_key(|(i, _)| *i);
-        if run.claiming {
-            fastrand::shuffle(&mut candidates);
-        }
+        run.mode.order(&mut candidates);
         // A wait for a step that no longer wants to start ends.
         for i in run.where_slot(|s| matches!(s, Slot::WaitingForLock { .. })) {
             if !candidates.iter().any(|(c, _)| *c == i) {
@@ -47,8 +49,8 @@ impl Runner {
             }
         }
 
-        // 1. Decide, in plan order, without writing.
-        let mut decided: Vec<(usize, Option<ResourceGuard>)> = Vec::new();
+        // 1. Decide, in that order, without writing.
+        let mut decided: Vec<Decided> = Vec::new();
         let mut starts: Vec<crate::PreparedStart> = Vec::new();
         for (index, guidance) in candidates {
             if run.agents_running() + decided.len() >= self.config.concurrency.max(1) {
@@ -122,30 +124,22 @@ impl Runner {
         if decided.is_empty() {
             return Ok(());
         }
-        if run.claiming {
-            // A claiming worker goes on while its starts are written (see `Run::claiming`).
-            for ((index, locks), start) in decided.into_iter().zip(starts) {
-                let Some(step) = run.plan.content().steps.get(index) else {
-                    continue;
-                };
-                let (step_id, agent) = (step.id.clone(), step.agent.clone());
-                let retry = match run.slot(index) {
-                    Slot::RetryNow { guidance } => Some(guidance.clone()),
-                    _ => None,
-                };
-                run.set(index, Slot::Starting { retry });
-                let executions = self.executions.clone();
-                let execution = run.execution.clone();
-                run.starts.spawn(async move {
-                    let started = executions
-                        .record_attempt_started(&execution, start, &step_id, &agent)
-                        .await;
-                    (index, locks, started)
-                });
+        match run.mode {
+            Mode::Leader => self.write_starts(run, decided, starts).await,
+            Mode::Claiming(_) => {
+                self.write_starts_beside(run, decided, starts);
+                Ok(())
             }
-            return Ok(());
         }
+    }
 
+    /// The leader's starts: written together, then each handed to its agent.
+    async fn write_starts(
+        &self,
+        run: &mut Run,
+        decided: Vec<Decided>,
+        starts: Vec<crate::PreparedStart>,
+    ) -> Result<()> {
         // 2. Write the starts and their audit entries, all at once: polled together in this
         // task, every write joins its log's queue before the first one takes the turn, so a
         // group-committing store writes them in one round (spawned apart, the first one used
@@ -195,9 +189,45 @@ impl Runner {
             // Only the tasks whose revision moved (and the header, at its pace): with claiming
             // workers a conflict is common, and re-reading every task each time was most of a
             // claim's cost.
-            self.catch_up(run).await?;
+            run.catch_up(&self.executions, self.config.watch_interval)
+                .await?;
         }
         Ok(())
+    }
+
+    /// A claiming worker's starts: it goes on while they are written (see [`Mode::Claiming`]);
+    /// each comes back as a [`LoopEvent::StartWritten`].
+    ///
+    /// [`LoopEvent::StartWritten`]: super::loop_event::LoopEvent::StartWritten
+    fn write_starts_beside(
+        &self,
+        run: &mut Run,
+        decided: Vec<Decided>,
+        starts: Vec<crate::PreparedStart>,
+    ) {
+        for ((index, locks), start) in decided.into_iter().zip(starts) {
+            let Some(step) = run.plan.content().steps.get(index) else {
+                continue;
+            };
+            let (step_id, agent) = (step.id.clone(), step.agent.clone());
+            let retry = match run.slot(index) {
+                Slot::RetryNow { guidance } => Some(guidance.clone()),
+                _ => None,
+            };
+            run.set(index, Slot::Starting { retry });
+            let executions = self.executions.clone();
+            let execution = run.execution.clone();
+            // Always claiming: only a claiming run writes its starts beside the loop.
+            let Mode::Claiming(claiming) = &mut run.mode else {
+                continue;
+            };
+            claiming.starts.spawn(async move {
+                let started = executions
+                    .record_attempt_started(&execution, start, &step_id, &agent)
+                    .await;
+                (index, locks, started)
+            });
+        }
     }
 
     /// A start written while the loop went on (a claiming worker): its agent is called, or its
@@ -230,13 +260,13 @@ impl Runner {
     /// being called (the loop is ending: it is interrupted, or left running for the leader or a
     /// takeover, as a cancelled call is).
     pub(super) async fn settle_starts(run: &mut Run) {
-        while let Some(joined) = run.starts.join_next().await {
+        while let Some(joined) = run.mode.next_start_written().await {
             let Ok((index, locks, written)) = joined else {
                 continue;
             };
             match written {
                 Ok(started) => {
-                    Self::store_task(run, index, started.task);
+                    run.tasks.set(index, started.task);
                     run.set(index, Slot::InFlight { _locks: locks });
                 }
                 Err(_) => run.start_refused(index),

@@ -61,7 +61,7 @@ impl Runner {
                 e @ (StoreError::Conflict { .. } | StoreError::Immutable(_)),
             )) => {
                 warn!(execution = %run.id, error = %e, "an agent result arrived for a task that changed meanwhile");
-                self.refresh_all(run).await
+                run.refresh_all(&self.executions).await
             }
             Err(e) => Err(e),
         }
@@ -81,7 +81,7 @@ impl Runner {
             outcome,
             ..
         } = recording;
-        Self::store_task(run, index, task);
+        run.tasks.set(index, task);
         match outcome {
             TaskResult::Success(success) => {
                 self.observer.event(&RunEvent::TaskCompleted {
@@ -162,6 +162,14 @@ impl Runner {
         Ok(())
     }
 
+    /// After an error ends a drive: agent calls stop; replies already in are written whole
+    /// before the lease goes, and their processes are gone before their locks are.
+    pub(super) async fn stop_calls(&self, run: &mut Run) {
+        Self::drain_calls(run).await;
+        self.dispatch.context().agents.settle().await;
+        run.end_in_flight();
+    }
+
     /// Cancels the agent calls and waits for their tasks to end; replies that were written are
     /// taken into the runner's view (task and usage). Starts being written are waited for
     /// first ([`Self::settle_starts`]).
@@ -171,7 +179,7 @@ impl Runner {
         while let Some(joined) = run.joins.join_next().await {
             if let Ok(Some((recording, Ok(task)))) = joined {
                 run.usage.add(&recording.usage);
-                Self::store_task(run, recording.index, task);
+                run.tasks.set(recording.index, task);
             }
         }
         run.calls = CancellationToken::new();

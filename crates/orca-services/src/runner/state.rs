@@ -1,18 +1,23 @@
-//! The runner's view of one execution while it drives it: the stored task records (a mirror
-//! of the store, kept current from the runner's own writes) and, per task, ONE [`Slot`] saying
-//! what the runner is doing with it. Nothing else holds per-task runtime state.
+//! The runner's view of one execution while it drives it ([`Run`]): the stored task records (a
+//! mirror of the store, kept current from the runner's own writes, re-read only when another
+//! writer changed them) and, per task, ONE [`Slot`] saying what the runner is doing with it.
+//! Nothing else holds per-task runtime state. Who drives it — the leader or a worker claiming
+//! tasks beside others — is its [`Mode`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use orca_core::{
     ApprovedPlan, ErrorCode, Execution, ExecutionId, StepId, Task, TaskResult, TaskStatus, Usage,
 };
-use orca_store::{ResourceGuard, Versioned};
-use tokio::task::JoinSet;
+use orca_store::{ResourceGuard, Revision, Versioned};
+use tokio::sync::Notify;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::mirror::TaskMirror;
 use crate::error::Result;
 use crate::tools::AuditScope;
 use crate::{ExecutionService, StartedAttempt};
@@ -123,6 +128,74 @@ impl Returns {
     }
 }
 
+/// Who drives a [`Run`]: what differs between the leader and a worker claiming tasks beside
+/// others is chosen by this type, not by a flag.
+pub(super) enum Mode {
+    /// The one driver under the execution's exclusive lease ([`Runner::run`], `lead.rs`). It
+    /// goes through the ready tasks in plan order and waits for the starts it writes (written
+    /// together, so a group-committing store takes them in one round).
+    ///
+    /// [`Runner::run`]: crate::Runner::run
+    Leader,
+    /// A worker claiming tasks beside others (ADR 0026; [`Runner::run_claims`], `claim.rs`).
+    ///
+    /// [`Runner::run_claims`]: crate::Runner::run_claims
+    Claiming(Claiming),
+}
+
+/// What a claiming worker's run has that a leader's has not.
+///
+/// It looks at the ready tasks in a new random order each time, so that workers reach for
+/// different tasks instead of all for the same ones (a rotation from one random place made
+/// neighbours collide again and again). And it does not wait for the starts it writes
+/// ([`Slot::Starting`]): an agent returning meanwhile gets its slot refilled at once, and the
+/// starts of several slots share one group-commit round.
+pub(super) struct Claiming {
+    /// Starts being written while the loop goes on.
+    pub(super) starts: JoinSet<StartWritten>,
+    /// Notified by the caller when the execution's tasks change in the store (another worker's
+    /// claim or reply: LISTEN/NOTIFY on PostgreSQL).
+    pub(super) wake: Arc<Notify>,
+}
+
+impl Claiming {
+    pub(super) fn new(wake: Arc<Notify>) -> Self {
+        Self {
+            starts: JoinSet::new(),
+            wake,
+        }
+    }
+}
+
+impl Mode {
+    /// Puts the tasks that want to start in the order this driver tries them: a leader's in
+    /// plan order (as they come), a claiming worker's shuffled.
+    pub(super) fn order<T>(&self, candidates: &mut [T]) {
+        match self {
+            Self::Leader => {}
+            Self::Claiming(_) => fastrand::shuffle(candidates),
+        }
+    }
+
+    /// Whether starts are being written beside the loop (a claiming worker's).
+    pub(super) fn writing_starts(&self) -> bool {
+        match self {
+            Self::Leader => false,
+            Self::Claiming(claiming) => !claiming.starts.is_empty(),
+        }
+    }
+
+    /// The next start written beside the loop to end; `None` when none is being written.
+    pub(super) async fn next_start_written(
+        &mut self,
+    ) -> Option<std::result::Result<StartWritten, JoinError>> {
+        match self {
+            Self::Leader => None,
+            Self::Claiming(claiming) => claiming.starts.join_next().await,
+        }
+    }
+}
+
 pub(super) struct Run {
     pub(super) id: ExecutionId,
     pub(super) plan: ApprovedPlan,
@@ -133,13 +206,10 @@ pub(super) struct Run {
     /// was ~2 % of a claiming worker's CPU.
     pub(super) execution: Arc<Execution>,
     /// The stored task records, in plan order.
-    pub(super) tasks: super::mirror::TaskMirror,
+    pub(super) tasks: TaskMirror,
     /// What the runner does with each task, in plan order.
     pub(super) slots: Vec<Slot>,
     pub(super) joins: JoinSet<Joined>,
-    /// Starts being written while the loop goes on (a claiming worker only; empty for a
-    /// leader, which waits for its starts).
-    pub(super) starts: JoinSet<StartWritten>,
     /// Cancels the agent calls in `joins` (never their writes: a reply that is in gets written
     /// whole, task and audit entry).
     pub(super) calls: CancellationToken,
@@ -148,18 +218,79 @@ pub(super) struct Run {
     /// When the execution header was last read.
     pub(super) last_refresh: Instant,
     pub(super) stop_after_drain: Option<String>,
-    /// A worker claiming tasks beside others (ADR 0026), not the leader. It looks at the ready
-    /// tasks in a new random order each time, so that workers reach for different tasks
-    /// instead of all for the same ones (a rotation from one random place made neighbours
-    /// collide again and again); a leader goes in plan order. And it does not wait for the
-    /// starts it writes ([`Slot::Starting`]): an agent returning meanwhile gets its slot
-    /// refilled at once, and the starts of several slots share one group-commit round.
-    pub(super) claiming: bool,
+    /// The leader, or a worker claiming tasks beside others.
+    pub(super) mode: Mode,
     /// Agents returned, replies still being written.
     pub(super) returns: Returns,
 }
 
 impl Run {
+    /// A run of `execution` with its stored `tasks`, every slot idle.
+    pub(super) fn new(
+        id: ExecutionId,
+        plan: ApprovedPlan,
+        deps: Vec<Vec<usize>>,
+        execution: Execution,
+        tasks: Vec<Versioned<Task>>,
+        mode: Mode,
+    ) -> Self {
+        Self {
+            id,
+            plan,
+            deps,
+            execution: Arc::new(execution),
+            slots: std::iter::repeat_with(Slot::default)
+                .take(tasks.len())
+                .collect(),
+            tasks: TaskMirror::new(tasks),
+            joins: JoinSet::new(),
+            calls: CancellationToken::new(),
+            usage: Usage::default(),
+            started: Instant::now(),
+            last_refresh: Instant::now(),
+            stop_after_drain: None,
+            mode,
+            returns: Returns::default(),
+        }
+    }
+
+    /// Re-reads the execution header: stops and decisions made by other processes. Cheap —
+    /// the runner keeps its own task records current from its own writes, so it never re-reads
+    /// every task on every event (that would make a run of N tasks cost O(N²)).
+    pub(super) async fn refresh(&mut self, executions: &ExecutionService) -> Result<()> {
+        self.execution = Arc::new(executions.header(self.id).await?.value);
+        self.last_refresh = Instant::now();
+        Ok(())
+    }
+
+    /// Re-reads everything, after a conflict showed that another writer changed a task.
+    pub(super) async fn refresh_all(&mut self, executions: &ExecutionService) -> Result<()> {
+        let snap = executions.get(self.id).await?;
+        self.execution = Arc::new(snap.execution.value);
+        self.tasks.replace(snap.tasks);
+        self.last_refresh = Instant::now();
+        Ok(())
+    }
+
+    /// Re-reads only the tasks other writers changed, and the header at most once per
+    /// `watch_interval` (as a leader does: stops and decisions are rare; with claiming workers,
+    /// tasks change all the time).
+    pub(super) async fn catch_up(
+        &mut self,
+        executions: &ExecutionService,
+        watch_interval: Duration,
+    ) -> Result<()> {
+        let known: Vec<Revision> = self.tasks.iter().map(|t| t.revision).collect();
+        let changed = executions.store().changed_tasks(self.id, &known).await?;
+        for (i, task) in changed {
+            self.tasks.set(i, task);
+        }
+        if self.last_refresh.elapsed() >= watch_interval {
+            self.refresh(executions).await?;
+        }
+        Ok(())
+    }
+
     pub(super) fn values(&self) -> Vec<Task> {
         self.tasks.iter().map(|t| t.value.clone()).collect()
     }
@@ -220,7 +351,6 @@ impl Run {
             .any(|s| matches!(s, Slot::WaitingForLock { .. }))
     }
 
-    /// The earliest scheduled retry.
     /// Retries whose time has come start now.
     pub(super) fn retries_due(&mut self) {
         let now = Instant::now();
@@ -229,6 +359,7 @@ impl Run {
         }
     }
 
+    /// The earliest scheduled retry.
     pub(super) fn next_retry(&self) -> Option<Instant> {
         self.slots
             .iter()
