@@ -4,7 +4,8 @@
 //! approval decisions), [`ExecutionService`] (executions and tasks, compare-and-swap on every
 //! change), [`DispatchService`] (tasks and read-only questions to specialists),
 //! [`hitl::Hitl`] (the port a UI implements), [`OrcaService`] (the relay: every user message
-//! goes to the planner) and the [`Runner`] that drives an execution to its end.
+//! goes to the planner), the [`Runner`] that drives an execution to its end, and the
+//! [`Worker`] that drives the executions of a shared store beside other workers.
 //!
 //! Everything here is generic over the storage port ([`orca_store::Store`]) and the agent port
 //! ([`orca_core::AgentPort`]) as trait objects: no concrete store or backend is named, and
@@ -29,6 +30,7 @@ pub mod short_ids;
 mod takeover;
 pub mod tools;
 pub mod transitions;
+pub mod worker;
 
 use std::sync::Arc;
 
@@ -48,6 +50,9 @@ pub use runner::{
 };
 pub use tools::{CallMode, Gate, ProcessSink, StepOwner, ToolContext};
 pub use transitions::{AppliedPolicy, StartedAttempt};
+pub use worker::{
+    ClaimMode, DriveOutcome, Notifications, Worker, WorkerConfig, WorkerEvent, WorkerTally,
+};
 
 /// The services wired together over one store, one agent port and one human.
 #[derive(Debug, Clone)]

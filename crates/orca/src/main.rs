@@ -22,7 +22,6 @@ mod settings;
 mod term;
 mod trust;
 mod worker;
-mod worker_claims;
 
 use std::process::ExitCode;
 

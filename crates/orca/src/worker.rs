@@ -1,27 +1,42 @@
-//! `orca worker`: drives the executions of the store as they become ready, on any host
-//! (ADR 0022). One leader per execution: a worker takes an execution's lease (a free one, or
-//! one whose holder died: its connection, and so its session lock, is gone) and drives it with
-//! the ordinary runner, tasks in parallel; many workers share many executions. A takeover
-//! re-runs only the attempts the dead holder left running, recorded as abandoned (the runner's
-//! resume). Wakes on the store's notifications (LISTEN/NOTIFY on PostgreSQL), polls as a
-//! fallback.
+//! `orca worker`: the command-line side of an [`orca_services::Worker`] — its arguments, the
+//! signals that stop it, the store's notifications and what it prints. What a worker does
+//! (which executions it takes, claiming executions or tasks, handing over to a leader) is the
+//! services' (ADR 0022, 0026).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
-use orca_core::{ExecutionId, ExecutionStage};
-use orca_services::{NoHuman, RunOutcome};
+use async_trait::async_trait;
+use clap::{Args, ValueEnum};
+use orca_core::ExecutionId;
+use orca_services::{
+    ClaimMode, DriveOutcome, NoHuman, Notifications, RunOutcome, Worker, WorkerConfig, WorkerEvent,
+};
 use serde_json::json;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::cli::{Global, OnFailure, RunOptions};
 use crate::exit::{CliError, Exit};
 use crate::term::Progress;
-use crate::worker_claims::{ClaimMode, Wakes};
+
+/// What a worker claims (`--claim`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Claim {
+    /// Ready tasks of any running execution, one by one (several workers per execution).
+    Task,
+    /// Whole executions: one leader drives each (its tasks in parallel).
+    Execution,
+}
+
+impl From<Claim> for ClaimMode {
+    fn from(claim: Claim) -> Self {
+        match claim {
+            Claim::Task => Self::Task,
+            Claim::Execution => Self::Execution,
+        }
+    }
+}
 
 /// `orca worker`.
 #[derive(Debug, Args)]
@@ -41,8 +56,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) until_idle: bool,
     /// What this worker claims: ready tasks one by one (several workers share one execution)
     /// or whole executions (one leader each). ADR 0026.
-    #[arg(long, value_enum, default_value_t = ClaimMode::Execution)]
-    pub(crate) claim: ClaimMode,
+    #[arg(long, value_enum, default_value_t = Claim::Execution)]
+    pub(crate) claim: Claim,
     /// Seconds a step's processes get between SIGTERM and SIGKILL.
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub(crate) kill_grace: u64,
@@ -61,7 +76,7 @@ pub(crate) fn detached(app: &App, exec: ExecutionId) -> Exit {
 }
 
 /// What a drive ended with, for the log line.
-pub(crate) fn outcome_text(outcome: &RunOutcome) -> &'static str {
+fn outcome_text(outcome: &RunOutcome) -> &'static str {
     match outcome {
         RunOutcome::Completed => "completed",
         RunOutcome::Failed { .. } => "failed",
@@ -69,6 +84,16 @@ pub(crate) fn outcome_text(outcome: &RunOutcome) -> &'static str {
         RunOutcome::Interrupted { .. } => "interrupted",
         RunOutcome::AwaitingDecision { .. } => "waiting for a decision",
         RunOutcome::Replanned { .. } => "replanned",
+        _ => "ended",
+    }
+}
+
+/// What a worker's drive ended with, for the log line.
+fn drive_text(outcome: &DriveOutcome) -> &'static str {
+    match outcome {
+        DriveOutcome::Led(report) => outcome_text(&report.outcome),
+        DriveOutcome::LedElsewhere => "led by another worker",
+        DriveOutcome::Interrupted { .. } => "interrupted",
         _ => "ended",
     }
 }
@@ -96,18 +121,24 @@ pub(crate) async fn listener(
 
 /// A worker wakes when an execution is created or changes stage (a task ending makes no new
 /// execution ready: its leader sees it); one claiming tasks also when a task changes.
-const fn worker_channels(claim: ClaimMode) -> &'static [&'static str] {
+const fn worker_channels(claim: Claim) -> &'static [&'static str] {
     match claim {
-        ClaimMode::Execution => &["orca_executions"],
-        ClaimMode::Task => orca_store_postgres::CHANNELS,
+        Claim::Execution => &["orca_executions"],
+        Claim::Task => orca_store_postgres::CHANNELS,
     }
 }
 
-/// The next notification's payload; `None` when the connection ended.
-async fn next_wake(rx: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> Option<String> {
-    match rx {
-        Some(r) => r.recv().await,
-        None => std::future::pending().await,
+/// The shared PostgreSQL store's notifications on a worker's channels, listened to again
+/// after the connection ended.
+struct Listener {
+    url: Option<String>,
+    channels: &'static [&'static str],
+}
+
+#[async_trait]
+impl Notifications for Listener {
+    async fn listen(&self) -> Option<tokio::sync::mpsc::Receiver<String>> {
+        listener(self.url.as_deref(), self.channels).await
     }
 }
 
@@ -128,7 +159,6 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         app.orca(Arc::new(NoHuman))
             .with_workspaces(crate::isolation::workspaces(app, None).await),
     );
-    let store = app.store().clone();
     let cancel = CancellationToken::new();
     {
         let cancel = cancel.clone();
@@ -151,122 +181,45 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         });
     }
     let url = crate::cmd::store::url(global, app.config()).ok().flatten();
-    let channels = worker_channels(args.claim);
-    let mut wake = listener(url.as_deref(), channels).await;
-    let mut wakes = Wakes::default();
+    let notifications = Listener {
+        url,
+        channels: worker_channels(args.claim),
+    };
     let limit = usize::from(args.concurrency);
-    let mut inflight: HashSet<ExecutionId> = HashSet::new();
-    let mut joins: JoinSet<(ExecutionId, Result<&'static str, String>)> = JoinSet::new();
-    let (mut driven, mut errors) = (0usize, 0usize);
-    app.info(&format!(
-        "worker {} started: up to {limit} executions at once, {} tasks each, claiming {}",
-        std::process::id(),
-        args.tasks,
-        match args.claim {
-            ClaimMode::Task => "tasks",
-            ClaimMode::Execution => "executions",
+    let config = WorkerConfig {
+        claim: args.claim.into(),
+        executions: limit,
+        poll: Duration::from_secs(args.poll),
+        until_idle: args.until_idle,
+    };
+    // Each drive: a holder of its own, and its own (quiet) progress.
+    let runners = {
+        let (orca, style, isolation) = (Arc::clone(&orca), app.style(), app.config_isolation());
+        move || {
+            let mut config = crate::cmd::run::run_config(&options);
+            config.isolation = isolation;
+            orca.runner(config, Arc::new(Progress::new(style, true, 0, 0)))
         }
-    ));
-    let mut relist = true;
-    let mut ready = 0usize;
-    loop {
-        if cancel.is_cancelled() {
-            break;
-        }
-        if relist && inflight.len() < limit {
-            ready = 0;
-            match store.list_executions(None).await {
-                Ok(list) => {
-                    for s in list.items {
-                        if s.stage.is_terminal()
-                            || s.awaiting_decision
-                            || inflight.contains(&s.execution_id)
-                        {
-                            continue;
-                        }
-                        match store.lease(s.execution_id).await {
-                            Ok(Some(l)) if !l.stale => continue,
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::warn!(error = %e, "reading a lease");
-                                continue;
-                            }
-                        }
-                        ready += 1;
-                        if inflight.len() >= limit {
-                            continue;
-                        }
-                        let id = s.execution_id;
-                        inflight.insert(id);
-                        let mut config = crate::cmd::run::run_config(&options);
-                        config.isolation = app.config_isolation();
-                        let runner =
-                            orca.runner(config, Arc::new(Progress::new(app.style(), true, 0, 0)));
-                        let token = cancel.child_token();
-                        let (claim, pending) = (args.claim, s.stage == ExecutionStage::Pending);
-                        let wake = wakes.of(id);
-                        joins.spawn(async move {
-                            let r = match claim {
-                                ClaimMode::Execution => runner
-                                    .run(id, token)
-                                    .await
-                                    .map(|r| outcome_text(&r.outcome)),
-                                ClaimMode::Task => {
-                                    crate::worker_claims::drive(&runner, id, pending, &token, wake)
-                                        .await
-                                }
-                            };
-                            (id, r.map_err(|e| e.to_string()))
-                        });
-                    }
+    };
+    let worker = Worker::new(&orca, config, runners);
+    let tally = worker
+        .run(&notifications, &cancel, |event| match event {
+            WorkerEvent::Started => app.info(&format!(
+                "worker {} started: up to {limit} executions at once, {} tasks each, claiming {}",
+                std::process::id(),
+                args.tasks,
+                match args.claim {
+                    Claim::Task => "tasks",
+                    Claim::Execution => "executions",
                 }
-                Err(e) => {
-                    // The database restarting, say: try again at the next wake.
-                    // (A dropped notification connection is re-listened below.)
-                    tracing::warn!(error = %e, "listing executions");
-                    errors += 1;
-                }
+            )),
+            WorkerEvent::Drove { execution, outcome } => {
+                app.info(&format!("worker: {execution} {}", drive_text(outcome)));
             }
-        }
-        if args.until_idle && inflight.is_empty() && ready == 0 {
-            break;
-        }
-        relist = true;
-        tokio::select! {
-            Some(done) = joins.join_next() => {
-                if let Ok((id, result)) = done {
-                    inflight.remove(&id);
-                    wakes.remove(id);
-                    match result {
-                        Ok(outcome) => {
-                            driven += 1;
-                            app.info(&format!("worker: {id} {outcome}"));
-                        }
-                        // Another worker took it first (LeaseHeld), or the store failed.
-                        Err(e) => tracing::info!(execution = %id, error = %e, "not driven"),
-                    }
-                }
-            }
-            payload = next_wake(&mut wake) => match payload {
-                // A task of an execution this worker claims in: its drive looks again.
-                Some(p) => relist = !wakes.wake(&p),
-                // The notification connection ended (a database restart): reconnect.
-                None => wake = listener(url.as_deref(), channels).await,
-            },
-            () = tokio::time::sleep(Duration::from_secs(args.poll)) => {
-                if wake.is_none() {
-                    wake = listener(url.as_deref(), channels).await;
-                }
-            }
-            () = cancel.cancelled() => break,
-        }
-    }
-    cancel.cancel();
-    while let Some(done) = joins.join_next().await {
-        if let Ok((_, Ok(_))) = done {
-            driven += 1;
-        }
-    }
+            _ => {}
+        })
+        .await;
+    let (driven, errors) = (tally.driven, tally.store_errors);
     orca_os::process_group::settle(orca_os::process_group::kill_grace() + Duration::from_secs(5))
         .await;
     if app.json() {

@@ -4,7 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use orca_services::{NoHuman, Observer, Orca, Quiet, RunConfig, RunEvent};
+use orca_services::{
+    ClaimMode, DriveOutcome, NoHuman, Observer, Orca, Quiet, RunConfig, RunEvent, Worker,
+    WorkerConfig,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::{BenchAgent, BoxError, Budget, Sizes, content, holder, layered};
@@ -19,6 +22,14 @@ pub(crate) enum Mode {
 }
 
 impl Mode {
+    /// What an `orca worker` of this mode claims.
+    const fn claim(self) -> ClaimMode {
+        match self {
+            Self::Execution => ClaimMode::Execution,
+            Self::Task => ClaimMode::Task,
+        }
+    }
+
     pub(crate) const fn name(self) -> &'static str {
         match self {
             Self::Execution => "executions",
@@ -93,57 +104,49 @@ async fn bench_worker(
         None,
         Budget::UNLIMITED,
     );
+    // Each runner with a holder of its own, as each drive of `orca worker` has.
     let config = || {
         let mut config = RunConfig::new(holder());
         config.concurrency = WORKER_TASKS;
         config
     };
-    claim_through(
-        &orca.runner(config(), Arc::new(Quiet)),
-        execs.warm_up,
-        &wake,
-    )
-    .await?;
+    let warming = {
+        let orca = orca.clone();
+        move || orca.runner(config(), Arc::new(Quiet))
+    };
+    let warm_up = Worker::new(&orca, WorkerConfig::new(ClaimMode::Task), warming);
+    claim_through(&warm_up, execs.warm_up, &wake).await?;
     ready.wait().await;
-    let runner = orca.runner(config(), span);
-    match mode {
-        Mode::Execution => match runner.run(execs.timed, CancellationToken::new()).await {
-            // Another worker leads it: this one has nothing to do.
-            Ok(_)
-            | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
-                ..
-            })) => {}
-            Err(e) => return Err(e.into()),
-        },
-        Mode::Task => claim_through(&runner, execs.timed, &wake).await?,
-    }
+    let timed = {
+        let orca = orca.clone();
+        move || orca.runner(config(), span.clone())
+    };
+    let worker = Worker::new(&orca, WorkerConfig::new(mode.claim()), timed);
+    claim_through(&worker, execs.timed, &wake).await?;
     feeder.abort();
     Ok(orca)
 }
 
-/// Claims tasks of `exec` until none is left, then leads its end if no other worker does
-/// (what `orca worker --claim task` does with one execution).
+/// Drives `exec` as `orca worker` does with one execution it found already begun: claiming
+/// its tasks until none is left, then leading its end if no other worker does; or, claiming
+/// executions, leading it if no other worker does.
 async fn claim_through(
-    runner: &orca_services::Runner,
+    worker: &Worker,
     exec: orca_core::ExecutionId,
     wake: &Arc<tokio::sync::Notify>,
 ) -> Result<(), BoxError> {
     let cancel = CancellationToken::new();
     // The opening's lease, taken through another connection, may still be going.
-    let mut outcome = orca_services::ClaimOutcome::Led;
     for _ in 0..200 {
-        outcome = runner.run_claims(exec, &cancel, Arc::clone(wake)).await?;
-        if outcome != orca_services::ClaimOutcome::Led {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if outcome == orca_services::ClaimOutcome::ForLeader {
-        match runner.run(exec, cancel).await {
+        match worker.drive(exec, false, &cancel, Arc::clone(wake)).await {
+            Ok(DriveOutcome::LedElsewhere) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Another worker leads it: this one has nothing left to do.
             Ok(_)
             | Err(orca_services::ServiceError::Store(orca_store::StoreError::LeaseHeld {
                 ..
-            })) => {}
+            })) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
     }

@@ -13,3 +13,4 @@ mod replan;
 mod slots;
 mod support;
 mod tool_table;
+mod workers;
