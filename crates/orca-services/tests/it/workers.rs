@@ -66,7 +66,7 @@ async fn a_worker_claiming_executions_leads_each_ready_one_until_idle() {
     let mut execs = Vec::new();
     for _ in 0..2 {
         let plan = approved_plan(&o, vec![step("a", "coder"), step("b", "coder")]).await;
-        execs.push(o.executions.create(plan).await.unwrap().1);
+        execs.push(o.executions().create(plan).await.unwrap().1);
     }
 
     let (tally, seen) = run(&worker(&o, ClaimMode::Execution)).await;
@@ -99,14 +99,14 @@ async fn two_workers_claiming_tasks_share_one_execution_and_run_each_step_once()
     let o = orca(Arc::new(store), agents.clone(), Arc::new(NoHuman));
     let names: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
     let plan = approved_plan(&o, names.iter().map(|n| step(n, "coder")).collect()).await;
-    let (_, exec) = o.executions.create(plan).await.unwrap();
+    let (_, exec) = o.executions().create(plan).await.unwrap();
 
     let (first, second) = (worker(&o, ClaimMode::Task), worker(&o, ClaimMode::Task));
     let ((one, _), (two, _)) = tokio::join!(run(&first), run(&second));
 
     assert_eq!(one.store_errors + two.store_errors, 0);
     let stage = o
-        .executions
+        .executions()
         .get(exec)
         .await
         .unwrap()
