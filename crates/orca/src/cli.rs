@@ -132,7 +132,7 @@ pub(crate) enum Command {
     Serve(crate::cmd::serve::ServeArgs),
     /// Drive executions of the (shared) store as they become ready, until stopped: on any
     /// host, as many worker processes as you like (ADR 0022).
-    Worker(crate::worker::WorkerArgs),
+    Worker(crate::cmd::worker::WorkerArgs),
     /// The shared PostgreSQL store: migrate its schema, export it to the file layout, import
     /// a file store into it.
     #[command(subcommand)]

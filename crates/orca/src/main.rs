@@ -8,7 +8,6 @@ mod checkpoint;
 mod cli;
 mod cmd;
 mod doctor;
-mod driver;
 mod driver_signals;
 mod exit;
 mod ids;
@@ -21,7 +20,6 @@ mod sandbox;
 mod settings;
 mod term;
 mod trust;
-mod worker;
 
 use std::process::ExitCode;
 

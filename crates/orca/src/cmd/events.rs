@@ -9,7 +9,7 @@ use orca_services::events::{self, ExecEvent};
 use orca_services::{NoHuman, Orca};
 
 use crate::app::{App, out_json_line};
-use crate::driver::is_live;
+use crate::cmd::driver::is_live;
 use crate::exit::{CliError, Exit};
 
 /// How often `--follow` looks for new entries.

@@ -47,7 +47,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     problem.location, problem.message
                 ));
             }
-            let annotated = crate::driver::annotate_list(app, &listing.items).await?;
+            let annotated = crate::cmd::driver::annotate_list(app, &listing.items).await?;
             // The status a person filters on: a pending decision, no live driver, or the stage.
             let rows: Vec<(orca_store::ExecutionSummary, Value, Option<bool>)> = listing
                 .items
@@ -99,7 +99,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             if app.json {
                 let mut value = orca_services::execution::snapshot_json(&snap);
                 value["totals"] = crate::app::totals_json(&totals);
-                if let Some(d) = crate::driver::driver_json(id, stage, lease.as_ref()) {
+                if let Some(d) = crate::cmd::driver::driver_json(id, stage, lease.as_ref()) {
                     value["driver"] = d;
                 }
                 let (lines, worktrees) = crate::isolation::kept(app, id).await;
@@ -109,7 +109,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 out_json(&value);
             } else {
                 out(&show_text(&orca, &snap, &totals).await);
-                if let Some(line) = crate::driver::driver_text(id, stage, lease.as_ref()) {
+                if let Some(line) = crate::cmd::driver::driver_text(id, stage, lease.as_ref()) {
                     out(&line);
                 }
                 let (lines, _) = crate::isolation::kept(app, id).await;
@@ -124,8 +124,10 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             let id = orca.executions().resolve(&exec).await?;
             drive(app, &orca, id, &run).await
         }
-        ExecCommand::Stop { exec, reason } => crate::driver::stop(app, &exec, reason).await,
-        ExecCommand::Cancel { exec, reason } => crate::driver::cancel(app, &exec, reason).await,
+        ExecCommand::Stop { exec, reason } => crate::cmd::driver::stop(app, &exec, reason).await,
+        ExecCommand::Cancel { exec, reason } => {
+            crate::cmd::driver::cancel(app, &exec, reason).await
+        }
         ExecCommand::Decide {
             exec,
             decision,

@@ -78,7 +78,7 @@ impl Host for Drivers {
         stage: ExecutionStage,
         lease: Option<&LeaseInfo>,
     ) -> Option<Value> {
-        crate::driver::driver_json(execution, stage, lease)
+        crate::cmd::driver::driver_json(execution, stage, lease)
     }
 
     fn describe_plan(&self, plan: &Plan) -> String {

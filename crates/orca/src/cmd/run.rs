@@ -118,7 +118,7 @@ pub(crate) async fn approve_and_run(
         options.concurrency
     ));
     if detach {
-        return Ok(crate::worker::detached(app, exec));
+        return Ok(crate::cmd::worker::detached(app, exec));
     }
     drive(app, orca, exec, options).await
 }

@@ -8,7 +8,7 @@ use orca_services::NoHuman;
 use serde_json::json;
 
 use crate::app::{App, out, out_json};
-use crate::driver::{driver_json, driver_text, is_live};
+use crate::cmd::driver::{driver_json, driver_text, is_live};
 use crate::exit::{CliError, Exit};
 use crate::term::say;
 
@@ -23,7 +23,7 @@ pub(crate) async fn watch(
     let id = orca.executions().resolve(exec).await?;
     // On a shared store, woken by its notifications for this execution (polled every 2 s as a
     // fallback); otherwise polled.
-    let mut wake = crate::worker::listener(shared_url, orca_store_postgres::CHANNELS).await;
+    let mut wake = crate::cmd::worker::listener(shared_url, orca_store_postgres::CHANNELS).await;
     let key = id.to_string();
     let mut seen: Vec<String> = Vec::new();
     let start = std::time::Instant::now();
