@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! <git-common-dir>/orca-worktrees/<exec>/integration     branch orca/<exec>
-//! <git-common-dir>/orca-worktrees/<exec>/steps/<step>    branch orca-step/<exec>/<step>
+//! <git-common-dir>/orca-worktrees/<exec>/steps/<step>    branch orca-step/<exec>/<step>/work
 //! ```
 //!
 //! and the refs of `refs.rs` (`refs/orca/<exec>/base`, `…/result/<step>`, …).
@@ -32,7 +32,7 @@ use orca_core::{
 };
 use tokio::sync::Mutex;
 
-use self::git::{create_parent, git, unmerged};
+use self::git::{check_gitfile, create_parent, git, unmerged};
 use self::refs::{Kind, base_ref, merge_subject, step_ref};
 
 impl std::fmt::Debug for GitWorktrees {
@@ -66,6 +66,8 @@ pub struct GitWorktrees {
     top: PathBuf,
     /// The project directory relative to `top` (`""` when they are the same).
     sub: PathBuf,
+    /// The repository's common git directory.
+    common: PathBuf,
     /// Where orca's worktrees live.
     base: PathBuf,
     /// Workspace tools for model agents, re-rooted in a step's worktree.
@@ -105,6 +107,7 @@ impl GitWorktrees {
             top,
             sub,
             base: common.join("orca-worktrees"),
+            common,
             tools: None,
             lock: Mutex::new(()),
         })
@@ -137,8 +140,17 @@ impl GitWorktrees {
         self.exec_dir(execution).join("steps").join(step.as_str())
     }
 
+    /// A step's branch, alone in a directory of its own under `refs/heads/`, so the sandbox
+    /// can leave it writable to the step and every other ref read-only (ADR 0040).
     fn step_branch(execution: ExecutionId, step: &StepId) -> String {
-        format!("orca-step/{execution}/{step}")
+        format!("orca-step/{execution}/{step}/work")
+    }
+
+    /// Runs git in one of orca's worktrees, once its `.git` file is checked to point into this
+    /// repository (a step could have pointed it elsewhere).
+    async fn git_at(&self, dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
+        check_gitfile(dir, &self.common)?;
+        git(dir, args).await
     }
 
     async fn has_branch(&self, branch: &str) -> bool {
@@ -247,13 +259,15 @@ impl GitWorktrees {
             git(&self.top, &["worktree", "add", "--quiet", &d, &branch]).await?;
         }
         // A merge cut short by a crash: abandon it (the step is merged again).
-        if git(&dir, &["rev-parse", "--verify", "--quiet", "MERGE_HEAD"])
+        if self
+            .git_at(&dir, &["rev-parse", "--verify", "--quiet", "MERGE_HEAD"])
             .await
             .is_ok()
         {
-            git(&dir, &["merge", "--abort"]).await?;
+            self.git_at(&dir, &["merge", "--abort"]).await?;
         }
-        git(&dir, &["reset", "--quiet", "--hard", "HEAD"]).await?;
+        self.git_at(&dir, &["reset", "--quiet", "--hard", "HEAD"])
+            .await?;
         Ok(dir)
     }
 
@@ -277,20 +291,21 @@ impl GitWorktrees {
             };
             merged.push(dep.clone());
             let message = format!("orca: step {step} starts from step {dep}");
-            let outcome = git(
-                dir,
-                &[
-                    "merge",
-                    "--ff",
-                    "--no-edit",
-                    "--no-verify",
-                    "--quiet",
-                    "-m",
-                    &message,
-                    &result,
-                ],
-            )
-            .await;
+            let outcome = self
+                .git_at(
+                    dir,
+                    &[
+                        "merge",
+                        "--ff",
+                        "--no-edit",
+                        "--no-verify",
+                        "--quiet",
+                        "-m",
+                        &message,
+                        &result,
+                    ],
+                )
+                .await;
             let Err(e) = outcome else { continue };
             let files = unmerged(dir).await;
             if files.is_empty() {
@@ -422,7 +437,7 @@ impl StepWorkspaces for GitWorktrees {
             self.merge_dependencies(execution, step, after, &dir)
                 .await?;
         }
-        let started = git(&dir, &["rev-parse", "HEAD"]).await?;
+        let started = self.git_at(&dir, &["rev-parse", "HEAD"]).await?;
         self.set_ref(&step_ref(execution, Kind::Start, step), started.trim())
             .await?;
         Ok(dir.join(&self.sub))
@@ -443,14 +458,29 @@ impl StepWorkspaces for GitWorktrees {
             return Ok(());
         }
         if registered {
-            git(&dir, &["add", "--all"]).await?;
-            if git(&dir, &["diff", "--cached", "--quiet"]).await.is_err() {
+            self.git_at(&dir, &["add", "--all"]).await?;
+            if self
+                .git_at(&dir, &["diff", "--cached", "--quiet"])
+                .await
+                .is_err()
+            {
                 let message =
                     format!("orca: step {step} (execution {execution}, attempt {attempt})");
-                git(&dir, &["commit", "--quiet", "--no-verify", "-m", &message]).await?;
+                self.git_at(&dir, &["commit", "--quiet", "--no-verify", "-m", &message])
+                    .await?;
             }
         }
-        let Some(tip) = self.commit_of(&format!("refs/heads/{branch}")).await else {
+        let tip = match self.commit_of(&format!("refs/heads/{branch}")).await {
+            Some(tip) => Some(tip),
+            // A worktree an older orca prepared, on the branch it named then.
+            None if registered => self
+                .git_at(&dir, &["rev-parse", "HEAD"])
+                .await
+                .ok()
+                .map(|s| s.trim().to_owned()),
+            None => None,
+        };
+        let Some(tip) = tip else {
             return Err(WorkspaceError::Git(format!(
                 "step `{step}` has no branch `{branch}` to merge"
             )));
@@ -462,32 +492,34 @@ impl StepWorkspaces for GitWorktrees {
         // Nothing of its own to merge: it changed nothing (its dependencies' results are
         // merged already), or its branch is merged already.
         if started.as_deref() == Some(tip.as_str())
-            || git(&integration, &["merge-base", "--is-ancestor", &tip, "HEAD"])
+            || self
+                .git_at(&integration, &["merge-base", "--is-ancestor", &tip, "HEAD"])
                 .await
                 .is_ok()
         {
             return self.finish_step(execution, step, &tip).await;
         }
         let message = merge_subject(step);
-        if git(
-            &integration,
-            &[
-                "merge",
-                "--no-ff",
-                "--no-verify",
-                "--quiet",
-                "-m",
-                &message,
-                &tip,
-            ],
-        )
-        .await
-        .is_ok()
+        if self
+            .git_at(
+                &integration,
+                &[
+                    "merge",
+                    "--no-ff",
+                    "--no-verify",
+                    "--quiet",
+                    "-m",
+                    &message,
+                    &tip,
+                ],
+            )
+            .await
+            .is_ok()
         {
             return self.finish_step(execution, step, &tip).await;
         }
         let files = unmerged(&integration).await;
-        git(&integration, &["merge", "--abort"]).await?;
+        self.git_at(&integration, &["merge", "--abort"]).await?;
         if files.is_empty() {
             return Err(WorkspaceError::Git(format!(
                 "merging step `{step}` into `{}` failed",

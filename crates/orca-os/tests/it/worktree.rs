@@ -112,7 +112,7 @@ async fn merges_conflicts_and_idempotence() {
             "--no-ff",
             "-m",
             "x",
-            &format!("orca-step/{exec}/d"),
+            &format!("orca-step/{exec}/d/work"),
         ],
     );
     assert!(!merged, "the manual merge conflicts");
