@@ -204,10 +204,20 @@ impl Inner {
         let mut held = Vec::with_capacity(unique.len());
         for name in &unique {
             let path = dir.join(lock_file_name(name));
-            let file = perms::open(
-                perms::options().create(true).truncate(false).write(true),
-                &path,
-            )
+            // Held through a read-only descriptor: the step's processes inherit it (so the
+            // lock lasts as long as they do, ADR 0010) and must not write through it.
+            let read_only = || perms::open(perms::options().read(true), &path);
+            let file = match read_only() {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => perms::open(
+                    perms::options().create(true).truncate(false).write(true),
+                    &path,
+                )
+                .and_then(|created| {
+                    drop(created);
+                    read_only()
+                }),
+                other => other,
+            }
             .map_err(io_err(format!("opening {}", path.display())))?;
             match file.try_lock() {
                 Ok(()) => held.push(file),
