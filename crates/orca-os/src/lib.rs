@@ -25,6 +25,6 @@ pub mod term;
 pub mod worktree;
 
 pub use process::{OUTPUT_CAP, RunEnd, RunOutput, RunSpec, run_captured};
-pub use sandbox::{KernelSupport, SandboxMode, SandboxPolicy};
+pub use sandbox::{KernelSupport, PidNamespace, SandboxMode, SandboxPolicy};
 pub use step_env::EnvPolicy;
 pub use worktree::{Applied, GitWorktrees};

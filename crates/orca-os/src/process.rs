@@ -226,7 +226,7 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         cmd.pre_exec(hook);
     }
     // Kept until the child has ended: its per-step temporary directory.
-    let _confined = match crate::sandbox::confine(&mut cmd, spec.sandbox) {
+    let _confined = match crate::sandbox::confine(&mut cmd, spec.sandbox, spec.cwd) {
         Ok(confined) => confined,
         Err(err) => {
             return RunOutput {

@@ -11,7 +11,9 @@
 //! delayed `kill(-pgid)` can never hit a recycled id.
 //!
 //! What this cannot catch: a process that leaves the group (`setsid`, `setpgid`) escapes both
-//! the watchdog and the group kill; only a cgroup would hold it (see ADR 0010).
+//! the watchdog and the group kill. In the kernel sandbox each step also gets a PID namespace
+//! of its own ([`crate::sandbox::pid_ns`], ADR 0040), whose end takes such a process with it;
+//! without one, only a cgroup would hold it (see ADR 0010).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -232,7 +234,28 @@ unsafe fn watchdog(read_fd: i32, exec_fd: i32, pgid: i32) -> ! {
             libc::kill(-pgid, libc::SIGKILL);
             libc::_exit(0);
         }
+        // Until orca dies (the pipe's end of file), or the leader does: a leader that waits
+        // for a PID namespace's init (`sandbox::pid_ns`) outlives the step's own exec, so the
+        // check above is not enough to catch a step that never started.
+        let mut fds = libc::pollfd {
+            fd: read_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         loop {
+            let ready = libc::poll(&raw mut fds, 1, 1000);
+            if ready == 0 {
+                if libc::getppid() != pgid {
+                    break;
+                }
+                continue;
+            }
+            if ready < 0 {
+                if *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
             let n = libc::read(read_fd, (&raw mut byte).cast(), 1);
             if n == 0 {
                 break;
@@ -248,7 +271,7 @@ unsafe fn watchdog(read_fd: i32, exec_fd: i32, pgid: i32) -> ! {
 
 /// Closes every descriptor but `a` and `b` (it holds no copy of orca's lease, locks, pipes).
 #[expect(unsafe_code, reason = "raw libc calls in a forked child")]
-unsafe fn close_all_but(a: i32, b: i32) {
+pub(crate) unsafe fn close_all_but(a: i32, b: i32) {
     let (lo, hi) = (a.min(b), a.max(b));
     let (Ok(lo), Ok(hi)) = (u32::try_from(lo), u32::try_from(hi)) else {
         return;

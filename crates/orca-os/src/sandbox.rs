@@ -4,22 +4,31 @@
 //! only the tool-level checks ([`crate::confine`]), `off` keeps neither (loud: the caller warns).
 //!
 //! In `kernel` mode, between fork and exec the child
-//! 1. enters a new user and mount namespace (it keeps its uid and gid, and loses every
-//!    capability outside the namespace — a root caller too),
+//! 1. enters a new user and mount namespace — and, where the kernel allows, a new PID namespace
+//!    ([`pid_ns`]) — keeping its uid and gid and losing every capability outside them,
 //! 2. makes its copy of the mount tree private, bind-mounts the project's `.orca/` read-only
-//!    over itself, and hides the user's orca config directories (an empty read-only tmpfs) and
-//!    the signing key file (`/dev/null`, read-only) — these mounts exist only for the child,
-//! 3. sets `no_new_privs` and restricts itself with a Landlock ruleset prepared by the parent:
+//!    over itself, and hides the user's orca config directories (an empty read-only tmpfs), the
+//!    signing key and the configured key and env files (`/dev/null`, read-only) — these mounts
+//!    exist only for the child,
+//! 3. binds the repository's shared git state read-only (its config, hooks, `info/`, the refs
+//!    but its own branch's, other worktrees: [`git_state`]),
+//! 4. in its own PID namespace, forks the namespace's init, which mounts a fresh `/proc` and
+//!    forks the step itself,
+//! 5. sets `no_new_privs` and restricts itself with a Landlock ruleset prepared by the parent:
 //!    read and execute everywhere, write only in the project root, a fresh per-step temporary
 //!    directory (its `TMPDIR`), the extra writable paths of the policy, `/dev/shm` and the usual
 //!    `/dev` nodes; no signals to processes outside the sandbox (Landlock ABI 6).
 //!
 //! Landlock only grants, so a writable project root would make `.orca/` writable with it; the
-//! read-only bind mount is what takes it back, and Landlock forbids the child to unmount or
-//! remount anything. See ADR 0012.
+//! read-only bind mounts are what take it back, and Landlock forbids the child to unmount or
+//! remount anything. See ADRs 0012 and 0040.
+
+mod git_state;
+mod hook;
+pub mod pid_ns;
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +38,7 @@ use landlock::{
     Scope, path_beneath_rules,
 };
 
+use self::hook::{Hook, MountOp};
 use crate::confine::{PathGuard, protected_paths, signing_key_path};
 
 /// How agent processes are confined.
@@ -114,6 +124,10 @@ pub struct SandboxPolicy {
     temp_base: PathBuf,
     home: Option<PathBuf>,
     key: Option<PathBuf>,
+    /// Files hidden besides the signing key (configured key and env files).
+    hidden: Vec<PathBuf>,
+    /// Each child in a PID namespace of its own (where the kernel allows; see [`probe`]).
+    pid_namespace: bool,
 }
 
 impl SandboxPolicy {
@@ -142,7 +156,43 @@ impl SandboxPolicy {
             writable: Vec::new(),
             temp_base,
             home: env("HOME").map(PathBuf::from).filter(|p| p.is_absolute()),
+            hidden: Vec::new(),
+            pid_namespace: true,
         })
+    }
+
+    /// The same policy hiding more files from children, as the signing key is: configured key
+    /// and env files (absolute). They are protected paths too (the tools refuse them).
+    #[must_use]
+    pub fn with_hidden(mut self, files: impl IntoIterator<Item = PathBuf>) -> Self {
+        for f in files {
+            if !self.hidden.contains(&f) {
+                self.hidden.push(f.clone());
+            }
+            if !self.protected.contains(&f) {
+                self.protected.push(f);
+            }
+        }
+        self
+    }
+
+    /// The files hidden besides orca's own (see [`SandboxPolicy::with_hidden`]).
+    #[must_use]
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
+    /// The same policy with or without a PID namespace per child (`kernel` mode only).
+    #[must_use]
+    pub const fn with_pid_namespace(mut self, on: bool) -> Self {
+        self.pid_namespace = on;
+        self
+    }
+
+    /// Whether each child gets a PID namespace of its own (`kernel` mode only).
+    #[must_use]
+    pub const fn pid_namespace(&self) -> bool {
+        self.pid_namespace && matches!(self.mode, SandboxMode::Kernel)
     }
 
     /// The same policy with extra writable paths (absolute; ones that do not exist are skipped
@@ -206,6 +256,19 @@ impl SandboxPolicy {
     }
 }
 
+/// Whether a step gets a PID namespace of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PidNamespace {
+    /// It does: it sees only its own processes, and they all end with its attempt.
+    Own,
+    /// It does not (the kernel refused; why): its processes are a process group, and one that
+    /// leaves the group (`setsid`) can outlive the step.
+    Unavailable {
+        /// What failed.
+        reason: String,
+    },
+}
+
 /// Whether the kernel sandbox works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KernelSupport {
@@ -213,6 +276,8 @@ pub enum KernelSupport {
     Available {
         /// The Landlock ABI version of the kernel.
         landlock_abi: i64,
+        /// Whether a confined child gets a PID namespace of its own.
+        pid_namespace: PidNamespace,
     },
     /// It does not; why.
     Unavailable {
@@ -243,7 +308,9 @@ pub fn landlock_abi() -> i64 {
 }
 
 /// Probes the kernel sandbox: a child confined by `policy` (as if in `kernel` mode) must start
-/// and must find the project's `.orca/` not writable.
+/// and must find the project's `.orca/` not writable; with a PID namespace, it must also find
+/// no trace of this process in its `/proc`. Where the namespace fails and the rest works, the
+/// sandbox is available without it.
 #[must_use]
 pub fn probe(policy: &SandboxPolicy) -> KernelSupport {
     let abi = landlock_abi();
@@ -253,36 +320,61 @@ pub fn probe(policy: &SandboxPolicy) -> KernelSupport {
         };
     }
     let policy = policy.clone().with_mode(SandboxMode::Kernel);
+    let pid_namespace = if policy.pid_namespace {
+        match probe_once(&policy.clone().with_pid_namespace(true)) {
+            Ok(()) => PidNamespace::Own,
+            Err(reason) => PidNamespace::Unavailable { reason },
+        }
+    } else {
+        PidNamespace::Unavailable {
+            reason: "turned off".to_owned(),
+        }
+    };
+    if pid_namespace == PidNamespace::Own {
+        return KernelSupport::Available {
+            landlock_abi: abi,
+            pid_namespace,
+        };
+    }
+    match probe_once(&policy.with_pid_namespace(false)) {
+        Ok(()) => KernelSupport::Available {
+            landlock_abi: abi,
+            pid_namespace,
+        },
+        Err(reason) => KernelSupport::Unavailable { reason },
+    }
+}
+
+/// One confined probe child.
+fn probe_once(policy: &SandboxPolicy) -> Result<(), String> {
+    let mut script = String::from("test -d .orca && test ! -w .orca");
+    if policy.pid_namespace {
+        script.push_str(&format!(
+            " && test -d /proc/self && test ! -d /proc/{}",
+            std::process::id()
+        ));
+    }
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", "test -d .orca && test ! -w .orca"])
+    cmd.args(["-c", &script])
         .current_dir(&policy.root)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let (hook, _confined) = match prepare(&policy) {
+    let (hook, _confined) = match prepare(policy, &policy.root) {
         Ok(Some(prepared)) => prepared,
-        Ok(None) => {
-            return KernelSupport::Unavailable {
-                reason: "nothing to confine".to_owned(),
-            };
-        }
-        Err(e) => {
-            return KernelSupport::Unavailable {
-                reason: e.to_string(),
-            };
-        }
+        Ok(None) => return Err("nothing to confine".to_owned()),
+        Err(e) => return Err(e.to_string()),
     };
     install_std(&mut cmd, hook);
     match cmd.status() {
-        Ok(st) if st.success() => KernelSupport::Available { landlock_abi: abi },
-        Ok(st) => KernelSupport::Unavailable {
-            reason: format!("a confined probe could still write .orca/ ({st})"),
-        },
-        Err(e) => KernelSupport::Unavailable {
-            reason: format!(
-                "a confined probe could not start (user namespaces may be disabled): {e}"
-            ),
-        },
+        Ok(st) if st.success() => Ok(()),
+        Ok(st) if policy.pid_namespace => Err(format!(
+            "a probe in its own PID namespace failed ({st}): the namespace or its /proc could not be made"
+        )),
+        Ok(st) => Err(format!("a confined probe could still write .orca/ ({st})")),
+        Err(e) => Err(format!(
+            "a confined probe could not start (user or PID namespaces may be disabled): {e}"
+        )),
     }
 }
 
@@ -300,9 +392,9 @@ impl Drop for Confined {
     }
 }
 
-/// Confines `cmd` per `policy`: in `kernel` mode, sets `TMPDIR` to a fresh directory and
-/// installs the pre-exec hook; otherwise does nothing. Keep the returned guard until the child
-/// has ended.
+/// Confines `cmd`, which runs in `cwd`, per `policy`: in `kernel` mode, sets `TMPDIR` to a
+/// fresh directory and installs the pre-exec hook; otherwise does nothing. Keep the returned
+/// guard until the child has ended.
 ///
 /// # Errors
 ///
@@ -310,11 +402,12 @@ impl Drop for Confined {
 pub fn confine(
     cmd: &mut tokio::process::Command,
     policy: Option<&SandboxPolicy>,
+    cwd: &Path,
 ) -> Result<Confined, SandboxError> {
     let Some(policy) = policy else {
         return Ok(Confined::default());
     };
-    let Some((hook, confined)) = prepare(policy)? else {
+    let Some((hook, confined)) = prepare(policy, cwd)? else {
         return Ok(Confined::default());
     };
     if let Some(t) = &confined.temp {
@@ -326,8 +419,8 @@ pub fn confine(
         reason = "pre_exec is unsafe: the hook runs between fork and exec"
     )]
     // SAFETY: the hook makes only raw system calls (unshare, open/write/close, mount,
-    // mount_setattr, prctl, landlock_restrict_self) on data prepared before the fork; it does
-    // not allocate, lock or touch state shared with other threads.
+    // mount_setattr, prctl, fork, waitpid, landlock_restrict_self) on data prepared before the
+    // fork; it does not allocate, lock or touch state shared with other threads.
     unsafe {
         cmd.pre_exec(move || hook.apply());
     }
@@ -346,26 +439,6 @@ fn install_std(cmd: &mut std::process::Command, hook: Hook) {
     }
 }
 
-/// One mount the child makes.
-#[derive(Debug)]
-enum MountOp {
-    /// Bind the directory over itself, read-only.
-    ReadOnly(CString),
-    /// Cover a directory with an empty read-only tmpfs.
-    HideDir(CString),
-    /// Cover a file with `/dev/null`, read-only.
-    HideFile(CString),
-}
-
-/// Everything the child needs, prepared before the fork.
-#[derive(Debug)]
-struct Hook {
-    ruleset: OwnedFd,
-    mounts: Vec<MountOp>,
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
-}
-
 fn cstring(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| SandboxError::Path {
         path: path.display().to_string(),
@@ -373,11 +446,13 @@ fn cstring(path: &Path) -> Result<CString, SandboxError> {
     })
 }
 
-/// The hook and the guard of a kernel-mode policy; `None` in the other modes.
-fn prepare(policy: &SandboxPolicy) -> Result<Option<(Hook, Confined)>, SandboxError> {
+/// The hook and the guard of a kernel-mode policy for a child started in `cwd`; `None` in the
+/// other modes.
+fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)>, SandboxError> {
     if policy.mode != SandboxMode::Kernel {
         return Ok(None);
     }
+    let git = git_state::protect(cwd);
     let temp = policy.temp_base.join(format!(
         "orca-step-{}-{:016x}",
         std::process::id(),
@@ -412,7 +487,8 @@ fn prepare(policy: &SandboxPolicy) -> Result<Option<(Hook, Confined)>, SandboxEr
         .add_rules(path_beneath_rules(
             [policy.root.as_path(), temp.as_path(), Path::new("/dev/shm")]
                 .into_iter()
-                .chain(policy.writable.iter().map(PathBuf::as_path)),
+                .chain(policy.writable.iter().map(PathBuf::as_path))
+                .chain(git.writable.iter().map(PathBuf::as_path)),
             AccessFs::from_all(abi),
         ))
         .map_err(ruleset_error)?
@@ -478,6 +554,34 @@ fn prepare(policy: &SandboxPolicy) -> Result<Option<(Hook, Confined)>, SandboxEr
             MountOp::HideFile(c)
         });
     }
+    // The repository's shared state: what must exist to be covered is made first (empty),
+    // then the pins, then the read-only binds, outer first.
+    for dir in &git.create_dirs {
+        if std::fs::symlink_metadata(dir).is_err() {
+            let _ = std::fs::create_dir(dir);
+        }
+    }
+    for file in &git.create_files {
+        if std::fs::symlink_metadata(file).is_err() {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(file);
+        }
+    }
+    for p in &git.pins {
+        if std::fs::symlink_metadata(p).is_ok() {
+            mounts.push(MountOp::Pin(cstring(p)?));
+        }
+    }
+    for p in &git.read_only {
+        if std::fs::symlink_metadata(p).is_ok() {
+            mounts.push(MountOp::ReadOnlyTop(cstring(p)?));
+        }
+    }
+    if policy.pid_namespace {
+        pid_ns::prepare();
+    }
     #[expect(unsafe_code, reason = "getuid/getgid have no safe wrapper in std")]
     // SAFETY: getuid and getgid take no arguments and cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -487,147 +591,8 @@ fn prepare(policy: &SandboxPolicy) -> Result<Option<(Hook, Confined)>, SandboxEr
             mounts,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            pid_namespace: policy.pid_namespace,
         },
         confined,
     )))
-}
-
-/// `struct mount_attr` of mount_setattr(2).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-
-fn check(rc: libc::c_long) -> std::io::Result<()> {
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-impl Hook {
-    /// Runs in the child between fork and exec: raw system calls only.
-    #[expect(
-        unsafe_code,
-        reason = "namespace, mount, prctl and landlock calls have no safe wrapper"
-    )]
-    fn apply(&self) -> std::io::Result<()> {
-        // SAFETY (every block below): each call takes integers and pointers to NUL-terminated
-        // strings or buffers owned by `self`, alive for the call; none keeps a pointer.
-        unsafe {
-            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).into())?;
-            write_proc(c"/proc/self/setgroups", b"deny")?;
-            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
-            check(
-                libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                )
-                .into(),
-            )?;
-            for op in &self.mounts {
-                match op {
-                    MountOp::ReadOnly(path) => {
-                        check(
-                            libc::mount(
-                                path.as_ptr(),
-                                path.as_ptr(),
-                                std::ptr::null(),
-                                libc::MS_BIND | libc::MS_REC,
-                                std::ptr::null(),
-                            )
-                            .into(),
-                        )?;
-                        read_only(path)?;
-                    }
-                    MountOp::HideDir(path) => check(
-                        libc::mount(
-                            c"tmpfs".as_ptr(),
-                            path.as_ptr(),
-                            c"tmpfs".as_ptr(),
-                            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                            c"size=4k,mode=0500".as_ptr().cast(),
-                        )
-                        .into(),
-                    )?,
-                    MountOp::HideFile(path) => {
-                        check(
-                            libc::mount(
-                                c"/dev/null".as_ptr(),
-                                path.as_ptr(),
-                                std::ptr::null(),
-                                libc::MS_BIND,
-                                std::ptr::null(),
-                            )
-                            .into(),
-                        )?;
-                        read_only(path)?;
-                    }
-                }
-            }
-            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
-            check(libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset.as_raw_fd(),
-                0u32,
-            ))?;
-        }
-        Ok(())
-    }
-}
-
-/// Makes the mount at `path` (and those under it) read-only, leaving its other flags alone.
-#[expect(unsafe_code, reason = "mount_setattr has no wrapper in std or libc")]
-fn read_only(path: &CString) -> std::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: `path` is NUL-terminated and `attr` is a `struct mount_attr` of the size passed;
-    // both outlive the call.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &raw const attr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    })
-}
-
-/// Writes `data` to a file of `/proc/self` with raw calls.
-#[expect(
-    unsafe_code,
-    reason = "open/write/close without allocation, between fork and exec"
-)]
-fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
-    // SAFETY: `path` is NUL-terminated, `data` is a live buffer of the length passed, and the
-    // descriptor is closed before returning.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n < 0 || n.unsigned_abs() != data.len() {
-            return Err(err);
-        }
-    }
-    Ok(())
 }

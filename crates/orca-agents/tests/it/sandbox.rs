@@ -97,7 +97,10 @@ async fn run(f: &Fixture, command: &str) -> (bool, String) {
 async fn kernel_sandbox_blocks_every_write_into_records_and_every_key_read() {
     let f = fixture();
     match probe(&f.policy) {
-        KernelSupport::Available { landlock_abi } => eprintln!("landlock abi {landlock_abi}"),
+        KernelSupport::Available {
+            landlock_abi,
+            pid_namespace,
+        } => eprintln!("landlock abi {landlock_abi}, pid namespace {pid_namespace:?}"),
         KernelSupport::Unavailable { reason } => {
             // CI runs on kernels with Landlock: an unavailable sandbox there is a failure.
             assert!(

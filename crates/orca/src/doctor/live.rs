@@ -1,6 +1,8 @@
 //! `orca doctor`'s live checks, beside the key and environment report of `doctor::report`:
 //! each model endpoint reachable, each command-line agent's program found (with its version),
-//! the store writable, the sandbox in effect, the versions of orca and git.
+//! the store writable, the sandbox in effect (probed now) and whether steps get a PID namespace,
+//! where the configured key and env files are (hidden from steps, or refused), the versions of
+//! orca and git.
 //!
 //! Nothing here sends a key: an endpoint is asked for its model list without credentials, so
 //! any HTTP answer (a 401 included) proves it is reachable, and no secret leaves the machine.
@@ -39,20 +41,16 @@ pub(crate) async fn run(app: &App) -> Vec<Value> {
     if let Some(pg) = &app.shared {
         out.push(shared_store(pg).await);
     }
-    let sandbox = app.sandbox.audit_data();
-    let effective = sandbox["effective"]
-        .as_str()
-        .unwrap_or("unknown")
-        .to_owned();
-    let requested = sandbox["requested"]
-        .as_str()
-        .unwrap_or("unknown")
-        .to_owned();
-    let detail = match sandbox["fallback_reason"].as_str() {
-        Some(why) => format!("{effective} (asked for {requested}: {why})"),
-        None => effective.clone(),
-    };
-    out.push(check("sandbox".to_owned(), effective == requested, detail));
+    for (what, ok, detail) in app.sandbox.doctor() {
+        out.push(check(what, ok, detail));
+    }
+    for key in app.sandbox.key_files() {
+        out.push(check(
+            format!("secret file {}", key.path.display()),
+            !key.in_project,
+            key.describe(),
+        ));
+    }
     out
 }
 
