@@ -215,7 +215,17 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     }
     // Process ownership first (the watchdog is forked before the sandbox applies: it stays
     // outside it, where a confined step cannot signal it), then the sandbox.
-    let held = spec.owner.map(ToolHost::held_fds).unwrap_or_default();
+    // A step in a PID namespace of its own does not get them: all its processes end with its
+    // attempt (the lock, held by orca, outlives them), and a descriptor opened outside the
+    // sandbox could be opened again for writing through `/proc/self/fd` (ADR 0040).
+    let held = if spec
+        .sandbox
+        .is_some_and(crate::sandbox::SandboxPolicy::pid_namespace)
+    {
+        Vec::new()
+    } else {
+        spec.owner.map(ToolHost::held_fds).unwrap_or_default()
+    };
     let hook = process_group::before_exec_hook(gate.as_ref().map(|(g, _)| g.read_fd()), held);
     #[expect(
         unsafe_code,

@@ -168,6 +168,10 @@ pub(crate) fn before_exec_hook(
                 }
                 libc::close(exec_pipe[0]);
             }
+            // Nothing of orca's reaches the command but what is meant for it: every descriptor
+            // from 3 up is made close-on-exec (those orca inherited from its own parent too),
+            // then the held ones and the gate are made inheritable again.
+            cloexec_from(3);
             // After the fork: fd 3 may have been the liveness pipe, which the leader no longer
             // needs. dup2 clears close-on-exec on the copy; a gate already at 3 is cleared by
             // hand.
@@ -266,6 +270,35 @@ unsafe fn watchdog(read_fd: i32, exec_fd: i32, pgid: i32) -> ! {
         }
         libc::kill(-pgid, libc::SIGKILL);
         libc::_exit(0)
+    }
+}
+
+/// Marks every descriptor from `first` up close-on-exec (`close_range` with
+/// `CLOSE_RANGE_CLOEXEC`, or one by one up to the descriptor limit on older kernels).
+#[expect(unsafe_code, reason = "raw libc calls in a forked child")]
+unsafe fn cloexec_from(first: u32) {
+    const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+    // SAFETY: close_range, getrlimit and fcntl take integers and a stack buffer.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0 {
+            limit.rlim_cur.min(65_536)
+        } else {
+            65_536
+        };
+        let top = i32::try_from(top).unwrap_or(65_536);
+        for fd in i32::try_from(first).unwrap_or(3)..top {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

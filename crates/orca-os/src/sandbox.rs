@@ -592,6 +592,7 @@ fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             pid_namespace: policy.pid_namespace,
+            cwd: cwd.canonicalize().ok().map(|c| cstring(&c)).transpose()?,
         },
         confined,
     )))

@@ -31,6 +31,9 @@ pub(super) struct Hook {
     pub(super) uid_map: Vec<u8>,
     pub(super) gid_map: Vec<u8>,
     pub(super) pid_namespace: bool,
+    /// The child's working directory, entered again once the mounts are made: the one entered
+    /// before them still names the directory beneath them, where the read-only binds are not.
+    pub(super) cwd: Option<CString>,
 }
 
 /// `struct mount_attr` of mount_setattr(2).
@@ -118,6 +121,9 @@ impl Hook {
                         read_only(path, true)?;
                     }
                 }
+            }
+            if let Some(cwd) = &self.cwd {
+                check(libc::chdir(cwd.as_ptr()).into())?;
             }
             if self.pid_namespace {
                 // Returns in the step's process only (the leader and the init never return).

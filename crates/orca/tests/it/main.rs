@@ -4,6 +4,7 @@
 //! temp dirs through `common` (the user's config home is a temp dir too).
 
 mod common;
+mod escape_support;
 mod mcp_support;
 mod tamper_support;
 mod web_support;
@@ -17,6 +18,7 @@ mod cli_transcript;
 mod commands;
 mod e2e;
 mod elicitation_policy;
+mod git_plants;
 mod hostile;
 mod mcp;
 mod model_progress;
@@ -31,6 +33,8 @@ mod readme;
 mod rollback;
 mod seals;
 mod secrets;
+mod step_fds_and_keys;
+mod step_processes;
 mod store_input;
 mod store_password;
 mod stored_digest;
