@@ -239,3 +239,49 @@ async fn a_missing_config_dir_inside_the_project_cannot_be_planted() {
     let r = run_shell_in(&home, &request("echo ok > notes.txt"), Some(&policy)).await;
     assert!(matches!(r, TaskResult::Success(_)), "{r:?}");
 }
+
+/// What the PID namespace costs a shell step (ADR 0040; `docs/perf/sandbox.md`): 50 trivial
+/// steps each way, interleaved — kernel sandbox with its own PID namespace, kernel sandbox
+/// without, no sandbox — and the medians printed. Also checks that the namespace is there.
+#[tokio::test]
+async fn pid_namespace_cost_per_shell_step() {
+    const STEPS: usize = 50;
+    let f = fixture();
+    if !matches!(
+        probe(&f.policy),
+        KernelSupport::Available {
+            pid_namespace: orca_os::PidNamespace::Own,
+            ..
+        }
+    ) {
+        assert!(std::env::var_os("ORCA_ALLOW_NO_SANDBOX").is_some());
+        return;
+    }
+    let with = f.policy.as_ref().clone().with_pid_namespace(true);
+    let without = f.policy.as_ref().clone().with_pid_namespace(false);
+    let (ok, pid) = run(&f, "echo $$").await;
+    assert!(
+        ok && pid.trim() == "2",
+        "the step is pid 2 of its namespace: {pid}"
+    );
+    let mut times: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let req = request("true");
+    for _ in 0..STEPS {
+        for (i, policy) in [Some(&with), Some(&without), None].into_iter().enumerate() {
+            let start = std::time::Instant::now();
+            let r = run_shell_in(&f.root, &req, policy).await;
+            assert!(matches!(r, TaskResult::Success(_)), "{r:?}");
+            times[i].push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let [a, b, c] = &mut times;
+    let (a, b, c) = (median(a), median(b), median(c));
+    eprintln!(
+        "shell step, median of {STEPS}: {a:.2} ms kernel sandbox with its own PID namespace, {b:.2} ms without, {c:.2} ms unconfined; the namespace costs {:.2} ms",
+        a - b
+    );
+}
