@@ -14,6 +14,8 @@ use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::procs::step_processes;
+
 /// A temporary project with `.orca/` initialised.
 struct Project {
     dir: TempDir,
@@ -281,20 +283,9 @@ fn diamond() -> String {
     )
 }
 
-fn is_alive(pid: i32) -> bool {
-    // A zombie counts as gone: it no longer runs.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
-
-fn kill_group(pid: i32) {
+fn kill_process(pid: i32) {
     let _ = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
+        .args(["-KILL", &pid.to_string()])
         .status();
 }
 
@@ -474,7 +465,7 @@ fn exec_cancel_from_another_process_ends_the_run_for_good() {
                 step("first", "echo first >> effects.txt", &[]),
                 step(
                     "long",
-                    "sleep 30 & echo $! > sleep.pid; echo started >> effects.txt; wait",
+                    "sleep 30 & echo started >> effects.txt; wait",
                     &["first"],
                 ),
                 step("after", "echo after >> effects.txt", &["long"]),
@@ -483,8 +474,8 @@ fn exec_cancel_from_another_process_ends_the_run_for_good() {
     );
     let run = p.spawn(&["--json", "run", file.to_str().unwrap(), "--yes"]);
     p.wait_for("effects.txt", "started");
-    let sleep_pid: i32 = p.read("sleep.pid").trim().parse().unwrap();
-    assert!(is_alive(sleep_pid));
+    // Found from outside: in its own PID namespace the step's pids are not ours.
+    assert!(!step_processes(p.root()).is_empty());
     let exec_id = p.only_exec();
 
     // Another process cannot drive it at the same time.
@@ -509,7 +500,10 @@ fn exec_cancel_from_another_process_ends_the_run_for_good() {
     let last = last_json(&stdout(&out)).unwrap();
     assert_eq!(last["execution_id"], exec_id.as_str());
     assert_eq!(last["stage"], "stopped");
-    assert!(!is_alive(sleep_pid), "the step's sleep was killed");
+    assert!(
+        step_processes(p.root()).is_empty(),
+        "the step's sleep was killed"
+    );
     assert!(!p.read("effects.txt").contains("after"));
     let watched = watch.wait_with_output().unwrap();
     assert_eq!(code(&watched), 3, "{}", stderr(&watched));
@@ -539,7 +533,7 @@ fn kill_9_then_resume_completes_without_rerunning_completed_steps() {
                     "long",
                     "echo \"long $ORCA_ATTEMPT\" >> effects.txt; \
                      if [ -e go ]; then echo long-done >> effects.txt; \
-                     else echo $$ > long.pid; exec sleep 30; fi",
+                     else echo started > long.pid; exec sleep 30; fi",
                     &["first"],
                 ),
                 step("last", "echo last >> effects.txt", &["long"]),
@@ -551,9 +545,11 @@ fn kill_9_then_resume_completes_without_rerunning_completed_steps() {
     p.wait_for("long.pid", "\n");
     run.kill().unwrap(); // SIGKILL
     let _ = run.wait();
-    // The orphaned step process of the killed run is not ours to keep.
-    let orphan: i32 = p.read("long.pid").trim().parse().unwrap();
-    kill_group(orphan);
+    // An orphaned step process of the killed run (without a PID namespace) is not ours to
+    // keep.
+    for orphan in step_processes(p.root()) {
+        kill_process(orphan);
+    }
     std::fs::write(p.path("go"), "").unwrap();
 
     let exec_id = p.only_exec();
@@ -1146,14 +1142,14 @@ fn ctrl_c_stops_the_run_and_its_step() {
             "a long step",
             &steps(&[step(
                 "long",
-                "sleep 30 & echo $! > sleep.pid; echo started >> effects.txt; wait",
+                "sleep 30 & echo started >> effects.txt; wait",
                 &[],
             )]),
         ),
     );
     let run = p.spawn(&["--json", "run", file.to_str().unwrap(), "--yes"]);
     p.wait_for("effects.txt", "started");
-    let sleep_pid: i32 = p.read("sleep.pid").trim().parse().unwrap();
+    assert!(!step_processes(p.root()).is_empty());
     let status = std::process::Command::new("kill")
         .args(["-INT", &run.id().to_string()])
         .status()
@@ -1164,7 +1160,10 @@ fn ctrl_c_stops_the_run_and_its_step() {
     let last = last_json(&stdout(&out)).unwrap();
     assert_eq!(last["stage"], "running");
     assert_eq!(last["outcome"], "interrupted");
-    assert!(!is_alive(sleep_pid), "the step's sleep was killed");
+    assert!(
+        step_processes(p.root()).is_empty(),
+        "the step's sleep was killed"
+    );
     let out = p.run(&["audit", "verify"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
