@@ -34,6 +34,7 @@ pub(crate) struct Step<'a> {
     pub(crate) after: &'a [&'a str],
     pub(crate) isolation: Option<&'a str>,
     pub(crate) locks: &'a [&'a str],
+    pub(crate) timeout_secs: Option<u64>,
 }
 
 impl<'a> Step<'a> {
@@ -44,6 +45,7 @@ impl<'a> Step<'a> {
             after: &[],
             isolation,
             locks: &[],
+            timeout_secs: None,
         }
     }
 }
@@ -168,6 +170,9 @@ impl Site {
                     "depends_on": s.after, "locks": s.locks });
                 if let Some(iso) = s.isolation {
                     v["isolation"] = json!(iso);
+                }
+                if let Some(t) = s.timeout_secs {
+                    v["timeout_secs"] = json!(t);
                 }
                 v
             })

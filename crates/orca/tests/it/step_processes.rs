@@ -1,8 +1,8 @@
 //! A step's processes, seen from outside, on the real binary (ADR 0040): in place and in a
 //! worktree, a step leaves a `setsid` daemon and a double-forked one, each writing a heartbeat;
-//! counted 5 s after the step completes, after `kill -9` of orca, and after `orca exec stop`
-//! (goal 0 each), with the resume that follows running no second copy beside an old one (goal
-//! 0). A step also looks for orca in its `/proc` — orca's pid, any process whose program is
+//! counted 5 s after the step completes, after `kill -9` of orca, after `orca exec stop`, after
+//! a timeout, `orca exec cancel` and Ctrl-C (goal 0 each), with the resume that follows a kill
+//! or a stop running no second copy beside an old one (goal 0). A step also looks for orca in its `/proc` — orca's pid, any process whose program is
 //! orca, any command line holding orca's arguments (goal 0). Controls: with `ORCA_SANDBOX=off`
 //! the daemons survive and orca is visible, so the counts can fail.
 
@@ -166,6 +166,60 @@ fn daemons_die_with_orca_killed_and_the_resume_runs_one_copy() {
 #[test]
 fn daemons_die_with_exec_stop_and_the_resume_runs_one_copy() {
     ended_then_resumed(true);
+}
+
+/// How an attempt is ended while its daemons run.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Timeout,
+    Cancel,
+    CtrlC,
+}
+
+#[test]
+fn daemons_die_with_a_timeout_exec_cancel_and_ctrl_c() {
+    for end in [End::Timeout, End::Cancel, End::CtrlC] {
+        for isolation in PLACES {
+            let site = Site::new(true);
+            let beat = site.mark("beat").display().to_string();
+            let command = format!(
+                "{}sleep 0.3; echo up > {}; sleep 120",
+                daemons(&beat),
+                site.mark("up").display()
+            );
+            let step = Step {
+                timeout_secs: matches!(end, End::Timeout).then_some(2),
+                ..Step::new("long", command, isolation)
+            };
+            let plan = site.plan("ended", &[step]);
+            let run = site.spawn(&[], &["run", &plan, "--yes", "--kill-grace", "1"]);
+            site.wait_mark("up", "up");
+            match end {
+                End::Timeout => {}
+                End::Cancel => {
+                    let exec = site.only_exec();
+                    let (c, v) = site.json(&[], &["exec", "cancel", &exec]);
+                    assert_eq!(c, 0, "{v}");
+                }
+                End::CtrlC => {
+                    let status = std::process::Command::new("kill")
+                        .args(["-INT", &run.id().to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(status.success());
+                }
+            }
+            let out = run.wait_with_output().unwrap();
+            assert!(!out.status.success(), "{out:?}");
+            let (alive, beating) = alive_after_5s(&site, "beat", Instant::now());
+            println!(
+                "daemons {}: step processes alive 5 s after {end:?}: {alive}, heartbeats in the last second: {beating}",
+                place(isolation)
+            );
+            must_be_zero(&format!("daemons outlived {end:?}"), alive + beating, &site);
+            kill_leftovers(&site);
+        }
+    }
 }
 
 /// The step that looks for orca: orca's pid (told through a marker), programs named orca, and
