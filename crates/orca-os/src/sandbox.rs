@@ -128,6 +128,9 @@ pub struct SandboxPolicy {
     hidden: Vec<PathBuf>,
     /// Each child in a PID namespace of its own (where the kernel allows; see [`probe`]).
     pid_namespace: bool,
+    /// The user's own git config (`~/.gitconfig`, `~/.config/git`, `$XDG_CONFIG_HOME/git`):
+    /// read-only to children where it lies in a writable place (a project holding the home).
+    user_git: Vec<PathBuf>,
 }
 
 impl SandboxPolicy {
@@ -158,6 +161,7 @@ impl SandboxPolicy {
             home: env("HOME").map(PathBuf::from).filter(|p| p.is_absolute()),
             hidden: Vec::new(),
             pid_namespace: true,
+            user_git: user_git_config(env),
         })
     }
 
@@ -254,6 +258,25 @@ impl SandboxPolicy {
             SandboxMode::Kernel | SandboxMode::Tools => PathGuard::new(&self.root, &self.protected),
         }
     }
+}
+
+/// Where the user's own git config may be, from `env`.
+fn user_git_config(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let absolute = |k: &str| {
+        env(k)
+            .filter(|v| !v.trim().is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let mut out = Vec::new();
+    if let Some(home) = absolute("HOME") {
+        out.push(home.join(".gitconfig"));
+        out.push(home.join(".config").join("git"));
+    }
+    if let Some(xdg) = absolute("XDG_CONFIG_HOME") {
+        out.push(xdg.join("git"));
+    }
+    out
 }
 
 /// Whether a step gets a PID namespace of its own.
@@ -576,6 +599,13 @@ fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)
     }
     for p in &git.read_only {
         if std::fs::symlink_metadata(p).is_ok() {
+            mounts.push(MountOp::ReadOnlyTop(cstring(p)?));
+        }
+    }
+    // The user's own git config, where a step could write it: the user's git would run what
+    // a step planted there.
+    for p in &policy.user_git {
+        if std::fs::symlink_metadata(p).is_ok() && writable_areas.iter().any(|w| p.starts_with(w)) {
             mounts.push(MountOp::ReadOnlyTop(cstring(p)?));
         }
     }

@@ -235,6 +235,20 @@ async fn a_missing_config_dir_inside_the_project_cannot_be_planted() {
     .await;
     assert!(matches!(r, TaskResult::Failure(_)), "{r:?}");
     assert!(!home.join(".config/orca/signing.key").exists());
+    // Nor plant a program in the user's own git config there (ADR 0040).
+    std::fs::write(home.join(".gitconfig"), "[user]\n\tname = me\n").unwrap();
+    let r = run_shell_in(
+        &home,
+        &request("printf '[core]\\n\\tfsmonitor = /tmp/planted\\n' >> .gitconfig"),
+        Some(&policy),
+    )
+    .await;
+    assert!(matches!(r, TaskResult::Failure(_)), "{r:?}");
+    assert!(
+        !std::fs::read_to_string(home.join(".gitconfig"))
+            .unwrap()
+            .contains("planted")
+    );
     // Ordinary files in the same home still work.
     let r = run_shell_in(&home, &request("echo ok > notes.txt"), Some(&policy)).await;
     assert!(matches!(r, TaskResult::Success(_)), "{r:?}");
