@@ -119,8 +119,16 @@ pub(crate) fn neutralized(key: &str) -> Vec<String> {
 fn global_excludes() -> Option<&'static str> {
     static FILE: OnceLock<Option<String>> = OnceLock::new();
     FILE.get_or_init(|| {
-        let out = std::process::Command::new("git")
-            .args(["config", "--global", "--path", "--get", "core.excludesFile"])
+        let mut cmd = std::process::Command::new("git");
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            if ["PATH", "HOME", "XDG_CONFIG_HOME"].contains(&k.to_string_lossy().as_ref()) {
+                cmd.env(k, v);
+            }
+        }
+        let out = cmd
+            .args(["-C", "/", "config", "--global", "--path", "--get"])
+            .arg("core.excludesFile")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
