@@ -577,14 +577,22 @@ fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)
             MountOp::HideFile(c)
         });
     }
-    // The repository's shared state: what must exist to be covered is made first (empty),
-    // then the pins, then the read-only binds, outer first.
-    for dir in &git.create_dirs {
+    // The repository's shared state, where the child could write it (a repository above the
+    // project, outside every writable place, is left alone): what must exist to be covered is
+    // made first (empty), then the pins, then the read-only binds, outer first.
+    let reachable: Vec<PathBuf> = writable_areas
+        .iter()
+        .flat_map(|w| [w.to_path_buf(), w.canonicalize().unwrap_or_default()])
+        .chain(git.writable.iter().cloned())
+        .filter(|w| !w.as_os_str().is_empty())
+        .collect();
+    let reachable = |p: &Path| reachable.iter().any(|w| p.starts_with(w));
+    for dir in git.create_dirs.iter().filter(|d| reachable(d)) {
         if std::fs::symlink_metadata(dir).is_err() {
             let _ = std::fs::create_dir(dir);
         }
     }
-    for file in &git.create_files {
+    for file in git.create_files.iter().filter(|f| reachable(f)) {
         if std::fs::symlink_metadata(file).is_err() {
             let _ = std::fs::OpenOptions::new()
                 .write(true)
@@ -592,12 +600,12 @@ fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)
                 .open(file);
         }
     }
-    for p in &git.pins {
+    for p in git.pins.iter().filter(|p| reachable(p)) {
         if std::fs::symlink_metadata(p).is_ok() {
             mounts.push(MountOp::Pin(cstring(p)?));
         }
     }
-    for p in &git.read_only {
+    for p in git.read_only.iter().filter(|p| reachable(p)) {
         if std::fs::symlink_metadata(p).is_ok() {
             mounts.push(MountOp::ReadOnlyTop(cstring(p)?));
         }
