@@ -217,7 +217,7 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     // outside it, where a confined step cannot signal it), then the sandbox.
     // A step in a PID namespace of its own does not get them: all its processes end with its
     // attempt (the lock, held by orca, outlives them), and a descriptor opened outside the
-    // sandbox could be opened again for writing through `/proc/self/fd` (ADR 0040).
+    // sandbox could be opened again for writing through `/proc/self/fd` (ADR 0041).
     let held = if spec
         .sandbox
         .is_some_and(crate::sandbox::SandboxPolicy::pid_namespace)

@@ -12,7 +12,7 @@
 //!
 //! What this cannot catch: a process that leaves the group (`setsid`, `setpgid`) escapes both
 //! the watchdog and the group kill. In the kernel sandbox each step also gets a PID namespace
-//! of its own ([`crate::sandbox::pid_ns`], ADR 0040), whose end takes such a process with it;
+//! of its own ([`crate::sandbox::pid_ns`], ADR 0041), whose end takes such a process with it;
 //! without one, only a cgroup would hold it (see ADR 0010).
 
 use std::sync::OnceLock;

@@ -21,7 +21,7 @@
 //!
 //! Landlock only grants, so a writable project root would make `.orca/` writable with it; the
 //! read-only bind mounts are what take it back, and Landlock forbids the child to unmount or
-//! remount anything. See ADRs 0012 and 0040.
+//! remount anything. See ADRs 0012 and 0041.
 
 mod git_state;
 mod hook;

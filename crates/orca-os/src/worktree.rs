@@ -141,7 +141,7 @@ impl GitWorktrees {
     }
 
     /// A step's branch, alone in a directory of its own under `refs/heads/`, so the sandbox
-    /// can leave it writable to the step and every other ref read-only (ADR 0040).
+    /// can leave it writable to the step and every other ref read-only (ADR 0041).
     fn step_branch(execution: ExecutionId, step: &StepId) -> String {
         format!("orca-step/{execution}/{step}/work")
     }

@@ -2,7 +2,7 @@
 //! `ORCA_SANDBOX`; `kernel` by default. A kernel that cannot confine is said once per run and
 //! the run falls back to the tool checks; `off` is warned about at every run; a kernel that
 //! confines but gives no PID namespace is said too (steps' processes are then process groups,
-//! ADR 0040). Each execution driven records the sandbox in its audit log.
+//! ADR 0041). Each execution driven records the sandbox in its audit log.
 //!
 //! The configured key and env files (`api_key_file`, `env_file`) are hidden from steps like the
 //! signing key; one inside the project (but outside `.orca/`) is refused by every command that

@@ -235,7 +235,7 @@ async fn a_missing_config_dir_inside_the_project_cannot_be_planted() {
     .await;
     assert!(matches!(r, TaskResult::Failure(_)), "{r:?}");
     assert!(!home.join(".config/orca/signing.key").exists());
-    // Nor plant a program in the user's own git config there (ADR 0040).
+    // Nor plant a program in the user's own git config there (ADR 0041).
     std::fs::write(home.join(".gitconfig"), "[user]\n\tname = me\n").unwrap();
     let r = run_shell_in(
         &home,
@@ -254,7 +254,7 @@ async fn a_missing_config_dir_inside_the_project_cannot_be_planted() {
     assert!(matches!(r, TaskResult::Success(_)), "{r:?}");
 }
 
-/// What the PID namespace costs a shell step (ADR 0040; `docs/perf/sandbox.md`): 50 trivial
+/// What the PID namespace costs a shell step (ADR 0041; `docs/perf/sandbox.md`): 50 trivial
 /// steps each way, interleaved — kernel sandbox with its own PID namespace, kernel sandbox
 /// without, no sandbox — and the medians printed. Also checks that the namespace is there.
 #[tokio::test]

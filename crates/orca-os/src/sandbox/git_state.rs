@@ -1,4 +1,4 @@
-//! The repository state a step may not write (ADR 0040): what of the git directory of the
+//! The repository state a step may not write (ADR 0041): what of the git directory of the
 //! repository a step runs in is bound read-only over itself, and which holes stay writable.
 //!
 //! In place (the step works in the user's checkout), the common git directory stays writable —

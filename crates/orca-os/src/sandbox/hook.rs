@@ -1,5 +1,5 @@
 //! The pre-exec half of the kernel sandbox: what the child does between fork and exec, with
-//! raw system calls on data [`super::prepare`] made before the fork (ADR 0012, ADR 0040).
+//! raw system calls on data [`super::prepare`] made before the fork (ADR 0012, ADR 0041).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd as _, OwnedFd};

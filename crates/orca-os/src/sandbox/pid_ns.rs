@@ -1,4 +1,4 @@
-//! A PID namespace per step (ADR 0040): the step sees no process but its own, and when its
+//! A PID namespace per step (ADR 0041): the step sees no process but its own, and when its
 //! attempt ends everything in the namespace dies, daemons included.
 //!
 //! The sandbox's pre-exec hook runs in the step's group leader `L` (a forked copy of orca, in

@@ -1,5 +1,5 @@
 //! Running `git` for [`super::GitWorktrees`]: orca's own short commands, which run outside the
-//! sandbox, so nothing a step can write may steer them (ADR 0040).
+//! sandbox, so nothing a step can write may steer them (ADR 0041).
 //!
 //! git runs programs named in its configuration: hooks (`.git/hooks`, `core.hooksPath`,
 //! `hook.<name>.command`), `core.fsmonitor`, the filter, diff and merge drivers that

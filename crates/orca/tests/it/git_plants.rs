@@ -2,7 +2,7 @@
 //! `.git/hooks`, through `core.hooksPath`, as `hook.<name>.command`), filter, diff and merge
 //! drivers selected by `.gitattributes` and `.git/info/attributes`, `diff.external`, a pager,
 //! an editor, a signing program, the user's global config — and tries to rename `.git` or
-//! repoint a worktree's `.git` file (ADR 0040). Each planted program appends its name to a
+//! repoint a worktree's `.git` file (ADR 0041). Each planted program appends its name to a
 //! file outside the project, which no step can write. Counted, in place and in a worktree:
 //!
 //! * plants that landed in the shared git state (goal 0),

@@ -1,4 +1,4 @@
-//! A step's processes live and die with their run (ADR 0010, ADR 0040), shown on the real
+//! A step's processes live and die with their run (ADR 0010, ADR 0041), shown on the real
 //! `orca` binary with real processes: `kill -9` of the runner with grandchildren, a step
 //! ignoring SIGTERM and a `setsid` daemon alive; a resume that must end a dead runner's
 //! leftovers before re-running; Ctrl-C and `exec stop` leaving a resumable execution that

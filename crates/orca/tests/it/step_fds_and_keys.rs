@@ -1,5 +1,5 @@
 //! What a step can reach through the descriptors it inherits and the key files orca reads, on
-//! the real binary, in place and in a worktree (ADR 0040):
+//! the real binary, in place and in a worktree (ADR 0041):
 //!
 //! * a step holding resource locks lists `/proc/self/fd` and writes to every descriptor from 3
 //!   up that names a file — through the descriptor, and by opening `/proc/self/fd/N` again for

@@ -1,4 +1,4 @@
-//! A step's processes, seen from outside, on the real binary (ADR 0040): in place and in a
+//! A step's processes, seen from outside, on the real binary (ADR 0041): in place and in a
 //! worktree, a step leaves a `setsid` daemon and a double-forked one, each writing a heartbeat;
 //! counted 5 s after the step completes, after `kill -9` of orca, after `orca exec stop`, after
 //! a timeout, `orca exec cancel` and Ctrl-C (goal 0 each), with the resume that follows a kill
