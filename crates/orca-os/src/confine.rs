@@ -245,8 +245,9 @@ fn open_error(rel: &str, e: &std::io::Error) -> ToolError {
 }
 
 /// The paths agents may not touch, from the project root and an environment lookup: the
-/// project's `.orca`, `$XDG_CONFIG_HOME/orca`, `$HOME/.config/orca`, and the file
-/// `ORCA_SIGNING_KEY` names.
+/// project's `.orca`, `$XDG_CONFIG_HOME/orca`, `$HOME/.config/orca`, the file
+/// `ORCA_SIGNING_KEY` names, and orca's state (`$ORCA_STATE_DIR`, `$XDG_STATE_HOME/orca`,
+/// `$HOME/.local/state/orca`: the checkpoint of what orca last wrote).
 #[must_use]
 pub fn protected_paths(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     let mut out = vec![root.join(".orca")];
@@ -258,6 +259,16 @@ pub fn protected_paths(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec
         out.push(home.join(".config").join("orca"));
     }
     out.extend(signing_key_path(root, env));
+    // orca's state: the signed checkpoint of what it last wrote (rollback detection).
+    if let Some(x) = nonempty("ORCA_STATE_DIR").filter(|p| p.is_absolute()) {
+        out.push(x);
+    }
+    if let Some(x) = nonempty("XDG_STATE_HOME").filter(|p| p.is_absolute()) {
+        out.push(x.join("orca"));
+    }
+    if let Some(home) = nonempty("HOME").filter(|p| p.is_absolute()) {
+        out.push(home.join(".local").join("state").join("orca"));
+    }
     out
 }
 
@@ -299,9 +310,15 @@ mod tests {
         let got = protected_paths(Path::new("/p"), &env);
         assert_eq!(
             got,
-            ["/p/.orca", "/cfg/orca", "/home/u/.config/orca", "/keys/k"]
-                .map(PathBuf::from)
-                .to_vec()
+            [
+                "/p/.orca",
+                "/cfg/orca",
+                "/home/u/.config/orca",
+                "/keys/k",
+                "/home/u/.local/state/orca"
+            ]
+            .map(PathBuf::from)
+            .to_vec()
         );
     }
 }
