@@ -138,6 +138,8 @@ pub(crate) struct App {
     pub(crate) serve: Option<toml::Value>,
     pub(crate) notify: Option<toml::Value>,
     pub(crate) config_files: Vec<PathBuf>,
+    /// `[approval]`: which ways of approving the user's and the project's config allow.
+    pub(crate) approval: crate::settings::layers::ApprovalSettings,
     pub(crate) style: Style,
     pub(crate) json: bool,
     pub(crate) quiet: bool,
@@ -191,6 +193,7 @@ impl App {
             serve: loaded.serve,
             notify: loaded.notify,
             config_files: loaded.files,
+            approval: loaded.approval,
             sandbox,
             style: Style::detect(global.no_color),
             json: global.json,

@@ -102,8 +102,7 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
         trusted_keys: global.trusted_key.clone(),
         env_policy: app.env_policy().clone(),
     });
-    let env = |k: &str| std::env::var(k).ok();
-    let approval = crate::settings::layers::approval_settings(Some(&root), &env)?;
+    let approval = &app.approval;
     let elicitation = match (&approval.mcp_elicitation_off, args.no_elicitation) {
         (Some(file), _) => Elicitation::Off(format!(
             "approvals through an agent host are turned off ([approval] mcp_elicitation = false in {})",

@@ -47,6 +47,8 @@ pub(crate) struct Layers {
     pub(crate) sources: BTreeMap<String, Source>,
     /// The files read (user, project), for error messages.
     pub(crate) files: Vec<PathBuf>,
+    /// `[approval]` as the files set it (read with them, once).
+    pub(crate) approval: ApprovalSettings,
 }
 
 /// The user's config file: `$XDG_CONFIG_HOME/orca/config.toml`, else
@@ -196,30 +198,6 @@ fn check_approval(table: &Table, path: &Path) -> Result<Option<bool>, CliError> 
     Ok(elicitation)
 }
 
-/// The `[approval]` settings of the user's and the project's config files. Stricter wins: a
-/// path turned off in either file is off (a project cannot turn back on what the user turned
-/// off).
-pub(crate) fn approval_settings(
-    project: Option<&Path>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ApprovalSettings, CliError> {
-    let mut settings = ApprovalSettings::default();
-    let files = [
-        user_config_path(env),
-        project.map(|root| root.join(".orca").join("config.toml")),
-    ];
-    for path in files.into_iter().flatten() {
-        let Some(text) = read_optional(&path)? else {
-            continue;
-        };
-        let table = parse_table(&text, &path)?;
-        if check_approval(&table, &path)? == Some(false) && settings.mcp_elicitation_off.is_none() {
-            settings.mcp_elicitation_off = Some(path);
-        }
-    }
-    Ok(settings)
-}
-
 /// Reads the layers (user file, project file, environment) and merges them; `None` when no
 /// layer sets anything (the built-in defaults apply).
 pub(crate) fn load(
@@ -250,6 +228,9 @@ pub(crate) fn load(
             }));
         };
         let approval = check_approval(&table, &path)?;
+        if approval == Some(false) && layers.approval.mcp_elicitation_off.is_none() {
+            layers.approval.mcp_elicitation_off = Some(path.clone());
+        }
         orca_agents::config::Config::parse(&for_agents(&text, &table, &path)?, &path)
             .map_err(|e| CliError::bad_input(e.to_string()))?;
         // A setting that turns an approval path off is not turned back on by a later layer.

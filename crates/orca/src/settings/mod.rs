@@ -40,6 +40,8 @@ pub(crate) struct Settings {
     pub(crate) notify: Option<toml::Value>,
     /// The files the settings came from (user, project), for error messages.
     pub(crate) files: Vec<PathBuf>,
+    /// Which ways of approving the files allow (`[approval]`).
+    pub(crate) approval: layers::ApprovalSettings,
 }
 
 impl Settings {
@@ -68,6 +70,7 @@ fn load(root: &Path) -> Result<Settings, CliError> {
             serve: None,
             notify: None,
             files: Vec::new(),
+            approval: layers::ApprovalSettings::default(),
         });
     };
     let text = layers::merged_text(&layers, &env);
@@ -116,6 +119,7 @@ fn load(root: &Path) -> Result<Settings, CliError> {
         serve: layers.merged.get("serve").cloned(),
         notify: layers.merged.get("notify").cloned(),
         files: layers.files,
+        approval: layers.approval,
     })
 }
 
