@@ -5,7 +5,7 @@
 //! are canonicalized (for writes, the nearest existing ancestor) and checked to stay under the
 //! canonical root, so symlinks that lead out are refused too. Orca's records (`.orca/`) and the
 //! user's orca config and signing key are refused as well, whatever the case or the link that
-//! leads there, and files are checked again once open ([`orca_os::confine`]). `run_command` runs
+//! leads there, and files are checked again once open ([`orca_os::protected`]). `run_command` runs
 //! under the [`SandboxPolicy`] given with [`WorkspaceTools::with_policy`].
 
 use std::io::{Read as _, Seek as _, Write as _};
@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::profile::ALL_TOOLS;
-use orca_os::confine::PathGuard;
 use orca_os::process::{self, RunEnd, RunSpec};
+use orca_os::protected::PathGuard;
 use orca_os::sandbox::{SandboxMode, SandboxPolicy};
 use orca_os::step_env::{self, EnvPolicy};
 

@@ -7,7 +7,7 @@
 //!   timeout, and a guard that ends the whole group when the run ends or is dropped.
 //! - [`process_group`]: the watchdog forked into every group (the group dies with orca), the
 //!   kill grace, ending the groups a dead runner recorded.
-//! - [`sandbox`] and [`confine`]: the Landlock + mount-namespace sandbox a step runs in, and
+//! - [`sandbox`] and [`protected`]: the Landlock + mount-namespace sandbox a step runs in, and
 //!   the paths it must never reach (`.orca/`, the signing key).
 //! - [`step_env`]: the environment a step gets (an allowlist, never orca's whole environment).
 //! - [`worktree`]: git worktrees for steps that run in isolation.
@@ -16,9 +16,9 @@
 //! **Architecture Invariant:** nothing here knows about models, agents or plans beyond the
 //! ids and ports of `orca-core`.
 
-pub mod confine;
 pub mod process;
 pub mod process_group;
+pub mod protected;
 pub mod sandbox;
 pub mod step_env;
 pub mod term;

@@ -1,7 +1,7 @@
 //! The sandbox of the processes agents start (shell steps, `run_command`, command-line agents).
 //!
 //! Three modes ([`SandboxMode`]): `kernel` confines each child with the kernel, `tools` keeps
-//! only the tool-level checks ([`crate::confine`]), `off` keeps neither (loud: the caller warns).
+//! only the tool-level checks ([`crate::protected`]), `off` keeps neither (loud: the caller warns).
 //!
 //! In `kernel` mode, between fork and exec the child
 //! 1. enters a new user and mount namespace — and, where the kernel allows, a new PID namespace
@@ -39,7 +39,7 @@ use landlock::{
 };
 
 use self::hook::{Hook, MountOp};
-use crate::confine::{PathGuard, protected_paths, signing_key_path};
+use crate::protected::{PathGuard, protected_paths, signing_key_path};
 
 /// How agent processes are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,5 +1,6 @@
-//! Where agent tools may go: inside the canonical project root, never into orca's records
-//! (`<root>/.orca`) nor the user's orca config or signing key.
+//! The paths a step must never reach, and the guard of the agent tools: inside the canonical
+//! project root, never into orca's records (`<root>/.orca`) nor the user's orca config, state
+//! or signing key. (The kernel sandbox, `crate::sandbox::confine`, hides the same paths.)
 //!
 //! Paths are compared after resolving `..` and symlinks, component by component and without
 //! regard to ASCII case (a `.ORCA` on a case-insensitive filesystem is the same directory).
