@@ -146,18 +146,7 @@ impl Site {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
         let out = self.orca(env, &all);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let value = serde_json::Deserializer::from_str(&text)
-            .into_iter::<Value>()
-            .map_while(Result::ok)
-            .last()
-            .unwrap_or_else(|| {
-                panic!(
-                    "no JSON from {args:?}: {text}{}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            });
-        (out.status.code().unwrap_or(-1), value)
+        super::common::last_json(&out, args)
     }
 
     /// Writes a plan document of `steps` outside the project; its path.

@@ -62,3 +62,20 @@ pub(crate) fn orca(root: &Path, config_home: &Path, args: &[&str]) -> Output {
         .output()
         .expect("orca runs")
 }
+
+/// The exit code of `out` and the last JSON value on its stdout (a command may print progress
+/// values before its result); panics naming `args` if there is none.
+pub(crate) fn last_json(out: &Output, args: &[&str]) -> (i32, serde_json::Value) {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let value = serde_json::Deserializer::from_str(&text)
+        .into_iter::<serde_json::Value>()
+        .map_while(Result::ok)
+        .last()
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON from {args:?}: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    (out.status.code().unwrap_or(-1), value)
+}
