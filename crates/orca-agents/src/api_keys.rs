@@ -221,16 +221,22 @@ pub fn run_key_command_once(cmd: &str, cwd: &Path) -> Result<String, String> {
 /// The command cannot run, fails, times out, or prints nothing.
 pub fn run_key_command(cmd: &str, cwd: &Path, timeout: Duration) -> Result<String, String> {
     let words = split_command(cmd).map_err(|e| format!("key command `{cmd}`: {e}"))?;
-    let mut child = Command::new(&words[0])
+    let mut command = Command::new(&words[0]);
+    command
         .args(&words[1..])
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::null());
+    // Its own process group with orca's watchdog: it dies with orca, and whatever it leaves
+    // running is killed with its group once it has answered.
+    orca_os::process_group::own_group_blocking(&mut command);
+    let mut child = command
         .spawn()
         .map_err(|e| format!("key command `{cmd}` cannot run: {e}"))?;
+    let group = child.id();
     let Some(stdout) = child.stdout.take() else {
-        let _ = child.kill();
+        orca_os::process_group::kill_group(group);
         return Err(format!("key command `{cmd}`: no output pipe"));
     };
     let reader = std::thread::spawn(move || {
@@ -243,7 +249,7 @@ pub fn run_key_command(cmd: &str, cwd: &Path, timeout: Duration) -> Result<Strin
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() >= timeout => {
-                let _ = child.kill();
+                orca_os::process_group::kill_group(group);
                 let _ = child.wait();
                 return Err(format!(
                     "key command `{cmd}` timed out after {}s and was killed",
@@ -251,9 +257,13 @@ pub fn run_key_command(cmd: &str, cwd: &Path, timeout: Duration) -> Result<Strin
                 ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("key command `{cmd}`: {e}")),
+            Err(e) => {
+                orca_os::process_group::kill_group(group);
+                return Err(format!("key command `{cmd}`: {e}"));
+            }
         }
     };
+    orca_os::process_group::kill_group(group);
     let out = reader.join().unwrap_or_default();
     if !status.success() {
         return Err(format!(
@@ -304,6 +314,21 @@ mod tests {
         let e = run_key_command("sleep 30", &dir, Duration::from_millis(200)).unwrap_err();
         assert!(e.contains("timed out"), "{e}");
         assert!(run_key_command("true", &dir, KEY_COMMAND_TIMEOUT).is_err());
+        // What a key command leaves running goes with its group once it has answered: the
+        // answer does not wait for it (it holds stdout), and nothing of it outlives orca.
+        let started = std::time::Instant::now();
+        let key = run_key_command(
+            "sh -c 'sleep 30 & echo sk-from-a-forking-command'",
+            &dir,
+            KEY_COMMAND_TIMEOUT,
+        )
+        .unwrap();
+        assert_eq!(key, "sk-from-a-forking-command");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

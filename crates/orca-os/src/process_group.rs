@@ -392,6 +392,23 @@ pub fn own_group(cmd: &mut tokio::process::Command) {
     }
 }
 
+/// [`own_group`] for a blocking `std` command (a key command run while the config is read).
+/// The caller kills the group ([`kill_group`], the child's pid) once the child has ended: the
+/// watchdog stays in it until then.
+pub fn own_group_blocking(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    cmd.process_group(0);
+    let hook = before_exec_hook(None, Vec::new());
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is unsafe: the hook must be async-signal-safe"
+    )]
+    // SAFETY: the hook only makes async-signal-safe calls (see `before_exec_hook`).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
 /// Whether group `pgid` has any member left (zombies included).
 fn group_alive(pgid: i32) -> bool {
     signal_group(pgid, 0)

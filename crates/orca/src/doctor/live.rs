@@ -144,8 +144,21 @@ async fn version_of(program: &str, args: &[&str], what: &str) -> Value {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
+    // Like every child of orca: its own group, with the watchdog, ended once it has answered.
+    orca_os::process_group::own_group(&mut cmd);
+    let child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return check(what.to_owned(), false, format!("not found: {e}")),
+    };
+    let group = child.id();
+    let answer = tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await;
+    if let Some(pgid) = group {
+        orca_os::process_group::kill_group(pgid);
+    }
+    match answer {
         Ok(Ok(output)) if output.status.success() => {
             let text = String::from_utf8_lossy(&output.stdout);
             let line = text.lines().next().unwrap_or("").trim().to_owned();
