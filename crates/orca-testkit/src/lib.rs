@@ -9,8 +9,10 @@
 //!   process dies.
 //! - [`certs`]: a throwaway CA with server and client certificates, made with `openssl`.
 //! - [`bench`]: the table and the JSON a benchmark hands to `cargo xtask bench`.
+//! - [`pty`]: a pseudo-terminal for a program a test runs as a person at a terminal would.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod certs;
 pub mod postgres;
+pub mod pty;

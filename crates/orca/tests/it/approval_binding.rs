@@ -279,7 +279,7 @@ fn run_at_terminal(
     plan: &str,
     meanwhile: impl FnOnce(),
 ) -> (Option<i32>, String) {
-    let (mut controller, terminal) = crate::e2e::openpty();
+    let (mut controller, terminal) = orca_testkit::pty::openpty();
     let mut child = {
         let mut cmd = common::isolated(root, home);
         cmd.args(["run", plan])
@@ -300,7 +300,7 @@ fn run_at_terminal(
         std::panic::resume_unwind(e);
     }
     controller.write_all(b"approve\n\n").unwrap();
-    let status = common::pty::wait(&mut child, "the interactive run");
+    let status = orca_testkit::pty::wait(&mut child, "the interactive run");
     let mut out = String::new();
     child
         .stdout

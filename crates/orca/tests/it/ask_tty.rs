@@ -6,7 +6,7 @@ use std::process::Stdio;
 
 use crate::common;
 use crate::common::project::Project;
-use crate::e2e::{FakeModels, openpty};
+use crate::e2e::FakeModels;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_at_a_terminal_shows_the_plan_once() {
@@ -27,7 +27,7 @@ async fn ask_at_a_terminal_shows_the_plan_once() {
     );
     let (root, config) = (p.root().to_path_buf(), p.config.path().to_path_buf());
     let (screen, out, code) = tokio::task::spawn_blocking(move || {
-        let (mut controller, terminal) = openpty();
+        let (mut controller, terminal) = orca_testkit::pty::openpty();
         let mut child = {
             let mut cmd = common::isolated(&root, &config);
             cmd.args([
@@ -43,8 +43,8 @@ async fn ask_at_a_terminal_shows_the_plan_once() {
         };
         // Approve, no note.
         controller.write_all(b"approve\n\n").unwrap();
-        let screen = common::pty::record(&controller);
-        let status = common::pty::wait(&mut child, "the interactive ask");
+        let screen = orca_testkit::pty::record(&controller);
+        let status = orca_testkit::pty::wait(&mut child, "the interactive ask");
         drop(controller);
         let mut out = String::new();
         child

@@ -191,33 +191,6 @@ fn a_cancelled_step_is_not_a_failed_one() {
     assert!(!row.contains("failed"), "{row}");
 }
 
-/// A pseudo-terminal: (controller, terminal).
-#[expect(unsafe_code, reason = "openpty has no safe wrapper in std")]
-fn openpty() -> (std::fs::File, std::fs::File) {
-    use std::os::fd::FromRawFd as _;
-    let mut controller: libc::c_int = -1;
-    let mut terminal: libc::c_int = -1;
-    // SAFETY: openpty writes two new descriptors into the two ints; the name, termios and
-    // window size pointers may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &raw mut controller,
-            &raw mut terminal,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors are new and owned by nothing else.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(controller),
-            std::fs::File::from_raw_fd(terminal),
-        )
-    }
-}
-
 // data on stdout, progress on stderr; no colour in a pipe even when stderr is a
 // terminal; `--log-format json` makes stderr pure JSON lines; `-q` prints no hints; tables fit
 // `COLUMNS`.
@@ -269,7 +242,7 @@ fn output_discipline() {
     assert!(listed.contains('…'), "{listed}");
 
     // stderr is a terminal, stdout a pipe: the data carries no escape codes.
-    let (_controller, terminal) = openpty();
+    let (_controller, terminal) = orca_testkit::pty::openpty();
     let mut cmd = common::isolated(p.root(), p.config.path());
     cmd.env_remove("NO_COLOR")
         .args(["audit", "verify"])

@@ -1327,33 +1327,6 @@ fn concurrency_one_and_locks_serialise_steps() {
     assert!(never_overlapped(&log), "{log}");
 }
 
-/// A pseudo-terminal: (controller, terminal).
-#[expect(unsafe_code, reason = "openpty has no safe wrapper in std")]
-pub(crate) fn openpty() -> (std::fs::File, std::fs::File) {
-    use std::os::fd::FromRawFd as _;
-    let mut controller: libc::c_int = -1;
-    let mut terminal: libc::c_int = -1;
-    // SAFETY: openpty writes two new descriptors into the two ints; the name, termios and
-    // window size pointers may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &raw mut controller,
-            &raw mut terminal,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors are new and owned by nothing else.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(controller),
-            std::fs::File::from_raw_fd(terminal),
-        )
-    }
-}
-
 // A person at a terminal: the two-question approval (a mistyped answer is asked again, then
 // approve with a note), then a failing step's decision (retry with guidance) → completed.
 #[test]
@@ -1375,7 +1348,7 @@ fn terminal_approval_and_decision() {
             ]),
         ),
     );
-    let (mut controller, terminal) = openpty();
+    let (mut controller, terminal) = orca_testkit::pty::openpty();
     let mut child = {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("orca"));
         cmd.arg("--root")
@@ -1398,9 +1371,9 @@ fn terminal_approval_and_decision() {
     controller
         .write_all(b"aprove\napprove\nlooks good\nretry\ntry once more\n")
         .unwrap();
-    let screen = crate::common::pty::record(&controller);
+    let screen = orca_testkit::pty::record(&controller);
     // Only a guard against a hang: the run takes well under a second.
-    let status = crate::common::pty::wait(&mut child, "the interactive run");
+    let status = orca_testkit::pty::wait(&mut child, "the interactive run");
     drop(controller);
     let mut out = String::new();
     child

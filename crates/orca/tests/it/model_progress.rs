@@ -179,7 +179,7 @@ async fn at_a_terminal_the_status_line_shows_tokens_and_is_cleared() {
     let (p, plan) = project(&url);
     let (root, config) = (p.root().to_path_buf(), p.config.path().to_path_buf());
     let (screen, code) = tokio::task::spawn_blocking(move || {
-        let (controller, terminal) = crate::e2e::openpty();
+        let (controller, terminal) = orca_testkit::pty::openpty();
         let mut child = {
             let mut cmd = common::isolated(&root, &config);
             cmd.args(["run", &plan, "--yes"])
@@ -188,8 +188,8 @@ async fn at_a_terminal_the_status_line_shows_tokens_and_is_cleared() {
                 .stdout(Stdio::piped());
             cmd.spawn().unwrap()
         };
-        let screen = common::pty::record(&controller);
-        let status = common::pty::wait(&mut child, "the run");
+        let screen = orca_testkit::pty::record(&controller);
+        let status = orca_testkit::pty::wait(&mut child, "the run");
         drop(controller);
         (screen.join().unwrap(), status.code())
     })

@@ -6,7 +6,6 @@
 #![allow(dead_code, reason = "each test binary uses a part of this module")]
 
 pub(crate) mod project;
-pub(crate) mod pty;
 
 use std::path::Path;
 use std::process::Output;
