@@ -8,11 +8,13 @@
 //!   TLS, a throwaway CA and client certificates), removed when dropped or when the test
 //!   process dies.
 //! - [`certs`]: a throwaway CA with server and client certificates, made with `openssl`.
+//! - [`fake_model`]: the Chat Completions bodies a fake model server answers with.
 //! - [`bench`]: the table and the JSON a benchmark hands to `cargo xtask bench`.
 //! - [`pty`]: a pseudo-terminal for a program a test runs as a person at a terminal would.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod certs;
+pub mod fake_model;
 pub mod postgres;
 pub mod pty;

@@ -255,20 +255,20 @@ impl wiremock::Respond for Hostile {
                 .iter()
                 .enumerate()
                 .map(|(i, (name, args))| {
-                    json!({"id": format!("atk_{turns}_{i}"), "type": "function",
-                        "function": {"name": name, "arguments": args.to_string()}})
+                    orca_testkit::fake_model::tool_call(&format!("atk_{turns}_{i}"), name, args)
                 })
                 .collect(),
-            None => vec![json!({"id": "done", "type": "function", "function": {
-                "name": "submit_result",
-                "arguments": json!({"status": "success", "summary": "tried everything"}).to_string()}})],
+            None => vec![orca_testkit::fake_model::tool_call(
+                "done",
+                "submit_result",
+                &json!({"status": "success", "summary": "tried everything"}),
+            )],
         };
-        wiremock::ResponseTemplate::new(200).set_body_json(json!({
-            "id": "chatcmpl-hostile", "object": "chat.completion", "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5}
-        }))
+        wiremock::ResponseTemplate::new(200).set_body_json(orca_testkit::fake_model::tool_calls(
+            "chatcmpl-hostile",
+            &body["model"],
+            calls,
+        ))
     }
 }
 

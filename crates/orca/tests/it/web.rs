@@ -430,13 +430,15 @@ impl wiremock::Respond for Asker {
             serde_json::json!({"status": "interruption", "reason": "the colour is not given",
                 "question": "Which colour should the button be?"})
         };
-        wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
-            "id": "chatcmpl-test", "object": "chat.completion", "model": "asker-model",
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
-                "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-                "function": {"name": "submit_result", "arguments": args.to_string()}}]}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5}
-        }))
+        wiremock::ResponseTemplate::new(200).set_body_json(orca_testkit::fake_model::tool_calls(
+            "chatcmpl-test",
+            &serde_json::json!("asker-model"),
+            vec![orca_testkit::fake_model::tool_call(
+                "call_1",
+                "submit_result",
+                &args,
+            )],
+        ))
     }
 }
 

@@ -60,17 +60,13 @@ impl wiremock::Respond for FakePlanner {
             .iter()
             .enumerate()
             .map(|(i, (name, args))| {
-                json!({"id": format!("call_{turns}_{i}"), "type": "function",
-                    "function": {"name": name, "arguments": args.to_string()}})
+                orca_testkit::fake_model::tool_call(&format!("call_{turns}_{i}"), name, args)
             })
             .collect();
-        wiremock::ResponseTemplate::new(200).set_body_json(json!({
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                "message": {"role": "assistant", "content": null, "tool_calls": tool_calls}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5}
-        }))
+        wiremock::ResponseTemplate::new(200).set_body_json(orca_testkit::fake_model::tool_calls(
+            "chatcmpl-test",
+            &body["model"],
+            tool_calls,
+        ))
     }
 }
