@@ -56,6 +56,8 @@ pub struct Agents {
     windows: Arc<Windows>,
     ask_windows: bool,
     progress: Option<Arc<dyn ProgressSink>>,
+    /// How long a step's process group gets between SIGTERM and SIGKILL.
+    kill_grace: std::time::Duration,
 }
 
 impl Agents {
@@ -84,6 +86,7 @@ impl Agents {
             windows: Arc::new(Windows::new()),
             ask_windows: false,
             progress: None,
+            kill_grace: orca_os::process_group::DEFAULT_KILL_GRACE,
         }
     }
 
@@ -94,6 +97,21 @@ impl Agents {
     pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
         self.sandbox = Some(policy);
         self
+    }
+
+    /// The same agents, giving a step's processes that must end early (stop, cancel, Ctrl-C,
+    /// a timeout) `grace` between SIGTERM and SIGKILL; also how long a dead runner's groups
+    /// get (default [`orca_os::process_group::DEFAULT_KILL_GRACE`]).
+    #[must_use]
+    pub const fn with_kill_grace(mut self, grace: std::time::Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// The grace period between SIGTERM and SIGKILL for a step's processes.
+    #[must_use]
+    pub const fn kill_grace(&self) -> std::time::Duration {
+        self.kill_grace
     }
 
     /// The same agents, reporting the progress of streamed model answers (and each model-backed
@@ -537,11 +555,11 @@ impl AgentPort for Agents {
     }
 
     async fn reap(&self, groups: &[orca_core::ProcessGroup]) -> Vec<orca_core::ReapOutcome> {
-        orca_os::process_group::reap_groups(groups).await
+        orca_os::process_group::reap_groups(groups, self.kill_grace).await
     }
 
     async fn settle(&self) {
-        let most = orca_os::process_group::kill_grace() + std::time::Duration::from_secs(5);
+        let most = self.kill_grace + std::time::Duration::from_secs(5);
         orca_os::process_group::settle(most).await;
     }
 
@@ -554,8 +572,15 @@ impl AgentPort for Agents {
         let root = request.workdir.as_deref().unwrap_or(&self.root);
         match &entry.runtime {
             Runtime::Shell => Reply::new(
-                shell::run_shell_for(root, &request, &self.env, self.sandbox.as_deref(), tools)
-                    .await,
+                shell::run_shell_for(
+                    root,
+                    &request,
+                    &self.env,
+                    self.sandbox.as_deref(),
+                    self.kill_grace,
+                    tools,
+                )
+                .await,
             ),
             Runtime::Cli(cli) => {
                 cli.run_task(
@@ -564,6 +589,7 @@ impl AgentPort for Agents {
                     &request,
                     &self.env,
                     self.sandbox.as_deref(),
+                    self.kill_grace,
                     tools,
                 )
                 .await

@@ -44,16 +44,26 @@ pub async fn run_shell_with(
     policy: &EnvPolicy,
     sandbox: Option<&SandboxPolicy>,
 ) -> TaskResult {
-    run_shell_for(root, request, policy, sandbox, &NoTools).await
+    run_shell_for(
+        root,
+        request,
+        policy,
+        sandbox,
+        orca_os::process_group::DEFAULT_KILL_GRACE,
+        &NoTools,
+    )
+    .await
 }
 
 /// [`run_shell_with`] for a caller that records the process group it starts
 /// ([`ToolHost::process_started`]); the command does not start before that has returned.
+/// `kill_grace`: how long its group gets between SIGTERM and SIGKILL when the run ends early.
 pub async fn run_shell_for(
     root: &Path,
     request: &TaskRequest,
     policy: &EnvPolicy,
     sandbox: Option<&SandboxPolicy>,
+    kill_grace: std::time::Duration,
     caller: &dyn ToolHost,
 ) -> TaskResult {
     let Some(command) = request
@@ -90,6 +100,7 @@ pub async fn run_shell_for(
         owner: Some(caller),
         sandbox,
         stdin: None,
+        kill_grace,
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

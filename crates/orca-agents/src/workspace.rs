@@ -47,6 +47,8 @@ pub struct WorkspaceTools {
     env: EnvPolicy,
     guard: PathGuard,
     policy: Option<Arc<SandboxPolicy>>,
+    /// How long a `run_command`'s group gets between SIGTERM and SIGKILL.
+    kill_grace: std::time::Duration,
 }
 
 impl WorkspaceTools {
@@ -68,6 +70,7 @@ impl WorkspaceTools {
                 .collect(),
             env: EnvPolicy::default(),
             policy: None,
+            kill_grace: orca_os::process_group::DEFAULT_KILL_GRACE,
         })
     }
 
@@ -86,6 +89,14 @@ impl WorkspaceTools {
     pub fn with_policy(mut self, policy: Arc<SandboxPolicy>) -> Self {
         self.guard = policy.guard();
         self.policy = Some(policy);
+        self
+    }
+
+    /// The same tools, giving a `run_command` that must end early `grace` between SIGTERM and
+    /// SIGKILL (default [`orca_os::process_group::DEFAULT_KILL_GRACE`]).
+    #[must_use]
+    pub const fn with_kill_grace(mut self, grace: std::time::Duration) -> Self {
+        self.kill_grace = grace;
         self
     }
 
@@ -396,6 +407,7 @@ impl WorkspaceTools {
             owner: Some(caller),
             sandbox: self.policy.as_deref(),
             stdin: None,
+            kill_grace: self.kill_grace,
         })
         .await;
         match run.end {

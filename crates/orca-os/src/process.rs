@@ -26,11 +26,13 @@ const DRAIN_GRACE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(crate) struct GroupGuard {
     pgid: Option<i32>,
+    /// Between SIGTERM and SIGKILL.
+    grace: Duration,
 }
 
 impl GroupGuard {
-    pub(crate) const fn new(pgid: Option<i32>) -> Self {
-        Self { pgid }
+    pub(crate) const fn new(pgid: Option<i32>, grace: Duration) -> Self {
+        Self { pgid, grace }
     }
 
     /// Kills the group now with SIGKILL (idempotent: the group id is forgotten).
@@ -47,7 +49,7 @@ impl GroupGuard {
             return;
         };
         process_group::signal_group(pgid, libc::SIGTERM);
-        let _ = tokio::time::timeout(process_group::kill_grace(), child.wait()).await;
+        let _ = tokio::time::timeout(self.grace, child.wait()).await;
         self.kill();
     }
 }
@@ -55,7 +57,7 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            process_group::terminate_in_background(pgid);
+            process_group::terminate_in_background(pgid, self.grace);
         }
     }
 }
@@ -144,6 +146,9 @@ pub struct RunSpec<'a> {
     /// Bytes written to the child's stdin, which is then closed (a prompt: no argument-length
     /// limit); `None`: stdin is `/dev/null`.
     pub stdin: Option<Vec<u8>>,
+    /// How long its group gets between SIGTERM and SIGKILL when the run ends early
+    /// ([`crate::process_group::DEFAULT_KILL_GRACE`] unless the run says otherwise).
+    pub kill_grace: Duration,
 }
 
 impl std::fmt::Debug for RunSpec<'_> {
@@ -257,7 +262,7 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         }
     };
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
-    let mut guard = GroupGuard::new(pgid);
+    let mut guard = GroupGuard::new(pgid, spec.kill_grace);
     if let (Some(owner), Some(group)) = (spec.owner, child.id().and_then(process_group::group_of)) {
         owner.process_started(group).await;
     }
@@ -441,6 +446,7 @@ mod tests {
             owner: None,
             sandbox: None,
             stdin: None,
+            kill_grace: crate::process_group::DEFAULT_KILL_GRACE,
         })
         .await;
         closer.join().unwrap();
@@ -464,6 +470,7 @@ mod tests {
             owner: None,
             sandbox: None,
             stdin: None,
+            kill_grace: crate::process_group::DEFAULT_KILL_GRACE,
         }
     }
 
@@ -555,12 +562,15 @@ mod tests {
     /// ignores it (and its grandchildren) is SIGKILLed after the grace period.
     #[tokio::test]
     async fn timeout_is_sigterm_then_sigkill_for_the_whole_group() {
-        crate::process_group::set_kill_grace(Duration::from_millis(500));
         let dir = tempfile::tempdir().unwrap();
         let script = "trap 'echo got-term > term.txt; exit 0' TERM; \
                       sh -c 'trap \"\" TERM; echo $$ > stubborn.pid; while :; do sleep 0.05; done' & \
                       while :; do sleep 0.05; done";
-        let out = run_captured(sh(dir.path(), script, Some(Duration::from_millis(700)))).await;
+        let spec = RunSpec {
+            kill_grace: Duration::from_millis(500),
+            ..sh(dir.path(), script, Some(Duration::from_millis(700)))
+        };
+        let out = run_captured(spec).await;
         assert!(matches!(out.end, RunEnd::TimedOut), "{:?}", out.end);
         let term = std::fs::read_to_string(dir.path().join("term.txt")).unwrap_or_default();
         assert_eq!(term.trim(), "got-term", "the leader saw SIGTERM");

@@ -16,7 +16,7 @@
 //! without one, only a cgroup would hold it (see ADR 0010).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use orca_core::{ProcessGroup, ReapOutcome};
@@ -27,22 +27,8 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 /// The longest wall-clock limit a child process gets: larger timeouts are clamped to this.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
-static KILL_GRACE_MS: AtomicU64 = AtomicU64::new(10_000);
 /// Graceful terminations still under way in background threads (see [`settle`]).
 static TERMINATING: AtomicUsize = AtomicUsize::new(0);
-
-/// Sets the grace period between SIGTERM and SIGKILL for every process group this process
-/// ends from now on (a setting of the binary; default [`DEFAULT_KILL_GRACE`]).
-pub fn set_kill_grace(grace: Duration) {
-    let ms = u64::try_from(grace.min(MAX_TIMEOUT).as_millis()).unwrap_or(u64::MAX);
-    KILL_GRACE_MS.store(ms, Ordering::Relaxed);
-}
-
-/// The grace period between SIGTERM and SIGKILL.
-#[must_use]
-pub fn kill_grace() -> Duration {
-    Duration::from_millis(KILL_GRACE_MS.load(Ordering::Relaxed))
-}
 
 /// Waits (at most `max`) until the graceful terminations started by dropped runs are over:
 /// the binary calls it before it exits, so a step's grace period is honoured (when orca exits,
@@ -460,11 +446,10 @@ pub(crate) fn group_of(pid: u32) -> Option<ProcessGroup> {
 /// then, in a background thread, SIGKILL as soon as the leader has exited or the grace period
 /// is over. The watchdog (a member that ignores SIGTERM) keeps the group id from being reused
 /// meanwhile.
-pub(crate) fn terminate_in_background(pgid: i32) {
+pub(crate) fn terminate_in_background(pgid: i32, grace: Duration) {
     if !signal_group(pgid, libc::SIGTERM) {
         return;
     }
-    let grace = kill_grace();
     TERMINATING.fetch_add(1, Ordering::AcqRel);
     let spawned = std::thread::Builder::new()
         .name(format!("orca-term-{pgid}"))
@@ -492,8 +477,7 @@ pub(crate) fn terminate_in_background(pgid: i32) {
 /// now running something else is [`ReapOutcome::PidReused`] and left alone), sends SIGTERM to
 /// the group, waits up to the grace period for it to empty, sends SIGKILL, and waits for the
 /// members to be gone.
-pub async fn reap_groups(groups: &[ProcessGroup]) -> Vec<ReapOutcome> {
-    let grace = kill_grace();
+pub async fn reap_groups(groups: &[ProcessGroup], grace: Duration) -> Vec<ReapOutcome> {
     let mut out = Vec::with_capacity(groups.len());
     for group in groups {
         let group = *group;
@@ -601,6 +585,7 @@ mod tests {
                 owner: None,
                 sandbox: None,
                 stdin: None,
+                kill_grace: DEFAULT_KILL_GRACE,
             })
             .await;
             assert!(matches!(out.end, crate::process::RunEnd::SpawnFailed(_)));

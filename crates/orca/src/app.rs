@@ -225,17 +225,28 @@ impl App {
         )
     }
 
+    /// The same app, its agents (and their workspace tools) giving a step's processes that
+    /// must end early `grace` between SIGTERM and SIGKILL.
+    pub(crate) fn with_kill_grace(mut self, grace: std::time::Duration) -> Self {
+        self.agents = Arc::new((*self.agents).clone().with_kill_grace(grace));
+        self
+    }
+
     /// The workspace tools rooted at a directory (the project, or a step's worktree): every
     /// tool, with the steps' environment policy and the run's sandbox.
     pub(crate) fn workspace_tools(&self) -> orca_os::worktree::ToolsAt {
         let env = self.agents.env_policy().clone();
         let policy = self.sandbox.policy.clone();
+        let grace = self.agents.kill_grace();
         Arc::new(move |dir: &Path| {
             WorkspaceTools::new(dir, &all_workspace_tools())
                 .ok()
                 .map(|w| {
-                    Arc::new(w.with_env_policy(env.clone()).with_policy(policy.clone()))
-                        as Arc<dyn orca_core::ToolHost>
+                    Arc::new(
+                        w.with_env_policy(env.clone())
+                            .with_policy(policy.clone())
+                            .with_kill_grace(grace),
+                    ) as Arc<dyn orca_core::ToolHost>
                 })
         })
     }
@@ -365,6 +376,11 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
     // What orca writes is checkpointed outside the project afterwards (`checkpoint`).
     let writes = signs || creates || matches!(command, Command::Exec(ExecCommand::Cancel { .. }));
     let app = App::open(global, creates, key_use, runs_agents).await?;
+    // A run's kill grace travels with its agents (no process-wide setting).
+    let app = match kill_grace_of(&command) {
+        Some(grace) => app.with_kill_grace(grace),
+        None => app,
+    };
     // Commands a person waits on while models work show their progress.
     // (Not a worker's or the MCP server's: no person watches their stderr.)
     let shows_progress = runs_agents && !matches!(command, Command::Worker(_) | Command::Mcp(_));
@@ -408,6 +424,22 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         tracing::warn!("the checkpoint of what orca wrote was not updated: {e}");
     }
     result
+}
+
+/// The `--kill-grace` of a command that runs steps.
+fn kill_grace_of(command: &Command) -> Option<std::time::Duration> {
+    let secs = match command {
+        Command::Ask(args) => args.run.kill_grace,
+        Command::Run(args) => args.run.kill_grace,
+        Command::Exec(
+            ExecCommand::Resume { run, .. }
+            | ExecCommand::Decide { run, .. }
+            | ExecCommand::Retry { run, .. },
+        ) => run.kill_grace,
+        Command::Worker(args) => args.kill_grace,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(secs))
 }
 
 pub(crate) fn unreachable_init() -> Result<Exit, CliError> {

@@ -307,6 +307,7 @@ impl CliAgent {
         timeout: Duration,
         env: Vec<(String, String)>,
         sandbox: Option<&SandboxPolicy>,
+        kill_grace: Duration,
         caller: &dyn ToolHost,
     ) -> RunOutcome {
         let program = self.spec.program.clone();
@@ -336,6 +337,7 @@ impl CliAgent {
             owner: Some(caller),
             sandbox: sandbox.as_ref(),
             stdin: Some(prompt.into_bytes()),
+            kill_grace,
         })
         .await;
         let kind = self.spec.kind.as_str();
@@ -459,6 +461,10 @@ impl CliAgent {
     }
 
     /// Carries out a step.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site, the registry's dispatch"
+    )]
     pub(crate) async fn run_task(
         &self,
         root: &Path,
@@ -466,6 +472,7 @@ impl CliAgent {
         request: &TaskRequest,
         policy: &EnvPolicy,
         sandbox: Option<&SandboxPolicy>,
+        kill_grace: Duration,
         tools: &dyn ToolHost,
     ) -> Reply<TaskResult> {
         let prompt = format!(
@@ -482,7 +489,9 @@ impl CliAgent {
         }));
         let env = policy.build(&profile.id, &request.step.env, request.identity().env());
         let run = self
-            .run(root, prompt, None, false, timeout, env, sandbox, tools)
+            .run(
+                root, prompt, None, false, timeout, env, sandbox, kill_grace, tools,
+            )
             .await;
         let session = run.session.as_deref().map(|n| self.session_for(n));
         let note = run.session.as_deref().map(|n| self.resume_note(n));
@@ -557,6 +566,7 @@ impl CliAgent {
                 timeout,
                 env,
                 sandbox,
+                orca_os::process_group::DEFAULT_KILL_GRACE,
                 &NoTools,
             )
             .await;

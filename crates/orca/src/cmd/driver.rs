@@ -111,7 +111,7 @@ pub(crate) async fn stop(app: &App, exec: &str, reason: Option<String>) -> Resul
         signal_driver(l)?;
         stopped_driver = Some(l.holder.clone());
         // The driver ends its steps (SIGTERM, grace, SIGKILL) before it lets the lease go.
-        let most = orca_os::process_group::kill_grace() + Duration::from_secs(60);
+        let most = app.agents.kill_grace() + Duration::from_secs(60);
         let start = std::time::Instant::now();
         loop {
             let now = app.store().lease(id).await?;

@@ -153,7 +153,6 @@ pub(crate) async fn drive(
     first: ExecutionId,
     options: &RunOptions,
 ) -> Result<Exit, CliError> {
-    orca_os::process_group::set_kill_grace(Duration::from_secs(options.kill_grace));
     let mut exec = first;
     loop {
         let snap = orca.executions().get(exec).await?;
@@ -191,10 +190,7 @@ pub(crate) async fn drive(
         signals.abort();
         // Steps ended by the run get their grace period before this process exits (its exit
         // SIGKILLs every group still alive).
-        orca_os::process_group::settle(
-            orca_os::process_group::kill_grace() + Duration::from_secs(5),
-        )
-        .await;
+        orca_os::process_group::settle(app.agents.kill_grace() + Duration::from_secs(5)).await;
         let report = report?;
         let code = finish(app, orca, &report).await?;
         if options.apply && matches!(report.outcome, RunOutcome::Completed) {

@@ -144,7 +144,6 @@ impl Notifications for Listener {
 
 /// Runs the worker until Ctrl-C / SIGTERM (or idle, with `--until-idle`).
 pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<Exit, CliError> {
-    orca_os::process_group::set_kill_grace(Duration::from_secs(args.kill_grace));
     let options = RunOptions {
         concurrency: args.tasks,
         yes: false,
@@ -220,8 +219,7 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         })
         .await;
     let (driven, errors) = (tally.driven, tally.store_errors);
-    orca_os::process_group::settle(orca_os::process_group::kill_grace() + Duration::from_secs(5))
-        .await;
+    orca_os::process_group::settle(app.agents.kill_grace() + Duration::from_secs(5)).await;
     if app.json() {
         crate::app::out_json(&json!({"driven": driven, "store_errors": errors}));
     } else {
