@@ -27,7 +27,8 @@ pub(crate) fn place(isolation: Option<&str>) -> &'static str {
     }
 }
 
-/// A shell step of a plan.
+/// A step of a plan: a shell step running `command`, or (`via_model`) a coder whose scripted
+/// model runs `command` with the `run_command` tool, then submits.
 pub(crate) struct Step<'a> {
     pub(crate) id: &'a str,
     pub(crate) command: String,
@@ -35,6 +36,7 @@ pub(crate) struct Step<'a> {
     pub(crate) isolation: Option<&'a str>,
     pub(crate) locks: &'a [&'a str],
     pub(crate) timeout_secs: Option<u64>,
+    pub(crate) via_model: bool,
 }
 
 impl<'a> Step<'a> {
@@ -46,6 +48,15 @@ impl<'a> Step<'a> {
             isolation,
             locks: &[],
             timeout_secs: None,
+            via_model: false,
+        }
+    }
+
+    /// The same step, its command run by a scripted model's `run_command`.
+    pub(crate) fn via_model(self) -> Self {
+        Self {
+            via_model: true,
+            ..self
         }
     }
 }
@@ -149,14 +160,44 @@ impl Site {
         super::common::last_json(&out, args)
     }
 
-    /// Writes a plan document of `steps` outside the project; its path.
+    /// Writes a plan document of `steps` outside the project; its path. A step `via_model`
+    /// gets an agent of its own (`coder-<plan>-<id>`), added to `.orca/config.toml`: a
+    /// scripted model whose first turn runs the command with `run_command` and whose second
+    /// submits.
     pub(crate) fn plan(&self, name: &str, steps: &[Step<'_>]) -> String {
+        let mut agents = String::new();
+        for s in steps.iter().filter(|s| s.via_model) {
+            let script = json!({ "turns": [
+                { "tool_calls": [{ "name": "run_command",
+                    "arguments": { "command": s.command, "timeout_secs": s.timeout_secs.unwrap_or(120) } }] },
+                { "tool_calls": [{ "name": "submit_result",
+                    "arguments": { "status": "success", "summary": "ran the command" } }] }
+            ]});
+            let file = format!("marks/{name}-{}.script.json", s.id);
+            std::fs::write(self.root.join(&file), script.to_string()).unwrap();
+            agents.push_str(&format!(
+                "\n[agents.coder-{name}-{id}]\nbackend = \"scripted\"\nscript = \"{file}\"\ntools = [\"run_command\"]\ndescription = \"runs what its model says\"\n",
+                id = s.id
+            ));
+        }
+        if !agents.is_empty() {
+            let config = self.root.join(".orca/config.toml");
+            let mut text = std::fs::read_to_string(&config).unwrap_or_default();
+            text.push_str(&agents);
+            std::fs::write(config, text).unwrap();
+        }
         let steps: Vec<Value> = steps
             .iter()
             .map(|s| {
-                let mut v = json!({ "id": s.id, "agent": "shell",
-                    "description": format!("the {} step", s.id), "command": s.command,
-                    "depends_on": s.after, "locks": s.locks });
+                let mut v = if s.via_model {
+                    json!({ "id": s.id, "agent": format!("coder-{name}-{}", s.id),
+                        "description": format!("the {} step", s.id),
+                        "depends_on": s.after, "locks": s.locks })
+                } else {
+                    json!({ "id": s.id, "agent": "shell",
+                        "description": format!("the {} step", s.id), "command": s.command,
+                        "depends_on": s.after, "locks": s.locks })
+                };
                 if let Some(iso) = s.isolation {
                     v["isolation"] = json!(iso);
                 }

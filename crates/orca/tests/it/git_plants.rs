@@ -179,12 +179,19 @@ fn runs(path: &Path) -> usize {
 }
 
 /// Runs the planting plan in `site` (`env`: the sandbox), then the user's next git commands.
-fn attack(site: &Site, isolation: Option<&str>, env: &[(&str, &str)], tag: &str) -> Counts {
+fn attack(
+    site: &Site,
+    isolation: Option<&str>,
+    env: &[(&str, &str)],
+    tag: &str,
+    via_model: bool,
+) -> Counts {
     let log = programs(site);
+    let plant = Step::new("plant", plant_script(site, tag), isolation);
     let plan = site.plan(
         tag,
         &[
-            Step::new("plant", plant_script(site, tag), isolation),
+            if via_model { plant.via_model() } else { plant },
             Step {
                 after: &["plant"],
                 ..Step::new("after", "echo after > after.txt".to_owned(), isolation)
@@ -222,12 +229,22 @@ fn attack(site: &Site, isolation: Option<&str>, env: &[(&str, &str)], tag: &str)
     counts
 }
 
-fn planted_git_programs_never_run(isolation: Option<&str>) {
-    let tag = if isolation.is_some() { "wt" } else { "ip" };
+fn planted_git_programs_never_run(isolation: Option<&str>, via_model: bool) {
+    let tag = match (isolation.is_some(), via_model) {
+        (false, false) => "ip",
+        (true, false) => "wt",
+        (false, true) => "ip-model",
+        (true, true) => "wt-model",
+    };
+    let by = if via_model {
+        "a scripted model's run_command"
+    } else {
+        "a shell step"
+    };
     let site = Site::new(true);
-    let c = attack(&site, isolation, &[], tag);
+    let c = attack(&site, isolation, &[], tag, via_model);
     println!(
-        "git plants {}: {} of {} landed in the shared git state, run by orca {}, run by the user's next git commands {} (residual: branches made beside the checked-out one {})",
+        "git plants by {by} {}: {} of {} landed in the shared git state, run by orca {}, run by the user's next git commands {} (residual: branches made beside the checked-out one {})",
         place(isolation),
         c.planted,
         c.tries,
@@ -241,6 +258,7 @@ fn planted_git_programs_never_run(isolation: Option<&str>) {
         isolation,
         &[("ORCA_SANDBOX", "off")],
         &format!("{tag}-off"),
+        via_model,
     );
     println!(
         "control without the sandbox {}: {} of {} landed, run by orca {}, run by the user's next git commands {}",
@@ -260,10 +278,20 @@ fn planted_git_programs_never_run(isolation: Option<&str>) {
 
 #[test]
 fn planted_git_programs_never_run_in_place() {
-    planted_git_programs_never_run(PLACES[0]);
+    planted_git_programs_never_run(PLACES[0], false);
 }
 
 #[test]
 fn planted_git_programs_never_run_from_a_worktree() {
-    planted_git_programs_never_run(PLACES[1]);
+    planted_git_programs_never_run(PLACES[1], false);
+}
+
+#[test]
+fn planted_git_programs_never_run_when_a_model_plants_them_in_place() {
+    planted_git_programs_never_run(PLACES[0], true);
+}
+
+#[test]
+fn planted_git_programs_never_run_when_a_model_plants_them_from_a_worktree() {
+    planted_git_programs_never_run(PLACES[1], true);
 }

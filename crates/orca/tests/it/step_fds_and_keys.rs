@@ -44,14 +44,13 @@ fn through_descriptors(
     isolation: Option<&str>,
     env: &[(&str, &str)],
     tag: &str,
+    via_model: bool,
 ) -> [usize; 4] {
-    let plan = site.plan(
-        tag,
-        &[Step {
-            locks: &["db", "cache"],
-            ..Step::new("fds", fd_step(site, tag), isolation)
-        }],
-    );
+    let step = Step {
+        locks: &["db", "cache"],
+        ..Step::new("fds", fd_step(site, tag), isolation)
+    };
+    let plan = site.plan(tag, &[if via_model { step.via_model() } else { step }]);
     let (c, v) = site.json(env, &["run", &plan, "--yes"]);
     assert_eq!(c, 0, "{v}");
     let seen = site.read_mark(&format!("fds-{tag}"));
@@ -71,24 +70,30 @@ fn through_descriptors(
 
 #[test]
 fn writes_through_inherited_descriptors_never_reach_the_records() {
-    for isolation in PLACES {
+    for (isolation, via_model) in PLACES.into_iter().flat_map(|p| [(p, false), (p, true)]) {
         let site = Site::new(true);
-        let [found, written, reopened, landed] = through_descriptors(&site, isolation, &[], "k");
+        let [found, written, reopened, landed] =
+            through_descriptors(&site, isolation, &[], "k", via_model);
         println!(
-            "descriptors {}: {found} file descriptors from 3 up ({:?}), writes through them {written}, reopened for writing {reopened}, markers in .orca {landed}",
+            "descriptors {} ({}): {found} file descriptors from 3 up ({:?}), writes through them {written}, reopened for writing {reopened}, markers in .orca {landed}",
             place(isolation),
+            if via_model {
+                "a scripted model's run_command"
+            } else {
+                "a shell step"
+            },
             site.read_mark("fds-k.list").replace('\n', "; ")
         );
         // In a PID namespace of its own a step gets no lock descriptor at all (orca holds the
         // locks); without one it gets them read-only.
-        if !pid_namespaces(&site.root) {
+        if !pid_namespaces(&site.root) && !via_model {
             assert!(found >= 2, "the step inherited no lock descriptor");
         }
         assert_eq!((written, landed), (0, 0));
     }
     let site = Site::new(true);
     let [found, written, reopened, landed] =
-        through_descriptors(&site, None, &[("ORCA_SANDBOX", "off")], "off");
+        through_descriptors(&site, None, &[("ORCA_SANDBOX", "off")], "off", false);
     println!(
         "control without the sandbox: {found} file descriptors, writes through them {written}, reopened for writing {reopened}, markers in .orca {landed}"
     );
@@ -168,29 +173,32 @@ fn read_keys(site: &Site, key: &std::path::Path, env_file: &std::path::Path) -> 
     let copy = site.mark("copied").display().to_string();
     format!(
         "base64 {k}; cat {k}; base64 {e}; cat {e}; cp {k} {copy}.key; cp {e} {copy}.env; \
-         base64 /proc/self/root{k}; true"
+         base64 /proc/self/root{k}; echo ran > {copy}.ran; true"
     )
 }
 
 #[test]
 fn key_and_env_files_are_out_of_reach() {
-    for isolation in PLACES {
+    for (isolation, via_model) in PLACES.into_iter().flat_map(|p| [(p, false), (p, true)]) {
         let (site, key, env_file) = keyed_site(None);
-        let plan = site.plan(
-            "keys",
-            &[Step::new(
-                "read-keys",
-                read_keys(&site, &key, &env_file),
-                isolation,
-            )],
-        );
+        let step = Step::new("read-keys", read_keys(&site, &key, &env_file), isolation);
+        let plan = site.plan("keys", &[if via_model { step.via_model() } else { step }]);
         let out = site.orca(&[], &["--json", "run", &plan, "--yes"]);
         assert!(out.status.success(), "{out:?}");
         let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        assert!(
+            site.mark("copied.ran").exists(),
+            "the reading step did not run"
+        );
         let leaked = key_bytes(&site, &all);
         println!(
-            "key files {}: key and env-file bytes (raw or base64) in records, output and the step's copies: {leaked}",
-            place(isolation)
+            "key files {} ({}): key and env-file bytes (raw or base64) in records, output and the step's copies: {leaked}",
+            place(isolation),
+            if via_model {
+                "a scripted model's run_command"
+            } else {
+                "a shell step"
+            }
         );
         assert_eq!(leaked, 0);
     }

@@ -53,20 +53,21 @@ fn must_be_zero(what: &str, count: usize, site: &Site) {
 
 #[test]
 fn daemons_die_when_their_step_completes() {
-    for isolation in PLACES {
+    for (isolation, via_model) in PLACES.into_iter().flat_map(|p| [(p, false), (p, true)]) {
         let site = Site::new(true);
         let beat = site.mark("beat").display().to_string();
+        let step = Step::new(
+            "leave-daemons",
+            format!(
+                "{}sleep 0.3; echo up > {}",
+                daemons(&beat),
+                site.mark("up").display()
+            ),
+            isolation,
+        );
         let plan = site.plan(
             "complete",
-            &[Step::new(
-                "leave-daemons",
-                format!(
-                    "{}sleep 0.3; echo up > {}",
-                    daemons(&beat),
-                    site.mark("up").display()
-                ),
-                isolation,
-            )],
+            &[if via_model { step.via_model() } else { step }],
         );
         let (c, v) = site.json(&[], &["run", &plan, "--yes"]);
         assert_eq!(c, 0, "{v}");
@@ -74,8 +75,13 @@ fn daemons_die_when_their_step_completes() {
         assert!(beats(&site, "beat") > 0, "the daemons never ran");
         let (alive, beating) = alive_after_5s(&site, "beat", done);
         println!(
-            "daemons {}: step processes alive 5 s after the step completed: {alive}, heartbeats in the last second: {beating}",
-            place(isolation)
+            "daemons {} ({}): step processes alive 5 s after the step completed: {alive}, heartbeats in the last second: {beating}",
+            place(isolation),
+            if via_model {
+                "a scripted model's run_command"
+            } else {
+                "a shell step"
+            }
         );
         must_be_zero("daemons outlived their step", alive + beating, &site);
     }
