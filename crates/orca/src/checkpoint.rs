@@ -7,14 +7,14 @@
 //!
 //! The file lives in the user's state directory (`$ORCA_STATE_DIR`, else
 //! `$XDG_STATE_HOME/orca`, else `~/.local/state/orca`), under `checkpoints/`, one per project
-//! (named by a digest of its path). A project verified by another user or on another machine
+//! and signing key (named by a digest of both). A project verified by another user or on another machine
 //! has none: it verifies as before, and `audit verify` says the rollback check was not possible.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use orca_core::{Digest, ExecutionId, PlanId};
-use orca_store::SignatureRecord;
+use orca_store::{PublicKey, SignatureRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
@@ -86,9 +86,15 @@ fn state_dir() -> Option<PathBuf> {
         .or_else(|| set("HOME").map(|h| h.join(".local").join("state").join("orca")))
 }
 
-fn file_for(root: &Path) -> Option<PathBuf> {
+/// The checkpoint of the project at `root` kept for the user's key `key`: one per project and
+/// key, so another key (a new one, another user's under the same state directory) starts its
+/// own instead of finding one it did not sign.
+fn file_for(root: &Path, key: &PublicKey) -> Option<PathBuf> {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let digest = Digest::of_bytes(root.as_os_str().as_encoded_bytes());
+    let mut named = root.as_os_str().as_encoded_bytes().to_vec();
+    named.push(0);
+    named.extend_from_slice(key.to_string().as_bytes());
+    let digest = Digest::of_bytes(&named);
     let name: String = digest
         .to_string()
         .chars()
@@ -153,7 +159,13 @@ fn read(path: &Path) -> Option<Checkpoint> {
 ///
 /// The store cannot be read.
 pub(crate) async fn check(app: &App) -> Result<Outcome, CliError> {
-    let Some(path) = file_for(app.root()) else {
+    let authority = app.store().authority();
+    let Some(key) = authority.public_key() else {
+        return Ok(Outcome::NotPossible(
+            "no signing key of yours is at hand to check the checkpoint with".to_owned(),
+        ));
+    };
+    let Some(path) = file_for(app.root(), &key) else {
         return Ok(Outcome::NotPossible(
             "no state directory (set XDG_STATE_HOME or HOME)".to_owned(),
         ));
@@ -169,11 +181,10 @@ pub(crate) async fn check(app: &App) -> Result<Outcome, CliError> {
             problem: "the checkpoint file cannot be read".to_owned(),
         }]));
     };
-    let authority = app.store().authority();
-    let signed_by_me = checkpoint.signature.as_ref().is_some_and(|s| {
-        s.is_valid_for(&checkpoint.statement())
-            && authority.public_key().is_some_and(|k| k == s.key)
-    });
+    let signed_by_me = checkpoint
+        .signature
+        .as_ref()
+        .is_some_and(|s| s.is_valid_for(&checkpoint.statement()) && key == s.key);
     if !signed_by_me {
         return Ok(Outcome::RolledBack(vec![Rollback {
             log: path.display().to_string(),
@@ -215,13 +226,13 @@ pub(crate) async fn check(app: &App) -> Result<Outcome, CliError> {
 /// checkpoint knew and the store no longer has are kept as they were (a deletion stays
 /// reported until the records come back).
 pub(crate) async fn record(app: &App) -> Result<(), CliError> {
-    let Some(path) = file_for(app.root()) else {
+    let authority = app.store().authority();
+    let Some(key) = authority.public_key() else {
         return Ok(());
     };
-    let authority = app.store().authority();
-    if authority.public_key().is_none() {
+    let Some(path) = file_for(app.root(), &key) else {
         return Ok(());
-    }
+    };
     let mut logs: BTreeMap<String, Seen> = read(&path).map(|c| c.logs).unwrap_or_default();
     for (log, now) in current(app).await? {
         // Only a log that extends what orca last wrote moves on: one found shorter, rewritten

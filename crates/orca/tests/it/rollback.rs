@@ -144,6 +144,24 @@ fn records_rolled_back_deleted_or_swapped_are_reported_and_a_stop_stays_a_stop()
         stderr(&out)
     );
 
+    // Not a rollback: the project deleted and made again at the same path (a demo directory
+    // cleaned), or the user's key replaced: new runs go on.
+    let (p, _plan, _exec) = awaiting();
+    std::fs::remove_dir_all(p.root().join(".orca")).unwrap();
+    assert_eq!(code(&p.run(&["init"])), 0);
+    let file = p.write(
+        "again.json",
+        &plan_doc("once more", &[("only", "echo ok", &[])]),
+    );
+    let out = p.run(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(code(&out), 0, "a project made again: {}", stderr(&out));
+    let other_key = tempfile::tempdir().unwrap();
+    let out = p.run_env(
+        &[("XDG_CONFIG_HOME", other_key.path().to_str().unwrap())],
+        &["run", file.to_str().unwrap(), "--yes"],
+    );
+    assert_eq!(code(&out), 0, "another signing key: {}", stderr(&out));
+
     println!(
         "rollbacks, deletions and symlinked records not reported: {} of 3 attacks ({missed:?})",
         missed.len()
