@@ -184,11 +184,16 @@ fn main_job(root: &Path) -> Result<String, String> {
         std::fs::remove_dir_all(&config_home)
             .map_err(|e| format!("cannot remove {}: {e}", config_home.display()))?;
     }
-    let config_home = config_home.display().to_string();
+    let config_home_text = config_home.display().to_string();
+    // orca's state (the checkpoint of what it wrote) beside that config, as a new user's would
+    // be new: nothing of earlier runs on this machine.
+    let state_home = config_home.join("state").display().to_string();
     crate::cargo_env(
         README_MAIN_COMMAND,
         &[
-            ("XDG_CONFIG_HOME", config_home.as_str()),
+            ("XDG_CONFIG_HOME", config_home_text.as_str()),
+            ("XDG_STATE_HOME", state_home.as_str()),
+            ("ORCA_STATE_DIR", ""),
             ("ORCA_SIGNING_KEY", ""),
             ("ANTHROPIC_API_KEY", ""),
             ("OPENAI_API_KEY", ""),
