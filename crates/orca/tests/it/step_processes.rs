@@ -254,11 +254,15 @@ fn looking_step(site: &Site, tag: &str) -> String {
 
 /// Runs the looking step; orca's pid visible (0/1), processes running orca, command lines
 /// holding orca's arguments, and all processes the step saw.
-fn look(site: &Site, isolation: Option<&str>, env: &[(&str, &str)], tag: &str) -> [usize; 4] {
-    let plan = site.plan(
-        tag,
-        &[Step::new("look", looking_step(site, tag), isolation)],
-    );
+fn look(
+    site: &Site,
+    isolation: Option<&str>,
+    env: &[(&str, &str)],
+    tag: &str,
+    via_model: bool,
+) -> [usize; 4] {
+    let step = Step::new("look", looking_step(site, tag), isolation);
+    let plan = site.plan(tag, &[if via_model { step.via_model() } else { step }]);
     let run = site.spawn(env, &["run", &plan, "--yes"]);
     std::fs::write(site.mark("orca.pid"), run.id().to_string()).unwrap();
     let out = run.wait_with_output().unwrap();
@@ -274,18 +278,23 @@ fn look(site: &Site, isolation: Option<&str>, env: &[(&str, &str)], tag: &str) -
 
 #[test]
 fn a_step_sees_no_process_of_orcas() {
-    for isolation in PLACES {
+    for (isolation, via_model) in PLACES.into_iter().flat_map(|p| [(p, false), (p, true)]) {
         let site = Site::new(true);
-        let [pid, programs, args, all] = look(&site, isolation, &[], "kernel");
+        let [pid, programs, args, all] = look(&site, isolation, &[], "kernel", via_model);
         println!(
-            "visibility {}: orca's pid visible {pid}, processes running orca {programs}, command lines with orca's arguments {args} (processes seen in all: {all}; ps: {:?})",
+            "visibility {} ({}): orca's pid visible {pid}, processes running orca {programs}, command lines with orca's arguments {args} (processes seen in all: {all}; ps: {:?})",
             place(isolation),
+            if via_model {
+                "a scripted model's run_command"
+            } else {
+                "a shell step"
+            },
             site.read_mark("ps-kernel")
         );
         must_be_zero("the step saw orca", pid + programs + args, &site);
     }
     let site = Site::new(true);
-    let [pid, programs, args, all] = look(&site, None, &[("ORCA_SANDBOX", "off")], "off");
+    let [pid, programs, args, all] = look(&site, None, &[("ORCA_SANDBOX", "off")], "off", false);
     println!(
         "control without the sandbox: orca's pid visible {pid}, processes running orca {programs}, command lines with orca's arguments {args} (processes seen in all: {all})"
     );
