@@ -11,6 +11,8 @@ use orca_core::{
     QuestionRequest, Reply, Role, TaskFailure, TaskRequest, TaskResult, ToolHost,
 };
 
+mod settings;
+
 use crate::agent_loop::{self, LoopSettings};
 use crate::cli::CliAgent;
 use crate::error::ConfigError;
@@ -88,38 +90,6 @@ impl Agents {
             progress: None,
             kill_grace: orca_os::process_group::DEFAULT_KILL_GRACE,
         }
-    }
-
-    /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
-    /// In `kernel` mode, check [`orca_os::sandbox::probe`] first: where the kernel cannot
-    /// confine, every child fails to start rather than run unconfined.
-    #[must_use]
-    pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
-        self.sandbox = Some(policy);
-        self
-    }
-
-    /// The same agents, giving a step's processes that must end early (stop, cancel, Ctrl-C,
-    /// a timeout) `grace` between SIGTERM and SIGKILL; also how long a dead runner's groups
-    /// get (default [`orca_os::process_group::DEFAULT_KILL_GRACE`]).
-    #[must_use]
-    pub const fn with_kill_grace(mut self, grace: std::time::Duration) -> Self {
-        self.kill_grace = grace;
-        self
-    }
-
-    /// The grace period between SIGTERM and SIGKILL for a step's processes.
-    #[must_use]
-    pub const fn kill_grace(&self) -> std::time::Duration {
-        self.kill_grace
-    }
-
-    /// The same agents, reporting the progress of streamed model answers (and each model-backed
-    /// step's usage when it ends) to `sink`.
-    #[must_use]
-    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
-        self.progress = Some(sink);
-        self
     }
 
     /// Runs a model-backed call with progress reported under `label`, then its usage.
@@ -351,15 +321,6 @@ impl Agents {
             },
         );
         Ok(())
-    }
-
-    /// Sets which environment variables steps receive (builder style; see
-    /// [`orca_os::step_env`]). Without it, steps get the base allowlist and their own `env`
-    /// names, read from this process's environment.
-    #[must_use]
-    pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
-        self.env = policy;
-        self
     }
 
     /// Which environment variables steps receive.

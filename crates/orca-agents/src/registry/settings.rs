@@ -1,0 +1,54 @@
+//! How the agents run their steps' processes: the sandbox, the kill grace, the step
+//! environment, and where streamed progress goes. Builders of [`Agents`], each returning the
+//! same agents with one setting changed.
+
+use std::sync::Arc;
+
+use orca_llm::progress::ProgressSink;
+use orca_os::sandbox::SandboxPolicy;
+use orca_os::step_env::EnvPolicy;
+
+use super::Agents;
+
+impl Agents {
+    /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
+    /// In `kernel` mode, check [`orca_os::sandbox::probe`] first: where the kernel cannot
+    /// confine, every child fails to start rather than run unconfined.
+    #[must_use]
+    pub fn with_sandbox(mut self, policy: Arc<SandboxPolicy>) -> Self {
+        self.sandbox = Some(policy);
+        self
+    }
+
+    /// The same agents, giving a step's processes that must end early (stop, cancel, Ctrl-C,
+    /// a timeout) `grace` between SIGTERM and SIGKILL; also how long a dead runner's groups
+    /// get (default [`orca_os::process_group::DEFAULT_KILL_GRACE`]).
+    #[must_use]
+    pub const fn with_kill_grace(mut self, grace: std::time::Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// The grace period between SIGTERM and SIGKILL for a step's processes.
+    #[must_use]
+    pub const fn kill_grace(&self) -> std::time::Duration {
+        self.kill_grace
+    }
+
+    /// The same agents, reporting the progress of streamed model answers (and each model-backed
+    /// step's usage when it ends) to `sink`.
+    #[must_use]
+    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// Sets which environment variables steps receive (builder style; see
+    /// [`orca_os::step_env`]). Without it, steps get the base allowlist and their own `env`
+    /// names, read from this process's environment.
+    #[must_use]
+    pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
+        self.env = policy;
+        self
+    }
+}
