@@ -364,23 +364,14 @@ pub fn terminate_process(pid: u32) -> std::io::Result<()> {
 
 /// Makes `cmd` the leader of a process group of its own, with the watchdog every child of
 /// orca gets: when orca dies, however it dies, the whole group is killed. For helpers orca
-/// starts outside a step (notifiers); steps go through [`crate::process::run_captured`].
+/// starts outside a step (notifiers, probes); steps go through
+/// [`crate::process::run_captured`]. The caller kills the group ([`kill_group`], the child's
+/// pid) once the child has ended: the watchdog stays in it until then.
 pub fn own_group(cmd: &mut tokio::process::Command) {
-    cmd.process_group(0);
-    let hook = before_exec_hook(None, Vec::new());
-    #[expect(
-        unsafe_code,
-        reason = "pre_exec is unsafe: the hook must be async-signal-safe"
-    )]
-    // SAFETY: the hook only makes async-signal-safe calls (see `before_exec_hook`).
-    unsafe {
-        cmd.pre_exec(hook);
-    }
+    own_group_blocking(cmd.as_std_mut());
 }
 
 /// [`own_group`] for a blocking `std` command (a key command run while the config is read).
-/// The caller kills the group ([`kill_group`], the child's pid) once the child has ended: the
-/// watchdog stays in it until then.
 pub fn own_group_blocking(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt as _;
     cmd.process_group(0);
