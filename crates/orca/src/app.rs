@@ -154,6 +154,7 @@ impl App {
         runs_agents: bool,
     ) -> Result<Self, CliError> {
         let root = find_root(global.root.as_deref(), create)?;
+        let new_project = !root.join(".orca").is_dir();
         // Only the commands that create something may make a project; a read-only command run
         // in the wrong directory must not leave a `.orca/` there (it would capture root
         // discovery for every later command).
@@ -167,6 +168,9 @@ impl App {
         let loaded = crate::settings::Settings::load(&root)?;
         let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
+        if new_project {
+            crate::checkpoint::forget(&root, &authority);
+        }
         if let Some(path) = created {
             say(&format!(
                 "created your signing key {} (it signs your approvals; keep it private)",

@@ -297,3 +297,12 @@ pub(crate) async fn refuse_rolled_back(
     }
     Ok(())
 }
+
+/// Forgets the checkpoint of the project at `root` for `authority`'s key: called when orca
+/// makes the project's `.orca/` anew (`init`, or the first command there), where there is no
+/// past to protect — a project deleted and made again at the same path starts afresh.
+pub(crate) fn forget(root: &Path, authority: &orca_store::Authority) {
+    if let Some(path) = authority.public_key().and_then(|key| file_for(root, &key)) {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -63,6 +63,7 @@ pub(crate) fn init(global: &Global) -> Result<Exit, CliError> {
         None => std::env::current_dir().map_err(|e| CliError::internal(e.to_string()))?,
     };
     let dir = root.join(".orca");
+    let new_project = !dir.is_dir();
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::internal(format!("cannot create {}: {e}", dir.display())))?;
     let config = dir.join("config.toml");
@@ -76,7 +77,10 @@ pub(crate) fn init(global: &Global) -> Result<Exit, CliError> {
             .map_err(|e| CliError::internal(format!("cannot write {}: {e}", config.display())))?;
         true
     };
-    let (_, key) = crate::trust::authority(&root, &global.trusted_key, KeyUse::Sign)?;
+    let (authority, key) = crate::trust::authority(&root, &global.trusted_key, KeyUse::Sign)?;
+    if new_project {
+        crate::checkpoint::forget(&root, &authority);
+    }
     if let Some(path) = &key {
         say(&format!(
             "created your signing key {} (it signs your approvals; keep it private)",

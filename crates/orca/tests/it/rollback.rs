@@ -155,6 +155,17 @@ fn records_rolled_back_deleted_or_swapped_are_reported_and_a_stop_stays_a_stop()
     );
     let out = p.run(&["run", file.to_str().unwrap(), "--yes"]);
     assert_eq!(code(&out), 0, "a project made again: {}", stderr(&out));
+    // Made again by its first command (no init), then verified: nothing reported missing.
+    std::fs::remove_dir_all(p.root().join(".orca")).unwrap();
+    let out = p.run(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(
+        code(&out),
+        0,
+        "a project made again by run: {}",
+        stderr(&out)
+    );
+    let out = p.run(&["audit", "verify", "--all"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     let other_key = tempfile::tempdir().unwrap();
     let out = p.run_env(
         &[("XDG_CONFIG_HOME", other_key.path().to_str().unwrap())],
