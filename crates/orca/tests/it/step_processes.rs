@@ -103,7 +103,9 @@ fn daemons_die_when_their_step_completes() {
     println!(
         "control without the sandbox: step processes alive 5 s after the step completed: {alive}, heartbeats in the last second: {beating}"
     );
-    assert!(alive >= 2 && beating > 0, "the control's daemons died");
+    // Without a PID namespace the double-forked daemon stays in the step's process group and
+    // dies with it; the `setsid` one escapes (its shell, and at moments its `sleep`).
+    assert!(alive >= 1 && beating > 0, "the control's daemons died");
 }
 
 /// The step of the kill and stop runs: the first attempt leaves daemons and waits; the next
