@@ -241,7 +241,7 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         cmd.pre_exec(hook);
     }
     // Kept until the child has ended: its per-step temporary directory.
-    let _confined = match crate::sandbox::confine(&mut cmd, spec.sandbox, spec.cwd) {
+    let mut confined = match crate::sandbox::confine(&mut cmd, spec.sandbox, spec.cwd) {
         Ok(confined) => confined,
         Err(err) => {
             return RunOutput {
@@ -339,7 +339,8 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
                 guard.terminate(&mut child).await;
                 // Reap the direct child; the pipes close with the group.
                 let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
-                return RunOutput { end: RunEnd::TimedOut, output: all.text(), stdout: out_only.text() };
+                let out = RunOutput { end: RunEnd::TimedOut, output: all.text(), stdout: out_only.text() };
+                return settled(out, &mut confined);
             },
             () = drain => break,
         }
@@ -348,11 +349,25 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
         || RunEnd::SpawnFailed(std::io::Error::other("no exit status")),
         RunEnd::Exited,
     );
-    RunOutput {
+    let out = RunOutput {
         end,
         output: all.text(),
         stdout: out_only.text(),
+    };
+    settled(out, &mut confined)
+}
+
+/// The output of a child that has ended, with what its sandbox put right afterwards: refs it
+/// made beside the checked-out branch, moved out of `refs/` (ADR 0042).
+fn settled(mut out: RunOutput, confined: &mut crate::sandbox::Confined) -> RunOutput {
+    let moved = confined.settle();
+    if !moved.is_empty() {
+        out.output.push_str(&format!(
+            "\norca: a step may commit only to the checked-out branch; refs made beside it were moved out of refs/:\n  {}\n",
+            moved.join("\n  ")
+        ));
     }
+    out
 }
 
 async fn read_some<R: AsyncRead + Unpin>(reader: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {

@@ -26,6 +26,7 @@
 mod git_state;
 mod hook;
 pub mod pid_ns;
+mod ref_watch;
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -384,7 +385,11 @@ fn probe_once(policy: &SandboxPolicy) -> Result<(), String> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let (hook, _confined) = match prepare(policy, &policy.root) {
-        Ok(Some(prepared)) => prepared,
+        // The probe makes no refs: what appears beside the branch meanwhile is not its doing.
+        Ok(Some((hook, mut confined))) => {
+            confined.refs = None;
+            (hook, confined)
+        }
         Ok(None) => return Err("nothing to confine".to_owned()),
         Err(e) => return Err(e.to_string()),
     };
@@ -401,14 +406,31 @@ fn probe_once(policy: &SandboxPolicy) -> Result<(), String> {
     }
 }
 
-/// What lives as long as a confined child: its temporary directory, removed on drop.
+/// What lives as long as a confined child: its temporary directory, removed on drop, and the
+/// directory of the checked-out branch's ref, settled on drop (see [`ref_watch`]).
 #[derive(Debug, Default)]
 pub struct Confined {
     temp: Option<PathBuf>,
+    refs: Option<ref_watch::RefWatch>,
+}
+
+impl Confined {
+    /// Once the child has ended: moves the refs it made beside its branch out of `refs/`;
+    /// returns what was moved (`refs/heads/x -> destination`), for the child's output.
+    pub fn settle(&mut self) -> Vec<String> {
+        self.refs.take().map(|w| w.settle()).unwrap_or_default()
+    }
 }
 
 impl Drop for Confined {
     fn drop(&mut self) {
+        let moved = self.settle();
+        if !moved.is_empty() {
+            tracing::warn!(
+                ?moved,
+                "refs a step made beside its branch were moved out of refs/"
+            );
+        }
         if let Some(t) = self.temp.take() {
             let _ = std::fs::remove_dir_all(&t);
         }
@@ -491,8 +513,9 @@ fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)
                 message: e.to_string(),
             })?;
     }
-    let confined = Confined {
+    let mut confined = Confined {
         temp: Some(temp.clone()),
+        refs: None,
     };
 
     let abi = ABI::V5;
@@ -610,6 +633,7 @@ fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<Option<(Hook, Confined)
             mounts.push(MountOp::ReadOnlyTop(cstring(p)?));
         }
     }
+    confined.refs = git.watch.filter(|w| reachable(w.dir()));
     // The user's own git config, where a step could write it: the user's git would run what
     // a step planted there.
     for p in &policy.user_git {

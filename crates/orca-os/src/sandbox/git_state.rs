@@ -18,6 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::ref_watch::{RefWatch, quarantine_dir};
+
 /// What the sandbox does to a repository's git state for one child.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct GitState {
@@ -32,6 +34,9 @@ pub(crate) struct GitState {
     /// them (`hooks/`, `info/`, an empty `packed-refs`).
     pub(crate) create_dirs: Vec<PathBuf>,
     pub(crate) create_files: Vec<PathBuf>,
+    /// In place: the directory of the checked-out branch's ref as it was, so that what a child
+    /// made beside the branch is moved away when it has ended.
+    pub(crate) watch: Option<RefWatch>,
 }
 
 /// The repository around `dir`: its worktree's top, its administrative git directory and the
@@ -87,15 +92,33 @@ fn find(dir: &Path) -> Option<Repo> {
     None
 }
 
-/// The directory holding the loose ref the worktree's `HEAD` names (`None`: detached, or not
-/// a branch).
-fn branch_dir(repo: &Repo) -> Option<PathBuf> {
+/// The loose ref the worktree's `HEAD` names (`None`: detached, or not a branch).
+fn branch_ref(repo: &Repo) -> Option<PathBuf> {
     let head = read_trimmed(&repo.admin.join("HEAD"))?;
     let name = head.strip_prefix("ref: ")?;
     if !name.starts_with("refs/heads/") || name.split('/').any(|c| c == ".." || c.is_empty()) {
         return None;
     }
-    Some(repo.common.join(name).parent()?.to_path_buf())
+    Some(repo.common.join(name))
+}
+
+/// The directory holding the loose ref the worktree's `HEAD` names.
+fn branch_dir(repo: &Repo) -> Option<PathBuf> {
+    Some(branch_ref(repo)?.parent()?.to_path_buf())
+}
+
+/// The regular files of `dir` but `own` and git's lock files: the branches beside it.
+fn sibling_refs(dir: &Path, own: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| e.path())
+                .filter(|p| p != own && p.extension().is_none_or(|x| x != "lock"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The subdirectories of `dir` (none if it cannot be read).
@@ -164,8 +187,19 @@ pub(crate) fn protect(dir: &Path) -> GitState {
         }
         if let Some(b) = &own_branch
             && b.starts_with(c.join("refs"))
+            && let Some(own) = branch_ref(&repo)
         {
+            // The branch's directory stays writable (git renames the new ref over the old),
+            // but the branches already beside it do not, and what is made there is moved away
+            // when the child has ended.
             state.pins.push(b.clone());
+            state.read_only.extend(sibling_refs(b, &own));
+            let quarantine = quarantine_dir(c);
+            state.create_dirs.push(quarantine.clone());
+            state.read_only.push(quarantine);
+            state.watch = own
+                .file_name()
+                .and_then(|name| RefWatch::snapshot(c, b, name.to_os_string()));
         }
         if repo.admin != *c {
             // The user's own linked worktree: its administrative directory is its work.
@@ -227,10 +261,16 @@ mod tests {
         std::fs::write(top.join("f"), "x").unwrap_or_else(|e| panic!("{e}"));
         git(&top, &["add", "f"]);
         git(&top, &["commit", "--quiet", "-m", "base"]);
+        git(&top, &["branch", "other"]);
         let c = top.join(".git");
 
         let s = protect(&top);
         assert_eq!(s.pins, [c.clone(), c.join("refs/heads")]);
+        // The branches beside the checked-out one are read-only; new ones are watched.
+        assert!(s.read_only.contains(&c.join("refs/heads/other")), "{s:?}");
+        assert!(!s.read_only.contains(&c.join("refs/heads/main")), "{s:?}");
+        assert!(s.read_only.contains(&c.join("orca-quarantine")), "{s:?}");
+        assert!(s.watch.is_some());
         for p in ["config", "hooks", "info", "refs"] {
             assert!(s.read_only.contains(&c.join(p)), "{p}: {s:?}");
         }

@@ -8,7 +8,10 @@
 //! * plants that landed in the shared git state (goal 0),
 //! * planted programs run by orca during the whole run, its worktree merges included (goal 0),
 //! * planted programs run by the user's next `git status`, `git diff` and `git log -p`
-//!   (goal 0).
+//!   (goal 0),
+//! * branches made beside the checked-out one, or a branch beside it moved, deleted or
+//!   overwritten, as the user's git sees them after the run (goal 0: in place, the new ones are
+//!   moved out of `refs/` when the step's process ends; the existing ones are read-only).
 //!
 //! The control runs the same plan with `ORCA_SANDBOX=off` in another project: the plants land
 //! and the user's next git commands run them (so the test can fail), while orca's own git still
@@ -120,6 +123,11 @@ fn plant_script(site: &Site, tag: &str) -> String {
             .to_owned(),
         "git update-ref refs/tags/planted HEAD".to_owned(),
         "git update-ref refs/orca/planted HEAD".to_owned(),
+        // A branch the user has beside the checked-out one: moved, deleted, overwritten.
+        "git update-ref refs/heads/sibling \"$(git commit-tree -m moved 'HEAD^{tree}')\"".to_owned(),
+        "git branch -D sibling".to_owned(),
+        "echo 0000000000000000000000000000000000000000 > \"$G/refs/heads/sibling\"".to_owned(),
+        "mv \"$G/refs/heads/sibling\" \"$G/refs/heads/sibling.moved\"".to_owned(),
         // Renamed away (then back, so that a control run goes on): a pinned directory cannot.
         "mv \"$G\" \"$G.moved\" && mv \"$G.moved\" \"$G\"".to_owned(),
         // A worktree's .git file pointed elsewhere (then restored): read-only.
@@ -140,18 +148,14 @@ fn plant_script(site: &Site, tag: &str) -> String {
             "tries=$((tries+1)); if ( eval '{quoted}' ) >/dev/null 2>&1; then ok=$((ok+1)); echo 'planted: {quoted}' >> \"$R.log\"; fi\n"
         ));
     }
-    // The residual, counted apart: in place, the directory of the checked-out branch stays
-    // writable (its existing subdirectories do not), so a branch can be made beside it.
-    script.push_str("res=0\n");
+    // Branches made beside the checked-out one (in place its directory stays writable, so
+    // these succeed), counted from outside after the run: moved out of refs/ by orca.
     for t in [
         "git branch planted-beside-main",
         "git update-ref refs/heads/orca-new/planted HEAD",
     ] {
-        script.push_str(&format!(
-            "if {t} >/dev/null 2>&1; then res=$((res+1)); fi\n"
-        ));
+        script.push_str(&format!("{t} >/dev/null 2>&1\n"));
     }
-    script.push_str("echo \"$res\" > \"$R.residual\"\n");
     script.push_str("echo '* filter=evil diff=evil merge=evil' > .gitattributes\n");
     script.push_str("echo planted > planted.txt\n");
     script.push_str("echo \"$ok $tries\" > \"$R\"\n");
@@ -178,6 +182,26 @@ fn runs(path: &Path) -> usize {
         .count()
 }
 
+/// What `name` points to in the user's repository, as the user's git reads it.
+fn ref_of(site: &Site, name: &str) -> String {
+    String::from_utf8_lossy(
+        &site
+            .user_git(&["rev-parse", "--verify", "--quiet", name])
+            .stdout,
+    )
+    .trim()
+    .to_owned()
+}
+
+/// Branches named `*planted*` the user's git sees after the run.
+fn planted_branches(site: &Site) -> usize {
+    let out = site.user_git(&["for-each-ref", "--format=%(refname)", "refs/heads"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|r| r.contains("planted"))
+        .count()
+}
+
 /// Runs the planting plan in `site` (`env`: the sandbox), then the user's next git commands.
 fn attack(
     site: &Site,
@@ -187,6 +211,8 @@ fn attack(
     via_model: bool,
 ) -> Counts {
     let log = programs(site);
+    assert!(site.user_git(&["branch", "sibling"]).status.success());
+    let sibling = ref_of(site, "refs/heads/sibling");
     let plant = Step::new("plant", plant_script(site, tag), isolation);
     let plan = site.plan(
         tag,
@@ -211,11 +237,8 @@ fn attack(
     let counts = Counts {
         planted,
         tries,
-        residual: site
-            .read_mark(&format!("plants-{tag}.residual"))
-            .trim()
-            .parse()
-            .unwrap_or(0),
+        residual: planted_branches(site)
+            + usize::from(ref_of(site, "refs/heads/sibling") != sibling),
         by_orca,
         by_user: runs(&log) - by_orca,
     };
@@ -244,7 +267,7 @@ fn planted_git_programs_never_run(isolation: Option<&str>, via_model: bool) {
     let site = Site::new(true);
     let c = attack(&site, isolation, &[], tag, via_model);
     println!(
-        "git plants by {by} {}: {} of {} landed in the shared git state, run by orca {}, run by the user's next git commands {} (residual: branches made beside the checked-out one {})",
+        "git plants by {by} {}: {} of {} landed in the shared git state, run by orca {}, run by the user's next git commands {}, branches made beside the checked-out one or a sibling branch changed, seen by the user's git afterwards {}",
         place(isolation),
         c.planted,
         c.tries,
@@ -261,19 +284,33 @@ fn planted_git_programs_never_run(isolation: Option<&str>, via_model: bool) {
         via_model,
     );
     println!(
-        "control without the sandbox {}: {} of {} landed, run by orca {}, run by the user's next git commands {}",
+        "control without the sandbox {}: {} of {} landed, run by orca {}, run by the user's next git commands {}, branches made beside or a sibling changed {}",
         place(isolation),
         k.planted,
         k.tries,
         k.by_orca,
-        k.by_user
+        k.by_user,
+        k.residual
     );
     assert!(
-        k.planted > 20 && k.by_user > 0,
+        k.planted > 20 && k.by_user > 0 && k.residual > 0,
         "the control's plants did not fire: {k:?}"
     );
     assert_eq!(k.by_orca, 0, "orca's own git ran a plant: {k:?}");
-    assert_eq!((c.planted, c.by_orca, c.by_user), (0, 0, 0), "{c:?}");
+    if isolation.is_none() {
+        // Moved, not lost: the branches made beside are kept out of refs/.
+        let kept = crate::escape_support::files(&site.root.join(".git/orca-quarantine"));
+        let kept = kept
+            .iter()
+            .filter(|(p, _)| p.to_string_lossy().contains("planted"))
+            .count();
+        assert_eq!(kept, 2, "the branches made beside were not kept");
+    }
+    assert_eq!(
+        (c.planted, c.by_orca, c.by_user, c.residual),
+        (0, 0, 0, 0),
+        "{c:?}"
+    );
 }
 
 #[test]
