@@ -282,7 +282,8 @@ pub(crate) enum PlanCommand {
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
         /// Approve only if the plan's content still has this digest (`sha256:…`, as `plan
-        /// show` printed it): content changed since you read it is refused (exit 6).
+        /// show` printed it): content changed since you read it is refused (exit 6). At a
+        /// terminal without it, the plan and its digest are shown and you confirm that content.
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
     },

@@ -200,6 +200,11 @@ fn prompt(text: &str) -> Option<String> {
     read_line()
 }
 
+/// Asks a yes/no question on the terminal; only `y` or `yes` is a yes.
+pub(crate) fn confirm(question: &str) -> bool {
+    prompt(question).is_some_and(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+}
+
 #[async_trait]
 impl Hitl for TerminalHitl {
     async fn decide(&self, question: &TwoQuestion) -> Option<HumanAnswer> {

@@ -112,6 +112,23 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 })
                 .transpose()?;
             let id = p.resolve(&plan).await?;
+            // On a terminal, what is approved is what is shown now: the content and its digest,
+            // bound like `--digest`. Without a terminal (scripts), `--digest` binds it.
+            let shown = match shown {
+                None if crate::term::interactive() && !app.json => {
+                    let current = p.plan(id).await?;
+                    let digest = current.content().digest();
+                    say(&render_plan(&current));
+                    if !crate::term::confirm(&format!(
+                        "approve exactly this content (digest {digest})? [y/N] "
+                    )) {
+                        say(&format!("not approved: {id} stays a proposal"));
+                        return Ok(Exit::Ok);
+                    }
+                    Some(digest)
+                }
+                other => other,
+            };
             let approved = match &shown {
                 Some(shown) => p.approve_shown(id, &user(), note, shown).await?,
                 None => p.approve(id, &user(), note).await?,

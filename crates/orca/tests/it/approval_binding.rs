@@ -1,6 +1,6 @@
 //! The approval binds the content shown. On every surface where a human is shown a plan and
-//! approves it — the web inbox's confirmation page, the terminal's approval prompt, an agent
-//! host's MCP elicitation, and `plan approve --digest` — the content is changed behind the
+//! approves it — the web inbox's confirmation page, the terminal's approval prompts (`run` and
+//! `plan approve`), an agent host's MCP elicitation, and `plan approve --digest` — the content is changed behind the
 //! human's back after it was shown, the way an attacker would: a request for changes and a new
 //! submission through the planner (the same plan id, new content), or an edit of the stored plan
 //! file. Then the human approves. Each surface counts the approvals of changed content and the
@@ -279,19 +279,37 @@ fn run_at_terminal(
     plan: &str,
     meanwhile: impl FnOnce(),
 ) -> (Option<i32>, String) {
+    at_terminal(
+        root,
+        home,
+        &["run", plan],
+        ("Approve this plan?", b"approve\n\n"),
+        meanwhile,
+    )
+}
+
+/// `orca ARGS` at a terminal: waits for `question`, lets `meanwhile` act, types `answer`, and
+/// returns the exit code and the screen.
+fn at_terminal(
+    root: &Path,
+    home: &Path,
+    args: &[&str],
+    (question, answer): (&str, &[u8]),
+    meanwhile: impl FnOnce(),
+) -> (Option<i32>, String) {
     let (mut controller, terminal) = orca_testkit::pty::openpty();
     let mut child = {
         let mut cmd = common::isolated(root, home);
-        cmd.args(["run", plan])
+        cmd.args(args)
             .stdin(Stdio::from(terminal.try_clone().unwrap()))
             .stderr(Stdio::from(terminal))
             .stdout(Stdio::piped());
         cmd.spawn().unwrap()
     };
     let (shown, reading) = screen(&controller);
-    // A failure before the answer must not leave the run waiting at its prompt.
+    // A failure before the answer must not leave the command waiting at its prompt.
     let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for(&shown, "Approve this plan?");
+        wait_for(&shown, question);
         meanwhile();
     }));
     if let Err(e) = asked {
@@ -299,8 +317,8 @@ fn run_at_terminal(
         let _ = child.wait();
         std::panic::resume_unwind(e);
     }
-    controller.write_all(b"approve\n\n").unwrap();
-    let status = orca_testkit::pty::wait(&mut child, "the interactive run");
+    controller.write_all(answer).unwrap();
+    let status = orca_testkit::pty::wait(&mut child, "the interactive command");
     let mut out = String::new();
     child
         .stdout
@@ -357,6 +375,58 @@ fn terminal_approval_of_changed_content_is_refused() {
     assert_eq!(web_support::read(&root.join("ran.txt")), "shown\n");
     println!(
         "terminal: {} approvals of changed content tried, {refused} refused; approvals of changed content: {approved}, runs of it: {ran}",
+        BEHIND.len()
+    );
+    assert_eq!(approved + ran, 0);
+    assert_eq!(refused, BEHIND.len());
+}
+
+/// `plan approve PLAN` at a terminal, without `--digest`: it shows the content and its digest
+/// and approves exactly that; content changed while the question waits is refused; `n`
+/// approves nothing.
+#[test]
+fn plan_approve_at_a_terminal_binds_the_content_it_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let question = ("approve exactly this content", &b"y\n"[..]);
+    let (mut approved, mut ran, mut refused) = (0, 0, 0);
+    for how in BEHIND {
+        let (root, home) = project(dir.path(), &format!("approve-tty-{how:?}"));
+        let plan = create(&root, &home, "tty", &doc(SHOWN));
+        let (code, text) = at_terminal(&root, &home, &["plan", "approve", &plan], question, || {
+            change_behind(&root, &home, &plan, how);
+        });
+        let at = text.find("(digest sha256:").expect("the digest is shown") + 8;
+        let shown = text[at..at + 71].to_owned();
+        if code == Some(6) {
+            refused += 1;
+        } else {
+            eprintln!("{how:?}: exit {code:?}: {text}");
+        }
+        let _ = orca(&root, &home, &["run", &plan]);
+        let (a, r) = got_through(&root, &home, &plan, &shown);
+        approved += a;
+        ran += r;
+    }
+    // Controls: `n` approves nothing; `y` approves the unchanged content, which runs.
+    let (root, home) = project(dir.path(), "approve-tty-control");
+    let plan = create(&root, &home, "tty", &doc(SHOWN));
+    let (code, text) = at_terminal(
+        &root,
+        &home,
+        &["plan", "approve", &plan],
+        ("approve exactly this content", b"n\n"),
+        || {},
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(plan_json(&root, &home, &plan)["stage"], "proposal");
+    let (code, text) = at_terminal(&root, &home, &["plan", "approve", &plan], question, || {});
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(plan_json(&root, &home, &plan)["stage"], "approved");
+    let out = orca(&root, &home, &["run", &plan]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(web_support::read(&root.join("ran.txt")), "shown\n");
+    println!(
+        "plan approve at a terminal: {} approvals of changed content tried, {refused} refused; approvals of changed content: {approved}, runs of it: {ran}",
         BEHIND.len()
     );
     assert_eq!(approved + ran, 0);
