@@ -400,6 +400,10 @@ fn probe_once(policy: &SandboxPolicy) -> Result<(), String> {
             "a probe in its own PID namespace failed ({st}): the namespace or its /proc could not be made"
         )),
         Ok(st) => Err(format!("a confined probe could still write .orca/ ({st})")),
+        Err(e) if policy.pid_namespace && e.raw_os_error() == Some(libc::ENOSPC) => Err(
+            "the kernel refuses new PID namespaces here (user.max_pid_namespaces is 0 or reached)"
+                .to_owned(),
+        ),
         Err(e) => Err(format!(
             "a confined probe could not start (user or PID namespaces may be disabled): {e}"
         )),

@@ -26,6 +26,7 @@ mod net;
 mod pg_store;
 mod pg_tls;
 mod pg_workers;
+mod pid_ns_fallback;
 mod plan_tools;
 mod planner_tokens;
 mod procs;

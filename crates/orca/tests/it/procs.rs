@@ -172,6 +172,11 @@ pub(crate) fn wait_no_step_processes(root: &Path, limit: Duration) -> usize {
 /// Whether the runs of the project gave their steps a PID namespace (the `sandbox` audit
 /// entry of its executions).
 pub(crate) fn pid_namespaces(root: &Path) -> bool {
+    sandbox_entry(root).is_some_and(|e| e["data"]["pid_namespace"] == true)
+}
+
+/// The `sandbox` audit entry of the project's first execution.
+pub(crate) fn sandbox_entry(root: &Path) -> Option<Value> {
     walk(&root.join(".orca"))
         .iter()
         .filter(|f| f.to_string_lossy().ends_with(".audit.jsonl"))
@@ -183,7 +188,6 @@ pub(crate) fn pid_namespaces(root: &Path) -> bool {
                 .collect::<Vec<_>>()
         })
         .find(|e| e["kind"] == "sandbox")
-        .is_some_and(|e| e["data"]["pid_namespace"] == true)
 }
 
 fn is_alive(pid: i32) -> bool {
