@@ -18,6 +18,8 @@ pub(crate) enum Exit {
     /// A record kept changing under concurrent writers past the retry limit: transient,
     /// nothing changed, try again.
     Conflict = 6,
+    /// `orca doctor` found a problem a run would meet (each printed with its next step).
+    Unhealthy = 7,
     /// Stopped (Ctrl-C, `exec stop`) or found without a live driver: resumable.
     Interrupted = 130,
 }

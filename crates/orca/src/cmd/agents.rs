@@ -59,6 +59,7 @@ pub(crate) fn agents_list(app: &App) -> Result<Exit, CliError> {
 pub(crate) async fn doctor(app: &App) -> Result<Exit, CliError> {
     let report = crate::doctor::report(&app.agents, app.config.as_ref(), &app.root, app.json);
     let checks = crate::doctor::live::run(app).await;
+    let problems = crate::doctor::live::problems(&checks);
     match report {
         Value::String(mut text) => {
             text.push('\n');
@@ -67,8 +68,14 @@ pub(crate) async fn doctor(app: &App) -> Result<Exit, CliError> {
         }
         mut other => {
             other["checks"] = Value::Array(checks);
+            other["problems"] = problems.into();
             out_json(&other);
         }
     }
-    Ok(Exit::Ok)
+    // A problem a run would meet is not a healthy exit: scripts and CI can act on it.
+    Ok(if problems == 0 {
+        Exit::Ok
+    } else {
+        Exit::Unhealthy
+    })
 }

@@ -21,9 +21,55 @@ use crate::app::App;
 /// How long one probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// One check: what was looked at, whether it is fine, and what was seen.
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    /// Works, with less than it could (said, with what to do; the exit code stays 0).
+    Warning,
+    /// Something a run needs is missing or broken (`orca doctor` exits 7).
+    Problem,
+}
+
+impl Level {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warning => "warning",
+            Self::Problem => "problem",
+        }
+    }
+}
+
+/// One check: what was looked at, how it came out, what was seen, and what to do next.
+fn judged(what: String, level: Level, detail: String, next: Option<String>) -> Value {
+    let mut value = json!({
+        "check": what,
+        "ok": level != Level::Problem,
+        "level": level.as_str(),
+        "detail": detail,
+    });
+    if let Some(next) = next.filter(|_| level != Level::Ok) {
+        value["next"] = Value::String(next);
+    }
+    value
+}
+
+/// One check that is fine or a problem, with the next step for the problem.
+fn check_or(what: String, ok: bool, detail: String, next: &str) -> Value {
+    let level = if ok { Level::Ok } else { Level::Problem };
+    judged(what, level, detail, Some(next.to_owned()))
+}
+
+/// One check that is fine or a problem, the detail saying what to do.
 fn check(what: String, ok: bool, detail: String) -> Value {
-    json!({ "check": what, "ok": ok, "detail": detail })
+    let level = if ok { Level::Ok } else { Level::Problem };
+    judged(what, level, detail, None)
+}
+
+/// How many checks found a problem.
+pub(crate) fn problems(checks: &[Value]) -> usize {
+    checks.iter().filter(|c| c["level"] == "problem").count()
 }
 
 /// Runs every check; each one's result, in a stable order.
@@ -34,24 +80,53 @@ pub(crate) async fn run(app: &App) -> Vec<Value> {
         true,
         env!("CARGO_PKG_VERSION").to_owned(),
     ));
-    out.push(version_of("git", &["--version"], "git (worktree isolation)").await);
+    let mut git = version_of("git", &["--version"], "git (worktree isolation)").await;
+    if git["level"] == "problem" {
+        git["next"] =
+            "install git: worktree isolation needs it (steps run in place without)".into();
+    }
+    out.push(git);
     out.extend(endpoints(app).await);
     out.extend(programs(app).await);
     out.push(store_writable(app.root()));
     if let Some(pg) = &app.shared {
-        out.push(shared_store(pg).await);
+        let mut shared = shared_store(pg).await;
+        if shared["level"] == "problem" && shared.get("next").is_none() {
+            shared["next"] = "check that the server runs and accepts the store URL (ORCA_STORE_URL or `[store] url`), and `orca --store URL doctor` again".into();
+        }
+        out.push(shared);
     }
     for (what, ok, detail) in app.sandbox.doctor() {
-        out.push(check(what, ok, detail));
+        out.push(sandbox_check(what, ok, detail));
     }
     for key in app.sandbox.key_files() {
-        out.push(check(
+        out.push(check_or(
             format!("secret file {}", key.path.display()),
             !key.in_project,
             key.describe(),
+            "move it outside the project and point the setting at its new place",
         ));
     }
     out
+}
+
+/// The sandbox's checks: a sandbox weaker than asked for is a problem; steps without a PID
+/// namespace of their own, a warning (they still run, in process groups).
+fn sandbox_check(what: String, ok: bool, detail: String) -> Value {
+    if what == "step processes" {
+        return judged(
+            what,
+            if ok { Level::Ok } else { Level::Warning },
+            detail,
+            Some("allow unprivileged PID namespaces (user.max_pid_namespaces > 0, no seccomp or container policy refusing CLONE_NEWPID)".to_owned()),
+        );
+    }
+    check_or(
+        what,
+        ok,
+        detail,
+        "allow unprivileged user namespaces and Landlock in the kernel (sysctl kernel.unprivileged_userns_clone=1, an LSM list with landlock), or choose `sandbox = \"tools\"` in .orca/config.toml to accept the tool checks alone",
+    )
 }
 
 /// Each distinct model endpoint of the configured agents, asked for its model list through
@@ -79,29 +154,38 @@ async fn endpoints(app: &App) -> Vec<Value> {
             _ => continue,
         };
         let window = match app.agents.context_window(&info.id).await {
-            Some(w) => w.to_string(),
+            Some(w) => (w.to_string(), true),
             None if orca_llm::window_probe::is_cloud(&base)
                 || matches!(
                     app.agents.profile(&info.id).map(|p| &p.backend),
                     Some(BackendSpec::Anthropic { .. })
                 ) =>
             {
-                "not configured (a cloud API is not asked); requests are not fitted; set generation.context_window".to_owned()
+                (
+                    "not configured (a cloud API is not asked); requests are not fitted".to_owned(),
+                    false,
+                )
             }
-            None => "unknown (not configured, and the server did not say); requests are not fitted; set generation.context_window".to_owned(),
+            None => (
+                "unknown (not configured, and the server did not say); requests are not fitted"
+                    .to_owned(),
+                false,
+            ),
         };
         let model = info.model.clone().unwrap_or_default();
         windows
-            .entry((format!("{model} at {base}"), window, true))
+            .entry((format!("{model} at {base}"), window.0, window.1))
             .or_default()
             .push(info.id.to_string());
         urls.entry(url).or_insert_with(|| net.clone());
     }
-    for ((what, detail, ok), agents) in windows {
-        out.push(check(
+    for ((what, detail, known), agents) in windows {
+        let next = "set `context_window = N` (the model's context in tokens, as the server runs it) under `[defaults.generation]` or `[agents.NAME.generation]` in .orca/config.toml, so that long requests are fitted".to_owned();
+        out.push(judged(
             format!("context window of {what} ({})", agents.join(", ")),
-            ok,
+            if known { Level::Ok } else { Level::Warning },
             detail,
+            Some(next),
         ));
     }
     for (url, net) in urls {
@@ -109,12 +193,22 @@ async fn endpoints(app: &App) -> Vec<Value> {
             Ok(status) => (true, format!("reachable (HTTP {status})")),
             Err(why) => (false, format!("unreachable: {why}")),
         };
-        out.push(check(format!("endpoint {url}"), ok, detail));
+        out.push(check_or(
+            format!("endpoint {url}"),
+            ok,
+            detail,
+            "start the model server there, or point the agents' `base_url` in .orca/config.toml at one that runs (plans of `shell` steps need no model)",
+        ));
         let (ok, ca) = match net.ca_source() {
             Ok(source) => (true, source),
             Err(e) => (false, e.to_string()),
         };
-        out.push(check(format!("tls roots for {url}"), ok, ca));
+        out.push(check_or(
+            format!("tls roots for {url}"),
+            ok,
+            ca,
+            "fix or remove the CA file named (`ca_file` of the agent, or `[tls] ca_file`)",
+        ));
         let proxy = net.proxies().for_url(&url).map_or_else(
             || format!("direct; proxies: {}", net.proxies().describe()),
             |p| format!("through {} ({})", p.masked(), p.var()),
@@ -133,7 +227,14 @@ async fn programs(app: &App) -> Vec<Value> {
             && seen.insert(spec.program.clone())
         {
             let what = format!("{} ({})", spec.program, spec.kind.as_str());
-            out.push(version_of(&spec.program, &["--version"], &what).await);
+            let mut found = version_of(&spec.program, &["--version"], &what).await;
+            if found["level"] == "problem" {
+                found["next"] = Value::String(format!(
+                    "install `{}` (on the PATH), or remove agent `{}` from .orca/config.toml",
+                    spec.program, info.id
+                ));
+            }
+            out.push(found);
         }
     }
     out
@@ -196,7 +297,12 @@ fn store_writable(root: &Path) -> Value {
         }
         Err(e) => (false, format!("{} is not writable: {e}", dir.display())),
     };
-    check("store".to_owned(), ok, detail)
+    check_or(
+        "store".to_owned(),
+        ok,
+        detail,
+        "orca must write .orca/: check its owner and permissions (0700, yours)",
+    )
 }
 
 /// The shared store: reachable, migrated, and how the connection is protected (ADR 0027).
@@ -233,17 +339,29 @@ async fn shared_store(pg: &orca_store_postgres::PgStore) -> Value {
     }
 }
 
-/// The checks as text lines (`ok` / `PROBLEM`), for the terminal report.
+/// The checks as text lines (`ok` / `warning` / `PROBLEM`, each but `ok` with its next step),
+/// for the terminal report, and a closing line that counts the problems.
 pub(crate) fn text(checks: &[Value]) -> String {
     let mut out = String::new();
     for c in checks {
-        let ok = c["ok"].as_bool().unwrap_or(false);
+        let label = match c["level"].as_str() {
+            Some("ok") => "ok",
+            Some("warning") => "warning",
+            _ => "PROBLEM",
+        };
         out.push_str(&format!(
-            "{:<8} {}: {}\n",
-            if ok { "ok" } else { "PROBLEM" },
+            "{label:<8} {}: {}\n",
             c["check"].as_str().unwrap_or(""),
             c["detail"].as_str().unwrap_or("")
         ));
+        if let Some(next) = c["next"].as_str() {
+            out.push_str(&format!("{:<8}   next: {next}\n", ""));
+        }
+    }
+    match problems(checks) {
+        0 => out.push_str("\nno problem found\n"),
+        1 => out.push_str("\n1 problem found (exit 7)\n"),
+        n => out.push_str(&format!("\n{n} problems found (exit 7)\n")),
     }
     out
 }

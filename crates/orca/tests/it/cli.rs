@@ -317,7 +317,9 @@ fn json_outputs_are_versioned_and_use_one_key_per_thing() {
     check("run", &ran);
     for args in &commands {
         let (c, v) = p.json(args);
-        assert_eq!(c, 0, "{args:?}: {v}");
+        // doctor exits 7 here: no model server runs at the default endpoint.
+        let want = if args == &["doctor"] { 7 } else { 0 };
+        assert_eq!(c, want, "{args:?}: {v}");
         check(&args.join(" "), &v);
     }
     println!("JSON contract problems: {}", problems.len());

@@ -608,7 +608,8 @@ fn doctor_checks_endpoints_programs_store_and_sandbox() {
         .collect();
     let secret = "sk-doctor-test-0123456789abcdef";
     let out = p.run_env(&[("DOCTOR_TEST_KEY", secret)], &["--json", "doctor"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The endpoint that is down is a problem a run would meet: exit 7, counted, with a next step.
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = v["checks"].as_array().unwrap();
     let find = |prefix: &str| {
@@ -626,6 +627,14 @@ fn doctor_checks_endpoints_programs_store_and_sandbox() {
     assert_eq!(up_check["ok"], true, "{up_check}");
     assert!(up_check["detail"].as_str().unwrap().contains("401"));
     assert_eq!(down_check["ok"], false, "{down_check}");
+    assert_eq!(down_check["level"], "problem", "{down_check}");
+    assert!(
+        down_check["next"]
+            .as_str()
+            .is_some_and(|n| n.contains("base_url"))
+    );
+    // The endpoint that is down, and the default one nobody runs here.
+    assert_eq!(v["problems"], 2, "{v}");
     assert_eq!(program["ok"], true, "{program}");
     assert_eq!(store["ok"], true, "{store}");
     assert!(sandbox["detail"].as_str().is_some());
@@ -647,5 +656,7 @@ fn doctor_checks_endpoints_programs_store_and_sandbox() {
     let text = p.run_env(&[("DOCTOR_TEST_KEY", secret)], &["doctor"]);
     let text = stdout(&text);
     assert!(text.contains("PROBLEM  endpoint"), "{text}");
+    assert!(text.contains("   next: start the model server"), "{text}");
+    assert!(text.contains("2 problems found (exit 7)"), "{text}");
     assert!(!text.contains(secret));
 }

@@ -245,3 +245,25 @@ fn the_matcher_binds_ids_and_wildcards() {
         ["orca", "plan", "approve", "x", "--note", "looks right"]
     );
 }
+
+/// The README's figures of the shared store are the code's: the schema version `doctor` prints.
+#[test]
+fn the_readme_names_the_current_schema_version() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap_or_else(|e| panic!("README.md: {e}"));
+    let said: Vec<usize> = readme
+        .match_indices("schema version ")
+        .filter_map(|(at, m)| {
+            let rest = &readme[at + m.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect();
+    assert!(!said.is_empty(), "the README names no schema version");
+    let current = orca_store_postgres::schema::MIGRATIONS.len();
+    assert!(
+        said.iter().all(|v| *v == current),
+        "the README says schema version {said:?}, the code is at {current}"
+    );
+}

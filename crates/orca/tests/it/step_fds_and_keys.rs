@@ -248,7 +248,8 @@ fn a_key_file_inside_the_project_is_refused() {
     );
     assert_eq!(ran, 0);
     let (c, v) = site.json(&[], &["doctor"]);
-    assert_eq!(c, 0, "{v}");
+    // The key file inside the project is a problem: exit 7.
+    assert_eq!(c, 7, "{v}");
     let check = v["checks"]
         .as_array()
         .unwrap()
