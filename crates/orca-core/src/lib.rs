@@ -100,6 +100,7 @@ pub mod id;
 pub mod isolation;
 pub mod ownership;
 pub mod plan;
+pub mod plural;
 pub mod redact;
 pub mod results;
 pub mod schedule;

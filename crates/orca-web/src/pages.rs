@@ -627,8 +627,8 @@ pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuer
     }
     let _ = write!(
         body,
-        "<p class=\"mut\">{} entries{}, newest first.</p><table><tr><th>When</th><th>What</th><th class=\"opt\">Log</th><th>Details</th></tr>",
-        total,
+        "<p class=\"mut\">{}{}, newest first.</p><table><tr><th>When</th><th>What</th><th class=\"opt\">Log</th><th>Details</th></tr>",
+        orca_core::plural::count(total, "entry", "entries"),
         if total > 300 {
             " (the newest 300 shown)"
         } else {

@@ -196,12 +196,12 @@ pub(crate) async fn check(app: &App) -> Result<Outcome, CliError> {
     for (log, seen) in &checkpoint.logs {
         let problem = match now.get(log) {
             None => format!(
-                "is missing (orca last wrote it with {} entries)",
-                seen.entries
+                "is missing (orca last wrote it with {})",
+                orca_core::plural::count(seen.entries, "entry", "entries")
             ),
             Some(cur) if (cur.hashes.len() as u64) < seen.entries => format!(
-                "has {} entries; orca last wrote {} (rolled back or cut)",
-                cur.hashes.len(),
+                "has {}; orca last wrote {} (rolled back or cut)",
+                orca_core::plural::count(cur.hashes.len(), "entry", "entries"),
                 seen.entries
             ),
             Some(cur) if !cur.extends(seen) => format!(

@@ -16,10 +16,11 @@ Exit codes:
     5  audit verification found tampering
     6  conflict: the execution kept changing under concurrent writers, or the plan changed
        after it was shown for approval; nothing changed, try again
+    7  `orca doctor` found a problem a run would meet
   130  interrupted: Ctrl-C or `exec stop` stopped the run (or `watch` found no live driver);
        the execution stays resumable with `orca exec resume`";
 
-/// orca — human-approved, durable, auditable multi-agent orchestration.
+/// Human-approved, durable, auditable multi-agent orchestration.
 ///
 /// A planner builds a plan; you approve it; orca executes it step by step (or as a DAG),
 /// dispatching each step to a specialist agent, retrying failures and asking you what to do
@@ -95,7 +96,7 @@ pub(crate) enum Command {
     /// Execute an approved plan (or a plan document) and drive it to its end.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
-    /// Executions: list, show, resume, stop, decide.
+    /// Executions: list, show, logs, retry, resume, stop, cancel, decide.
     #[command(subcommand)]
     Exec(ExecCommand),
     /// Follow an execution driven by another process, live.

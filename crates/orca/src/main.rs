@@ -12,6 +12,7 @@ mod driver_signals;
 mod exit;
 mod ids;
 mod isolation;
+mod man_page;
 mod model_meter;
 mod plan_doc;
 mod redact;

@@ -65,9 +65,9 @@ pub(crate) fn validate(
         );
     } else if problems.is_empty() {
         crate::app::out(&format!(
-            "{}: valid ({} steps)",
+            "{}: valid ({})",
             file.display(),
-            content.steps.len()
+            orca_core::plural::count(content.steps.len(), "step", "steps")
         ));
     } else {
         let lines: Vec<String> = problems

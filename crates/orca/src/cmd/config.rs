@@ -29,13 +29,19 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
             *url = orca_store_postgres::redacted_url(url);
         }
     }
-    // The settings an environment variable can set, at their built-in default when unset.
+    // The settings an environment variable can set, at their built-in value when unset.
     for (var, key) in ENV_OVERRIDES {
         if !rows.iter().any(|(k, _, _)| k == key) {
+            let backend = rows
+                .iter()
+                .find(|(k, _, _)| k == "defaults.backend")
+                .and_then(|(_, v, _)| v.as_ref())
+                .and_then(|v| v.as_str().map(str::to_owned));
+            let (value, why) = builtin(key, backend.as_deref(), &env);
             rows.push((
                 (*key).to_owned(),
-                None,
-                format!("default (set {var} to change)"),
+                Some(toml::Value::String(value)),
+                format!("built-in{why} (set {var} to change)"),
             ));
         }
     }
@@ -47,7 +53,7 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         let settings: Vec<_> = rows
             .iter()
             .map(|(k, v, s)| {
-                // TOML values as JSON; `null`: the built-in default.
+                // TOML values as JSON.
                 let value = v
                     .as_ref()
                     .and_then(|v| serde_json::to_value(v).ok())
@@ -71,7 +77,7 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         let table: Vec<Vec<String>> = rows
             .into_iter()
             .map(|(k, v, s)| {
-                let v = v.map_or_else(|| "(built-in default)".to_owned(), |v| v.to_string());
+                let v = v.map_or_else(|| "-".to_owned(), |v| v.to_string());
                 vec![k, v, s]
             })
             .collect();
@@ -79,4 +85,66 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         out(&text);
     }
     Ok(Exit::Ok)
+}
+
+/// The value a setting an environment variable overrides has when nothing sets it, and why:
+/// the model backend follows the configured backend, else the keys in the environment, as the
+/// agents do.
+fn builtin(
+    key: &str,
+    backend: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (String, &'static str) {
+    use orca_agents::BackendSpec;
+    use orca_agents::profile as p;
+    let (kind, base_url, model, why) = match backend {
+        Some("anthropic") => (
+            "anthropic",
+            p::ANTHROPIC_BASE_URL,
+            p::DEFAULT_ANTHROPIC_MODEL,
+            ", for that backend",
+        ),
+        Some("openai") => (
+            "openai",
+            p::OPENAI_BASE_URL,
+            p::DEFAULT_OPENAI_MODEL,
+            ", for that backend",
+        ),
+        Some("ollama") => (
+            "ollama",
+            p::OLLAMA_BASE_URL,
+            p::DEFAULT_OLLAMA_MODEL,
+            ", for that backend",
+        ),
+        Some(_) => ("", "", "", ", not used by that backend"),
+        None => match BackendSpec::default_from_env(env) {
+            BackendSpec::Anthropic { .. } => (
+                "anthropic",
+                p::ANTHROPIC_BASE_URL,
+                p::DEFAULT_ANTHROPIC_MODEL,
+                ", as ANTHROPIC_API_KEY is set",
+            ),
+            BackendSpec::OpenAi {
+                api_key: Some(_), ..
+            } => (
+                "openai",
+                p::OPENAI_BASE_URL,
+                p::DEFAULT_OPENAI_MODEL,
+                ", as OPENAI_API_KEY is set",
+            ),
+            _ => (
+                "openai",
+                p::OLLAMA_BASE_URL,
+                p::DEFAULT_OLLAMA_MODEL,
+                ", no API key set: a local server (Ollama's port)",
+            ),
+        },
+    };
+    match key {
+        "defaults.backend" => (kind.to_owned(), why),
+        "defaults.model" => (model.to_owned(), why),
+        "defaults.base_url" => (base_url.to_owned(), why),
+        "sandbox" => (orca_os::SandboxMode::default().as_str().to_owned(), ""),
+        _ => (String::new(), ""),
+    }
 }

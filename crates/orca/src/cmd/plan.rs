@@ -26,9 +26,9 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 );
             } else {
                 out(&format!(
-                    "created proposal {} ({} steps)",
+                    "created proposal {} ({})",
                     proposal.id(),
-                    proposal.content().steps.len(),
+                    orca_core::plural::count(proposal.content().steps.len(), "step", "steps"),
                 ));
                 let id = proposal.id();
                 app.hint(&format!(

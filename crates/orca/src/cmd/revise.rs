@@ -41,8 +41,8 @@ pub(crate) async fn revise(
         }));
     } else {
         out(&format!(
-            "created proposal {id} ({} steps), revising {previous}{}",
-            revision.content().steps.len(),
+            "created proposal {id} ({}), revising {previous}{}",
+            orca_core::plural::count(revision.content().steps.len(), "step", "steps"),
             if replaced { " (rejected: revised)" } else { "" }
         ));
         app.hint(&format!(

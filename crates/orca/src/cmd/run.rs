@@ -113,8 +113,8 @@ pub(crate) async fn approve_and_run(
     let (plan, exec) = orca.executions().create(id).await?;
     crate::ids::learn_exec(exec);
     app.info(&format!(
-        "execution {exec} of plan {id}: {} steps, concurrency {}",
-        plan.content().steps.len(),
+        "execution {exec} of plan {id}: {}, concurrency {}",
+        orca_core::plural::count(plan.content().steps.len(), "step", "steps"),
         options.concurrency
     ));
     if detach {
@@ -293,7 +293,8 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
         let audit = match &verify {
             VerifyReport::Intact { entries, sealed } => {
                 format!(
-                    "audit log verified: {entries} entries{}",
+                    "audit log verified: {}{}",
+                    orca_core::plural::count(*entries, "entry", "entries"),
                     if *sealed { ", sealed" } else { "" }
                 )
             }

@@ -47,13 +47,30 @@ pub(crate) fn print_completions(shell: clap_complete::Shell) -> Exit {
     Exit::Ok
 }
 
+/// `orca man`: one page, with every command's usage and options in a section of its own (no
+/// `orca-init(1)` pages are referred to: there are none).
 pub(crate) fn print_man() -> Result<Exit, CliError> {
     use clap::CommandFactory as _;
+    let cmd = crate::cli::Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut page = Vec::new();
-    clap_mangen::Man::new(crate::cli::Cli::command())
-        .render(&mut page)
-        .map_err(|e| CliError::internal(format!("cannot render the manual page: {e}")))?;
-    out(&String::from_utf8_lossy(&page));
+    let failed =
+        |e: std::io::Error| CliError::internal(format!("cannot render the manual page: {e}"));
+    man.render_title(&mut page).map_err(failed)?;
+    man.render_name_section(&mut page).map_err(failed)?;
+    man.render_synopsis_section(&mut page).map_err(failed)?;
+    man.render_description_section(&mut page).map_err(failed)?;
+    man.render_options_section(&mut page).map_err(failed)?;
+    let mut text = String::from_utf8_lossy(&page).into_owned();
+    text.push_str(".SH COMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        crate::man_page::command_section(&mut text, "orca", sub);
+    }
+    page.clear();
+    man.render_extra_section(&mut page).map_err(failed)?;
+    man.render_version_section(&mut page).map_err(failed)?;
+    text.push_str(&String::from_utf8_lossy(&page));
+    out(&text);
     Ok(Exit::Ok)
 }
 

@@ -154,6 +154,22 @@ fn completions_and_the_manual_need_no_project() {
         page.starts_with(".ie") && page.contains(".TH orca 1"),
         "{page}"
     );
+    // One page: no reference to per-command pages that do not exist, a NAME line that does
+    // not repeat the name, and every command of `--help` described in it.
+    assert!(!page.contains("(1)\n"), "refers to other pages: {page}");
+    assert!(page.contains("orca \\- Human\\-approved"), "{page}");
+    for command in [
+        "orca init",
+        "orca plan approve",
+        "orca exec logs",
+        "orca exec cancel",
+        "orca audit verify",
+    ] {
+        assert!(
+            page.contains(&format!(".SS \"{}\"", command.replace('-', "\\-"))),
+            "{command}"
+        );
+    }
     assert!(tree(dir.path()).is_empty(), "{:?}", tree(dir.path()));
 }
 

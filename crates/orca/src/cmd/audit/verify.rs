@@ -72,8 +72,9 @@ impl Report<'_> {
             VerifyReport::Intact { entries, sealed } => {
                 if !self.app.json() {
                     out(&format!(
-                        "{}  {log}: {entries} entries{}",
+                        "{}  {log}: {}{}",
                         self.app.style().green("ok      "),
+                        orca_core::plural::count(entries, "entry", "entries"),
                         if sealed { ", sealed" } else { "" }
                     ));
                 }
