@@ -54,6 +54,9 @@ pub enum Problem {
         step: StepId,
         /// The unknown agent.
         agent: AgentId,
+        /// A known agent whose name is a typo away.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        did_you_mean: Option<AgentId>,
     },
     /// A `shell` step without a command.
     MissingCommand {
@@ -142,8 +145,16 @@ impl fmt::Display for Problem {
                 }
                 Ok(())
             }
-            Self::UnknownAgent { step, agent } => {
-                write!(f, "step `{step}`: unknown agent `{agent}`")
+            Self::UnknownAgent {
+                step,
+                agent,
+                did_you_mean,
+            } => {
+                write!(f, "step `{step}`: unknown agent `{agent}`")?;
+                match did_you_mean {
+                    Some(known) => write!(f, " (did you mean `{known}`?)"),
+                    None => Ok(()),
+                }
             }
             Self::MissingCommand { step } => {
                 write!(f, "step `{step}`: the `shell` agent needs a `command`")
@@ -445,9 +456,15 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
             });
         }
         if !known_agents.contains(&step.agent) {
+            let did_you_mean = crate::suggest::closest(
+                step.agent.as_str(),
+                known_agents.iter().map(AgentId::as_str),
+            )
+            .and_then(|a| AgentId::parse(a).ok());
             problems.push(Problem::UnknownAgent {
                 step: step.id.clone(),
                 agent: step.agent.clone(),
+                did_you_mean,
             });
         }
         if step.agent.as_str() == AgentId::SHELL

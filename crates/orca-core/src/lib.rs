@@ -109,6 +109,7 @@ pub mod writes;
 
 #[cfg(feature = "proptest")]
 pub mod strategy;
+pub mod suggest;
 
 pub use agent::{
     AgentInfo, AgentPort, AgentToolUse, NoTools, PlannerRequest, QuestionRequest, Reply, Role,

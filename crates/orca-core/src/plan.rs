@@ -465,7 +465,11 @@ pub struct SubmitRejected {
 
 impl std::fmt::Display for SubmitRejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the plan has {} problem(s): ", self.problems.len())?;
+        write!(
+            f,
+            "the plan has {}: ",
+            crate::plural::count(self.problems.len(), "problem", "problems")
+        )?;
         for (i, p) in self.problems.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;

@@ -119,7 +119,10 @@ impl ServiceError {
 }
 
 fn format_problems(problems: &[Problem]) -> String {
-    let mut out = format!("the plan has {} problem(s): ", problems.len());
+    let mut out = format!(
+        "the plan has {}: ",
+        orca_core::plural::count(problems.len(), "problem", "problems")
+    );
     for (i, p) in problems.iter().enumerate() {
         if i > 0 {
             out.push_str("; ");

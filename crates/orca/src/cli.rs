@@ -236,9 +236,16 @@ pub(crate) struct RunArgs {
 pub(crate) enum PlanCommand {
     /// Create a proposal from a plan document (JSON), validated.
     Create {
+        /// The plan document (`orca plan create plan.json`, or with `--file`).
+        #[arg(
+            value_name = "PATH",
+            required_unless_present = "file",
+            conflicts_with = "file"
+        )]
+        path: Option<PathBuf>,
         /// The plan document.
         #[arg(long, value_name = "PATH")]
-        file: PathBuf,
+        file: Option<PathBuf>,
     },
     /// Plans, newest first.
     #[command(

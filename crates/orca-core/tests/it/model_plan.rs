@@ -137,6 +137,7 @@ impl Model {
                 out.push(Problem::UnknownAgent {
                     step: step.clone(),
                     agent: AgentId::parse(s.agent).unwrap(),
+                    did_you_mean: None,
                 });
             }
             if s.agent == "shell" && s.command.is_none_or(|c| c.trim().is_empty()) {

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use orca_core::{PlanContent, PlanId};
+use orca_core::PlanId;
 use orca_services::hitl::render_plan;
 use orca_services::{NoHuman, Orca};
 use serde_json::json;
@@ -18,7 +18,10 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
     let orca = app.orca(Arc::new(NoHuman));
     let p = &orca.planning();
     match cmd {
-        PlanCommand::Create { file } => {
+        PlanCommand::Create { path, file } => {
+            let file = path
+                .or(file)
+                .ok_or_else(|| CliError::bad_input("plan create: name the plan document"))?;
             let proposal = create_from_file(&orca, &file).await?;
             if app.json {
                 out_json(
@@ -112,6 +115,25 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 })
                 .transpose()?;
             let id = p.resolve(&plan).await?;
+            // Approved already: the state asked for holds (unless another content was meant).
+            if let orca_core::Plan::Approved(a) = p.plan(id).await? {
+                let approval = a.approval();
+                if let Some(meant) = shown.as_ref().filter(|d| **d != approval.digest) {
+                    return Err(CliError::with(
+                        Exit::Conflict,
+                        format!(
+                            "plan {id} is approved with digest {}, not {meant}: nothing was approved",
+                            approval.digest
+                        ),
+                    ));
+                }
+                out(&format!(
+                    "plan {id} is already approved (by {}, digest {})",
+                    approval.by, approval.digest
+                ));
+                app.hint(&format!("next: orca run {id}"));
+                return Ok(Exit::Ok);
+            }
             // On a terminal, what is approved is what is shown now: the content and its digest,
             // bound like `--digest`. Without a terminal (scripts), `--digest` binds it.
             let shown = match shown {
@@ -179,6 +201,27 @@ pub(crate) async fn create_from_file(
     create_revision(orca, file, None).await
 }
 
+/// The plan for `orca run FILE`: a proposal already holding exactly the document's content
+/// (a run that waited for approval, run again), else a new proposal. `true`: it is new.
+pub(crate) async fn proposal_for_run(orca: &Orca, file: &Path) -> Result<(PlanId, bool), CliError> {
+    let text = crate::plan_doc::read_plan_file(file)?;
+    let content = crate::plan_doc::content_of(file, &text)?;
+    let digest = content.digest();
+    let listing = orca.planning().list().await?;
+    for summary in listing.items.iter().filter(|s| {
+        s.stage == orca_core::PlanStage::Proposal
+            && s.goal == content.goal
+            && s.steps == content.steps.len()
+    }) {
+        if let Ok(plan) = orca.planning().plan(summary.plan_id).await
+            && plan.content().digest() == digest
+        {
+            return Ok((summary.plan_id, false));
+        }
+    }
+    Ok((create_from_file(orca, file).await?.id(), true))
+}
+
 /// A proposal from a plan document, superseding `previous` if given; nothing is written if
 /// the document is unreadable or invalid.
 pub(crate) async fn create_revision(
@@ -187,8 +230,7 @@ pub(crate) async fn create_revision(
     previous: Option<PlanId>,
 ) -> Result<orca_core::ProposalPlan, CliError> {
     let text = crate::plan_doc::read_plan_file(file)?;
-    let content = PlanContent::from_json(&text)
-        .map_err(|e| CliError::bad_input(format!("{}: {e}", file.display())))?;
+    let content = crate::plan_doc::content_of(file, &text)?;
     let proposal = orca
         .planning()
         .create_proposal(content, previous)

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use crate::app::{App, holder, out, out_json, tamper_text, user};
 use crate::cli::{OnFailure, RunOptions};
 use crate::cmd::ask::planner_text;
-use crate::cmd::plan::create_from_file;
 use crate::exit::{CliError, Exit};
 use crate::render;
 use crate::term::{Progress, TerminalHitl, interactive, say};
@@ -32,13 +31,16 @@ pub(crate) async fn run_plan(
     let orca = app.orca(hitl_for(app, options));
     let path = Path::new(plan);
     let id = if plan.ends_with(".json") || (path.is_file() && plan.parse::<PlanId>().is_err()) {
-        let proposal = create_from_file(&orca, path).await?;
-        app.info(&format!(
-            "created proposal {} from {}",
-            proposal.id(),
-            path.display()
-        ));
-        proposal.id()
+        let (id, new) = crate::cmd::plan::proposal_for_run(&orca, path).await?;
+        if new {
+            app.info(&format!("created proposal {id} from {}", path.display()));
+        } else {
+            app.info(&format!(
+                "proposal {id} already holds the content of {}: using it",
+                path.display()
+            ));
+        }
+        id
     } else {
         orca.planning().resolve(plan).await?
     };

@@ -16,6 +16,7 @@ mod budgets;
 mod cli;
 mod cli_transcript;
 mod commands;
+mod daily_use;
 mod e2e;
 mod elicitation_policy;
 mod git_plants;

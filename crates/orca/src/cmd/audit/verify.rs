@@ -416,7 +416,10 @@ pub(crate) async fn verify(app: &App, scope: AuditScope) -> Result<Exit, CliErro
         if problems.is_empty() {
             app.info("every audit log, seal, approval and state file verifies");
         } else {
-            crate::term::say(&format!("audit: {} problem(s) found", problems.len()));
+            crate::term::say(&format!(
+                "audit: {} found",
+                orca_core::plural::count(problems.len(), "problem", "problems")
+            ));
         }
     }
     Ok(if problems.is_empty() {

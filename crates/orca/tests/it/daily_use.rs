@@ -1,0 +1,100 @@
+//! Daily commands as a new user types them, each in a fresh project: `plan validate` lists
+//! every wrong field at once with the name a typo away; `plan create FILE` takes the file as
+//! `run FILE` does; `run FILE` run again without a terminal reuses the proposal it made instead
+//! of piling up identical ones; `plan approve` of an approved plan says so, with the next step.
+
+
+use crate::common::project::{Project, code, one_step, stderr, stdout};
+
+#[test]
+fn plan_validate_lists_every_wrong_field_with_a_suggestion() {
+    let p = Project::new();
+    let file = p.write(
+        "typos.json",
+        r#"{"goal":"g","summry":"s","steps":[
+            {"id":"a","agnt":"shell","description":"d","command":"x"},
+            {"id":"b","agent":"shel","description":"d","command":"x","dependson":["a"]}],
+          "assumptions":["a"],"risks":["r"]}"#,
+    );
+    let out = p.run(&["plan", "validate", file.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 2, "{text}{}", stderr(&out));
+    for expected in [
+        "unknown field `summry` (did you mean `summary`?)",
+        "missing field `verification`",
+        "step `a`: unknown field `agnt` (did you mean `agent`?)",
+        "step `a`: missing field `agent`",
+        "step `b`: unknown field `dependson` (did you mean `depends_on`?)",
+    ] {
+        assert!(text.contains(expected), "`{expected}` not in:\n{text}");
+    }
+    // Nothing missing: the rest is validated too, as if the unknown fields were not there.
+    let file = p.write(
+        "agent.json",
+        r#"{"goal":"g","steps":[{"id":"a","agent":"shel","description":"d","command":"x","extra":1}],
+          "assumptions":["a"],"risks":["r"],"verification":["v"]}"#,
+    );
+    let (c, v) = p.json(&["plan", "validate", file.to_str().unwrap()]);
+    assert_eq!(c, 2, "{v}");
+    assert_eq!(
+        v["problems"],
+        serde_json::json!([
+            "step `a`: unknown field `extra`",
+            "step `a`: unknown agent `shel` (did you mean `shell`?)"
+        ])
+    );
+    // The same on `plan create`, which writes nothing.
+    let out = p.run(&["plan", "create", file.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("unknown field `extra`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(p.json(&["plan", "list"]).1, serde_json::json!([]));
+}
+
+#[test]
+fn run_of_a_file_again_reuses_its_waiting_proposal() {
+    let p = Project::new();
+    let file = p.write("plan.json", &one_step("reuse"));
+    let file = file.to_str().unwrap();
+    // Without a terminal and without --yes the run waits for approval (exit 4), twice.
+    for _ in 0..2 {
+        assert_eq!(code(&p.run(&["run", file])), 4);
+    }
+    let (_, plans) = p.json(&["plan", "list"]);
+    assert_eq!(plans.as_array().unwrap().len(), 1, "{plans}");
+    // `plan create` is asked for a new proposal: it makes one.
+    assert_eq!(code(&p.run(&["plan", "create", file])), 0);
+    let (_, plans) = p.json(&["plan", "list"]);
+    assert_eq!(plans.as_array().unwrap().len(), 2, "{plans}");
+    // Approved, a new run of the file is a new proposal again (an approval is not reused).
+    let id = plans[0]["plan_id"].as_str().unwrap().to_owned();
+    assert_eq!(code(&p.run(&["plan", "approve", &id])), 0);
+    let other = plans[1]["plan_id"].as_str().unwrap().to_owned();
+    assert_eq!(code(&p.run(&["plan", "approve", &other])), 0);
+    assert_eq!(code(&p.run(&["run", file])), 4);
+    let (_, plans) = p.json(&["plan", "list"]);
+    assert_eq!(plans.as_array().unwrap().len(), 3, "{plans}");
+}
+
+#[test]
+fn approving_an_approved_plan_says_so_and_what_is_next() {
+    let p = Project::new();
+    let id = p.create("plan.json", &one_step("twice"));
+    assert_eq!(code(&p.run(&["plan", "approve", &id])), 0);
+    let out = p.run(&["plan", "approve", &id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("is already approved"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).contains("next: orca run"), "{}", stderr(&out));
+    // Another digest meant: refused, nothing changes.
+    let other = format!("sha256:{}", "0".repeat(64));
+    let out = p.run(&["plan", "approve", &id, "--digest", &other]);
+    assert_eq!(code(&out), 6, "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing was approved"));
+}
