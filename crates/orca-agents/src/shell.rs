@@ -101,6 +101,7 @@ pub async fn run_shell_for(
         sandbox,
         stdin: None,
         kill_grace,
+        interleave: true,
     };
     let run = process::run_captured(spec).await;
     let output = run.output;

@@ -408,6 +408,7 @@ impl WorkspaceTools {
             sandbox: self.policy.as_deref(),
             stdin: None,
             kill_grace: self.kill_grace,
+            interleave: true,
         })
         .await;
         match run.end {

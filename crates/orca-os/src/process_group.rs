@@ -577,6 +577,7 @@ mod tests {
                 sandbox: None,
                 stdin: None,
                 kill_grace: DEFAULT_KILL_GRACE,
+                interleave: false,
             })
             .await;
             assert!(matches!(out.end, crate::process::RunEnd::SpawnFailed(_)));

@@ -338,6 +338,7 @@ impl CliAgent {
             sandbox: sandbox.as_ref(),
             stdin: Some(prompt.into_bytes()),
             kill_grace,
+            interleave: false,
         })
         .await;
         let kind = self.spec.kind.as_str();

@@ -3,7 +3,6 @@
 //! `run FILE` does; `run FILE` run again without a terminal reuses the proposal it made instead
 //! of piling up identical ones; `plan approve` of an approved plan says so, with the next step.
 
-
 use crate::common::project::{Project, code, one_step, stderr, stdout};
 
 #[test]
@@ -97,4 +96,32 @@ fn approving_an_approved_plan_says_so_and_what_is_next() {
     let out = p.run(&["plan", "approve", &id, "--digest", &other]);
     assert_eq!(code(&out), 6, "{}", stderr(&out));
     assert!(stderr(&out).contains("nothing was approved"));
+}
+
+/// A step's stdout and stderr are recorded in the order it wrote them (one pipe for both):
+/// 200 lines alternating between the two come back from `exec logs` as written.
+#[test]
+fn a_steps_output_keeps_the_order_of_stdout_and_stderr() {
+    let p = Project::new();
+    let script = "i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done";
+    let file = p.write(
+        "order.json",
+        &crate::common::project::plan_doc("order", &[("talk", script, &[])]),
+    );
+    let (c, v) = p.json(&["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(c, 0, "{v}");
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let (c, logs) = p.json(&["exec", "logs", &exec, "talk"]);
+    assert_eq!(c, 0, "{logs}");
+    let expected: String = (0..100).map(|i| format!("out{i}\nerr{i}\n")).collect();
+    let output = logs["steps"][0]["attempts"][0]["output"]
+        .as_str()
+        .unwrap_or_default();
+    let out_of_order = output
+        .lines()
+        .zip(expected.lines())
+        .filter(|(a, b)| a != b)
+        .count();
+    println!("lines out of order in a step's recorded output: {out_of_order} of 200");
+    assert_eq!(output, expected);
 }
