@@ -143,22 +143,46 @@ pub struct StepTotals {
     pub usage: Usage,
 }
 
+/// When each attempt started, by step and attempt number (its `task.attempt.started` entry):
+/// an attempt's end is measured from its own start, whatever entry its end hangs under (an
+/// interruption's parent is the stop, not the start).
+#[must_use]
+pub fn attempt_starts(events: &[ExecEvent]) -> BTreeMap<(String, u32), OffsetDateTime> {
+    events
+        .iter()
+        .filter(|e| e.kind == "task.attempt.started")
+        .filter_map(|e| Some(((e.step_id.clone()?, e.attempt?), e.at)))
+        .collect()
+}
+
+/// When the attempt `e` ends started: its own start entry, else (older logs without attempt
+/// numbers) its parent's time.
+#[must_use]
+pub fn start_of(
+    e: &ExecEvent,
+    starts: &BTreeMap<(String, u32), OffsetDateTime>,
+    by_seq: &BTreeMap<u64, OffsetDateTime>,
+) -> Option<OffsetDateTime> {
+    match (&e.step_id, e.attempt) {
+        (Some(step), Some(attempt)) => starts.get(&(step.clone(), attempt)).copied(),
+        _ => e.parent.and_then(|p| by_seq.get(&p)).copied(),
+    }
+}
+
 /// Per-step totals and the execution's total, from its events.
 #[must_use]
 pub fn totals(events: &[ExecEvent]) -> (BTreeMap<String, StepTotals>, StepTotals) {
-    let mut started: BTreeMap<u64, OffsetDateTime> = BTreeMap::new();
+    let starts = attempt_starts(events);
+    let by_seq: BTreeMap<u64, OffsetDateTime> = events.iter().map(|e| (e.seq, e.at)).collect();
     let mut steps: BTreeMap<String, StepTotals> = BTreeMap::new();
     for e in events {
         let Some(step) = &e.step_id else { continue };
         match e.kind.as_str() {
-            "task.attempt.started" => {
-                started.insert(e.seq, e.at);
-            }
             "task.attempt.completed" | "task.attempt.failed" | "task.attempt.interrupted" => {
                 let t = steps.entry(step.clone()).or_default();
                 t.attempts += 1;
-                if let Some(start) = e.parent.and_then(|p| started.get(&p)) {
-                    let ms = (e.at - *start).whole_milliseconds();
+                if let Some(start) = start_of(e, &starts, &by_seq) {
+                    let ms = (e.at - start).whole_milliseconds();
                     t.duration_ms = t.duration_ms.saturating_add(u64::try_from(ms).unwrap_or(0));
                 }
                 if let Some(usage) = e

@@ -125,3 +125,60 @@ fn a_steps_output_keeps_the_order_of_stdout_and_stderr() {
     println!("lines out of order in a step's recorded output: {out_of_order} of 200");
     assert_eq!(output, expected);
 }
+
+/// An interrupted attempt's duration is its own (from its start to the stop), in `audit show`
+/// and `exec show`, not the time since the execution began: a first step of 2 s, then a second
+/// stopped about 1 s into its attempt.
+#[test]
+fn an_interrupted_attempt_is_timed_from_its_own_start() {
+    use crate::escape_support::{Site, Step};
+    let site = Site::new(false);
+    let started = site.mark("started").display().to_string();
+    let plan = site.plan(
+        "timed",
+        &[
+            Step::new("first", "sleep 2".to_owned(), None),
+            Step {
+                after: &["first"],
+                ..Step::new("second", format!("echo up > {started}; sleep 60"), None)
+            },
+        ],
+    );
+    let mut run = site.spawn(&[], &["run", &plan, "--yes"]);
+    site.wait_mark("started", "up");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let exec = site.only_exec();
+    let stop = site.orca(&[], &["exec", "stop", &exec]);
+    assert!(stop.status.success(), "{stop:?}");
+    let _ = run.wait();
+    let shown = site.orca(&[], &["audit", "show", &exec]);
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains("task.attempt.interrupted"))
+        .unwrap_or_else(|| panic!("no interruption in:\n{text}"));
+    let seconds = |after: &str| -> f64 {
+        let at = line
+            .find(after)
+            .unwrap_or_else(|| panic!("{after:?} in {line}"))
+            + after.len();
+        line[at..]
+            .split('s')
+            .next()
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no seconds after {after:?} in {line}"))
+    };
+    let (since_start, took) = (seconds("+"), seconds(" in "));
+    let (_, v) = site.json(&[], &["exec", "show", &exec]);
+    let ms = v["totals"]["steps"]["second"]["duration_ms"]
+        .as_u64()
+        .unwrap_or(0);
+    println!(
+        "interrupted attempt: {took:.3} s in audit show, {ms} ms in exec show; {since_start:.3} s since the execution began"
+    );
+    assert!(took >= 0.9 && since_start - took >= 1.9, "{line}");
+    assert!(
+        ms >= 900 && (ms as f64) < (since_start - 1.9) * 1000.0,
+        "{v}"
+    );
+}

@@ -139,6 +139,7 @@ fn tree(evs: &[ExecEvent]) -> String {
     };
     let mut depth: BTreeMap<u64, usize> = BTreeMap::new();
     let at: BTreeMap<u64, OffsetDateTime> = evs.iter().map(|e| (e.seq, e.at)).collect();
+    let starts = orca_services::events::attempt_starts(evs);
     let mut text = String::new();
     for e in evs {
         let d = e.parent.and_then(|p| depth.get(&p)).map_or(0, |d| d + 1);
@@ -148,13 +149,17 @@ fn tree(evs: &[ExecEvent]) -> String {
             (Some(s), None) => format!(" [{s}]"),
             _ => String::new(),
         };
-        let took = if e.kind.starts_with("task.attempt.") && e.kind != "task.attempt.started" {
-            e.parent
-                .and_then(|p| at.get(&p))
-                .map(|s| format!(" in {:.3}s", (e.at - *s).as_seconds_f64()))
-                .unwrap_or_default()
-        } else {
-            String::new()
+        let since =
+            orca_services::events::start_of(e, &starts, &at).map(|s| (e.at - s).as_seconds_f64());
+        let took = match (e.kind.as_str(), since) {
+            ("task.attempt.started", _) | (_, None) => String::new(),
+            // Recorded by the driver that took over: when the dead one's attempt ended is not
+            // known, only when it was found.
+            ("task.attempt.abandoned" | "task.attempt.unrecorded", Some(s)) => {
+                format!(" (found {s:.3}s after it started)")
+            }
+            (kind, Some(s)) if kind.starts_with("task.attempt.") => format!(" in {s:.3}s"),
+            _ => String::new(),
         };
         let what = detail(&e.kind, &e.data);
         let _ = writeln!(
