@@ -26,8 +26,14 @@ pub const CHECK_OUTPUT_BYTES: usize = 8 * 1024;
 /// attempt is told.
 pub const CHECK_CAUSE_LINES: usize = 12;
 
-/// Bytes of a failed check's output quoted in its failure's `cause`.
-pub const CHECK_CAUSE_BYTES: usize = 1200;
+/// Bytes of a failed check's output quoted in its failure's `cause`: with the message (whose
+/// command is cut at [`CHECK_COMMAND_CHARS`]) it fits the default bound of an earlier attempt's
+/// error in the next attempt's context (`ContextLimits::max_attempt_chars`), so the tail of the
+/// output — where a test run says what failed — is never the part left out.
+pub const CHECK_CAUSE_BYTES: usize = 400;
+
+/// Characters of a check's command named in its failure's message.
+pub const CHECK_COMMAND_CHARS: usize = 100;
 
 /// A command that must exit 0 for the work to count (`cargo test -p api`), run with `sh -c`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -171,9 +177,16 @@ impl CheckRun {
 pub fn failure_of(runs: &[CheckRun]) -> Option<TaskFailure> {
     let (run, what) = runs.iter().find_map(|r| r.what_failed().map(|w| (r, w)))?;
     let cause = tail(&run.output, CHECK_CAUSE_LINES, CHECK_CAUSE_BYTES);
+    let command: String = if run.command.chars().count() > CHECK_COMMAND_CHARS {
+        let mut c: String = run.command.chars().take(CHECK_COMMAND_CHARS - 1).collect();
+        c.push('…');
+        c
+    } else {
+        run.command.clone()
+    };
     Some(TaskFailure {
         code: ErrorCode::CheckFailed,
-        message: format!("the checks failed: `{}` {what}", run.command),
+        message: format!("the checks failed: `{command}` {what}"),
         cause: Some(cause).filter(|c| !c.is_empty()),
         output: Some(run.output.clone()).filter(|o| !o.is_empty()),
     })
@@ -233,6 +246,19 @@ mod tests {
             "check_failed: the checks failed: `test -f fixed` exit status 1 (a\nb\nmissing: fixed)"
         );
         assert!(failure_of(&runs[..1]).is_none());
+        // A long command and a long output: the message and the output's tail fit what the
+        // next attempt is told of an earlier one.
+        let long = run(
+            &"x".repeat(5000),
+            CheckVerdict::Failed {
+                status: "exit status 1".into(),
+            },
+            &format!("{}\nTHE END", "y".repeat(9000)),
+        );
+        let text = failure_of(&[long]).unwrap().to_string();
+        let limit = crate::ContextLimits::default().max_attempt_chars;
+        assert!(text.chars().count() <= limit, "{}", text.len());
+        assert!(text.ends_with("THE END)"), "{text}");
         assert!(failure_of(&[]).is_none());
     }
 

@@ -378,9 +378,9 @@ fn a_check_cannot_write_orcas_records_or_read_the_signing_key() {
     );
 }
 
-/// Steps in worktrees, and the plan's check: it runs once, after every step, on the
-/// execution's branch (the files exist only there), and a failing one fails the execution
-/// with its output.
+/// Steps in worktrees: a step's check runs in its worktree; the plan's check runs once, after
+/// every step, on the execution's branch (the files exist only there), and a failing one fails
+/// the execution with its output.
 #[test]
 fn the_plans_checks_run_once_on_the_integrated_result() {
     use crate::worktrees::Project as Repo;
@@ -393,8 +393,10 @@ fn the_plans_checks_run_once_on_the_integrated_result() {
             plan(
                 "two isolated steps",
                 &json!([
+                    // Its own check runs in its worktree: only there is `left.txt`.
                     { "id": "left", "agent": "shell", "description": "l", "depends_on": [],
-                      "command": "echo left > left.txt", "isolation": "worktree" },
+                      "command": "echo left > left.txt", "isolation": "worktree",
+                      "checks": [{ "command": "test -f left.txt && test ! -e right.txt" }] },
                     { "id": "right", "agent": "shell", "description": "r", "depends_on": [],
                       "command": "echo right > right.txt", "isolation": "worktree" }
                 ]),
@@ -417,12 +419,25 @@ fn the_plans_checks_run_once_on_the_integrated_result() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
-    let passed = kinds.iter().filter(|k| **k == "check.passed").count();
+    let under_execution = |e: &&Value| e["step_id"].is_null();
+    let step_checks = events
+        .iter()
+        .filter(|e| e["type"] == "check.passed" && e["step_id"] == "left")
+        .count();
+    assert_eq!(step_checks, 1, "the step's check passed in its worktree");
+    let passed = events
+        .iter()
+        .filter(|e| e["type"] == "check.passed")
+        .filter(under_execution)
+        .count();
     let last_attempt = kinds
         .iter()
         .rposition(|k| *k == "task.attempt.completed")
         .unwrap();
-    let check_at = kinds.iter().position(|k| *k == "check.passed").unwrap();
+    let check_at = events
+        .iter()
+        .position(|e| e["type"] == "check.passed" && e["step_id"].is_null())
+        .unwrap();
     println!(
         "plan checks run: {passed} (after the last step's completion: {})",
         check_at > last_attempt
