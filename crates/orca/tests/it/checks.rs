@@ -680,3 +680,44 @@ fn broken_results_are_caught_by_checks() {
     assert_eq!(caught, truly_broken);
     assert_eq!(good_completed, K - truly_broken);
 }
+
+/// The web: the plan page shows each step's checks and the plan's; the decision a failed
+/// check leaves shows its output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_shows_checks_and_a_failed_checks_output() {
+    use crate::web_support::{Project as Site, Server, client, get};
+    let site = Site::new();
+    let token = site.token("me");
+    let doc: Value = serde_json::from_str(&plan(
+        "checked",
+        &json!([{ "id": "work", "agent": "shell", "description": "d", "command": "true",
+                  "checks": [{ "command": "echo WEB-SEES-THIS; exit 1" }] }]),
+        &json!([{ "command": "make all" }]),
+    ))
+    .unwrap();
+    let plan_id = site.proposal("checked", &doc);
+    let out = site.orca(&["--json", "run", &plan_id, "--yes", "--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let server = Server::start(&site, &[]);
+    let c = client();
+    let (status, page) = get(&c, &server.url(&format!("/plans/{plan_id}")), &token).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("check: <code>echo WEB-SEES-THIS; exit 1</code>")
+            && page.contains("Checks on the integrated result")
+            && page.contains("<code>make all</code>"),
+        "{page}"
+    );
+    let (status, page) = get(&c, &server.url(&format!("/executions/{exec}")), &token).await;
+    assert_eq!(status, 200);
+    let decision = page
+        .split("Decision needed")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no decision in {page}"));
+    assert!(
+        decision.contains("the checks failed") && decision.contains("WEB-SEES-THIS"),
+        "{decision}"
+    );
+}
