@@ -721,3 +721,40 @@ async fn the_web_shows_checks_and_a_failed_checks_output() {
         "{decision}"
     );
 }
+
+/// A check that cannot run, or that holds a credential, is refused when the plan is created,
+/// naming the step and the check; nothing is created.
+#[test]
+fn a_bad_check_is_refused_naming_the_step_and_the_check() {
+    let p = Project::new();
+    let doc = plan(
+        "bad checks",
+        &json!([{ "id": "a", "agent": "shell", "description": "d", "command": "true",
+                  "checks": [{ "command": "make test" }, { "command": "  " },
+                             { "command": "true", "timeout_secs": 0 }] }]),
+        &json!([{ "command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijklmnopqrstuvwxyzAB' x" }]),
+    );
+    let file = p.write("bad.json", &doc);
+    let out = p.run(&["plan", "create", "--file", file.to_str().unwrap()]);
+    let err = stderr(&out);
+    println!("{err}");
+    assert_eq!(code(&out), 2, "{err}");
+    for expected in [
+        "step `a`: `checks[1]`: `command` is empty",
+        "step `a`: `checks[2]`: `timeout_secs` must be at least 1",
+        "`checks[0].command` holds what looks like a credential",
+    ] {
+        assert!(err.contains(expected), "{expected} in {err}");
+    }
+    assert!(
+        !err.contains("ghp_0123"),
+        "the credential is not repeated: {err}"
+    );
+    let (c, v) = p.json(&["plan", "list"]);
+    assert_eq!(c, 0);
+    assert_eq!(
+        v.as_array().map(Vec::len),
+        Some(0),
+        "nothing was created: {v}"
+    );
+}
