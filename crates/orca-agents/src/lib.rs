@@ -18,6 +18,7 @@
 
 pub mod agent_loop;
 pub mod api_keys;
+pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod error;

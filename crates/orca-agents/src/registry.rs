@@ -591,6 +591,22 @@ impl AgentPort for Agents {
         }
     }
 
+    async fn run_checks(
+        &self,
+        request: &orca_core::ChecksRequest,
+        tools: &dyn ToolHost,
+    ) -> Vec<orca_core::CheckRun> {
+        crate::checks::run_checks(
+            &self.root,
+            request,
+            &self.env,
+            self.sandbox.as_deref(),
+            self.kill_grace,
+            tools,
+        )
+        .await
+    }
+
     async fn ask(
         &self,
         request: QuestionRequest,

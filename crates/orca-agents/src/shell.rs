@@ -94,7 +94,7 @@ pub async fn run_shell_for(
         program: "sh",
         args: vec!["-c".to_owned(), command.to_owned()],
         cwd: root,
-        env: policy.build(&request.agent, &request.step.env, request.identity().env()),
+        env: policy.build(&request.agent, &request.step.env, step_vars(request)),
         timeout: request.timeout,
         cap: OUTPUT_CAP,
         owner: Some(caller),
@@ -143,6 +143,26 @@ pub async fn run_shell_for(
             .with_cause(err.to_string()),
         ),
     }
+}
+
+/// Name of the variable holding what went wrong in the step's latest earlier attempt (a
+/// failed check's message and the tail of its output, an exit status…), with the human's
+/// guidance if any: a re-run command can read what it is to fix.
+pub const PREVIOUS_FAILURE_VAR: &str = "ORCA_PREVIOUS_FAILURE";
+
+/// The `ORCA_*` variables of a shell step: its identity, and [`PREVIOUS_FAILURE_VAR`] on a
+/// retry.
+fn step_vars(request: &TaskRequest) -> Vec<(String, String)> {
+    let mut vars = request.identity().env();
+    if let Some(last) = request.context.previous_attempts.last() {
+        let mut text = last.error.replace('\0', "");
+        if let Some(g) = &last.guidance {
+            text.push_str("\nguidance: ");
+            text.push_str(&g.replace('\0', ""));
+        }
+        vars.push((PREVIOUS_FAILURE_VAR.to_owned(), text));
+    }
+    vars
 }
 
 fn summary_of(output: &str) -> String {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::check::{CheckRun, ChecksRequest};
 use crate::context::TaskContext;
 use crate::id::{AgentId, ExecutionId, PlanId, SessionId};
 use crate::ownership::{ProcessGroup, ReapOutcome, StepIdentity};
@@ -171,6 +172,13 @@ pub trait ToolHost: Send + Sync {
     async fn agent_tool_used(&self, used: &AgentToolUse) {
         let _ = used;
     }
+
+    /// A check of the attempt these tools serve ran (see [`crate::check`]): the caller may
+    /// record it (the gate of a step's attempt writes a `check.passed` or `check.failed`
+    /// entry, bounded and redacted). By default ignored.
+    async fn check_ran(&self, run: &CheckRun) {
+        let _ = run;
+    }
 }
 
 /// A tool a command-line agent ran itself, as its program reported it.
@@ -316,6 +324,23 @@ pub trait AgentPort: Send + Sync {
     /// [`ReapOutcome::Unreachable`].
     async fn reap(&self, groups: &[ProcessGroup]) -> Vec<ReapOutcome> {
         groups.iter().map(|_| ReapOutcome::Unreachable).collect()
+    }
+
+    /// Runs `request`'s checks in order, each `sh -c` under the same sandbox and step
+    /// environment a step's command gets (never more), in `request.workdir` or the project;
+    /// stops at the first that does not pass and returns the runs so far. Processes are started
+    /// for `tools` (their groups recorded, their runs reported with [`ToolHost::check_ran`]).
+    ///
+    /// By default no check can run: each comes back [`CheckVerdict::NotRun`](crate::CheckVerdict)
+    /// (a port that cannot run commands fails closed: its work never passes unchecked).
+    async fn run_checks(&self, request: &ChecksRequest, tools: &dyn ToolHost) -> Vec<CheckRun> {
+        let _ = tools;
+        request
+            .checks
+            .first()
+            .map(|c| CheckRun::not_run(c, "this agent port cannot run checks"))
+            .into_iter()
+            .collect()
     }
 
     /// Waits until the processes of calls that were dropped (cancelled, timed out) are gone —

@@ -127,6 +127,12 @@ audit_kinds! {
     /// tools: not offered, gated nor run by orca), read from the program's output once it
     /// exited: the tool, its input and its output (bounded).
     AgentToolUsed = "agent.tool",
+    /// A check ran and exited 0: under the attempt it judged, or (a plan's check) under the
+    /// execution.
+    CheckPassed = "check.passed",
+    /// A check ran and did not pass (non-zero exit, timeout, could not run), with the tail of
+    /// its output (bounded).
+    CheckFailed = "check.failed",
 }
 
 impl std::fmt::Display for AuditKind {

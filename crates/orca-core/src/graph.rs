@@ -106,6 +106,16 @@ pub enum Problem {
         /// What is wrong with it.
         reason: crate::writes::PatternError,
     },
+    /// A check (of a step, or of the plan) that cannot run: an empty command, a NUL byte, a
+    /// zero time limit.
+    InvalidCheck {
+        /// The step, if the check is a step's.
+        step: Option<StepId>,
+        /// Its 0-based position in `checks`.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// Two steps that can run at the same time (no dependency path between them) declare
     /// overlapping writes and share no lock.
     WriteConflict {
@@ -196,6 +206,16 @@ impl fmt::Display for Problem {
                 pattern,
                 reason,
             } => write!(f, "step `{step}`: `writes` pattern {pattern:?}: {reason}"),
+            Self::InvalidCheck {
+                step,
+                index,
+                reason,
+            } => {
+                if let Some(step) = step {
+                    write!(f, "step `{step}`: ")?;
+                }
+                write!(f, "`checks[{index}]`: {reason}")
+            }
             Self::WriteConflict {
                 first,
                 first_pattern,
@@ -430,6 +450,7 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
             });
         }
     }
+    check_problems(None, &content.checks, &mut problems);
     for step in &content.steps {
         for (field, text) in [
             ("command", step.command.as_deref()),
@@ -442,6 +463,7 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
                 });
             }
         }
+        check_problems(Some(&step.id), &step.checks, &mut problems);
         if !seen.insert(&step.id) && reported.insert(&step.id) {
             problems.push(Problem::DuplicateStep {
                 step: step.id.clone(),
@@ -531,6 +553,29 @@ pub fn validate(content: &PlanContent, known_agents: &BTreeSet<AgentId>) -> Vec<
         });
     }
     problems
+}
+
+/// The problems of `checks` (a step's, or the plan's when `step` is `None`).
+fn check_problems(
+    step: Option<&StepId>,
+    checks: &[crate::check::Check],
+    problems: &mut Vec<Problem>,
+) {
+    for (index, check) in checks.iter().enumerate() {
+        if let Some(reason) = check.problem() {
+            problems.push(Problem::InvalidCheck {
+                step: step.cloned(),
+                index,
+                reason: reason.to_owned(),
+            });
+        }
+        if crate::redact::holds_credential(&check.command) {
+            problems.push(Problem::CredentialInPlan {
+                step: step.cloned(),
+                field: format!("checks[{index}].command"),
+            });
+        }
+    }
 }
 
 /// A topological order of the steps (dependencies first), or `None` if there is a cycle.

@@ -184,6 +184,14 @@ pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
     /// The integration branch of `execution`.
     fn branch(&self, execution: ExecutionId) -> String;
 
+    /// The checkout of `execution`'s integration branch, clean at its tip, where the plan's
+    /// checks run on the integrated result; `None` when no step of it was merged yet (the
+    /// branch does not exist). By default `None`.
+    async fn integrated(&self, execution: ExecutionId) -> Result<Option<PathBuf>, WorkspaceError> {
+        let _ = execution;
+        Ok(None)
+    }
+
     /// Workspace tools rooted at `dir` (a step's worktree), for model agents: the same grants
     /// as the project's. `None`: no workspace tools are offered.
     fn tools_at(&self, dir: &std::path::Path) -> Option<std::sync::Arc<dyn ToolHost>> {

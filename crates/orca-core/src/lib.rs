@@ -90,6 +90,7 @@ pub mod agent;
 pub mod audit_kind;
 pub mod backoff;
 mod canonical;
+pub mod check;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -117,6 +118,7 @@ pub use agent::{
 };
 pub use audit_kind::{AuditKind, UNDER_EXECUTION};
 pub use backoff::Backoff;
+pub use check::{Check, CheckRun, CheckVerdict, ChecksRequest};
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,

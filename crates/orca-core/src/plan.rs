@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::check::Check;
 use crate::error::DocumentError;
 use crate::format::{Digest, FormatVersion};
 use crate::graph::{self, Problem};
@@ -59,9 +60,14 @@ pub struct Step {
     /// Risks specific to this step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub risks: Vec<String>,
-    /// How to check this step's work.
+    /// How to check this step's work, in words (for the agent and the human).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verification: Vec<String>,
+    /// Commands that must exit 0 after the agent reports success, in the step's workspace and
+    /// sandbox, for the step to complete; a failing one is a failed attempt whose output the
+    /// next attempt is told. Omitted when empty, so plans written before it keep their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
     /// Attempts before the step counts as finally failed (default: the runner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
@@ -110,6 +116,7 @@ impl Step {
             assumptions: Vec::new(),
             risks: Vec::new(),
             verification: Vec::new(),
+            checks: Vec::new(),
             max_attempts: None,
             timeout_secs: None,
             env: Vec::new(),
@@ -164,8 +171,12 @@ pub struct PlanContent {
     pub assumptions: Vec<String>,
     /// What could go wrong (at least one).
     pub risks: Vec<String>,
-    /// How the result will be checked (at least one).
+    /// How the result will be checked (at least one), in words.
     pub verification: Vec<String>,
+    /// Commands that must exit 0 on the integrated result once every step completed, for the
+    /// execution to complete. Omitted when empty, so plans written before it keep their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
     /// The isolation of every step that declares `writes` and names none itself (ADR 0017).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
@@ -417,6 +428,8 @@ pub struct StepPatch {
     pub risks: Option<Vec<String>>,
     /// New per-step verification.
     pub verification: Option<Vec<String>>,
+    /// New checks (`[]` removes them).
+    pub checks: Option<Vec<Check>>,
     /// New attempt limit (`Some(None)` restores the default).
     #[serde(with = "double_option")]
     pub max_attempts: Option<Option<u32>>,

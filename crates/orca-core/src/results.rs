@@ -37,6 +37,9 @@ pub enum ErrorCode {
     /// The step's worktree branch did not merge cleanly into the execution's branch (ADR
     /// 0017): the message lists the conflicting files; the human decides.
     MergeConflict,
+    /// The agent reported success but a check of the step (or of the plan) did not exit 0: the
+    /// message names it, the cause quotes the tail of its output.
+    CheckFailed,
 }
 
 impl ErrorCode {
@@ -57,6 +60,7 @@ impl ErrorCode {
             Self::TaskFailed => "task_failed",
             Self::BackendUnavailable => "backend_unavailable",
             Self::MergeConflict => "merge_conflict",
+            Self::CheckFailed => "check_failed",
         }
     }
 }

@@ -114,6 +114,7 @@ pub fn plan_content(max_steps: usize) -> impl Strategy<Value = PlanContent> {
                 assumptions,
                 risks,
                 verification,
+                checks: Vec::new(),
                 isolation: None,
                 budget: None,
             }

@@ -95,6 +95,7 @@ pub(crate) async fn run(dir: &std::path::Path) -> Result<String, Error> {
             assumptions: vec!["none".into()],
             risks: vec!["none".into()],
             verification: vec!["both steps complete".into()],
+            checks: Vec::new(),
             isolation: None,
             budget: None,
         })

@@ -30,6 +30,7 @@
 //!         assumptions: vec!["the project is small".into()],
 //!         risks: vec!["none".into()],
 //!         verification: vec!["the step completes".into()],
+//!         checks: Vec::new(),
 //!         isolation: None,
 //!         budget: None,
 //!     })

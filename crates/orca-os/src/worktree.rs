@@ -401,6 +401,14 @@ impl GitWorktrees {
 
 #[async_trait]
 impl StepWorkspaces for GitWorktrees {
+    async fn integrated(&self, execution: ExecutionId) -> Result<Option<PathBuf>, WorkspaceError> {
+        let _guard = self.lock.lock().await;
+        if !self.has_branch(&self.branch(execution)).await {
+            return Ok(None);
+        }
+        self.ensure_integration(execution).await.map(Some)
+    }
+
     async fn prepare(
         &self,
         execution: ExecutionId,

@@ -152,6 +152,7 @@ fn content(steps: Vec<Step>) -> PlanContent {
         assumptions: vec!["a benchmark".to_owned()],
         risks: vec!["none".to_owned()],
         verification: vec!["every task completes".to_owned()],
+        checks: Vec::new(),
         isolation: None,
         budget: None,
     }

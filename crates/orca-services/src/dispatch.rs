@@ -106,13 +106,13 @@ impl DispatchService {
                 held_fds,
             });
         }
+        let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
+        // A success counts once the step's checks pass in its workspace, before it is merged.
+        let reply = crate::checks::judge_step(&self.ctx, &request, &gate, reply).await;
         match isolated {
-            Some(ws) => {
-                let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
-                // Hook (ADR 0017): a success counts once it is merged.
-                crate::isolated::integrate(ws, &request, reply).await
-            }
-            None => self.ctx.agents.run_task(request, &gate).await,
+            // Hook (ADR 0017): a success counts once it is merged.
+            Some(ws) => crate::isolated::integrate(ws, &request, reply).await,
+            None => reply,
         }
     }
 

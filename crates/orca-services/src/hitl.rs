@@ -77,8 +77,17 @@ pub fn decision_question(request: &DecisionRequest) -> TwoQuestion {
     }
 }
 
+/// A check as a person reads it: its command, and its time limit when it names one.
+#[must_use]
+pub fn check_text(check: &orca_core::Check) -> String {
+    match check.timeout_secs {
+        Some(secs) => format!("{}  (timeout {secs}s)", check.command),
+        None => check.command.clone(),
+    }
+}
+
 /// A plan as text for a person: goal, steps with their agents and dependencies, assumptions,
-/// risks, verification.
+/// risks, verification, checks.
 #[must_use]
 pub fn render_plan(plan: &Plan) -> String {
     use std::fmt::Write as _;
@@ -121,6 +130,9 @@ pub fn render_plan(plan: &Plan) -> String {
             let _ = write!(out, "  writes: {}", step.writes.join(", "));
         }
         out.push('\n');
+        for check in &step.checks {
+            let _ = writeln!(out, "     check: $ {}", check_text(check));
+        }
     }
     for (title, items) in [
         ("Assumptions", &c.assumptions),
@@ -130,6 +142,12 @@ pub fn render_plan(plan: &Plan) -> String {
         let _ = writeln!(out, "{title}:");
         for item in items {
             let _ = writeln!(out, "  - {item}");
+        }
+    }
+    if !c.checks.is_empty() {
+        let _ = writeln!(out, "Checks (on the integrated result):");
+        for check in &c.checks {
+            let _ = writeln!(out, "  $ {}", check_text(check));
         }
     }
     if let Some(feedback) = plan.latest_feedback() {

@@ -14,6 +14,7 @@
 
 pub mod approval;
 mod budgets;
+mod checks;
 pub mod dispatch;
 pub mod error;
 pub mod events;

@@ -34,6 +34,8 @@ pub enum DraftEdit {
     SetRisks(Vec<String>),
     /// Replace the verification list.
     SetVerification(Vec<String>),
+    /// Replace the plan's checks (run on the integrated result).
+    SetChecks(Vec<orca_core::Check>),
     /// Add a step at a position (or the end).
     AddStep {
         /// The step.
@@ -60,6 +62,7 @@ impl DraftEdit {
             Self::SetAssumptions(_) => "set_assumptions",
             Self::SetRisks(_) => "set_risks",
             Self::SetVerification(_) => "set_verification",
+            Self::SetChecks(_) => "set_checks",
             Self::AddStep { .. } => "add_step",
             Self::UpdateStep { .. } => "update_step",
             Self::RemoveStep(_) => "remove_step",
@@ -186,6 +189,7 @@ impl PlanningService {
             DraftEdit::SetAssumptions(items) => draft.set_assumptions(items),
             DraftEdit::SetRisks(items) => draft.set_risks(items),
             DraftEdit::SetVerification(items) => draft.set_verification(items),
+            DraftEdit::SetChecks(checks) => draft.set_checks(checks),
             DraftEdit::AddStep { step, position } => draft
                 .add_step(*step, position)
                 .map_err(|e| ServiceError::BadInput(e.to_string()))?,

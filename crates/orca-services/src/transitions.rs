@@ -491,6 +491,23 @@ impl ExecutionService {
         Ok(())
     }
 
+    /// One of the plan's checks ran on the integrated result (`check.passed` /
+    /// `check.failed`, under the execution).
+    pub async fn record_plan_check(
+        &self,
+        execution: &Execution,
+        run: &orca_core::CheckRun,
+    ) -> Result<()> {
+        let kind = if run.passed() {
+            AuditKind::CheckPassed
+        } else {
+            AuditKind::CheckFailed
+        };
+        let data = crate::checks::entry_data(run);
+        self.append(execution, kind, UNDER_EXECUTION, data).await?;
+        Ok(())
+    }
+
     /// A Replan produced `new_plan`: the execution ends failed, replanned
     /// (`execution.replanned`, then the state).
     pub async fn record_replanned(

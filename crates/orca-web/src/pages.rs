@@ -272,7 +272,7 @@ fn steps_table(plan: &Plan) -> String {
             .unwrap_or_default();
         let _ = write!(
             out,
-            "<tr><td><code>{}</code></td><td>{}</td><td class=\"opt\">{}</td><td>{}{}</td></tr>",
+            "<tr><td><code>{}</code></td><td>{}</td><td class=\"opt\">{}</td><td>{}{}{}</td></tr>",
             esc(s.id.as_str()),
             esc(s.agent.as_ref()),
             esc(&after.join(", ")),
@@ -280,11 +280,25 @@ fn steps_table(plan: &Plan) -> String {
             s.command
                 .as_ref()
                 .map(|c| format!("<br><code>{}</code>", esc(c)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            checks_list(&s.checks)
         );
     }
     out.push_str("</table>");
     out
+}
+
+/// A step's (or the plan's) checks: each command that must exit 0.
+fn checks_list(checks: &[orca_core::Check]) -> String {
+    checks
+        .iter()
+        .map(|c| {
+            format!(
+                "<br>check: <code>{}</code>",
+                esc(&orca_services::hitl::check_text(c))
+            )
+        })
+        .collect()
 }
 
 fn history(plan: &Plan) -> String {
@@ -413,6 +427,13 @@ pub(crate) async fn plan(
             }
             body.push_str("</ul>");
         }
+    }
+    if !c.checks.is_empty() {
+        let _ = write!(
+            body,
+            "<h2>Checks on the integrated result</h2><p>{}</p>",
+            checks_list(&c.checks).trim_start_matches("<br>")
+        );
     }
     if let Ok(listing) = web.orca.executions().list(Some(id)).await
         && !listing.items.is_empty()

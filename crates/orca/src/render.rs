@@ -248,7 +248,12 @@ pub(crate) fn exec_show(
     let _ = writeln!(out, "Created:   {}", when(info.created_at));
     match e {
         orca_core::Execution::Failed(f) => {
-            let _ = writeln!(out, "Failed:    {}", f.reason);
+            // A reason of several lines (a failed plan check's output) is indented under it.
+            let _ = writeln!(
+                out,
+                "Failed:    {}",
+                f.reason.replace('\n', "\n           │ ")
+            );
             if let Some(p) = f.replanned_as {
                 let _ = writeln!(out, "Replanned: {p}");
             }
@@ -285,6 +290,15 @@ pub(crate) fn exec_show(
             info.id,
             d.request.option_keys().join("|")
         );
+        // A failed check: what it said, which the decision is about.
+        if let orca_core::DecisionRequest::Deviation { failure, .. } = &d.request
+            && failure.code == orca_core::ErrorCode::CheckFailed
+        {
+            let _ = writeln!(out, "Check:     {}", failure.message);
+            for line in failure.cause.as_deref().unwrap_or_default().lines() {
+                let _ = writeln!(out, "           │ {line}");
+            }
+        }
     }
     out.push('\n');
     let rows: Vec<Vec<String>> = snapshot

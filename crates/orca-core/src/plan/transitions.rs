@@ -66,6 +66,11 @@ impl DraftPlan {
         self.common.content.verification = items;
     }
 
+    /// Replaces the plan's checks (run on the integrated result once every step completed).
+    pub fn set_checks(&mut self, checks: Vec<crate::check::Check>) {
+        self.common.content.checks = checks;
+    }
+
     /// Adds a step at `position` (0 = first), or at the end.
     ///
     /// # Errors
@@ -107,6 +112,7 @@ impl DraftPlan {
             assumptions,
             risks,
             verification,
+            checks,
             max_attempts,
             timeout_secs,
             env,
@@ -122,6 +128,7 @@ impl DraftPlan {
         replace_if_given(&mut step.assumptions, assumptions);
         replace_if_given(&mut step.risks, risks);
         replace_if_given(&mut step.verification, verification);
+        replace_if_given(&mut step.checks, checks);
         replace_if_given(&mut step.max_attempts, max_attempts);
         replace_if_given(&mut step.timeout_secs, timeout_secs);
         replace_if_given(&mut step.env, env);

@@ -265,11 +265,11 @@ fn every_problem_is_reported_at_once() {
 fn json_level_errors_name_the_field() {
     check_json(
         r#"{ "owner": "me" }"#,
-        "unknown field `owner`, expected one of `goal`, `summary`, `steps`, `assumptions`, `risks`, `verification`, `isolation`, `budget` at line 1 column 156",
+        "unknown field `owner`, expected one of `goal`, `summary`, `steps`, `assumptions`, `risks`, `verification`, `checks`, `isolation`, `budget` at line 1 column 156",
     );
     check_json(
         &steps(&[r#"{ "id": "a", "agent": "coder", "description": "a", "retries": 3 }"#]),
-        "unknown field `retries`, expected one of `id`, `agent`, `description`, `command`, `depends_on`, `locks`, `writes`, `assumptions`, `risks`, `verification`, `max_attempts`, `timeout_secs`, `env`, `isolation`, `budget` at line 1 column 80",
+        "unknown field `retries`, expected one of `id`, `agent`, `description`, `command`, `depends_on`, `locks`, `writes`, `assumptions`, `risks`, `verification`, `checks`, `max_attempts`, `timeout_secs`, `env`, `isolation`, `budget` at line 1 column 80",
     );
     check_json(
         &steps(&[r#"{ "id": "../x", "agent": "coder", "description": "a" }"#]),

@@ -35,6 +35,7 @@ fn plan(steps: &[(&str, Option<&[&str]>, bool)]) -> PlanContent {
         assumptions: vec![],
         risks: vec![],
         verification: vec![],
+        checks: Vec::new(),
         isolation: None,
         budget: None,
     }

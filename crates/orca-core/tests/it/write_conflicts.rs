@@ -82,6 +82,7 @@ fn content(steps: &[RandomStep]) -> PlanContent {
         assumptions: vec!["a".to_owned()],
         risks: vec!["r".to_owned()],
         verification: vec!["v".to_owned()],
+        checks: Vec::new(),
         isolation: None,
         budget: None,
     }

@@ -247,6 +247,13 @@ impl Runner {
     async fn finish(&self, run: &mut Run) -> Result<RunOutcome> {
         let tasks = run.values();
         if tasks.iter().all(|t| t.status() == TaskStatus::Completed) {
+            // The plan's checks, on the integrated result: a failure fails the execution and
+            // keeps its worktrees for inspection.
+            if let Some(reason) = self.judge_plan(run).await {
+                crate::isolated::end(&self.dispatch, run.id, orca_core::WorkspaceEnd::Kept).await;
+                self.executions.record_failed(run.id, &reason).await?;
+                return Ok(RunOutcome::Failed { reason });
+            }
             // Hook (ADR 0017): the step worktrees go; the execution's branch stays.
             crate::isolated::end(&self.dispatch, run.id, orca_core::WorkspaceEnd::Completed).await;
             // Judged on the tasks as this run knows them: under its lease nobody else
@@ -266,5 +273,36 @@ impl Runner {
         );
         self.executions.record_failed(run.id, &reason).await?;
         Ok(RunOutcome::Failed { reason })
+    }
+
+    /// Runs the plan's checks (if any) where the integrated result is: the execution's
+    /// integration worktree when a step of it ran in one, else the project. `Some(reason)`
+    /// when one did not pass.
+    async fn judge_plan(&self, run: &Run) -> Option<String> {
+        let content = run.plan.content();
+        if content.checks.is_empty() {
+            return None;
+        }
+        let mut workdir = None;
+        if orca_core::isolation::any_worktree(content, self.config.isolation)
+            && let Some(ws) = self.dispatch.workspaces()
+        {
+            match ws.integrated(run.id).await {
+                Ok(dir) => workdir = dir,
+                Err(e) => {
+                    return Some(format!(
+                        "the plan's checks could not run: cannot check out the integrated result ({e})"
+                    ));
+                }
+            }
+        }
+        crate::checks::judge_plan(
+            self.dispatch.context(),
+            &self.executions,
+            &run.execution,
+            &content.checks,
+            workdir,
+        )
+        .await
     }
 }

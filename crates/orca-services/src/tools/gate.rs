@@ -301,4 +301,13 @@ impl ToolHost for Gate {
         )
         .await;
     }
+
+    async fn check_ran(&self, run: &orca_core::CheckRun) {
+        let kind = if run.passed() {
+            AuditKind::CheckPassed
+        } else {
+            AuditKind::CheckFailed
+        };
+        self.audit(kind, crate::checks::entry_data(run)).await;
+    }
 }

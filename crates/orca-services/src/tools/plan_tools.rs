@@ -73,6 +73,10 @@ pub(super) fn set_verification<'a>(g: &'a Gate, args: &'a Value) -> HandlerFutur
     Box::pin(async move { edit(g, args, DraftEdit::SetVerification(arg(args, "items")?)).await })
 }
 
+pub(super) fn set_checks<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
+    Box::pin(async move { edit(g, args, DraftEdit::SetChecks(arg(args, "checks")?)).await })
+}
+
 pub(super) fn add_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let id: PlanId = arg(args, "plan_id")?;

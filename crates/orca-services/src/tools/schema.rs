@@ -25,6 +25,16 @@ fn budget() -> Value {
         "properties": { "max_tokens": n, "max_cost_micro_usd": n, "max_turns": n, "max_wall_secs": n } })
 }
 
+/// Checks: commands that must exit 0 (a step's, or the plan's).
+pub(super) fn checks() -> Value {
+    json!({ "type": "array",
+        "description": "commands (sh -c) that must exit 0 for the work to count, e.g. the project's tests (`cargo test -p api`); run in the step's workspace and sandbox, judged by exit status only; a failing one's output goes to the next attempt",
+        "items": { "type": "object", "additionalProperties": false, "required": ["command"],
+            "properties": {
+                "command": { "type": "string", "minLength": 1 },
+                "timeout_secs": { "type": "integer", "minimum": 1, "description": "default 600" } } } })
+}
+
 /// A draft's step.
 pub(super) fn step() -> Value {
     json!({
@@ -45,6 +55,7 @@ pub(super) fn step() -> Value {
             "assumptions": { "type": "array", "items": { "type": "string" } },
             "risks": { "type": "array", "items": { "type": "string" } },
             "verification": { "type": "array", "items": { "type": "string" } },
+            "checks": checks(),
             "max_attempts": { "type": "integer", "minimum": 1 },
             "timeout_secs": { "type": "integer", "minimum": 1 },
             "env": { "type": "array", "items": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },

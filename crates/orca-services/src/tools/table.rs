@@ -9,7 +9,7 @@ use orca_core::{ToolAccess, ToolError, ToolSpec};
 use serde_json::{Value, json};
 
 use super::gate::Gate;
-use super::schema::{obj, plan_id, step, strings};
+use super::schema::{checks, obj, plan_id, step, strings};
 use super::{ask, plan_tools};
 
 /// Tool names (as in the seeds).
@@ -34,6 +34,8 @@ pub mod names {
     pub const PLAN_SET_RISKS: &str = "orca_plan_set_risks";
     /// Set a draft's verification.
     pub const PLAN_SET_VERIFICATION: &str = "orca_plan_set_verification";
+    /// Set a draft's checks (commands run on the integrated result).
+    pub const PLAN_SET_CHECKS: &str = "orca_plan_set_checks";
     /// Add a step.
     pub const PLAN_ADD_STEP: &str = "orca_plan_add_step";
     /// Update a step.
@@ -191,6 +193,18 @@ pub static TABLE: &[ToolDef] = &[
             )
         },
         handler: plan_tools::set_verification,
+    },
+    ToolDef {
+        name: names::PLAN_SET_CHECKS,
+        access: ToolAccess::EditDraft,
+        description: "Replace the plan's checks: commands run once every step completed, on the integrated result; the run completes only if each exits 0 ([] removes them). Give a step its own `checks` with orca_plan_add_step / orca_plan_update_step.",
+        parameters: || {
+            obj(
+                json!({ "plan_id": plan_id(), "checks": checks() }),
+                &["plan_id", "checks"],
+            )
+        },
+        handler: plan_tools::set_checks,
     },
     ToolDef {
         name: names::PLAN_ADD_STEP,

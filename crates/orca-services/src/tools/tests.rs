@@ -52,6 +52,7 @@ fn role_grants() {
             PLAN_SET_ASSUMPTIONS,
             PLAN_SET_RISKS,
             PLAN_SET_VERIFICATION,
+            PLAN_SET_CHECKS,
             PLAN_ADD_STEP,
             PLAN_UPDATE_STEP,
             PLAN_REMOVE_STEP,

@@ -90,6 +90,7 @@ fn the_table_and_the_tool_names_are_the_same_set() {
         PLAN_SET_ASSUMPTIONS,
         PLAN_SET_RISKS,
         PLAN_SET_VERIFICATION,
+        PLAN_SET_CHECKS,
         PLAN_ADD_STEP,
         PLAN_UPDATE_STEP,
         PLAN_REMOVE_STEP,
@@ -206,4 +207,88 @@ async fn plan_mode_refuses_every_writing_tool_and_nothing_read_only() {
         assert_eq!(writes_reached, 0);
         assert_eq!(reads_refused, 0);
     }
+}
+
+/// The planner sets checks with its tools: a step's through `orca_plan_add_step` and
+/// `orca_plan_update_step`, the plan's through `orca_plan_set_checks`; a check that cannot run
+/// is refused at submit, naming the step and the check.
+#[tokio::test]
+async fn the_planner_sets_a_steps_and_the_plans_checks() {
+    let ws = Arc::new(CountingWorkspace::default());
+    let ctx = context(&ws);
+    let planner = Gate::new(
+        ctx.clone(),
+        &every_tool_agent(Role::Planner),
+        CallMode::Planning,
+        None,
+    );
+    let call = |name: &str, arguments: Value| ToolCall {
+        id: "c".to_owned(),
+        name: name.to_owned(),
+        arguments,
+    };
+    let created = planner
+        .call(&call(names::PLAN_CREATE_DRAFT, json!({ "goal": "g" })))
+        .await
+        .unwrap();
+    let plan_id = created["plan_id"].clone();
+    for (name, args) in [
+        (names::PLAN_SET_ASSUMPTIONS, json!({ "items": ["a"] })),
+        (names::PLAN_SET_RISKS, json!({ "items": ["r"] })),
+        (names::PLAN_SET_VERIFICATION, json!({ "items": ["v"] })),
+        (
+            names::PLAN_ADD_STEP,
+            json!({ "step": { "id": "build", "agent": "shell", "description": "d",
+                    "command": "make", "checks": [{ "command": "make test" }] } }),
+        ),
+        (
+            names::PLAN_ADD_STEP,
+            json!({ "step": { "id": "docs", "agent": "shell", "description": "d",
+                    "command": "make docs" } }),
+        ),
+        (
+            names::PLAN_UPDATE_STEP,
+            json!({ "step_id": "docs", "changes": { "checks": [{ "command": "  " }] } }),
+        ),
+        (
+            names::PLAN_SET_CHECKS,
+            json!({ "checks": [{ "command": "make all", "timeout_secs": 60 }] }),
+        ),
+    ] {
+        let mut args = args;
+        args["plan_id"] = plan_id.clone();
+        planner.call(&call(name, args)).await.unwrap();
+    }
+    let refused = planner
+        .call(&call(names::PLAN_SUBMIT, json!({ "plan_id": plan_id })))
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .message
+            .contains("step `docs`: `checks[0]`: `command` is empty"),
+        "{}",
+        refused.message
+    );
+    planner
+        .call(&call(
+            names::PLAN_UPDATE_STEP,
+            json!({ "plan_id": plan_id, "step_id": "docs",
+                    "changes": { "checks": [{ "command": "make linkcheck" }] } }),
+        ))
+        .await
+        .unwrap();
+    planner
+        .call(&call(names::PLAN_SUBMIT, json!({ "plan_id": plan_id })))
+        .await
+        .unwrap();
+    let id: orca_core::PlanId = serde_json::from_value(plan_id).unwrap();
+    let plan = ctx.planning.plan(id).await.unwrap();
+    let c = plan.content();
+    let commands =
+        |checks: &[orca_core::Check]| checks.iter().map(|c| c.command.clone()).collect::<Vec<_>>();
+    assert_eq!(commands(&c.steps[0].checks), ["make test"]);
+    assert_eq!(commands(&c.steps[1].checks), ["make linkcheck"]);
+    assert_eq!(commands(&c.checks), ["make all"]);
+    assert_eq!(c.checks[0].timeout_secs, Some(60));
 }

@@ -12,7 +12,12 @@ use serde_json::{Map, Value, json};
 pub(crate) fn is_transcript(kind: &str) -> bool {
     matches!(
         kind,
-        "agent.answer" | "tool.call" | "tool.refused" | "agent.tool"
+        "agent.answer"
+            | "tool.call"
+            | "tool.refused"
+            | "agent.tool"
+            | "check.passed"
+            | "check.failed"
     )
 }
 
@@ -54,6 +59,27 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
             let agent = str_of(d, "agent").unwrap_or("?");
             let _ = writeln!(text, "   answer (turn {turn}, {agent}{tokens}):");
             block(text, str_of(d, "text").unwrap_or(""));
+        }
+        "check.passed" | "check.failed" => {
+            let command = str_of(d, "command").unwrap_or("?");
+            let millis = d.get("millis").and_then(Value::as_u64).unwrap_or(0);
+            let how = match str_of(d, "verdict") {
+                Some("passed") => "passed".to_owned(),
+                Some("failed") => format!("failed: {}", str_of(d, "status").unwrap_or("?")),
+                Some("timed_out") => format!(
+                    "failed: timed out after {}s",
+                    d.get("after_secs").and_then(Value::as_u64).unwrap_or(0)
+                ),
+                _ => format!("did not run: {}", str_of(d, "reason").unwrap_or("?")),
+            };
+            let _ = writeln!(
+                text,
+                "   check `{}` → {how} ({millis} ms)",
+                crate::term::clip(command, 200)
+            );
+            if e.kind == "check.failed" {
+                block(text, str_of(d, "output").unwrap_or(""));
+            }
         }
         "agent.tool" => {
             // Run by the agent's own program, not through orca: as the program reported it.

@@ -13,6 +13,7 @@ mod approval_binding;
 mod ask_tty;
 mod browser;
 mod budgets;
+mod checks;
 mod cli;
 mod cli_transcript;
 mod commands;

@@ -389,6 +389,7 @@ pub(crate) fn content(steps: Vec<Step>) -> orca_core::PlanContent {
         assumptions: vec!["a".into()],
         risks: vec!["r".into()],
         verification: vec!["v".into()],
+        checks: Vec::new(),
         isolation: None,
         budget: None,
     }
