@@ -33,7 +33,9 @@ pub async fn run_checks(
             ("ORCA_PLAN_ID".to_owned(), request.plan_id.to_string()),
         ],
     };
-    let env = policy.build(&request.agent, &request.env, identity);
+    // A check is a shell command: it gets what a `shell` step with the same approved `env`
+    // names would, never the judged agent's own extras (a command-line agent's provider key).
+    let env = policy.build(&orca_core::AgentId::shell(), &request.env, identity);
     let mut runs = Vec::with_capacity(request.checks.len());
     for check in &request.checks {
         let run = if let Some(problem) = check.problem() {
@@ -53,6 +55,7 @@ pub async fn run_checks(
                 sandbox,
                 stdin: None,
                 kill_grace,
+                interleave: true,
             };
             let out = process::run_captured(spec).await;
             let verdict = match out.end {
