@@ -159,10 +159,17 @@ impl App {
         // in the wrong directory must not leave a `.orca/` there (it would capture root
         // discovery for every later command).
         if !create && !root.join(".orca").is_dir() {
-            return Err(CliError::bad_input(format!(
-                "no orca project in {} or above (no .orca/ directory); run `orca init` there first, or pass --root",
-                root.display()
-            )));
+            return Err(CliError::bad_input(match &global.root {
+                Some(named) => format!(
+                    "no orca project in {} (no .orca/ directory); run `orca init --root {}` first",
+                    root.display(),
+                    named.display()
+                ),
+                None => format!(
+                    "no orca project in {} or above (no .orca/ directory); run `orca init` there first, or pass --root",
+                    root.display()
+                ),
+            }));
         }
         // The config first: the store's redactor must know the keys it loads.
         let loaded = crate::settings::Settings::load(&root)?;
@@ -351,11 +358,13 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Store(cmd) => return crate::cmd::store::run(cmd, global).await,
         _ => {}
     }
-    // Commands that create something may create the `--root` directory.
+    // Commands that create something may create the `--root` directory. So may the MCP server
+    // for the project an agent host names with `--root`: failing there, the host only shows
+    // "connection closed".
     let creates = matches!(
         command,
         Command::Ask(_) | Command::Run(_) | Command::Plan(PlanCommand::Create { .. })
-    );
+    ) || (matches!(command, Command::Mcp(_)) && global.root.is_some());
     let runs_agents = matches!(
         command,
         Command::Ask(_)

@@ -182,3 +182,45 @@ fn an_interrupted_attempt_is_timed_from_its_own_start() {
         "{v}"
     );
 }
+
+/// An agent host that starts `orca mcp --root DIR` for a directory without `.orca/` gets a
+/// working server (the project is made, as `orca init` would), not a closed connection; a
+/// read-only command there says which `init` to run.
+#[test]
+fn the_mcp_server_starts_for_a_named_root_without_a_project() {
+    use std::io::{BufRead as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let root = dir.path().join("fresh");
+    std::fs::create_dir_all(&root).unwrap();
+    let out = crate::common::orca(&root, config.path(), &["plan", "list"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("run `orca init --root"),
+        "{}",
+        stderr(&out)
+    );
+    let mut cmd = crate::common::isolated(&root, config.path());
+    cmd.arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut server = cmd.spawn().unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    drop(stdin);
+    let _ = server.kill();
+    let _ = server.wait();
+    let answer: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not an MCP answer ({e}): {line:?}"));
+    assert_eq!(answer["result"]["serverInfo"]["name"], "orca", "{answer}");
+    assert!(root.join(".orca").is_dir());
+}
