@@ -37,6 +37,10 @@ pub enum ErrorCode {
     /// The step's worktree branch did not merge cleanly into the execution's branch (ADR
     /// 0017): the message lists the conflicting files; the human decides.
     MergeConflict,
+    /// The agent stopped making progress: a model repeated the same tool call with the same
+    /// result, or took turns that changed and learnt nothing; a command-line agent printed
+    /// nothing and changed no file for its idle limit. The message names the repetition.
+    Stalled,
 }
 
 impl ErrorCode {
@@ -57,6 +61,7 @@ impl ErrorCode {
             Self::TaskFailed => "task_failed",
             Self::BackendUnavailable => "backend_unavailable",
             Self::MergeConflict => "merge_conflict",
+            Self::Stalled => "stalled",
         }
     }
 }

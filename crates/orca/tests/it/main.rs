@@ -33,6 +33,7 @@ mod readme;
 mod rollback;
 mod seals;
 mod secrets;
+mod stalls;
 mod step_fds_and_keys;
 mod step_processes;
 mod store_input;
