@@ -1,7 +1,7 @@
 //! Short ids that stay unique: plans and executions created as fast as the CLI allows (so
 //! their UUIDv7 timestamps are shared) get short ids from their random digits, every short id
-//! printed at creation still resolves to its own record afterwards, and a plan and its
-//! execution never print the same digits.
+//! printed at creation still resolves to its own record afterwards, a plan and its execution
+//! never print the same digits, and `-q` prints the full id alone (or nothing).
 
 use crate::common::project::{Project, code, one_step, stderr, stdout};
 
@@ -139,4 +139,57 @@ fn find_str(v: &Value, key: &str) -> Option<String> {
         Value::Array(a) => a.iter().find_map(|x| find_str(x, key)),
         _ => None,
     }
+}
+
+#[test]
+fn quiet_prints_the_full_id_alone_or_nothing() {
+    let p = Project::new();
+    let plan = p.write("plan.json", &one_step("quiet"));
+    let plan = plan.display().to_string();
+    let full = |out: &std::process::Output, kind: &str| {
+        let text = stdout(out);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {text:?}");
+        assert!(
+            lines[0].starts_with(kind) && lines[0].len() == kind.len() + 36,
+            "a full id: {text:?}"
+        );
+        lines[0].to_owned()
+    };
+
+    let out = p.run(&["-q", "plan", "create", "--file", &plan]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let created = full(&out, "plan_");
+    let out = p.run(&["-q", "run", &created, "--yes"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let exec = full(&out, "exec_");
+    assert_eq!(stderr(&out), "", "nothing on stderr either");
+    let (_, shown) = p.json(&["exec", "show", &exec]);
+    assert_eq!(find_str(&shown, "plan_id").unwrap(), created);
+
+    let out = p.run(&["-q", "exec", "retry", &exec]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let retried = full(&out, "exec_");
+    assert_ne!(retried, exec);
+
+    let out = p.run(&["-q", "run", &plan, "--yes"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    full(&out, "exec_");
+
+    // A failing step: the id still (the execution exists), the outcome in the exit code.
+    let failing = p.write(
+        "failing.json",
+        &crate::common::project::plan_doc("fails", &[("only", "exit 3", &[])]),
+    );
+    let out = p.run(&["-q", "run", failing.to_str().unwrap(), "--yes"]);
+    println!("a failing run with -q: exit {}", code(&out));
+    assert_ne!(code(&out), 0);
+    full(&out, "exec_");
+
+    // Nothing created: nothing on stdout, the error on stderr.
+    let bad = p.write("bad.json", "{ not a plan");
+    let out = p.run(&["-q", "plan", "create", "--file", bad.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert_eq!(stdout(&out), "");
+    assert!(stderr(&out).contains("bad.json"), "{}", stderr(&out));
 }
