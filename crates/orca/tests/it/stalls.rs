@@ -96,6 +96,12 @@ async fn a_looping_model_ends_stalled_and_the_next_attempt_is_told() {
     let first = first_user_message(&requests[0]);
     let second = first_user_message(&requests[3]);
     println!("the second attempt's first message:\n{second}");
+    // What the model reads is a contract: snapshotted, the plan's id redacted.
+    let plan_id = ran["plan_id"].as_str().unwrap();
+    insta::assert_snapshot!(
+        "stalled_next_attempt_message",
+        second.replace(plan_id, "[plan]")
+    );
     assert!(!first.contains("Earlier attempts"), "{first}");
     assert!(
         second.contains("## Earlier attempts of this step"),
