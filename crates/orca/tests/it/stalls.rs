@@ -27,6 +27,28 @@ impl wiremock::Respond for Looper {
     }
 }
 
+/// A model that reads `f0.txt`, `f1.txt`, `f2.txt`, then the same again, and again.
+struct Cycler;
+
+impl wiremock::Respond for Cycler {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let turn = body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let call = orca_testkit::fake_model::tool_call(
+            &format!("call_{turn}"),
+            "read_file",
+            &json!({"path": format!("f{}.txt", turn % 3)}),
+        );
+        wiremock::ResponseTemplate::new(200).set_body_json(orca_testkit::fake_model::tool_calls(
+            "chatcmpl-cycle",
+            &body["model"],
+            vec![call],
+        ))
+    }
+}
+
 /// The text of the first user message of a chat request.
 fn first_user_message(body: &Value) -> String {
     body["messages"]
@@ -138,6 +160,60 @@ async fn a_looping_model_ends_stalled_and_the_next_attempt_is_told() {
             "{message}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rereading_the_same_files_ends_stalled_after_the_configured_stall_turns() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(Cycler)
+        .mount(&server)
+        .await;
+    let p = Project::new();
+    for i in 0..3 {
+        p.write(&format!("f{i}.txt"), &format!("file {i}\n"));
+    }
+    p.write(
+        ".orca/config.toml",
+        &format!(
+            "[agents.cycler]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"cycler-model\"\ndescription = \"reads\"\ntools = [\"read_file\"]\n\n[agents.cycler.limits]\nstall_turns = 3\n",
+            server.uri()
+        ),
+    );
+    let plan = p.write(
+        "plan.json",
+        &json!({"goal": "read three files", "summary": "one model step", "assumptions": ["a model"],
+            "risks": ["none"], "verification": ["none"],
+            "steps": [{"id": "read", "agent": "cycler", "description": "read the files", "depends_on": []}]})
+        .to_string(),
+    );
+    let plan = plan.display().to_string();
+    let root = p.root().to_path_buf();
+    let config = p.config.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::orca(&root, &config, &["--json", "run", &plan, "--yes"])
+    })
+    .await
+    .unwrap();
+    let (c, ran) = last_json(&out, &["run"]);
+    assert_eq!(c, 4, "{ran} {}", stderr(&out));
+    let requests = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == "/v1/chat/completions")
+        .count();
+    println!(
+        "requests to the fake model: {requests} (two attempts: 3 new reads + 3 idle turns each)"
+    );
+    assert_eq!(requests, 2 * (3 + 3));
+    let exec = ran["execution_id"].as_str().unwrap().to_owned();
+    let (_, shown) = p.json(&["exec", "show", &exec]);
+    let text = shown.to_string();
+    assert!(text.contains("\"code\":\"stalled\""), "{shown}");
+    assert!(text.contains("3 turns in a row only read"), "{shown}");
 }
 
 #[test]
