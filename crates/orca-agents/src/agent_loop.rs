@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
+use crate::stall::{self, StallLimits};
 use crate::tool_mode;
 use orca_llm::BackendError;
 use orca_llm::backend::{
@@ -45,6 +46,9 @@ pub struct LoopSettings {
     pub context_window: Option<u64>,
     /// The idle timeout of a streamed answer, named when a stream stalls (`None`: unknown).
     pub idle_timeout: Option<Duration>,
+    /// When a conversation that has stopped making progress ends `stalled` (see
+    /// [`crate::stall`]).
+    pub stall: StallLimits,
 }
 
 impl Default for LoopSettings {
@@ -59,6 +63,7 @@ impl Default for LoopSettings {
             request_timeout: None,
             context_window: None,
             idle_timeout: None,
+            stall: StallLimits::DEFAULT,
         }
     }
 }
@@ -131,6 +136,7 @@ impl Run<'_> {
         };
         let mut messages = vec![Message::User { text: first }];
         let mut repairs = 0u32;
+        let mut stalls = stall::Detector::new(self.settings.stall);
         loop {
             if usage.turns >= max_turns {
                 return Err(failure(
@@ -339,6 +345,15 @@ impl Run<'_> {
                 }
                 outcomes
             };
+            let ran: Vec<_> = pending
+                .iter()
+                .zip(&outcomes)
+                .map(|((_, call), outcome)| (*call, outcome, self.tools.access(&call.name)))
+                .collect();
+            if let Some(message) = stalls.turn(&ran) {
+                tracing::info!(turns = usage.turns, %message, "the conversation stalled");
+                return Err(failure(ErrorCode::Stalled, message));
+            }
             for ((i, _), outcome) in pending.iter().zip(outcomes) {
                 results[*i] = Some(outcome);
             }

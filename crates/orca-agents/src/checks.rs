@@ -72,6 +72,10 @@ pub async fn run_checks(
                 RunEnd::TimedOut => CheckVerdict::TimedOut {
                     after_secs: timeout.as_secs(),
                 },
+                // A check is not watched for silence (only its timeout ends it early).
+                RunEnd::Idle(after) => CheckVerdict::TimedOut {
+                    after_secs: after.as_secs(),
+                },
                 RunEnd::SpawnFailed(e) => CheckVerdict::NotRun {
                     reason: format!("cannot run sh in {}: {e}", cwd.display()),
                 },

@@ -13,12 +13,15 @@ use serde::Deserialize;
 use crate::error::ConfigError;
 use crate::generation::{Generation, GenerationSettings, WireApi};
 use crate::profile::{BUILT_INS, Profile, built_in_profiles};
+use crate::stall::StallLimits;
 use orca_llm::pricing::PriceTable;
 use orca_os::sandbox::SandboxMode;
 
 mod checks;
+mod limits;
 mod template;
 mod tls;
+pub use limits::LimitSettings;
 pub use template::CONFIG_TEMPLATE;
 
 /// Largest prompt file read.
@@ -115,8 +118,8 @@ pub struct AgentSettings {
     pub prompt_file: Option<PathBuf>,
     /// Granted workspace tools.
     pub tools: Option<Vec<String>>,
-    /// Limits.
-    pub limits: Option<Budget>,
+    /// Limits: the budget and the stall limits (`[agents.NAME.limits]`).
+    pub limits: Option<LimitSettings>,
     /// The executable of a command-line agent.
     pub command: Option<String>,
     /// Extra arguments of a command-line agent, after orca's own flags.
@@ -302,6 +305,10 @@ impl Config {
             message,
         };
         let settings = |field: &str, value: toml::Value| -> Result<AgentSettings, ConfigError> {
+            if let Some(l) = value.get("limits") {
+                limits::check_table(l)
+                    .map_err(|(sub, message)| invalid(format!("{field}.limits{sub}"), message))?;
+            }
             let s: AgentSettings = value.try_into().map_err(|e: toml::de::Error| {
                 invalid(field.to_owned(), e.message().trim().to_owned())
             })?;
@@ -481,6 +488,17 @@ impl Config {
         g
     }
 
+    /// The stall limits of `agent`: each of its `[agents.NAME.limits]` stall settings, else
+    /// `[defaults.limits]`', else `base`.
+    #[must_use]
+    pub fn stall_limits(&self, agent: &AgentId, base: StallLimits) -> StallLimits {
+        let base = self.defaults.limits.map_or(base, |l| l.stall_over(base));
+        self.agents
+            .get(agent)
+            .and_then(|s| s.limits)
+            .map_or(base, |l| l.stall_over(base))
+    }
+
     /// The config file, as errors name it.
     #[must_use]
     pub fn file(&self) -> &str {
@@ -521,7 +539,9 @@ impl Config {
                 p.backend = self.backend_spec(&merged, &field, root, env)?;
                 self.apply(&mut p, s, &field, root)?;
             } else {
-                p.limits = self.defaults.limits.unwrap_or(p.limits);
+                if let Some(l) = self.defaults.limits.filter(LimitSettings::sets_budget) {
+                    p.limits = l.budget();
+                }
                 if let Some(t) = &self.defaults.tools {
                     p.workspace_tools.retain(|g| t.contains(g));
                 }
@@ -568,8 +588,12 @@ impl Config {
         if let Some(t) = &s.tools {
             p.workspace_tools.clone_from(t);
         }
-        if let Some(l) = s.limits.or(self.defaults.limits) {
-            p.limits = l;
+        if let Some(l) = [s.limits, self.defaults.limits]
+            .into_iter()
+            .flatten()
+            .find(LimitSettings::sets_budget)
+        {
+            p.limits = l.budget();
         }
         if let Some(prompt) = &s.prompt {
             p.prompt.clone_from(prompt);

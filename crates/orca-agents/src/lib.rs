@@ -28,6 +28,7 @@ pub mod project_instructions;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod stall;
 pub mod tool_mode;
 pub mod tools;
 pub mod workspace;
@@ -43,5 +44,6 @@ pub use orca_llm::{
 };
 pub use profile::{BackendSpec, Profile, built_in_profiles};
 pub use registry::Agents;
+pub use stall::StallLimits;
 pub use tools::ToolSet;
 pub use workspace::WorkspaceTools;

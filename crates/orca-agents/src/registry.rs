@@ -19,6 +19,7 @@ use crate::error::ConfigError;
 use crate::generation::{Generation, WireApi};
 use crate::profile::{BackendSpec, Profile};
 use crate::shell;
+use crate::stall::StallLimits;
 use orca_llm::backend::ChatBackend;
 use orca_llm::net::{CaFile, Net, NetError};
 use orca_llm::pricing::PriceTable;
@@ -41,6 +42,8 @@ struct Entry {
     runtime: Runtime,
     generation: Generation,
     net: Net,
+    /// Its own stall limits (config `[agents.NAME.limits]`); `None`: the loop settings'.
+    stall: Option<StallLimits>,
 }
 
 /// The agents of a project: implements [`AgentPort`] over a set of [`Profile`]s.
@@ -75,6 +78,7 @@ impl Agents {
                 runtime: Runtime::Shell,
                 generation: Generation::default(),
                 net: Net::direct(),
+                stall: None,
             },
         );
         Self {
@@ -178,6 +182,7 @@ impl Agents {
                     runtime,
                     generation,
                     net: agents.net.clone(),
+                    stall: None,
                 },
             );
         }
@@ -250,7 +255,10 @@ impl Agents {
                 // A ca_file the TLS library refuses is the config's error, before any request.
                 net.client(generation.request_timeout).map_err(net_error)?;
             }
+            let id = profile.id.clone();
             agents.insert_with_net(profile, generation, &config.prices, net)?;
+            let stall = config.stall_limits(&id, agents.settings.stall);
+            agents.set_stall_limits(&id, stall);
         }
         Ok(agents)
     }
@@ -318,6 +326,7 @@ impl Agents {
                 runtime,
                 generation,
                 net,
+                stall: None,
             },
         );
         Ok(())
@@ -406,6 +415,9 @@ impl Agents {
     /// and, when the config gives no window, the one its server reports (asked once).
     async fn loop_settings(&self, entry: &Entry) -> LoopSettings {
         let mut settings = entry.generation.apply_to(self.settings);
+        if let Some(stall) = entry.stall {
+            settings.stall = stall;
+        }
         if settings.context_window.is_none()
             && let Some(w) = self.asked_window(entry).await
         {
@@ -551,6 +563,7 @@ impl AgentPort for Agents {
                     &self.env,
                     self.sandbox.as_deref(),
                     self.kill_grace,
+                    entry.stall.unwrap_or(self.settings.stall).idle,
                     tools,
                 )
                 .await

@@ -126,7 +126,8 @@ pub async fn run_shell_for(
                 output: Some(output),
             })
         }
-        RunEnd::TimedOut => TaskResult::Failure(TaskFailure {
+        // Not watched for idleness: only a timeout ends it early.
+        RunEnd::TimedOut | RunEnd::Idle(_) => TaskResult::Failure(TaskFailure {
             code: ErrorCode::Timeout,
             message: format!(
                 "command timed out after {}s; its process group was ended",

@@ -416,7 +416,7 @@ impl WorkspaceTools {
                 "exit_code": status.code(),
                 "output": run.output,
             })),
-            RunEnd::TimedOut => Err(ToolError::new(format!(
+            RunEnd::TimedOut | RunEnd::Idle(_) => Err(ToolError::new(format!(
                 "`{}` timed out after {}s and was killed; output so far:\n{}",
                 a.command,
                 timeout.as_secs(),

@@ -40,6 +40,10 @@ pub enum ErrorCode {
     /// The agent reported success but a check of the step (or of the plan) did not exit 0: the
     /// message names it, the cause quotes the tail of its output.
     CheckFailed,
+    /// The agent stopped making progress: a model repeated the same tool call with the same
+    /// result, or took turns that changed and learnt nothing; a command-line agent printed
+    /// nothing and changed no file for its idle limit. The message names the repetition.
+    Stalled,
 }
 
 impl ErrorCode {
@@ -61,6 +65,7 @@ impl ErrorCode {
             Self::BackendUnavailable => "backend_unavailable",
             Self::MergeConflict => "merge_conflict",
             Self::CheckFailed => "check_failed",
+            Self::Stalled => "stalled",
         }
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! - [`process`]: a child process in its own process group, output captured with a cap, a
 //!   timeout, and a guard that ends the whole group when the run ends or is dropped.
+//! - [`idle`]: signs of life of a run besides its output (files modified under a tree).
 //! - [`process_group`]: the watchdog forked into every group (the group dies with orca), the
 //!   kill grace, ending the groups a dead runner recorded.
 //! - [`sandbox`] and [`protected`]: the Landlock + mount-namespace sandbox a step runs in, and
@@ -16,6 +17,7 @@
 //! **Architecture Invariant:** nothing here knows about models, agents or plans beyond the
 //! ids and ports of `orca-core`.
 
+pub mod idle;
 pub mod process;
 pub mod process_group;
 pub mod protected;

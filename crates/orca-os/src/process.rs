@@ -5,12 +5,13 @@
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use orca_core::ToolHost;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+pub use crate::idle::IdleLimit;
 use crate::process_group;
 use crate::process_group::MAX_TIMEOUT;
 
@@ -116,6 +117,9 @@ pub enum RunEnd {
     TimedOut,
     /// It could not be started.
     SpawnFailed(std::io::Error),
+    /// It printed nothing and changed no file for its idle limit (see
+    /// [`run_captured_watched`]); the group was ended (SIGTERM, grace, SIGKILL).
+    Idle(Duration),
 }
 
 /// The result of [`run_captured`].
@@ -192,6 +196,16 @@ async fn spawn_retrying_busy(cmd: &mut Command) -> std::io::Result<tokio::proces
 /// Runs a program in its own process group, capturing output. The group is killed on timeout,
 /// after the main process exits (leftover background children), and when this future is dropped.
 pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
+    run_captured_watched(spec, None).await
+}
+
+/// Files modified this long before the last sign of life still count as new: a file's time
+/// comes from a coarser clock than [`SystemTime::now`].
+const MTIME_SLACK: Duration = Duration::from_millis(100);
+
+/// As [`run_captured`], also ending the run as [`RunEnd::Idle`] when it shows no sign of life
+/// (output, or a file modified under [`IdleLimit::tree`]) for [`IdleLimit::after`].
+pub async fn run_captured_watched(spec: RunSpec<'_>, idle: Option<IdleLimit<'_>>) -> RunOutput {
     let mut cmd = Command::new(spec.program);
     cmd.current_dir(spec.cwd)
         .stdin(if spec.stdin.is_some() {
@@ -341,6 +355,8 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
     tokio::pin!(sleep);
     let mut status: Option<ExitStatus> = None;
     let mut drain_deadline: Option<tokio::time::Instant> = None;
+    // The last sign of life, on both clocks (files carry wall-clock times).
+    let mut alive = (tokio::time::Instant::now(), SystemTime::now());
 
     loop {
         if status.is_some() && stdout.is_none() && stderr.is_none() {
@@ -353,17 +369,47 @@ pub async fn run_captured(spec: RunSpec<'_>) -> RunOutput {
                 None => std::future::pending().await,
             }
         };
+        let idle_at = idle.map(|l| alive.0 + l.after.min(MAX_TIMEOUT));
+        let silent = async move {
+            match idle_at {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             n = read_some(&mut stdout, &mut buf_out), if stdout.is_some() => match n {
                 Some(n) => {
+                    alive = (tokio::time::Instant::now(), SystemTime::now());
                     all.push(&buf_out[..n]);
                     out_only.push(&buf_out[..n]);
                 }
                 None => stdout = None,
             },
             n = read_some(&mut stderr, &mut buf_err), if stderr.is_some() => match n {
-                Some(n) => all.push(&buf_err[..n]),
+                Some(n) => {
+                    alive = (tokio::time::Instant::now(), SystemTime::now());
+                    all.push(&buf_err[..n]);
+                }
                 None => stderr = None,
+            },
+            () = silent, if status.is_none() => {
+                let Some(limit) = idle else { continue };
+                let now = (tokio::time::Instant::now(), SystemTime::now());
+                let since = alive.1.checked_sub(MTIME_SLACK).unwrap_or(alive.1);
+                let changed = match limit.tree.map(Path::to_path_buf) {
+                    Some(tree) => tokio::task::spawn_blocking(move || crate::idle::modified_since(&tree, since))
+                        .await
+                        .unwrap_or(true),
+                    None => false,
+                };
+                if changed {
+                    alive = now;
+                    continue;
+                }
+                guard.terminate(&mut child).await;
+                let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
+                let out = RunOutput { end: RunEnd::Idle(limit.after), output: all.text(), stdout: out_only.text() };
+                return settled(out, &mut confined);
             },
             st = child.wait(), if status.is_none() => {
                 match st {

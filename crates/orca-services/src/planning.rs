@@ -444,7 +444,8 @@ impl PlanningService {
         Ok(self.store.list_plans().await?)
     }
 
-    /// Resolves a full plan id or a unique prefix of one (`plan_019a`, or `019a`).
+    /// Resolves a full plan id, a unique prefix of one (`plan_019a`, or `019a`) or a short id
+    /// (`plan_7c41d09e`, its last digits).
     ///
     /// # Errors
     ///
@@ -508,7 +509,8 @@ pub(crate) fn check_prefix(text: &str, prefix: &str, kind: &str) -> Result<()> {
     Ok(())
 }
 
-/// Resolves a unique prefix among ids shown as `prefix` + uuid.
+/// Resolves a unique prefix among ids shown as `prefix` + uuid, or a unique short id (the
+/// last digits: see [`crate::short_ids`]).
 pub(crate) fn resolve_prefix<I: std::fmt::Display>(
     text: &str,
     prefix: &str,
@@ -516,13 +518,8 @@ pub(crate) fn resolve_prefix<I: std::fmt::Display>(
     ids: impl Iterator<Item = I>,
 ) -> Result<I> {
     check_prefix(text, prefix, kind)?;
-    let needle = if text.starts_with(prefix) {
-        text.to_owned()
-    } else {
-        format!("{prefix}{text}")
-    };
     let mut matches: Vec<I> = ids
-        .filter(|id| id.to_string().starts_with(&needle))
+        .filter(|id| crate::short_ids::names(&id.to_string(), prefix, text))
         .collect();
     if matches.len() > 1 {
         // The candidates, each by its shortest prefix that tells it from the others.

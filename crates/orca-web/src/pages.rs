@@ -228,8 +228,10 @@ fn problems(body: &mut String, problems: &[orca_store::ListingProblem]) {
     }
 }
 
+/// An id as people see it: its kind and the last 8 digits of its uuid (the random part, as
+/// the CLI shows it: `orca_services::short_ids`); a plan and its execution never look alike.
 pub(crate) fn short_id(id: &str) -> String {
-    id.chars().take(18).collect()
+    orca_services::short_ids::ShortIds::default().short(id)
 }
 
 async fn resolve_plan(web: &Web, text: &str) -> Result<PlanId, Response> {

@@ -90,6 +90,12 @@ pub(crate) fn out_json_line(value: &Value) {
     write_stdout(&serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()));
 }
 
+/// A full id alone on stdout: all `-q` prints for a command that creates a plan or an
+/// execution (`id=$(orca -q plan create --file plan.json)`). Never shortened.
+pub(crate) fn out_id(id: &dyn std::fmt::Display) {
+    write_stdout(&id.to_string());
+}
+
 fn write_stdout(text: &str) {
     let text = &crate::term::for_stdout(&crate::redact::redact(text));
     let mut stdout = std::io::stdout().lock();

@@ -47,7 +47,8 @@ pub(crate) struct Global {
     /// More logs on stderr (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
-    /// Only errors and results.
+    /// Only errors and results; `plan create`, `run` and `exec retry` print only the full id
+    /// of what they created.
     #[arg(short, long, global = true)]
     pub(crate) quiet: bool,
     /// No colours (also: the NO_COLOR environment variable).

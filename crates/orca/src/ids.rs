@@ -1,6 +1,6 @@
 //! Short ids in everything printed for people: every full plan or execution id in a table,
-//! message, progress line or error becomes its shortest unique prefix among the project's
-//! records (`orca_services::short_ids`). `--json` keeps full ids (the contract).
+//! message, progress line or error becomes its short id among the project's records (its
+//! last digits, `orca_services::short_ids`). `--json` keeps full ids (the contract).
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 

@@ -4,8 +4,8 @@
 //! argument-length limit, no quoting); each agent gets the flags that let it edit the project
 //! without asking (see [`CliSpec::permission_mode`]) and a hard timeout; its session id is kept
 //! for resuming; usage is parsed from its output and priced when it reports no cost. Unknown
-//! output lines are skipped; the process group is killed on timeout and when the future is
-//! dropped. Flags and the outputs they were checked against: ADR 0020.
+//! output lines are skipped; the process group is killed on timeout, when a run prints nothing
+//! and changes no file for its idle limit (`stalled`), and when the future is dropped. Flags and the outputs they were checked against: ADR 0020.
 
 mod claude;
 mod codex;
@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::agent_loop::task_message;
 use crate::profile::Profile;
 use orca_llm::pricing::PriceTable;
-use orca_os::process::{self, OUTPUT_CAP, RunEnd, RunSpec};
+use orca_os::process::{self, IdleLimit, OUTPUT_CAP, RunEnd, RunSpec};
 use orca_os::sandbox::{SandboxMode, SandboxPolicy};
 use orca_os::step_env::EnvPolicy;
 
@@ -308,6 +308,7 @@ impl CliAgent {
         env: Vec<(String, String)>,
         sandbox: Option<&SandboxPolicy>,
         kill_grace: Duration,
+        idle: Option<Duration>,
         caller: &dyn ToolHost,
     ) -> RunOutcome {
         let program = self.spec.program.clone();
@@ -321,25 +322,33 @@ impl CliAgent {
             }
         }
         let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
-        let run = process::run_captured(RunSpec {
-            program: &program,
-            args: if read_only {
-                self.spec.read_only().invocation(resume, in_git_repo(root))
-            } else {
-                self.spec
-                    .for_sandbox(sandbox.as_ref())
-                    .invocation(resume, in_git_repo(root))
+        // Silent and changing no file in the project for `idle`: stalled.
+        let idle = idle.map(|after| IdleLimit {
+            after,
+            tree: Some(root),
+        });
+        let run = process::run_captured_watched(
+            RunSpec {
+                program: &program,
+                args: if read_only {
+                    self.spec.read_only().invocation(resume, in_git_repo(root))
+                } else {
+                    self.spec
+                        .for_sandbox(sandbox.as_ref())
+                        .invocation(resume, in_git_repo(root))
+                },
+                cwd: root,
+                env,
+                timeout: Some(timeout),
+                cap: OUTPUT_CAP,
+                owner: Some(caller),
+                sandbox: sandbox.as_ref(),
+                stdin: Some(prompt.into_bytes()),
+                kill_grace,
+                interleave: false,
             },
-            cwd: root,
-            env,
-            timeout: Some(timeout),
-            cap: OUTPUT_CAP,
-            owner: Some(caller),
-            sandbox: sandbox.as_ref(),
-            stdin: Some(prompt.into_bytes()),
-            kill_grace,
-            interleave: false,
-        })
+            idle,
+        )
         .await;
         let kind = self.spec.kind.as_str();
         let mut parsed = self.parse(&run.stdout);
@@ -398,6 +407,15 @@ impl CliAgent {
                 format!(
                     "`{program}` ({kind}) did not finish within {} s; its process group was ended",
                     timeout.as_secs()
+                ),
+                parsed.warnings.last().cloned(),
+            )),
+            RunEnd::Idle(after) => Err(fail(
+                ErrorCode::Stalled,
+                format!(
+                    "`{program}` ({kind}) printed nothing and changed no file in {} for {} s (idle_secs); its process group was ended",
+                    root.display(),
+                    after.as_secs()
                 ),
                 parsed.warnings.last().cloned(),
             )),
@@ -474,6 +492,7 @@ impl CliAgent {
         policy: &EnvPolicy,
         sandbox: Option<&SandboxPolicy>,
         kill_grace: Duration,
+        idle: Option<Duration>,
         tools: &dyn ToolHost,
     ) -> Reply<TaskResult> {
         let prompt = format!(
@@ -491,7 +510,7 @@ impl CliAgent {
         let env = policy.build(&profile.id, &request.step.env, request.identity().env());
         let run = self
             .run(
-                root, prompt, None, false, timeout, env, sandbox, kill_grace, tools,
+                root, prompt, None, false, timeout, env, sandbox, kill_grace, idle, tools,
             )
             .await;
         let session = run.session.as_deref().map(|n| self.session_for(n));
@@ -568,6 +587,7 @@ impl CliAgent {
                 env,
                 sandbox,
                 orca_os::process_group::DEFAULT_KILL_GRACE,
+                None,
                 &NoTools,
             )
             .await;

@@ -19,6 +19,11 @@ impl Config {
             field: format!("{field}.{sub}"),
             message,
         };
+        if let Some(limits) = &s.limits {
+            limits
+                .validate()
+                .map_err(|(sub, message)| invalid(&format!("limits.{sub}"), message))?;
+        }
         if let Some(b) = &s.backend
             && !BACKENDS.contains(&b.as_str())
         {

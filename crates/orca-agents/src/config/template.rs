@@ -75,6 +75,9 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # max_tokens = 200000
 # max_cost_micro_usd = 500000
 # max_wall_secs = 600
+# max_repeats = 3                 # same call, same result, 3 times in a row: `stalled` (0: off)
+# stall_turns = 5                 # 5 turns that only re-read what was read: `stalled` (0: off)
+# idle_secs = 600                 # command-line agents: no output, no file change (0: off)
 #
 # Generation settings, per agent or under [defaults.generation] (an agent's win field by field).
 # [agents.reviewer.generation]

@@ -1,5 +1,5 @@
 //! How the agents run their steps' processes: the sandbox, the kill grace, the step
-//! environment, and where streamed progress goes. Builders of [`Agents`], each returning the
+//! environment, where streamed progress goes, and when an attempt has stalled. Builders of [`Agents`], each returning the
 //! same agents with one setting changed.
 
 use std::sync::Arc;
@@ -8,7 +8,10 @@ use orca_llm::progress::ProgressSink;
 use orca_os::sandbox::SandboxPolicy;
 use orca_os::step_env::EnvPolicy;
 
+use orca_core::AgentId;
+
 use super::Agents;
+use crate::stall::StallLimits;
 
 impl Agents {
     /// The same agents, whose processes (shell steps, command-line agents) run under `policy`.
@@ -50,5 +53,22 @@ impl Agents {
     pub fn with_env_policy(mut self, policy: EnvPolicy) -> Self {
         self.env = policy;
         self
+    }
+
+    /// Sets when `id`'s attempts end `stalled` (see [`crate::stall`]), over the loop
+    /// settings' [`crate::LoopSettings::stall`]; an unknown id is ignored.
+    pub fn set_stall_limits(&mut self, id: &AgentId, limits: StallLimits) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.stall = Some(limits);
+        }
+    }
+
+    /// When `id`'s attempts end `stalled`.
+    #[must_use]
+    pub fn stall_limits(&self, id: &AgentId) -> StallLimits {
+        self.entries
+            .get(id)
+            .and_then(|e| e.stall)
+            .unwrap_or(self.settings.stall)
     }
 }

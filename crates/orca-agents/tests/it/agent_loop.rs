@@ -89,7 +89,10 @@ async fn tool_then_result_then_submit() {
 
 #[tokio::test]
 async fn endless_tool_calls_hit_the_turn_limit() {
-    let turns: Vec<Value> = (0..10).map(|_| lookup()).collect();
+    // Each call different: the same call again and again would stall first.
+    let turns: Vec<Value> = (0..10)
+        .map(|i| json!({"tool_calls": [{"name": "lookup", "arguments": {"key": format!("k{i}")}}], "usage": {"input_tokens": 100, "output_tokens": 10}}))
+        .collect();
     let (reply, tools) = run(
         json!(turns),
         Budget {

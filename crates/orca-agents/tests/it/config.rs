@@ -75,7 +75,7 @@ fn errors_name_the_field() {
     );
     check_err_contains(
         "[agents.x]\nlimits = { max_turns = \"ten\" }\n",
-        "agents.x:",
+        "agents.x.limits.max_turns: must be a whole number",
     );
     check_err_contains(
         "[agents.x]\nlimits = { max_turnz = 1 }\n",

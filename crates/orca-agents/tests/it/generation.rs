@@ -56,7 +56,7 @@ async fn a_configured_price_makes_the_cost_budget_fire() {
     let (server, _) = server().await;
     let dir = tempfile::tempdir().unwrap();
     let base = format!(
-        "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"my-local-model\"\n\n[agents.coder.limits]\nmax_turns = 5\nmax_cost_micro_usd = 3000\n",
+        "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"my-local-model\"\n\n[agents.coder.limits]\nmax_turns = 5\nmax_cost_micro_usd = 3000\n# The model repeats one call: a stall would end it first.\nmax_repeats = 0\n",
         server.uri()
     );
     // 1000 input tokens at $1/Mtok + 100 output at $10/Mtok = 1000 + 1000 µUSD a turn.
@@ -218,7 +218,7 @@ async fn requests_are_fitted_into_the_context_window_or_fail_unsent() {
     let dir = tempfile::tempdir().unwrap();
     let toml = |window: u64| {
         format!(
-            "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.limits]\nmax_turns = 4\n\n[agents.coder.generation]\ncontext_window = {window}\nmax_output_tokens = 500\n",
+            "[agents.coder]\nbackend = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n[agents.coder.limits]\nmax_turns = 4\nmax_repeats = 0\n\n[agents.coder.generation]\ncontext_window = {window}\nmax_output_tokens = 500\n",
             server.uri()
         )
     };

@@ -26,6 +26,7 @@ mod responses;
 mod sandbox;
 mod secrets;
 mod shell;
+mod stalls;
 mod step_env;
 mod streaming;
 mod weak_model;

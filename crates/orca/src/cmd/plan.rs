@@ -27,6 +27,8 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 out_json(
                     &json!({ "plan_id": proposal.id(), "stage": "proposal", "steps": proposal.content().steps.len() }),
                 );
+            } else if app.quiet {
+                crate::app::out_id(&proposal.id());
             } else {
                 out(&format!(
                     "created proposal {} ({})",

@@ -89,12 +89,16 @@ pub(crate) async fn approve_and_run(
             match orca.relay().approval_loop(id, &hitl, &user()).await? {
                 ApprovalOutcome::Approved(_) => {}
                 ApprovalOutcome::Rejected(_) => {
-                    out(&format!("rejected {id}"));
+                    if !app.quiet {
+                        out(&format!("rejected {id}"));
+                    }
                     return Ok(Exit::Ok);
                 }
                 ApprovalOutcome::Pending(_) => return Err(awaiting_approval(id)),
                 ApprovalOutcome::Draft { response, .. } => {
-                    out(&format!("{id} stays a draft: {}", planner_text(&response)));
+                    if !app.quiet {
+                        out(&format!("{id} stays a draft: {}", planner_text(&response)));
+                    }
                     return Ok(Exit::Ok);
                 }
                 _ => return Err(CliError::internal("unexpected approval outcome")),
@@ -290,6 +294,9 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
             "audit": verify,
             "totals": crate::app::totals_json(&totals),
         }));
+    } else if app.quiet {
+        // The outcome is in the exit code; the id is for the next command.
+        crate::app::out_id(&info.id);
     } else {
         out(&render::exec_show(&snap, plan.as_ref(), &totals));
         let audit = match &verify {

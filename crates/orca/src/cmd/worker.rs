@@ -67,6 +67,8 @@ pub(crate) struct WorkerArgs {
 pub(crate) fn detached(app: &App, exec: ExecutionId) -> Exit {
     if app.json() {
         crate::app::out_json(&json!({"execution_id": exec, "outcome": "detached"}));
+    } else if app.quiet {
+        crate::app::out_id(&exec);
     } else {
         crate::app::out(&format!(
             "execution {exec} handed to the workers: follow it with `orca watch {exec}`"

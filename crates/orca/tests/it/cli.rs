@@ -22,8 +22,8 @@ fn id_tokens(text: &str, prefix: &str) -> Vec<String> {
 }
 
 // ids created close together share their first (timestamp) digits. Every id a table
-// shows is the shortest unique prefix (≥ 8 hex digits) and names exactly one plan; an
-// ambiguous prefix exits 2 listing the candidates.
+// shows is made of its last digits (≥ 8 hex, see `short_ids.rs`) and names exactly one plan;
+// an ambiguous typed prefix exits 2 listing the candidates.
 #[test]
 fn short_ids_are_unique_and_an_ambiguous_prefix_lists_the_candidates() {
     let p = Project::new();
@@ -43,7 +43,10 @@ fn short_ids_are_unique_and_an_ambiguous_prefix_lists_the_candidates() {
         );
         if ids
             .iter()
-            .filter(|id| id.starts_with(short.as_str()))
+            .filter(|id| {
+                let hex = &short["plan_".len()..];
+                id.starts_with(short.as_str()) || id.ends_with(hex)
+            })
             .count()
             != 1
         {
@@ -62,7 +65,7 @@ fn short_ids_are_unique_and_an_ambiguous_prefix_lists_the_candidates() {
         assert!(err.contains("ambiguous"), "{err}");
         let listed = id_tokens(&err, "plan_")
             .into_iter()
-            .filter(|t| t.len() > common_prefix.len())
+            .filter(|t| t != common_prefix)
             .count();
         assert_eq!(listed, ids.len(), "every candidate listed: {err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");

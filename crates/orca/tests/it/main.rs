@@ -36,6 +36,8 @@ mod readme;
 mod rollback;
 mod seals;
 mod secrets;
+mod short_ids;
+mod stalls;
 mod step_fds_and_keys;
 mod step_processes;
 mod store_input;

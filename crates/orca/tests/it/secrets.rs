@@ -568,10 +568,10 @@ fn plan_show_lists_what_each_step_receives() {
         .unwrap()
         .to_owned();
     let out = p.run(&["plan", "show", &id]);
-    // People see the short id (the shortest unique prefix, `plan_` + at least 8 digits).
+    // People see the short id (`plan_` + its last 8 digits, unique among few plans).
     let shown = text(&out.stdout)
         .replace(&id, "[plan]")
-        .replace(&id[.."plan_".len() + 8], "[plan]");
+        .replace(&format!("plan_{}", &id[id.len() - 8..]), "[plan]");
     insta::assert_snapshot!("plan_show_env_text", shown);
     let out = p.run(&["--json", "plan", "show", &id]);
     let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
