@@ -423,8 +423,11 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             cmd::audit::show::show(&app, &target).await
         }
         Command::Audit(AuditCommand::Verify { exec, all }) => {
-            crate::cmd::store::refuse_shared(global, app.config.as_ref())?;
-            crate::cmd::audit::verify::verify(&app, AuditScope::from_args(exec, all)).await
+            let scope = AuditScope::from_args(exec, all);
+            match &app.shared {
+                Some(pg) => crate::cmd::audit::shared::verify(&app, global, pg, scope).await,
+                None => crate::cmd::audit::verify::verify(&app, scope).await,
+            }
         }
         Command::Agents(AgentsCommand::List) => cmd::agents::agents_list(&app),
         Command::Mcp(args) => crate::cmd::mcp::serve(&app, global, &args).await,

@@ -35,7 +35,7 @@ pub(crate) struct Cli {
 }
 
 /// Options every command takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct Global {
     /// The project root (default: the nearest ancestor holding `.orca/`, else the current
     /// directory).

@@ -125,18 +125,6 @@ pub(crate) fn shared_store(
     )?))
 }
 
-/// `audit verify` reads the file layout: on a shared store, it says how to check offline.
-pub(crate) fn refuse_shared(global: &Global, config: Option<&Config>) -> Result<(), CliError> {
-    match url(global, config)? {
-        Some(u) => Err(CliError::bad_input(format!(
-            "the store is {}: `orca audit verify` checks the file layout; run `orca store export \
-             --to DIR`, then `orca audit verify --all --root DIR`",
-            orca_store_postgres::redacted_url(&u)
-        ))),
-        None => Ok(()),
-    }
-}
-
 fn print(global: &Global, text: &str, value: &Value) {
     if global.json {
         crate::app::out_json(value);
@@ -208,10 +196,10 @@ pub(crate) async fn run(command: StoreCommand, global: &Global) -> Result<Exit, 
 }
 
 #[derive(Debug, Default, Serialize)]
-struct Counts {
-    plans: usize,
-    executions: usize,
-    logs: usize,
+pub(crate) struct Counts {
+    pub(crate) plans: usize,
+    pub(crate) executions: usize,
+    pub(crate) logs: usize,
     skipped: usize,
 }
 
@@ -254,7 +242,7 @@ fn document<T: Serialize>(value: &T, revision: Revision) -> Result<Vec<u8>, CliE
     Ok(bytes)
 }
 
-async fn export(pg: &PgStore, to: &Path) -> Result<Counts, CliError> {
+pub(crate) async fn export(pg: &PgStore, to: &Path) -> Result<Counts, CliError> {
     if to
         .join(".orca")
         .join("plans")

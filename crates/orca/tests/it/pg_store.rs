@@ -111,11 +111,15 @@ fn a_run_on_the_shared_store_exports_verifies_offline_and_imports_back() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("completed"));
 
-    // `audit verify` on the shared store says how to check it offline; export, then verify.
+    // `audit verify` checks the shared store itself.
     let out = orca(root, cfg, &["--store", &url, "audit", "verify", "--all"]);
-    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("store export"),
+        String::from_utf8_lossy(&out.stderr).contains("verifying the shared store"),
+        "{out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sealed"),
         "{out:?}"
     );
     let exported = tempfile::tempdir().unwrap();
@@ -124,6 +128,18 @@ fn a_run_on_the_shared_store_exports_verifies_offline_and_imports_back() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let out = orca(exported.path(), cfg, &["audit", "verify", "--all"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The export, named by --root, is what is verified even while the environment names the
+    // shared store (as the README leaves ORCA_STORE_URL set).
+    let mut with_env = common::isolated(exported.path(), cfg);
+    with_env
+        .env("ORCA_STORE_URL", &url)
+        .args(["audit", "verify", "--all"]);
+    let out = with_env.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("verifying the records under"),
+        "{out:?}"
+    );
     let out = orca(exported.path(), cfg, &["--json", "exec", "show", &exec]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // A second export into the same place is refused.
@@ -174,6 +190,40 @@ fn a_run_on_the_shared_store_exports_verifies_offline_and_imports_back() {
         (v["plans"].as_u64(), v["executions"].as_u64()),
         (Some(0), Some(0))
     );
+
+    // An audit entry edited in the shared store behind orca's back: verify finds it (exit 5).
+    let edited = std::process::Command::new(psql())
+        .args([
+            &url,
+            "-q",
+            "-c",
+            "UPDATE audit_entries SET line = replace(line, 'completed', 'c0mpleted') \
+             WHERE line LIKE '%task.attempt.completed%'",
+        ])
+        .output()
+        .unwrap();
+    assert!(edited.status.success(), "{edited:?}");
+    let out = orca(root, cfg, &["--store", &url, "audit", "verify", "--all"]);
+    println!(
+        "audit verify on the shared store after an entry was edited there: exit {:?}",
+        out.status.code()
+    );
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("TAMPERED"),
+        "{out:?}"
+    );
+}
+
+/// `psql`, on the PATH or beside the server binaries the tests use.
+fn psql() -> PathBuf {
+    let beside = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("bin/psql"))
+        .find(|p| p.is_file());
+    beside.unwrap_or_else(|| PathBuf::from("psql"))
 }
 
 #[test]
