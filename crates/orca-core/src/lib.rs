@@ -90,6 +90,7 @@ pub mod agent;
 pub mod audit_kind;
 pub mod backoff;
 mod canonical;
+pub mod changes;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -115,6 +116,7 @@ pub use agent::{
 };
 pub use audit_kind::{AuditKind, UNDER_EXECUTION};
 pub use backoff::Backoff;
+pub use changes::{ChangedFile, FileChange, RecordedChanges, Snapshot, StepChanges};
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,
@@ -133,7 +135,9 @@ pub use hitl::{
     InterruptionAction, Touchpoint, TwoQuestion, match_action,
 };
 pub use id::{AgentId, ExecutionId, PlanId, SessionId, StepId};
-pub use isolation::{Isolation, KeptWorktree, StepWorkspaces, WorkspaceEnd, WorkspaceError};
+pub use isolation::{
+    Isolation, KeptWorktree, Merged, StepWorkspaces, WorkspaceEnd, WorkspaceError,
+};
 pub use ownership::{ProcessGroup, ReapOutcome, StepIdentity};
 pub use plan::{
     Approval, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanEvent, PlanStage, ProposalPlan,

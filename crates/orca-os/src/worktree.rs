@@ -20,15 +20,20 @@
 //! one, a branch already merged is not merged again, a missing ref is recovered. The user's
 //! checked-out branch and working tree are only touched by [`GitWorktrees::apply`].
 
+mod accept;
+mod changes;
 mod git;
 mod refs;
+
+pub use changes::{FileChanges, GitChanges, is_object_id};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use orca_core::{
-    ExecutionId, KeptWorktree, StepId, StepWorkspaces, ToolHost, WorkspaceEnd, WorkspaceError,
+    ExecutionId, KeptWorktree, Merged, StepId, StepWorkspaces, ToolHost, WorkspaceEnd,
+    WorkspaceError,
 };
 use tokio::sync::Mutex;
 
@@ -598,6 +603,27 @@ impl StepWorkspaces for GitWorktrees {
 
     fn branch(&self, execution: ExecutionId) -> String {
         format!("orca/{execution}")
+    }
+
+    async fn result_tree(&self, execution: ExecutionId) -> Result<Option<String>, WorkspaceError> {
+        self.tree_of_branch(execution).await
+    }
+
+    async fn result_patch(&self, execution: ExecutionId) -> Result<String, WorkspaceError> {
+        self.patch_of_result(execution).await
+    }
+
+    async fn accept(
+        &self,
+        execution: ExecutionId,
+        tree: &str,
+        message: &str,
+    ) -> Result<Merged, WorkspaceError> {
+        self.accept_result(execution, tree, message).await
+    }
+
+    async fn discard(&self, execution: ExecutionId) -> Result<Vec<String>, WorkspaceError> {
+        self.discard_all(execution).await
     }
 
     fn tools_at(&self, dir: &Path) -> Option<Arc<dyn ToolHost>> {

@@ -7,7 +7,7 @@ use orca_core::{
 };
 use std::sync::Arc;
 
-use orca_core::StepWorkspaces;
+use orca_core::{StepChanges, StepWorkspaces};
 use tracing::instrument;
 
 use crate::tools::{
@@ -20,6 +20,8 @@ pub struct DispatchService {
     ctx: ToolContext,
     /// Worktrees for isolated steps, if the project is in a git repository (ADR 0017).
     workspaces: Option<Arc<dyn StepWorkspaces>>,
+    /// Records what each attempt changed (its `step.changes` entry), if the binary wires it.
+    changes: Option<Arc<dyn StepChanges>>,
 }
 
 impl DispatchService {
@@ -29,6 +31,7 @@ impl DispatchService {
         Self {
             ctx,
             workspaces: None,
+            changes: None,
         }
     }
 
@@ -37,6 +40,19 @@ impl DispatchService {
     pub fn with_workspaces(mut self, workspaces: Option<Arc<dyn StepWorkspaces>>) -> Self {
         self.workspaces = workspaces;
         self
+    }
+
+    /// Records what each attempt changes (builder style).
+    #[must_use]
+    pub fn with_changes(mut self, changes: Option<Arc<dyn StepChanges>>) -> Self {
+        self.changes = changes;
+        self
+    }
+
+    /// The recorder of what attempts change, if any.
+    #[must_use]
+    pub fn changes(&self) -> Option<&Arc<dyn StepChanges>> {
+        self.changes.as_ref()
     }
 
     /// The worktrees of isolated steps, if any.
@@ -106,13 +122,19 @@ impl DispatchService {
                 held_fds,
             });
         }
+        let workdir = isolated.and(request.workdir.clone());
+        let before = match &self.changes {
+            Some(c) => crate::changes::before(&**c, &request, workdir.as_deref()).await,
+            None => None,
+        };
+        let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
+        if let (Some(c), Some(before)) = (&self.changes, before) {
+            crate::changes::record(&**c, &gate, &request, workdir.as_deref(), before).await;
+        }
         match isolated {
-            Some(ws) => {
-                let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
-                // Hook (ADR 0017): a success counts once it is merged.
-                crate::isolated::integrate(ws, &request, reply).await
-            }
-            None => self.ctx.agents.run_task(request, &gate).await,
+            // Hook (ADR 0017): a success counts once it is merged.
+            Some(ws) => crate::isolated::integrate(ws, &request, reply).await,
+            None => reply,
         }
     }
 

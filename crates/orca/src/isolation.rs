@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use orca_core::{ExecutionId, PlanContent, StepWorkspaces, WorkspaceError};
-use orca_os::{Applied, GitWorktrees};
+use orca_core::{ExecutionId, PlanContent, StepChanges, StepWorkspaces, WorkspaceError};
+use orca_os::{Applied, FileChanges, GitWorktrees};
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -31,6 +31,14 @@ pub(crate) async fn workspaces(
     }
 }
 
+/// What records each attempt's changes: git trees in a repository, else the list of files.
+pub(crate) async fn changes(app: &App) -> Arc<dyn StepChanges> {
+    match GitWorktrees::discover(app.root()).await {
+        Ok(git) => Arc::new(git.changes()),
+        Err(_) => Arc::new(FileChanges::new(app.root().to_path_buf())),
+    }
+}
+
 /// The worktrees kept for `exec` (after a failure), as lines for `exec show`, and as JSON.
 pub(crate) async fn kept(app: &App, exec: ExecutionId) -> (Vec<String>, Value) {
     let Ok(git) = GitWorktrees::discover(app.root()).await else {
@@ -46,6 +54,34 @@ pub(crate) async fn kept(app: &App, exec: ExecutionId) -> (Vec<String>, Value) {
         }
     }
     (lines, json!({ "branch": branch, "kept": kept }))
+}
+
+/// Where an execution's result stands, for `exec show`: waiting for acceptance (with the
+/// command), accepted or discarded; `None` when it has no result of its own.
+pub(crate) async fn result_line(
+    app: &App,
+    orca: &orca_services::Orca,
+    exec: ExecutionId,
+) -> Option<(String, Value)> {
+    use orca_services::acceptance::{ResultState, state};
+    let git = GitWorktrees::discover(app.root()).await.ok();
+    let ws = git.as_ref().map(|g| g as &dyn StepWorkspaces);
+    match state(orca.executions(), ws, exec).await.ok()? {
+        ResultState::None => None,
+        ResultState::Awaiting { tree } => Some((
+            format!(
+                "result: awaiting acceptance on branch orca/{exec} (tree {tree}): `orca exec accept {exec}` or `orca exec discard {exec}`"
+            ),
+            json!({ "state": "awaiting_acceptance", "tree": tree, "branch": format!("orca/{exec}") }),
+        )),
+        ResultState::Decided(d) => Some((
+            format!("result: {d}"),
+            json!({
+                "state": if d.kind == orca_core::AuditKind::ExecutionAccepted { "accepted" } else { "discarded" },
+                "by": d.by, "at": d.at, "entry": d.seq,
+            }),
+        )),
+    }
 }
 
 /// `--apply`: fast-forwards the user's checked-out branch to the execution's branch.

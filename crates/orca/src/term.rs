@@ -200,6 +200,13 @@ fn prompt(text: &str) -> Option<String> {
     read_line()
 }
 
+/// Asks a yes/no question on stderr and reads the answer from stdin: only `y` or `yes`
+/// agree (end of input is no).
+pub(crate) fn confirm(question: &str) -> bool {
+    prompt(&format!("{question} [y/N] "))
+        .is_some_and(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+}
+
 #[async_trait]
 impl Hitl for TerminalHitl {
     async fn decide(&self, question: &TwoQuestion) -> Option<HumanAnswer> {

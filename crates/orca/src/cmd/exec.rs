@@ -106,6 +106,13 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if !lines.is_empty() {
                     value["worktrees"] = worktrees;
                 }
+                let (changed, changes) = crate::cmd::diff::show_lines(&orca, id).await;
+                if !changed.is_empty() {
+                    value["changes"] = changes;
+                }
+                if let Some((_, result)) = crate::isolation::result_line(app, &orca, id).await {
+                    value["result"] = result;
+                }
                 out_json(&value);
             } else {
                 out(&show_text(&orca, &snap, &totals).await);
@@ -116,6 +123,13 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if !lines.is_empty() {
                     out(&lines.join("\n"));
                 }
+                let (changed, _) = crate::cmd::diff::show_lines(&orca, id).await;
+                if !changed.is_empty() {
+                    out(&changed.join("\n"));
+                }
+                if let Some((line, _)) = crate::isolation::result_line(app, &orca, id).await {
+                    out(&line);
+                }
             }
             Ok(Exit::Ok)
         }
@@ -123,6 +137,15 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             let orca = app.orca(hitl_for(app, &run));
             let id = orca.executions().resolve(&exec).await?;
             drive(app, &orca, id, &run).await
+        }
+        ExecCommand::Diff { exec, step, stat } => {
+            crate::cmd::diff::diff(app, &exec, step.as_deref(), stat).await
+        }
+        ExecCommand::Accept { exec, note, yes } => {
+            crate::cmd::accept::accept(app, &exec, note.as_deref(), yes).await
+        }
+        ExecCommand::Discard { exec, note } => {
+            crate::cmd::accept::discard(app, &exec, note.as_deref()).await
         }
         ExecCommand::Stop { exec, reason } => crate::cmd::driver::stop(app, &exec, reason).await,
         ExecCommand::Cancel { exec, reason } => {

@@ -182,6 +182,7 @@ pub(crate) async fn drive(
         let runner = orca
             .clone()
             .with_workspaces(workspaces)
+            .with_changes(Some(crate::isolation::changes(app).await))
             .runner(config, progress);
         let cancel = CancellationToken::new();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.

@@ -15,6 +15,7 @@ mod browser;
 mod budgets;
 mod cli;
 mod cli_transcript;
+mod diffs;
 mod commands;
 mod e2e;
 mod elicitation_policy;
