@@ -94,13 +94,9 @@ impl GitChanges {
         }
     }
 
-    /// The pathspec of everything but the project's `.orca/`.
-    fn pathspec(&self) -> [String; 2] {
-        let orca = self.sub.join(".orca");
-        [
-            ":(top)".to_owned(),
-            format!(":(top,exclude,literal){}", orca.to_string_lossy()),
-        ]
+    /// The pathspec of the project's `.orca/`, which no snapshot holds.
+    fn orca_pathspec(&self) -> String {
+        format!(":(top,literal){}", self.sub.join(".orca").to_string_lossy())
     }
 
     async fn snapshot_tree(&self, top: &Path, index: &Path) -> Result<String, WorkspaceError> {
@@ -122,8 +118,16 @@ impl GitChanges {
                 };
             }
         }
-        let [all, orca] = self.pathspec();
-        stamped(top, index, &["add", "--all", "--", &all, &orca]).await?;
+        stamped(top, index, &["add", "--all", "--", ":(top)"]).await?;
+        // Out of the temporary index only (an exclude pathspec is an error when `.orca/` is
+        // ignored, as `orca init` makes it).
+        let orca = self.orca_pathspec();
+        stamped(
+            top,
+            index,
+            &["rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", &orca],
+        )
+        .await?;
         Ok(stamped(top, index, &["write-tree"]).await?.trim().to_owned())
     }
 

@@ -177,6 +177,11 @@ pub(crate) async fn diff(
             items.push(v);
             continue;
         }
+        if stat {
+            text.push(heading(r));
+            text.extend(stat_lines(r, "  "));
+            continue;
+        }
         text.push(format!("# {}", heading(r)));
         match patch {
             Some(p) => text.push(colour(&sanitize(&p))),

@@ -145,10 +145,7 @@ fn outside_a_repository_diff_says_so_once_and_lists_the_files() {
     let said = stderr(&out).matches("not in a git repository").count();
     println!("said outside a repository: {said} time(s); stdout:\n{}", stdout(&out));
     assert_eq!(said, 1, "{}", stderr(&out));
-    let listed: Vec<&str> = stdout(&out)
-        .lines()
-        .filter(|l| l.starts_with("#   "))
-        .collect();
     let text = stdout(&out);
+    let listed: Vec<&str> = text.lines().filter(|l| l.starts_with("#   ")).collect();
     assert_eq!(listed, ["#   A a.txt", "#   M shared.txt"], "{text}");
 }

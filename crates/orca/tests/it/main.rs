@@ -9,6 +9,7 @@ mod mcp_support;
 mod tamper_support;
 mod web_support;
 
+mod accept;
 mod approval_binding;
 mod ask_tty;
 mod browser;
