@@ -108,18 +108,12 @@ async fn recorded_in(
         .collect())
 }
 
-/// The last recorded attempt of each step, in plan order of first appearance.
+/// The last recorded attempt of each step of `order` (the plan's steps, in plan order).
 #[must_use]
-pub fn latest(recorded: &[RecordedChanges]) -> Vec<&RecordedChanges> {
-    let mut order: Vec<&StepId> = Vec::new();
-    for r in recorded {
-        if !order.contains(&&r.step) {
-            order.push(&r.step);
-        }
-    }
+pub fn latest<'a>(recorded: &'a [RecordedChanges], order: &[&StepId]) -> Vec<&'a RecordedChanges> {
     order
-        .into_iter()
-        .filter_map(|s| recorded.iter().rev().find(|r| &r.step == s))
+        .iter()
+        .filter_map(|s| recorded.iter().rev().find(|r| &r.step == *s))
         .collect()
 }
 

@@ -105,7 +105,11 @@ pub(crate) async fn show_lines(orca: &Orca, id: ExecutionId) -> (Vec<String>, Va
     let Ok(recorded) = orca_services::changes::recorded(orca.executions(), id).await else {
         return (Vec::new(), Value::Null);
     };
-    let latest = orca_services::changes::latest(&recorded);
+    let Ok(snap) = orca.executions().get(id).await else {
+        return (Vec::new(), Value::Null);
+    };
+    let order: Vec<&StepId> = snap.tasks.iter().map(|t| t.value.step_id()).collect();
+    let latest = orca_services::changes::latest(&recorded, &order);
     if latest.is_empty() {
         return (Vec::new(), Value::Null);
     }
@@ -146,7 +150,8 @@ pub(crate) async fn diff(
         None => None,
     };
     let recorded = orca_services::changes::recorded(orca.executions(), id).await?;
-    let latest: Vec<&RecordedChanges> = orca_services::changes::latest(&recorded)
+    let order: Vec<&StepId> = snap.tasks.iter().map(|t| t.value.step_id()).collect();
+    let latest: Vec<&RecordedChanges> = orca_services::changes::latest(&recorded, &order)
         .into_iter()
         .filter(|r| step.as_ref().is_none_or(|s| &r.step == s))
         .collect();

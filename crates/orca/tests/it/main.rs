@@ -46,5 +46,6 @@ mod transcript;
 mod weak_model;
 mod web;
 mod web_policy;
+mod web_results;
 mod worktree_bases;
 mod worktrees;
