@@ -105,7 +105,9 @@ pub enum WorkspaceError {
         files: Vec<String>,
     },
     /// The result to accept is no longer the one shown (the integration branch moved).
-    #[error("the result of execution {execution} changed since it was shown (tree {shown}, now {now})")]
+    #[error(
+        "the result of execution {execution} changed since it was shown (tree {shown}, now {now})"
+    )]
     ResultChanged {
         /// The execution.
         execution: ExecutionId,

@@ -350,7 +350,10 @@ impl OrcaMcp {
         };
         // An unknown step is an error naming it.
         tri!(self, orca.executions().task(id, &step).await);
-        let recorded = tri!(self, orca_services::changes::recorded(orca.executions(), id).await);
+        let recorded = tri!(
+            self,
+            orca_services::changes::recorded(orca.executions(), id).await
+        );
         let Some(last) = recorded.iter().rev().find(|r| r.step == step) else {
             return self.ok(json!({ "execution_id": id, "step": step, "recorded": false,
                 "message": "no changes were recorded for this step (it has not run, or ran before orca recorded diffs)" }));
@@ -373,7 +376,9 @@ impl OrcaMcp {
                 Err(e) => value["patch_error"] = json!(e.to_string()),
             },
             (None, _) => {
-                value["message"] = json!("the project is not in a git repository: only the list of changed files was recorded");
+                value["message"] = json!(
+                    "the project is not in a git repository: only the list of changed files was recorded"
+                );
             }
             (Some(_), None) => {}
         }

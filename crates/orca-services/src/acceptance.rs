@@ -9,9 +9,9 @@
 //! agent-facing front end (MCP) offers accepting: like approving, it is a human's decision.
 
 use orca_core::{AuditKind, ExecutionId, ExecutionStage, Merged, StepWorkspaces};
+use orca_store::AuditLogId;
 use orca_store::audit::AuditEntry;
 use orca_store::signing::{Authority, SignatureRecord, acceptance_statement};
-use orca_store::AuditLogId;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -80,15 +80,17 @@ pub async fn decided(
         .await?;
     let id = execution.to_string();
     Ok(entries.into_iter().find_map(|e| {
-        let kind = AuditKind::parse(&e.kind)
-            .filter(|k| matches!(k, AuditKind::ExecutionAccepted | AuditKind::ExecutionDiscarded))?;
-        (e.data.get("execution_id").and_then(Value::as_str) == Some(id.as_str())).then(|| {
-            Decided {
-                seq: e.seq,
-                kind,
-                by: text(&e.data, "by"),
-                at: text(&e.data, "at"),
-            }
+        let kind = AuditKind::parse(&e.kind).filter(|k| {
+            matches!(
+                k,
+                AuditKind::ExecutionAccepted | AuditKind::ExecutionDiscarded
+            )
+        })?;
+        (e.data.get("execution_id").and_then(Value::as_str) == Some(id.as_str())).then(|| Decided {
+            seq: e.seq,
+            kind,
+            by: text(&e.data, "by"),
+            at: text(&e.data, "at"),
         })
     }))
 }

@@ -64,7 +64,11 @@ async fn step_changes(web: &Web, r: &RecordedChanges) -> String {
         "<div class=\"card changes\"><div class=\"meta\">step <b>{}</b> · attempt {}{} · {} file(s) · +{added} −{removed}</div><ul class=\"files\">",
         esc(r.step.as_str()),
         r.attempt,
-        if r.worktree { " · in its worktree" } else { "" },
+        if r.worktree {
+            " · in its worktree"
+        } else {
+            ""
+        },
         r.files.len()
     );
     for f in &r.files {

@@ -102,10 +102,13 @@ impl GitChanges {
     async fn snapshot_tree(&self, top: &Path, index: &Path) -> Result<String, WorkspaceError> {
         if !index.exists() {
             super::git::create_parent(index).await?;
-            let own = git(top, &["rev-parse", "--path-format=absolute", "--git-path", "index"])
-                .await
-                .ok()
-                .map(|p| PathBuf::from(p.trim_end_matches('\n')));
+            let own = git(
+                top,
+                &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+            )
+            .await
+            .ok()
+            .map(|p| PathBuf::from(p.trim_end_matches('\n')));
             let copied = match own {
                 Some(own) if own.is_file() => tokio::fs::copy(&own, index).await.is_ok(),
                 _ => false,
@@ -125,10 +128,21 @@ impl GitChanges {
         stamped(
             top,
             index,
-            &["rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", &orca],
+            &[
+                "rm",
+                "-r",
+                "--cached",
+                "--quiet",
+                "--ignore-unmatch",
+                "--",
+                &orca,
+            ],
         )
         .await?;
-        Ok(stamped(top, index, &["write-tree"]).await?.trim().to_owned())
+        Ok(stamped(top, index, &["write-tree"])
+            .await?
+            .trim()
+            .to_owned())
     }
 
     /// Keeps `before` and `after` reachable under the attempt's ref.
@@ -173,8 +187,16 @@ impl GitChanges {
     /// The files that differ between two trees, with the lines added and removed.
     async fn changed(&self, before: &str, after: &str) -> Result<Vec<ChangedFile>, WorkspaceError> {
         let base = ["diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff"];
-        let status = git(&self.top, &[&base[..], &["--name-status", before, after]].concat()).await?;
-        let numstat = git(&self.top, &[&base[..], &["--numstat", before, after]].concat()).await?;
+        let status = git(
+            &self.top,
+            &[&base[..], &["--name-status", before, after]].concat(),
+        )
+        .await?;
+        let numstat = git(
+            &self.top,
+            &[&base[..], &["--numstat", before, after]].concat(),
+        )
+        .await?;
         let mut counts: BTreeMap<&str, (Option<u64>, Option<u64>)> = BTreeMap::new();
         for record in numstat.split('\0').filter(|r| !r.is_empty()) {
             let mut parts = record.splitn(3, '\t');

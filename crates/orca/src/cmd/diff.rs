@@ -87,11 +87,7 @@ pub(crate) fn stat_lines(r: &RecordedChanges, indent: &str) -> Vec<String> {
                 _ if r.before.is_some() => "  binary".to_owned(),
                 _ => String::new(),
             };
-            format!(
-                "{indent}{} {}{counts}",
-                f.change.mark(),
-                sanitize(&f.path)
-            )
+            format!("{indent}{} {}{counts}", f.change.mark(), sanitize(&f.path))
         })
         .collect();
     if r.more_files > 0 {

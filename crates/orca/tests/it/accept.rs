@@ -77,26 +77,46 @@ fn the_users_branch_gets_the_work_only_when_accepted_and_only_once() {
     let out = p.run(&["exec", "accept", &exec, "--yes", "--note", "looks right"]);
     assert!(out.status.success(), "{}", stderr(&out));
     println!("accept: {}", stderr(&out).trim());
-    assert_eq!(std::fs::read_to_string(p.path("work.txt")).unwrap(), "done\n");
+    assert_eq!(
+        std::fs::read_to_string(p.path("work.txt")).unwrap(),
+        "done\n"
+    );
     assert_ne!(head(&p), main_before);
     let status = git(p.dir.path(), &["status", "--porcelain"]);
     assert_eq!(status, "", "accepting left the tree dirty");
 
     let verify = p.run(&["audit", "verify"]);
-    assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        stdout(&verify),
+        stderr(&verify)
+    );
 
     let again = p.run(&["exec", "accept", &exec, "--yes"]);
     println!("second accept: {}", stderr(&again).trim());
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
-    assert!(stderr(&again).contains("already accepted by"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already accepted by"),
+        "{}",
+        stderr(&again)
+    );
     let discard = p.run(&["exec", "discard", &exec]);
     assert_eq!(discard.status.code(), Some(2), "{}", stderr(&discard));
-    assert!(stderr(&discard).contains("already accepted"), "{}", stderr(&discard));
+    assert!(
+        stderr(&discard).contains("already accepted"),
+        "{}",
+        stderr(&discard)
+    );
 
     // A tampered acceptance (its note rewritten, the chain recomputed) is detected.
     let runs: Vec<PathBuf> = find_files(&p.path(".orca"), "runs.audit.jsonl")
         .into_iter()
-        .filter(|f| std::fs::read_to_string(f).unwrap().contains("execution.accepted"))
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("execution.accepted")
+        })
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     crate::tamper_support::rechain(&runs[0], |entries| {
@@ -123,7 +143,11 @@ fn a_dirty_tree_and_a_conflict_are_refused_with_nothing_changed() {
     let out = p.run(&["exec", "accept", &exec, "--yes"]);
     println!("dirty: {}", stderr(&out).trim());
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("uncommitted changes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("uncommitted changes"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(before, untouched(&p));
     assert_eq!(
         std::fs::read_to_string(p.path("shared.txt")).unwrap(),
@@ -135,7 +159,11 @@ fn a_dirty_tree_and_a_conflict_are_refused_with_nothing_changed() {
     let out = p.run(&["exec", "accept", &exec, "--yes"]);
     println!("conflict: {}", stderr(&out).trim());
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("conflicts in shared.txt"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("conflicts in shared.txt"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(before, untouched(&p));
     assert_eq!(git(p.dir.path(), &["status", "--porcelain"]), "");
     // Control: nothing was recorded, so a later accept is not refused as a second one.
@@ -169,7 +197,14 @@ fn a_result_changed_after_it_was_shown_is_refused() {
     let tree = git(p.dir.path(), &["rev-parse", "HEAD^{tree}"]);
     let moved = git(
         p.dir.path(),
-        &["commit-tree", tree.trim(), "-p", tip.trim(), "-m", "sneaked in"],
+        &[
+            "commit-tree",
+            tree.trim(),
+            "-p",
+            tip.trim(),
+            "-m",
+            "sneaked in",
+        ],
     );
     git(p.dir.path(), &["update-ref", &branch, moved.trim()]);
     child.stdin.take().unwrap().write_all(b"y\n").unwrap();
@@ -187,11 +222,15 @@ fn discard_removes_the_branches_and_worktrees_audited() {
     let p = Project::new(true);
     let exec = completed(&p, "dropped");
     let branch = format!("refs/heads/orca/{exec}");
-    let branches_before = git(p.dir.path(), &["for-each-ref", &branch]).lines().count();
+    let branches_before = git(p.dir.path(), &["for-each-ref", &branch])
+        .lines()
+        .count();
     assert_eq!(branches_before, 1, "control: the integration branch exists");
     let out = p.run(&["exec", "discard", &exec]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let left = git(p.dir.path(), &["for-each-ref", &branch]).lines().count();
+    let left = git(p.dir.path(), &["for-each-ref", &branch])
+        .lines()
+        .count();
     let (wt, sb) = (p.worktrees(), p.step_branches());
     println!("after discard: integration branches {left}, worktrees {wt}, step branches {sb}");
     assert_eq!((left, wt, sb), (0, 1, 0));
@@ -199,12 +238,25 @@ fn discard_removes_the_branches_and_worktrees_audited() {
     let plan_runs: Vec<PathBuf> = find_files(&p.path(".orca"), "runs.audit.jsonl");
     let discarded = plan_runs
         .iter()
-        .filter(|f| std::fs::read_to_string(f).unwrap().contains("execution.discarded"))
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("execution.discarded")
+        })
         .count();
     assert_eq!(discarded, 1, "{audit}");
     let again = p.run(&["exec", "accept", &exec, "--yes"]);
     assert_eq!(again.status.code(), Some(2));
-    assert!(stderr(&again).contains("already discarded by"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already discarded by"),
+        "{}",
+        stderr(&again)
+    );
     let verify = p.run(&["audit", "verify"]);
-    assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        stdout(&verify),
+        stderr(&verify)
+    );
 }

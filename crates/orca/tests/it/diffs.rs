@@ -143,7 +143,10 @@ fn outside_a_repository_diff_says_so_once_and_lists_the_files() {
     let out = p.run(&["exec", "diff", &exec]);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = stderr(&out).matches("not in a git repository").count();
-    println!("said outside a repository: {said} time(s); stdout:\n{}", stdout(&out));
+    println!(
+        "said outside a repository: {said} time(s); stdout:\n{}",
+        stdout(&out)
+    );
     assert_eq!(said, 1, "{}", stderr(&out));
     let text = stdout(&out);
     let listed: Vec<&str> = text.lines().filter(|l| l.starts_with("#   ")).collect();

@@ -246,7 +246,10 @@ async fn an_agent_runs_an_approved_plan_and_answers_a_retry() {
         "{diff}"
     );
     assert!(
-        diff["message"].as_str().unwrap_or_default().contains("not in a git repository"),
+        diff["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not in a git repository"),
         "{diff}"
     );
     let unknown = call(
