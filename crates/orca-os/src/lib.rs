@@ -27,4 +27,4 @@ pub mod worktree;
 pub use process::{OUTPUT_CAP, RunEnd, RunOutput, RunSpec, run_captured};
 pub use sandbox::{KernelSupport, PidNamespace, SandboxMode, SandboxPolicy};
 pub use step_env::EnvPolicy;
-pub use worktree::{Applied, FileChanges, GitChanges, GitWorktrees};
+pub use worktree::{FileChanges, GitChanges, GitWorktrees};

@@ -18,7 +18,7 @@
 //! its final commit kept as `refs/orca/<exec>/result/<step>`. Every operation is idempotent: a
 //! worktree found on resume is re-created, a merge cut by `kill -9` is aborted before the next
 //! one, a branch already merged is not merged again, a missing ref is recovered. The user's
-//! checked-out branch and working tree are only touched by [`GitWorktrees::apply`].
+//! checked-out branch and working tree are only touched by accepting a result (`accept.rs`).
 
 mod accept;
 mod changes;
@@ -47,18 +47,6 @@ impl std::fmt::Debug for GitWorktrees {
             .field("base", &self.base)
             .finish_non_exhaustive()
     }
-}
-
-/// What [`GitWorktrees::apply`] did to the user's branch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
-    /// The checked-out branch was fast-forwarded to the execution's branch.
-    FastForwarded {
-        /// The new commit.
-        to: String,
-    },
-    /// Nothing to do: the checked-out commit already holds the execution's result.
-    UpToDate,
 }
 
 /// Builds the workspace tools of a step's worktree (the binary's grants, environment policy
@@ -353,54 +341,6 @@ impl GitWorktrees {
         self.set_ref(&base_ref(next), &tip).await?;
         git(&self.top, &["branch", &to, &tip]).await?;
         Ok(true)
-    }
-
-    /// Fast-forwards the user's checked-out branch to the execution's branch, only when the
-    /// working tree is clean and the move is a fast-forward.
-    ///
-    /// # Errors
-    /// A dirty working tree, a checked-out branch that diverged, or a git failure: nothing is
-    /// changed.
-    pub async fn apply(&self, execution: ExecutionId) -> Result<Applied, WorkspaceError> {
-        let _guard = self.lock.lock().await;
-        let branch = self.branch(execution);
-        if !self.has_branch(&branch).await {
-            return Err(WorkspaceError::Git(format!(
-                "execution {execution} has no branch `{branch}`"
-            )));
-        }
-        let status = git(
-            &self.top,
-            &["status", "--porcelain", "--untracked-files=no"],
-        )
-        .await?;
-        if !status.trim().is_empty() {
-            return Err(WorkspaceError::Git(format!(
-                "{} has uncommitted changes: commit or stash them, or merge `{branch}` yourself",
-                self.top.display()
-            )));
-        }
-        let head = git(&self.top, &["rev-parse", "HEAD"]).await?;
-        let target = git(&self.top, &["rev-parse", &branch]).await?;
-        if head.trim() == target.trim() {
-            return Ok(Applied::UpToDate);
-        }
-        if git(&self.top, &["merge-base", "--is-ancestor", &branch, "HEAD"])
-            .await
-            .is_ok()
-        {
-            return Ok(Applied::UpToDate);
-        }
-        git(&self.top, &["merge", "--ff-only", "--quiet", &branch])
-            .await
-            .map_err(|e| {
-                WorkspaceError::Git(format!(
-                    "the checked-out branch cannot be fast-forwarded to `{branch}` ({e}); merge it yourself"
-                ))
-            })?;
-        Ok(Applied::FastForwarded {
-            to: target.trim().to_owned(),
-        })
     }
 }
 

@@ -200,9 +200,10 @@ pub(crate) struct RunOptions {
     /// host (on this host a dead driver is seen at once); renewed every third of it.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) lease_timeout: u64,
-    /// When the execution completes, fast-forward your checked-out branch to its branch
-    /// (`orca/<execution>`, holding the merged results of worktree steps); only when your
-    /// working tree is clean and the move is a fast-forward. Otherwise orca never touches it.
+    /// When the execution completes, accept its result into your checked-out branch, as
+    /// `orca exec accept --yes` does (its branch `orca/<execution>`, holding the merged results
+    /// of worktree steps: a fast-forward or a merge commit; signed and audited); only when your
+    /// working tree is clean and nothing conflicts. Otherwise orca never touches it.
     #[arg(long)]
     pub(crate) apply: bool,
 }

@@ -1,11 +1,11 @@
 //! Worktree isolation in the binary (ADR 0017): picks [`GitWorktrees`] for the project, says
 //! clearly when the project is not in a git repository (isolated steps then run in place),
-//! lists kept worktrees for `exec show`, and `--apply`.
+//! lists kept worktrees for `exec show`, a result's state, and `--apply` (an acceptance).
 
 use std::sync::Arc;
 
-use orca_core::{ExecutionId, PlanContent, StepChanges, StepWorkspaces, WorkspaceError};
-use orca_os::{Applied, FileChanges, GitWorktrees};
+use orca_core::{ExecutionId, Merged, PlanContent, StepChanges, StepWorkspaces};
+use orca_os::{FileChanges, GitWorktrees};
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -84,15 +84,72 @@ pub(crate) async fn result_line(
     }
 }
 
-/// `--apply`: fast-forwards the user's checked-out branch to the execution's branch.
-pub(crate) async fn apply(app: &App, exec: ExecutionId) -> Result<String, WorkspaceError> {
-    let git = GitWorktrees::discover(app.root()).await?;
-    let branch = git.branch(exec);
-    Ok(match git.apply(exec).await? {
-        Applied::FastForwarded { to } => {
-            format!("applied: fast-forwarded the checked-out branch to {branch} ({to})")
+/// For `exec list`: whether each execution's result waits for acceptance (completed, with an
+/// integration branch, not yet accepted or discarded).
+pub(crate) async fn awaiting(
+    app: &App,
+    orca: &orca_services::Orca,
+    items: &[orca_store::ExecutionSummary],
+) -> Vec<bool> {
+    let mut awaiting = vec![false; items.len()];
+    let Ok(git) = GitWorktrees::discover(app.root()).await else {
+        return awaiting;
+    };
+    let branches = git.result_branches().await.unwrap_or_default();
+    for (slot, item) in awaiting.iter_mut().zip(items) {
+        let id = item.execution_id;
+        if item.stage == orca_core::ExecutionStage::Completed && branches.contains(&id.to_string())
+        {
+            *slot = matches!(
+                orca_services::acceptance::decided(orca.executions(), id).await,
+                Ok(None)
+            );
         }
-        Applied::UpToDate => format!("applied: the checked-out branch already holds {branch}"),
+    }
+    awaiting
+}
+
+/// `--apply`: accepts the completed execution's result into the checked-out branch, as
+/// `orca exec accept --yes` does (signed and audited, bound to the result's tree as it is now).
+pub(crate) async fn apply(
+    app: &App,
+    orca: &orca_services::Orca,
+    exec: ExecutionId,
+) -> Result<String, String> {
+    use orca_services::acceptance::{ResultState, accept, state};
+    let git = GitWorktrees::discover(app.root())
+        .await
+        .map_err(|e| e.to_string())?;
+    let branch = git.branch(exec);
+    let tree = match state(orca.executions(), Some(&git), exec).await {
+        Ok(ResultState::Awaiting { tree }) => tree,
+        Ok(ResultState::Decided(d)) => return Err(format!("execution {exec} was already {d}")),
+        Ok(ResultState::None) => return Err(format!("execution {exec} has no branch `{branch}`")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let note = Some("run --apply");
+    let (merged, _) = accept(
+        orca.executions(),
+        &git,
+        exec,
+        &tree,
+        &crate::app::user(),
+        note,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(match merged {
+        Merged::FastForward { commit } => {
+            format!(
+                "applied: fast-forwarded the checked-out branch to {branch} ({commit}); accepted, signed"
+            )
+        }
+        Merged::MergeCommit { commit } => {
+            format!("applied: merged {branch} with commit {commit}; accepted, signed")
+        }
+        Merged::UpToDate { .. } => {
+            format!("applied: the checked-out branch already holds {branch}; accepted, signed")
+        }
     })
 }
 

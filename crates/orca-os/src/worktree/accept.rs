@@ -11,6 +11,24 @@ use super::GitWorktrees;
 use super::git::git;
 
 impl GitWorktrees {
+    /// The executions that have an integration branch (`orca/<exec>`), by their id's text:
+    /// one git command for a whole listing.
+    ///
+    /// # Errors
+    /// A git failure.
+    pub async fn result_branches(&self) -> Result<Vec<String>, WorkspaceError> {
+        let out = git(
+            &self.top,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/orca/"],
+        )
+        .await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.strip_prefix("refs/heads/orca/"))
+            .map(str::to_owned)
+            .collect())
+    }
+
     pub(super) async fn tree_of_branch(
         &self,
         execution: ExecutionId,

@@ -32,6 +32,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     "completed",
                     "failed",
                     "stopped",
+                    "awaiting_acceptance",
                 ],
             )?;
             let orca = app.orca(Arc::new(NoHuman));
@@ -48,34 +49,45 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 ));
             }
             let annotated = crate::cmd::driver::annotate_list(app, &listing.items).await?;
-            // The status a person filters on: a pending decision, no live driver, or the stage.
-            let rows: Vec<(orca_store::ExecutionSummary, Value, Option<bool>)> = listing
+            let awaiting = crate::isolation::awaiting(app, &orca, &listing.items).await;
+            // The status a person filters on: a pending decision, no live driver, a result
+            // waiting for acceptance, or the stage.
+            let rows: Vec<(orca_store::ExecutionSummary, Value, Option<bool>, bool)> = listing
                 .items
                 .into_iter()
                 .zip(annotated)
-                .map(|(item, (v, live))| (item, v, live))
+                .zip(awaiting)
+                .map(|((item, (mut v, live)), waits)| {
+                    if waits {
+                        v["result"] = json!("awaiting_acceptance");
+                    }
+                    (item, v, live, waits)
+                })
                 .collect();
             let rows = filter.apply(
                 rows,
-                |(item, _, live)| {
+                |(item, _, live, waits)| {
                     if item.awaiting_decision {
                         "awaiting_decision".to_owned()
                     } else if *live == Some(false) {
                         "interrupted".to_owned()
+                    } else if *waits {
+                        "awaiting_acceptance".to_owned()
                     } else {
                         item.stage.to_string()
                     }
                 },
-                |(item, _, _)| item.created_at,
+                |(item, _, _, _)| item.created_at,
             );
             if app.json {
-                let items: Vec<Value> = rows.into_iter().map(|(_, v, _)| v).collect();
+                let items: Vec<Value> = rows.into_iter().map(|(_, v, _, _)| v).collect();
                 out_json(&json!(items));
             } else {
-                let live: Vec<Option<bool>> = rows.iter().map(|(_, _, l)| *l).collect();
+                let live: Vec<Option<bool>> = rows.iter().map(|(_, _, l, _)| *l).collect();
+                let waits: Vec<bool> = rows.iter().map(|(_, _, _, w)| *w).collect();
                 let items: Vec<orca_store::ExecutionSummary> =
-                    rows.into_iter().map(|(i, _, _)| i).collect();
-                out(&render::exec_list(&items, &live, unreadable));
+                    rows.into_iter().map(|(i, _, _, _)| i).collect();
+                out(&render::exec_list(&items, &live, &waits, unreadable));
             }
             Ok(Exit::Ok)
         }

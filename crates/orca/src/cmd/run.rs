@@ -195,7 +195,7 @@ pub(crate) async fn drive(
         let report = report?;
         let code = finish(app, orca, &report).await?;
         if options.apply && matches!(report.outcome, RunOutcome::Completed) {
-            match crate::isolation::apply(app, report.execution_id).await {
+            match crate::isolation::apply(app, orca, report.execution_id).await {
                 Ok(line) => app.info(&line),
                 Err(e) => say(&format!("not applied: {e}")),
             }

@@ -73,6 +73,10 @@ fn the_users_branch_gets_the_work_only_when_accepted_and_only_once() {
     assert!(!p.path("work.txt").exists());
     let show = stdout(&p.run(&["exec", "show", &exec]));
     assert!(show.contains("awaiting acceptance"), "{show}");
+    let list = stdout(&p.run(&["exec", "list"]));
+    assert!(list.contains("completed (awaiting acceptance)"), "{list}");
+    let waiting = stdout(&p.run(&["exec", "list", "--status", "awaiting_acceptance"]));
+    assert_eq!(waiting.lines().count(), 2, "{waiting}");
 
     let out = p.run(&["exec", "accept", &exec, "--yes", "--note", "looks right"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -92,6 +96,10 @@ fn the_users_branch_gets_the_work_only_when_accepted_and_only_once() {
         stdout(&verify),
         stderr(&verify)
     );
+    let list = stdout(&p.run(&["exec", "list"]));
+    assert!(!list.contains("awaiting acceptance"), "{list}");
+    let show = stdout(&p.run(&["exec", "show", &exec]));
+    assert!(show.contains("result: accepted by"), "{show}");
 
     let again = p.run(&["exec", "accept", &exec, "--yes"]);
     println!("second accept: {}", stderr(&again).trim());
