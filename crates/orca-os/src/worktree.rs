@@ -511,6 +511,7 @@ impl StepWorkspaces for GitWorktrees {
         }
         // The base and the results go with the worktrees; `orca/<exec>` holds them all.
         self.delete_refs(execution).await?;
+        changes::remove_indexes(&self.common, execution).await;
         if exec_dir.exists() {
             tokio::fs::remove_dir_all(&exec_dir).await.map_err(|e| {
                 WorkspaceError::Git(format!("cannot remove {}: {e}", exec_dir.display()))

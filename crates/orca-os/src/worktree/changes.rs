@@ -54,6 +54,21 @@ impl GitWorktrees {
     }
 }
 
+/// Removes the temporary indexes an execution's attempts left (an attempt cut short by a
+/// crash never compared its snapshots).
+pub(super) async fn remove_indexes(common: &Path, execution: ExecutionId) {
+    let dir = common.join("orca-diff-index");
+    let Ok(mut entries) = tokio::fs::read_dir(&dir).await else {
+        return;
+    };
+    let prefix = format!("{execution}-");
+    while let Ok(Some(e)) = entries.next_entry().await {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = tokio::fs::remove_file(e.path()).await;
+        }
+    }
+}
+
 /// Whether `id` is a full object id (what orca recorded), so it can never be read as an option.
 #[must_use]
 pub fn is_object_id(id: &str) -> bool {
