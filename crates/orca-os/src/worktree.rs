@@ -25,7 +25,7 @@ mod changes;
 mod git;
 mod refs;
 
-pub use changes::{FileChanges, GitChanges, is_object_id};
+pub use changes::{GitChanges, is_object_id};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! What a step attempt changed, as git trees ([`GitChanges`]), or outside a repository as a
-//! list of files ([`FileChanges`]).
+//! What a step attempt changed, as git trees ([`GitChanges`]); outside a repository see
+//! [`crate::file_changes`].
 //!
 //! A tree is built in a temporary index of orca's own, kept in the common git directory (out
 //! of every step's reach) for the attempt: `git add --all` then `git write-tree`, with `.orca/`
@@ -20,9 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use orca_core::changes::compare_files;
 use orca_core::{
-    ChangedFile, Digest, ExecutionId, FileChange, Snapshot, StepChanges, StepId, WorkspaceError,
+    ChangedFile, ExecutionId, FileChange, Snapshot, StepChanges, StepId, WorkspaceError,
 };
 
 use super::GitWorktrees;
@@ -302,96 +301,5 @@ impl StepChanges for GitChanges {
             ],
         )
         .await
-    }
-}
-
-/// Outside a git repository: a step's changes as the list of files whose content changed
-/// (`.orca/` and `.git/` left out; symbolic links compared by target, never followed).
-#[derive(Debug, Clone)]
-pub struct FileChanges {
-    root: PathBuf,
-}
-
-impl FileChanges {
-    /// The recorder for the project at `root`.
-    #[must_use]
-    pub const fn new(root: PathBuf) -> Self {
-        Self { root }
-    }
-}
-
-fn walk(root: &Path) -> BTreeMap<String, String> {
-    let mut files = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(rel) = path.strip_prefix(root) else {
-                continue;
-            };
-            let rel = rel.to_string_lossy().into_owned();
-            if rel == ".orca" || rel == ".git" {
-                continue;
-            }
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                todo.push(path);
-            } else if kind.is_symlink() {
-                let target = std::fs::read_link(&path).unwrap_or_default();
-                files.insert(rel, format!("link:{}", target.to_string_lossy()));
-            } else if kind.is_file() {
-                let digest = std::fs::read(&path)
-                    .map(|b| Digest::of_bytes(&b).hex())
-                    .unwrap_or_else(|e| format!("unreadable:{e}"));
-                files.insert(rel, digest);
-            }
-        }
-    }
-    files
-}
-
-#[async_trait]
-impl StepChanges for FileChanges {
-    fn in_repository(&self) -> bool {
-        false
-    }
-
-    async fn snapshot(
-        &self,
-        _execution: ExecutionId,
-        _step: &StepId,
-        _attempt: u32,
-        workdir: Option<&Path>,
-    ) -> Result<Snapshot, WorkspaceError> {
-        let root = workdir.unwrap_or(&self.root).to_path_buf();
-        tokio::task::spawn_blocking(move || walk(&root))
-            .await
-            .map(Snapshot::Files)
-            .map_err(|e| WorkspaceError::Git(format!("cannot list the project's files: {e}")))
-    }
-
-    async fn compare(
-        &self,
-        _execution: ExecutionId,
-        _step: &StepId,
-        _attempt: u32,
-        before: Snapshot,
-        after: Snapshot,
-    ) -> Result<(Vec<ChangedFile>, Option<(String, String)>), WorkspaceError> {
-        match (before, after) {
-            (Snapshot::Files(b), Snapshot::Files(a)) => Ok((compare_files(&b, &a), None)),
-            _ => Err(WorkspaceError::Git(
-                "a snapshot outside a repository is a list of files".to_owned(),
-            )),
-        }
-    }
-
-    async fn patch(&self, _before: &str, _after: &str) -> Result<String, WorkspaceError> {
-        Err(WorkspaceError::NotARepository(self.root.clone()))
     }
 }
