@@ -232,6 +232,12 @@ pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
         Ok(None)
     }
 
+    /// The executions that have an integration branch (a result, accepted or not), in one
+    /// look; `None` when the implementation cannot tell (ask [`Self::result_tree`] each).
+    async fn with_results(&self) -> Option<Vec<ExecutionId>> {
+        None
+    }
+
     /// The unified diff of what accepting the result brings into the checked-out branch
     /// (from their merge base to the integration branch), without colour.
     async fn result_patch(&self, execution: ExecutionId) -> Result<String, WorkspaceError> {

@@ -550,6 +550,11 @@ impl StepWorkspaces for GitWorktrees {
         self.tree_of_branch(execution).await
     }
 
+    async fn with_results(&self) -> Option<Vec<ExecutionId>> {
+        let names = self.result_branches().await.ok()?;
+        Some(names.iter().filter_map(|n| n.parse().ok()).collect())
+    }
+
     async fn result_patch(&self, execution: ExecutionId) -> Result<String, WorkspaceError> {
         self.patch_of_result(execution).await
     }

@@ -164,12 +164,18 @@ pub(crate) async fn inbox_cards(web: &Web, me: &TokenName) -> (usize, String) {
     let Ok(listing) = web.orca.executions().list(None).await else {
         return (0, String::new());
     };
+    let with_results = ws.with_results().await;
     let mut out = String::new();
     let mut count = 0;
     for item in listing
         .items
         .iter()
         .filter(|i| i.stage == ExecutionStage::Completed)
+        .filter(|i| {
+            with_results
+                .as_ref()
+                .is_none_or(|ids| ids.contains(&i.execution_id))
+        })
         .take(INBOX_LOOKS_AT)
     {
         let id = item.execution_id;
