@@ -1,5 +1,6 @@
 //! A result the human accepts, on real temporary git repositories and the real `orca` binary:
-//! the user's branch is unchanged until `exec accept`, then holds the work; a dirty working
+//! the user's branch is unchanged until `exec accept`, then holds the work (a fast-forward, or a
+//! merge commit naming the execution when the branch moved on); a dirty working
 //! tree, a conflict and a result changed after it was shown are refused with nothing changed;
 //! a second decision is refused naming the first; the signed acceptance verifies and a
 //! tampered one is detected; `exec discard` removes the branches and worktrees, audited.
@@ -267,4 +268,31 @@ fn discard_removes_the_branches_and_worktrees_audited() {
         stdout(&verify),
         stderr(&verify)
     );
+}
+
+#[test]
+fn a_diverged_branch_gets_a_merge_commit_naming_the_execution() {
+    let p = Project::new(true);
+    let exec = completed(&p, "theirs");
+    std::fs::write(p.path("mine.txt"), "mine\n").unwrap();
+    git(p.dir.path(), &["add", "mine.txt"]);
+    git(p.dir.path(), &["commit", "--quiet", "-m", "mine"]);
+    let mine = head(&p);
+    let out = p.run(&["exec", "accept", &exec, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let subject = git(p.dir.path(), &["log", "-1", "--format=%s"]);
+    let parents = git(p.dir.path(), &["log", "-1", "--format=%P"]);
+    println!("merge: {} (parents: {})", subject.trim(), parents.trim());
+    assert_eq!(subject.trim(), format!("orca: accept execution {exec}"));
+    assert_eq!(parents.split_whitespace().count(), 2);
+    assert!(parents.starts_with(&mine), "{parents}");
+    assert_eq!(
+        std::fs::read_to_string(p.path("work.txt")).unwrap(),
+        "done\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path("mine.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(git(p.dir.path(), &["status", "--porcelain"]), "");
 }
