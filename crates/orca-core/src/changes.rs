@@ -79,6 +79,10 @@ pub struct RecordedChanges {
     /// Whether the attempt ran in a worktree of its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub worktree: bool,
+    /// Other steps ran in place at the same time: what they changed may be in this diff too
+    /// (a snapshot is of the whole working tree).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
     /// The tree before the attempt (`None` outside a git repository).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,

@@ -4,6 +4,7 @@
 //! A failure to snapshot never fails the attempt: it is logged, and the attempt has no entry.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use orca_core::changes::MAX_LISTED_FILES;
 use orca_core::{
@@ -16,19 +17,55 @@ use crate::error::Result;
 use crate::execution::ExecutionService;
 use crate::tools::Gate;
 
-/// The snapshot before an attempt, or `None` (logged) if it cannot be taken.
+/// The in-place attempts of one process: a snapshot of the working tree holds whatever every
+/// attempt running beside it changed too, so an attempt that overlapped another says so.
+#[derive(Debug, Default)]
+pub(crate) struct InPlace {
+    running: AtomicUsize,
+    started: AtomicU64,
+}
+
+/// What an in-place attempt saw when it started.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started {
+    others: usize,
+    number: u64,
+}
+
+impl InPlace {
+    fn begin(&self) -> Started {
+        Started {
+            others: self.running.fetch_add(1, Ordering::SeqCst),
+            number: self.started.fetch_add(1, Ordering::SeqCst) + 1,
+        }
+    }
+
+    /// Whether another in-place attempt ran at any moment of this one.
+    fn end(&self, started: Started) -> bool {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        started.others > 0 || self.started.load(Ordering::SeqCst) != started.number
+    }
+}
+
+/// The snapshot before an attempt (with, in place, what was running), or `None` (logged) if
+/// it cannot be taken.
 pub(crate) async fn before(
     changes: &dyn StepChanges,
+    in_place: &InPlace,
     request: &TaskRequest,
     workdir: Option<&Path>,
-) -> Option<Snapshot> {
+) -> Option<(Snapshot, Option<Started>)> {
     let step = &request.step.id;
+    let started = workdir.is_none().then(|| in_place.begin());
     match changes
         .snapshot(request.execution_id, step, request.attempt, workdir)
         .await
     {
-        Ok(s) => Some(s),
+        Ok(s) => Some((s, started)),
         Err(e) => {
+            if let Some(started) = started {
+                in_place.end(started);
+            }
             tracing::warn!(%step, error = %e, "cannot snapshot the step's files before its attempt");
             None
         }
@@ -39,14 +76,17 @@ pub(crate) async fn before(
 /// `step.changes` entry through its gate.
 pub(crate) async fn record(
     changes: &dyn StepChanges,
+    in_place: &InPlace,
     gate: &Gate,
     request: &TaskRequest,
     workdir: Option<&Path>,
-    before: Snapshot,
+    (before, started): (Snapshot, Option<Started>),
 ) {
     let step = &request.step.id;
     let (execution, attempt) = (request.execution_id, request.attempt);
-    let compared = match changes.snapshot(execution, step, attempt, workdir).await {
+    let after = changes.snapshot(execution, step, attempt, workdir).await;
+    let shared = started.is_some_and(|s| in_place.end(s));
+    let compared = match after {
         Ok(after) => {
             changes
                 .compare(execution, step, attempt, before, after)
@@ -68,6 +108,7 @@ pub(crate) async fn record(
         step: step.clone(),
         attempt,
         worktree: workdir.is_some(),
+        shared,
         before,
         after,
         files,

@@ -22,16 +22,19 @@ pub struct DispatchService {
     workspaces: Option<Arc<dyn StepWorkspaces>>,
     /// Records what each attempt changed (its `step.changes` entry), if the binary wires it.
     changes: Option<Arc<dyn StepChanges>>,
+    /// In-place attempts of this process, to say when one's diff may hold another's changes.
+    in_place: Arc<crate::changes::InPlace>,
 }
 
 impl DispatchService {
     /// A dispatcher over the tool context (agents, hitl, planning, store).
     #[must_use]
-    pub const fn new(ctx: ToolContext) -> Self {
+    pub fn new(ctx: ToolContext) -> Self {
         Self {
             ctx,
             workspaces: None,
             changes: None,
+            in_place: Arc::new(crate::changes::InPlace::default()),
         }
     }
 
@@ -124,12 +127,22 @@ impl DispatchService {
         }
         let workdir = isolated.and(request.workdir.clone());
         let before = match &self.changes {
-            Some(c) => crate::changes::before(&**c, &request, workdir.as_deref()).await,
+            Some(c) => {
+                crate::changes::before(&**c, &self.in_place, &request, workdir.as_deref()).await
+            }
             None => None,
         };
         let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
         if let (Some(c), Some(before)) = (&self.changes, before) {
-            crate::changes::record(&**c, &gate, &request, workdir.as_deref(), before).await;
+            crate::changes::record(
+                &**c,
+                &self.in_place,
+                &gate,
+                &request,
+                workdir.as_deref(),
+                before,
+            )
+            .await;
         }
         match isolated {
             // Hook (ADR 0017): a success counts once it is merged.

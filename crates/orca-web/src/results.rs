@@ -66,6 +66,8 @@ async fn step_changes(web: &Web, r: &RecordedChanges) -> String {
         r.attempt,
         if r.worktree {
             " · in its worktree"
+        } else if r.shared {
+            " · in place beside other steps: their changes may be here too"
         } else {
             ""
         },

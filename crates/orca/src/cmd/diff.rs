@@ -62,7 +62,13 @@ fn colour(patch: &str) -> String {
 fn heading(r: &RecordedChanges) -> String {
     let (added, removed) = r.totals();
     let files = r.files.len() + usize::try_from(r.more_files).unwrap_or(usize::MAX);
-    let place = if r.worktree { ", in its worktree" } else { "" };
+    let place = if r.worktree {
+        ", in its worktree"
+    } else if r.shared {
+        ", in place beside other steps: their changes may be here too"
+    } else {
+        ""
+    };
     let lines = if r.before.is_some() {
         format!(", +{added} -{removed}")
     } else {

@@ -1,7 +1,8 @@
 //! The diff of every step, on real temporary git repositories and the real `orca` binary: an
 //! in-place step's diff and a worktree step's diff show exactly the lines each changed, while
 //! the user's index, `HEAD` and refs stay byte for byte as they were; `--stat` and `exec show`
-//! list the files (snapshots); outside a repository `exec diff` says so once and lists the
+//! list the files (snapshots); in-place steps that ran together say their diffs may mix;
+//! outside a repository `exec diff` says so once and lists the
 //! files the step changed.
 
 #![expect(clippy::unwrap_used, reason = "tests")]
@@ -151,4 +152,59 @@ fn outside_a_repository_diff_says_so_once_and_lists_the_files() {
     let text = stdout(&out);
     let listed: Vec<&str> = text.lines().filter(|l| l.starts_with("#   ")).collect();
     assert_eq!(listed, ["#   A a.txt", "#   M shared.txt"], "{text}");
+}
+
+#[test]
+fn in_place_steps_that_ran_together_say_their_diffs_may_mix() {
+    let p = Project::new(true);
+    let plan = p.plan(&[
+        (
+            "a",
+            "sleep 1 && printf 'a\\n' > a.txt",
+            &[],
+            Some("in_place"),
+        ),
+        (
+            "b",
+            "sleep 1 && printf 'b\\n' > b.txt",
+            &[],
+            Some("in_place"),
+        ),
+        ("c", "printf 'c\\n' > c.txt", &["a", "b"], Some("in_place")),
+    ]);
+    let (c, v, err) = p.json(&["run", &plan, "--yes"]);
+    assert_eq!(c, 0, "{v} {err}");
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let (c, v, err) = p.json(&["exec", "diff", &exec, "--stat"]);
+    assert_eq!(c, 0, "{v} {err}");
+    let shared: Vec<(String, bool)> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["step"].as_str().unwrap().to_owned(),
+                s["shared"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    println!("shared working tree: {shared:?}");
+    assert_eq!(
+        shared,
+        [
+            ("a".to_owned(), true),
+            ("b".to_owned(), true),
+            ("c".to_owned(), false)
+        ]
+    );
+    // Control: c alone changed only its own file.
+    let files: Vec<&str> = v["steps"][2]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(files, ["c.txt"]);
+    let text = stdout(&p.run(&["exec", "diff", &exec, "a", "--stat"]));
+    assert!(text.contains("their changes may be here too"), "{text}");
 }
