@@ -79,6 +79,9 @@ audit_kinds! {
     TaskAttemptUnrecorded = "task.attempt.unrecorded",
     /// An attempt in flight when its runner died, recorded by the next run.
     TaskAttemptAbandoned = "task.attempt.abandoned",
+    /// What an attempt changed: its files, and in a git repository the trees before and
+    /// after it (under the attempt's `task.attempt.started`).
+    StepChanges = "step.changes",
     /// A task was skipped (an upstream step was abandoned).
     TaskSkipped = "task.skipped",
     /// A dead runner's step processes were ended before anything ran again.
@@ -101,6 +104,11 @@ audit_kinds! {
     PlanSuperseded = "plan.superseded",
     /// An execution of this plan was retried as a new one (`exec retry`).
     ExecutionRetried = "execution.retried",
+    /// A human accepted an execution's result into their branch (signed, bound to the
+    /// result's tree).
+    ExecutionAccepted = "execution.accepted",
+    /// A human discarded an execution's result: its branches and worktrees were removed.
+    ExecutionDiscarded = "execution.discarded",
     // The plan log.
     /// A plan was created.
     PlanCreated = "plan.created",

@@ -104,6 +104,26 @@ pub enum WorkspaceError {
         /// The conflicting files, relative to the repository.
         files: Vec<String>,
     },
+    /// The result to accept is no longer the one shown (the integration branch moved).
+    #[error(
+        "the result of execution {execution} changed since it was shown (tree {shown}, now {now})"
+    )]
+    ResultChanged {
+        /// The execution.
+        execution: ExecutionId,
+        /// The tree that was shown and accepted.
+        shown: String,
+        /// The tree the integration branch holds now.
+        now: String,
+    },
+    /// Accepting the result into the checked-out branch conflicts.
+    #[error("merging `{branch}` into the checked-out branch conflicts in {}; nothing was changed", files.join(", "))]
+    AcceptConflict {
+        /// The integration branch.
+        branch: String,
+        /// The conflicting files, relative to the repository.
+        files: Vec<String>,
+    },
     /// The results of the step's dependencies do not merge into one starting point.
     #[error(
         "the results of step `{step}`'s dependencies {} conflict in {}",
@@ -133,6 +153,27 @@ pub struct KeptWorktree {
     pub branch: String,
     /// Where it is checked out.
     pub path: PathBuf,
+}
+
+/// How [`StepWorkspaces::accept`] brought the result into the checked-out branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum Merged {
+    /// The branch was fast-forwarded to the result.
+    FastForward {
+        /// The new commit.
+        commit: String,
+    },
+    /// A merge commit naming the execution was made.
+    MergeCommit {
+        /// The merge commit.
+        commit: String,
+    },
+    /// The branch already held the result.
+    UpToDate {
+        /// The checked-out commit.
+        commit: String,
+    },
 }
 
 /// How the execution's isolated workspaces ended.
@@ -190,6 +231,50 @@ pub trait StepWorkspaces: Send + Sync + std::fmt::Debug {
     async fn integrated(&self, execution: ExecutionId) -> Result<Option<PathBuf>, WorkspaceError> {
         let _ = execution;
         Ok(None)
+    }
+
+    /// The id of the git tree at the tip of the integration branch (the execution's result),
+    /// or `None` when it has no branch.
+    async fn result_tree(&self, execution: ExecutionId) -> Result<Option<String>, WorkspaceError> {
+        let _ = execution;
+        Ok(None)
+    }
+
+    /// The executions that have an integration branch (a result, accepted or not), in one
+    /// look; `None` when the implementation cannot tell (ask [`Self::result_tree`] each).
+    async fn with_results(&self) -> Option<Vec<ExecutionId>> {
+        None
+    }
+
+    /// The unified diff of what accepting the result brings into the checked-out branch
+    /// (from their merge base to the integration branch), without colour.
+    async fn result_patch(&self, execution: ExecutionId) -> Result<String, WorkspaceError> {
+        Err(WorkspaceError::Git(format!(
+            "execution {execution} has no result to show"
+        )))
+    }
+
+    /// Merges the integration branch into the checked-out branch, only if its tree is still
+    /// `tree`: a fast-forward, or a merge commit with `message`. A dirty working tree, a
+    /// detached `HEAD`, a changed result or a conflict is refused and changes nothing.
+    async fn accept(
+        &self,
+        execution: ExecutionId,
+        tree: &str,
+        message: &str,
+    ) -> Result<Merged, WorkspaceError> {
+        let _ = (tree, message);
+        Err(WorkspaceError::Git(format!(
+            "execution {execution} has no result to accept"
+        )))
+    }
+
+    /// Removes every branch, worktree and ref of the execution (its recorded step diffs stay);
+    /// returns the branches removed.
+    async fn discard(&self, execution: ExecutionId) -> Result<Vec<String>, WorkspaceError> {
+        Err(WorkspaceError::Git(format!(
+            "execution {execution} has nothing to discard"
+        )))
     }
 
     /// Workspace tools rooted at `dir` (a step's worktree), for model agents: the same grants

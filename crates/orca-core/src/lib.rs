@@ -91,6 +91,7 @@ pub mod audit_kind;
 pub mod backoff;
 mod canonical;
 pub mod check;
+pub mod changes;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -119,6 +120,7 @@ pub use agent::{
 pub use audit_kind::{AuditKind, UNDER_EXECUTION};
 pub use backoff::Backoff;
 pub use check::{Check, CheckRun, CheckVerdict, ChecksRequest};
+pub use changes::{ChangedFile, FileChange, RecordedChanges, Snapshot, StepChanges};
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,
@@ -137,7 +139,9 @@ pub use hitl::{
     InterruptionAction, Touchpoint, TwoQuestion, match_action,
 };
 pub use id::{AgentId, ExecutionId, PlanId, SessionId, StepId};
-pub use isolation::{Isolation, KeptWorktree, StepWorkspaces, WorkspaceEnd, WorkspaceError};
+pub use isolation::{
+    Isolation, KeptWorktree, Merged, StepWorkspaces, WorkspaceEnd, WorkspaceError,
+};
 pub use ownership::{ProcessGroup, ReapOutcome, StepIdentity};
 pub use plan::{
     Approval, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanEvent, PlanStage, ProposalPlan,

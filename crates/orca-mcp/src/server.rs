@@ -338,6 +338,54 @@ impl OrcaMcp {
     }
 
     #[tool(
+        description = "Read what a step changed in an execution (its last attempt): the files, lines added and removed, and the unified diff (in a git repository; at most 256 KiB, secrets redacted). Reading only: accepting an execution's result is a human's decision (`orca exec accept`), which no tool makes."
+    )]
+    async fn step_diff(&self, Parameters(args): Parameters<StepRef>) -> ToolResult {
+        const MAX_PATCH: usize = 256 * 1024;
+        let orca = &self.inner.orca;
+        let id = tri!(self, orca.executions().resolve(&args.execution).await);
+        let step: StepId = match args.step.parse() {
+            Ok(s) => s,
+            Err(e) => return self.fail(format!("step: {e}")),
+        };
+        // An unknown step is an error naming it.
+        tri!(self, orca.executions().task(id, &step).await);
+        let recorded = tri!(
+            self,
+            orca_services::changes::recorded(orca.executions(), id).await
+        );
+        let Some(last) = recorded.iter().rev().find(|r| r.step == step) else {
+            return self.ok(json!({ "execution_id": id, "step": step, "recorded": false,
+                "message": "no changes were recorded for this step (it has not run, or ran before orca recorded diffs)" }));
+        };
+        let mut value = json!({ "execution_id": id, "recorded": true,
+                                "changes": orca_services::changes::to_json(last) });
+        match (last.trees(), orca.dispatch().changes()) {
+            (Some((before, after)), Some(changes)) => match changes.patch(before, after).await {
+                Ok(mut patch) => {
+                    if patch.len() > MAX_PATCH {
+                        let mut cut = MAX_PATCH;
+                        while !patch.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        patch.truncate(cut);
+                        value["truncated"] = json!(true);
+                    }
+                    value["patch"] = json!(patch);
+                }
+                Err(e) => value["patch_error"] = json!(e.to_string()),
+            },
+            (None, _) => {
+                value["message"] = json!(
+                    "the project is not in a git repository: only the list of changed files was recorded"
+                );
+            }
+            (Some(_), None) => {}
+        }
+        self.ok(value)
+    }
+
+    #[tool(
         description = "Answer the decision an execution waits for after a step failed: `retry` (optionally with guidance) or `stop`. The run then goes on in a separate orca process."
     )]
     async fn decision_answer(

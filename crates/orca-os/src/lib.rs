@@ -11,13 +11,15 @@
 //! - [`sandbox`] and [`protected`]: the Landlock + mount-namespace sandbox a step runs in, and
 //!   the paths it must never reach (`.orca/`, the signing key).
 //! - [`step_env`]: the environment a step gets (an allowlist, never orca's whole environment).
-//! - [`worktree`]: git worktrees for steps that run in isolation.
+//! - [`worktree`]: git worktrees for steps that run in isolation, step diffs as git trees,
+//!   accepting a result; [`file_changes`]: step diffs outside a repository.
 //! - [`term`]: the terminal's width.
 //!
 //! **Architecture Invariant:** nothing here knows about models, agents or plans beyond the
 //! ids and ports of `orca-core`.
 
 pub mod idle;
+pub mod file_changes;
 pub mod process;
 pub mod process_group;
 pub mod protected;
@@ -26,7 +28,8 @@ pub mod step_env;
 pub mod term;
 pub mod worktree;
 
+pub use file_changes::FileChanges;
 pub use process::{OUTPUT_CAP, RunEnd, RunOutput, RunSpec, run_captured};
 pub use sandbox::{KernelSupport, PidNamespace, SandboxMode, SandboxPolicy};
 pub use step_env::EnvPolicy;
-pub use worktree::{Applied, GitWorktrees};
+pub use worktree::{GitChanges, GitWorktrees};

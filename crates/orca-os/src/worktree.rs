@@ -18,17 +18,22 @@
 //! its final commit kept as `refs/orca/<exec>/result/<step>`. Every operation is idempotent: a
 //! worktree found on resume is re-created, a merge cut by `kill -9` is aborted before the next
 //! one, a branch already merged is not merged again, a missing ref is recovered. The user's
-//! checked-out branch and working tree are only touched by [`GitWorktrees::apply`].
+//! checked-out branch and working tree are only touched by accepting a result (`accept.rs`).
 
+mod accept;
+mod changes;
 mod git;
 mod refs;
+
+pub use changes::{GitChanges, is_object_id};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use orca_core::{
-    ExecutionId, KeptWorktree, StepId, StepWorkspaces, ToolHost, WorkspaceEnd, WorkspaceError,
+    ExecutionId, KeptWorktree, Merged, StepId, StepWorkspaces, ToolHost, WorkspaceEnd,
+    WorkspaceError,
 };
 use tokio::sync::Mutex;
 
@@ -42,18 +47,6 @@ impl std::fmt::Debug for GitWorktrees {
             .field("base", &self.base)
             .finish_non_exhaustive()
     }
-}
-
-/// What [`GitWorktrees::apply`] did to the user's branch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
-    /// The checked-out branch was fast-forwarded to the execution's branch.
-    FastForwarded {
-        /// The new commit.
-        to: String,
-    },
-    /// Nothing to do: the checked-out commit already holds the execution's result.
-    UpToDate,
 }
 
 /// Builds the workspace tools of a step's worktree (the binary's grants, environment policy
@@ -349,54 +342,6 @@ impl GitWorktrees {
         git(&self.top, &["branch", &to, &tip]).await?;
         Ok(true)
     }
-
-    /// Fast-forwards the user's checked-out branch to the execution's branch, only when the
-    /// working tree is clean and the move is a fast-forward.
-    ///
-    /// # Errors
-    /// A dirty working tree, a checked-out branch that diverged, or a git failure: nothing is
-    /// changed.
-    pub async fn apply(&self, execution: ExecutionId) -> Result<Applied, WorkspaceError> {
-        let _guard = self.lock.lock().await;
-        let branch = self.branch(execution);
-        if !self.has_branch(&branch).await {
-            return Err(WorkspaceError::Git(format!(
-                "execution {execution} has no branch `{branch}`"
-            )));
-        }
-        let status = git(
-            &self.top,
-            &["status", "--porcelain", "--untracked-files=no"],
-        )
-        .await?;
-        if !status.trim().is_empty() {
-            return Err(WorkspaceError::Git(format!(
-                "{} has uncommitted changes: commit or stash them, or merge `{branch}` yourself",
-                self.top.display()
-            )));
-        }
-        let head = git(&self.top, &["rev-parse", "HEAD"]).await?;
-        let target = git(&self.top, &["rev-parse", &branch]).await?;
-        if head.trim() == target.trim() {
-            return Ok(Applied::UpToDate);
-        }
-        if git(&self.top, &["merge-base", "--is-ancestor", &branch, "HEAD"])
-            .await
-            .is_ok()
-        {
-            return Ok(Applied::UpToDate);
-        }
-        git(&self.top, &["merge", "--ff-only", "--quiet", &branch])
-            .await
-            .map_err(|e| {
-                WorkspaceError::Git(format!(
-                    "the checked-out branch cannot be fast-forwarded to `{branch}` ({e}); merge it yourself"
-                ))
-            })?;
-        Ok(Applied::FastForwarded {
-            to: target.trim().to_owned(),
-        })
-    }
 }
 
 #[async_trait]
@@ -574,6 +519,7 @@ impl StepWorkspaces for GitWorktrees {
         }
         // The base and the results go with the worktrees; `orca/<exec>` holds them all.
         self.delete_refs(execution).await?;
+        changes::remove_indexes(&self.common, execution).await;
         if exec_dir.exists() {
             tokio::fs::remove_dir_all(&exec_dir).await.map_err(|e| {
                 WorkspaceError::Git(format!("cannot remove {}: {e}", exec_dir.display()))
@@ -606,6 +552,32 @@ impl StepWorkspaces for GitWorktrees {
 
     fn branch(&self, execution: ExecutionId) -> String {
         format!("orca/{execution}")
+    }
+
+    async fn result_tree(&self, execution: ExecutionId) -> Result<Option<String>, WorkspaceError> {
+        self.tree_of_branch(execution).await
+    }
+
+    async fn with_results(&self) -> Option<Vec<ExecutionId>> {
+        let names = self.result_branches().await.ok()?;
+        Some(names.iter().filter_map(|n| n.parse().ok()).collect())
+    }
+
+    async fn result_patch(&self, execution: ExecutionId) -> Result<String, WorkspaceError> {
+        self.patch_of_result(execution).await
+    }
+
+    async fn accept(
+        &self,
+        execution: ExecutionId,
+        tree: &str,
+        message: &str,
+    ) -> Result<Merged, WorkspaceError> {
+        self.accept_result(execution, tree, message).await
+    }
+
+    async fn discard(&self, execution: ExecutionId) -> Result<Vec<String>, WorkspaceError> {
+        self.discard_all(execution).await
     }
 
     fn tools_at(&self, dir: &Path) -> Option<Arc<dyn ToolHost>> {

@@ -7,7 +7,7 @@ use orca_core::{
 };
 use std::sync::Arc;
 
-use orca_core::StepWorkspaces;
+use orca_core::{StepChanges, StepWorkspaces};
 use tracing::instrument;
 
 use crate::tools::{
@@ -20,15 +20,21 @@ pub struct DispatchService {
     ctx: ToolContext,
     /// Worktrees for isolated steps, if the project is in a git repository (ADR 0017).
     workspaces: Option<Arc<dyn StepWorkspaces>>,
+    /// Records what each attempt changed (its `step.changes` entry), if the binary wires it.
+    changes: Option<Arc<dyn StepChanges>>,
+    /// In-place attempts of this process, to say when one's diff may hold another's changes.
+    in_place: Arc<crate::changes::InPlace>,
 }
 
 impl DispatchService {
     /// A dispatcher over the tool context (agents, hitl, planning, store).
     #[must_use]
-    pub const fn new(ctx: ToolContext) -> Self {
+    pub fn new(ctx: ToolContext) -> Self {
         Self {
             ctx,
             workspaces: None,
+            changes: None,
+            in_place: Arc::new(crate::changes::InPlace::default()),
         }
     }
 
@@ -37,6 +43,19 @@ impl DispatchService {
     pub fn with_workspaces(mut self, workspaces: Option<Arc<dyn StepWorkspaces>>) -> Self {
         self.workspaces = workspaces;
         self
+    }
+
+    /// Records what each attempt changes (builder style).
+    #[must_use]
+    pub fn with_changes(mut self, changes: Option<Arc<dyn StepChanges>>) -> Self {
+        self.changes = changes;
+        self
+    }
+
+    /// The recorder of what attempts change, if any.
+    #[must_use]
+    pub fn changes(&self) -> Option<&Arc<dyn StepChanges>> {
+        self.changes.as_ref()
     }
 
     /// The worktrees of isolated steps, if any.
@@ -106,7 +125,25 @@ impl DispatchService {
                 held_fds,
             });
         }
+        let workdir = isolated.and(request.workdir.clone());
+        let before = match &self.changes {
+            Some(c) => {
+                crate::changes::before(&**c, &self.in_place, &request, workdir.as_deref()).await
+            }
+            None => None,
+        };
         let reply = self.ctx.agents.run_task(request.clone(), &gate).await;
+        if let (Some(c), Some(before)) = (&self.changes, before) {
+            crate::changes::record(
+                &**c,
+                &self.in_place,
+                &gate,
+                &request,
+                workdir.as_deref(),
+                before,
+            )
+            .await;
+        }
         // A success counts once the step's checks pass in its workspace, before it is merged.
         let reply = crate::checks::judge_step(&self.ctx, &request, &gate, reply).await;
         match isolated {

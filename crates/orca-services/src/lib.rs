@@ -12,9 +12,11 @@
 //! nothing here speaks HTTP. [`Orca`] wires the services together for a binary.
 #![forbid(unsafe_code)]
 
+pub mod acceptance;
 pub mod approval;
 mod budgets;
 mod checks;
+pub mod changes;
 pub mod dispatch;
 pub mod error;
 pub mod events;
@@ -104,6 +106,13 @@ impl Orca {
         workspaces: Option<Arc<dyn orca_core::StepWorkspaces>>,
     ) -> Self {
         self.dispatch = self.dispatch.with_workspaces(workspaces);
+        self
+    }
+
+    /// Records what each step attempt changes (its diff); `None` records nothing.
+    #[must_use]
+    pub fn with_changes(mut self, changes: Option<Arc<dyn orca_core::StepChanges>>) -> Self {
+        self.dispatch = self.dispatch.with_changes(changes);
         self
     }
 

@@ -483,6 +483,22 @@ impl ExecutionService {
         Ok(())
     }
 
+    /// A person's decision on an execution's result (`execution.accepted`, signed, or
+    /// `execution.discarded`), in the plan's run register (the execution's own log is
+    /// sealed). Returns the entry's seq.
+    pub(crate) async fn record_result_decision(
+        &self,
+        plan_id: PlanId,
+        kind: AuditKind,
+        data: Value,
+    ) -> Result<u64> {
+        let entry = self
+            .store()
+            .append(AuditLogId::Runs { plan_id }, NewAuditEntry::new(kind, data))
+            .await?;
+        Ok(entry.seq)
+    }
+
     /// The sandbox a run's steps run under (written before each run of an unfinished
     /// execution).
     pub async fn record_sandbox(&self, execution: &Execution, data: Value) -> Result<()> {

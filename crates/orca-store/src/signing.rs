@@ -278,6 +278,27 @@ pub fn approval_statement(
     orca_core::format::canonical_json(&value).into_bytes()
 }
 
+/// What a person accepting an execution's result signs: the canonical JSON of the execution
+/// id, the id of the result's git tree they were shown, who, when (RFC 3339) and the note.
+#[must_use]
+pub fn acceptance_statement(
+    execution: orca_core::ExecutionId,
+    tree: &str,
+    by: &str,
+    at: OffsetDateTime,
+    note: Option<&str>,
+) -> Vec<u8> {
+    let value = json!({
+        "statement": "orca.acceptance/1",
+        "execution_id": execution.to_string(),
+        "tree": tree,
+        "by": by,
+        "at": rfc3339(at),
+        "note": note,
+    });
+    orca_core::format::canonical_json(&value).into_bytes()
+}
+
 /// What a seal signs: the log it seals (so a seal cannot be moved to another log), how many
 /// entries, their Merkle root and when.
 #[must_use]

@@ -22,6 +22,7 @@ mod live;
 pub mod notify;
 mod pages;
 mod post;
+mod results;
 pub mod server;
 pub mod state;
 pub mod svg;

@@ -163,15 +163,19 @@ pub(crate) async fn inbox_json(State(web): State<Arc<Web>>) -> Response {
     }
 }
 
-pub(crate) async fn inbox(State(web): State<Arc<Web>>) -> Reply {
+pub(crate) async fn inbox(
+    State(web): State<Arc<Web>>,
+    Extension(me): Extension<TokenName>,
+) -> Reply {
     let items = views::inbox(&web.orca)
         .await
         .map_err(|e| error_response(&e))?;
+    let (results, cards) = crate::results::inbox_cards(&web, &me).await;
     let mut body = format!(
-        "<h1>Inbox <span class=\"mut\">({} waiting)</span></h1>",
-        items.len()
+        "<h1>Inbox <span class=\"mut\">({} waiting)</span></h1>{cards}",
+        items.len() + results
     );
-    if items.is_empty() {
+    if items.is_empty() && results == 0 {
         body.push_str("<p class=\"mut\">Nothing waits for a decision.</p>");
     }
     for item in &items {
@@ -580,7 +584,7 @@ pub(crate) async fn execution(
         "<h1>Execution <span class=\"id\">{}</span></h1><p>{} · plan <a class=\"id\" href=\"/plans/{}\">{}</a></p>\
 <div id=\"live\" data-events=\"{}\"{}>{fragment}</div>\
 <noscript><p class=\"mut\">Live updates need JavaScript; reload the page to refresh.</p></noscript>\
-<p><a href=\"/audit?exec={}\">Audit trail of this execution</a></p>",
+{}<p><a href=\"/audit?exec={}\">Audit trail of this execution</a></p>",
         esc(&short_id(&id.to_string())),
         esc(&goal),
         info.plan_id,
@@ -591,6 +595,7 @@ pub(crate) async fn execution(
             format!("/executions/{id}/events")
         },
         if ended { " data-ended=\"1\"" } else { "" },
+        crate::results::section(&web, &me, id).await,
         id
     );
     Ok(Html(page("Execution", &body)).into_response())

@@ -72,6 +72,8 @@ pub fn router(web: Arc<Web>) -> Router {
         .route("/executions/{id}", get(crate::pages::execution))
         .route("/executions/{id}/events", get(crate::live::events))
         .route("/executions/{id}/decide", post(crate::post::decide))
+        .route("/executions/{id}/accept", post(crate::results::accept))
+        .route("/executions/{id}/discard", post(crate::results::discard))
         .route("/audit", get(crate::pages::audit))
         .route("/api/inbox", get(crate::pages::inbox_json))
         .route("/logout", post(crate::pages::logout))

@@ -25,6 +25,11 @@ pub(crate) fn out(text: &str) {
     write_stdout(&crate::ids::abbreviate(text));
 }
 
+/// Writes text for people to stdout as it is (redacted, ids left whole): a diff.
+pub(crate) fn out_raw(text: &str) {
+    write_stdout(text);
+}
+
 /// The version of every `--json` output's shape (`format_version`, first key of every object
 /// printed; in a list, of every item). Bumped when a key changes meaning or goes away.
 pub(crate) const JSON_FORMAT_VERSION: u32 = 1;
@@ -389,7 +394,9 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
                 PlanCommand::Approve { .. }
                     | PlanCommand::Reject { .. }
                     | PlanCommand::Revise { .. }
-            ) | Command::Exec(ExecCommand::Stop { .. })
+            ) | Command::Exec(
+                ExecCommand::Stop { .. } | ExecCommand::Accept { .. } | ExecCommand::Discard { .. }
+            )
         );
     let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
     // What orca writes is checkpointed outside the project afterwards (`checkpoint`).

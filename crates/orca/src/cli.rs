@@ -202,9 +202,10 @@ pub(crate) struct RunOptions {
     /// host (on this host a dead driver is seen at once); renewed every third of it.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) lease_timeout: u64,
-    /// When the execution completes, fast-forward your checked-out branch to its branch
-    /// (`orca/<execution>`, holding the merged results of worktree steps); only when your
-    /// working tree is clean and the move is a fast-forward. Otherwise orca never touches it.
+    /// When the execution completes, accept its result into your checked-out branch, as
+    /// `orca exec accept --yes` does (its branch `orca/<execution>`, holding the merged results
+    /// of worktree steps: a fast-forward or a merge commit; signed and audited); only when your
+    /// working tree is clean and nothing conflicts. Otherwise orca never touches it.
     #[arg(long)]
     pub(crate) apply: bool,
 }
@@ -381,6 +382,50 @@ pub(crate) enum ExecCommand {
         exec: String,
         #[command(flatten)]
         run: RunOptions,
+    },
+    /// What each step changed: its diff (the last attempt of each step, or of STEP), as git
+    /// recorded it before and after the attempt (in place: trees built in a temporary index;
+    /// in a worktree: its branch against where it started). Colour on a terminal. Outside a git
+    /// repository only the list of changed files was recorded.
+    #[command(
+        after_help = "Examples:\n  orca exec diff 01a1fb4a\n  orca exec diff 01a1fb4a build\n  orca exec diff 01a1fb4a --stat\n\nExit codes: 0, 2 unknown execution or step."
+    )]
+    Diff {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// Only this step.
+        step: Option<String>,
+        /// Only the files changed and the lines added and removed.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Accept a completed execution's result (its integration branch, with worktree
+    /// isolation) into the checked-out branch: shows the whole diff and asks, then
+    /// fast-forwards or makes a merge commit naming the execution. Signed and audited, bound
+    /// to the result's tree. Refused, with nothing changed, on a dirty working tree, a
+    /// conflict (listed), or a second decision.
+    #[command(
+        after_help = "Examples:\n  orca exec accept 01a1fb4a\n  orca exec accept 01a1fb4a --yes --note 'reviewed'\n\nExit codes: 0 accepted, 2 refused (nothing changed)."
+    )]
+    Accept {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// A note recorded (and signed) with the decision.
+        #[arg(long)]
+        note: Option<String>,
+        /// Do not show the diff nor ask.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Discard an execution's result: removes its branches and worktrees (its recorded step
+    /// diffs stay). Audited.
+    #[command(after_help = "Examples:\n  orca exec discard 01a1fb4a")]
+    Discard {
+        /// The execution (an id or a unique prefix).
+        exec: String,
+        /// A note recorded with the decision.
+        #[arg(long)]
+        note: Option<String>,
     },
     /// Stop the process driving an execution (on this host), like Ctrl-C in its terminal:
     /// running steps are ended (SIGTERM, grace, SIGKILL) and recorded as interrupted; the

@@ -1,11 +1,11 @@
 //! Worktree isolation in the binary (ADR 0017): picks [`GitWorktrees`] for the project, says
 //! clearly when the project is not in a git repository (isolated steps then run in place),
-//! lists kept worktrees for `exec show`, and `--apply`.
+//! lists kept worktrees for `exec show`, a result's state, and `--apply` (an acceptance).
 
 use std::sync::Arc;
 
-use orca_core::{ExecutionId, PlanContent, StepWorkspaces, WorkspaceError};
-use orca_os::{Applied, GitWorktrees};
+use orca_core::{ExecutionId, Merged, PlanContent, StepChanges, StepWorkspaces};
+use orca_os::{FileChanges, GitWorktrees};
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -31,6 +31,14 @@ pub(crate) async fn workspaces(
     }
 }
 
+/// What records each attempt's changes: git trees in a repository, else the list of files.
+pub(crate) async fn changes(app: &App) -> Arc<dyn StepChanges> {
+    match GitWorktrees::discover(app.root()).await {
+        Ok(git) => Arc::new(git.changes()),
+        Err(_) => Arc::new(FileChanges::new(app.root().to_path_buf())),
+    }
+}
+
 /// The worktrees kept for `exec` (after a failure), as lines for `exec show`, and as JSON.
 pub(crate) async fn kept(app: &App, exec: ExecutionId) -> (Vec<String>, Value) {
     let Ok(git) = GitWorktrees::discover(app.root()).await else {
@@ -48,15 +56,100 @@ pub(crate) async fn kept(app: &App, exec: ExecutionId) -> (Vec<String>, Value) {
     (lines, json!({ "branch": branch, "kept": kept }))
 }
 
-/// `--apply`: fast-forwards the user's checked-out branch to the execution's branch.
-pub(crate) async fn apply(app: &App, exec: ExecutionId) -> Result<String, WorkspaceError> {
-    let git = GitWorktrees::discover(app.root()).await?;
-    let branch = git.branch(exec);
-    Ok(match git.apply(exec).await? {
-        Applied::FastForwarded { to } => {
-            format!("applied: fast-forwarded the checked-out branch to {branch} ({to})")
+/// Where an execution's result stands, for `exec show`: waiting for acceptance (with the
+/// command), accepted or discarded; `None` when it has no result of its own.
+pub(crate) async fn result_line(
+    app: &App,
+    orca: &orca_services::Orca,
+    exec: ExecutionId,
+) -> Option<(String, Value)> {
+    use orca_services::acceptance::{ResultState, state};
+    let git = GitWorktrees::discover(app.root()).await.ok();
+    let ws = git.as_ref().map(|g| g as &dyn StepWorkspaces);
+    match state(orca.executions(), ws, exec).await.ok()? {
+        ResultState::None => None,
+        ResultState::Awaiting { tree } => Some((
+            format!(
+                "result: awaiting acceptance on branch orca/{exec} (tree {tree}): `orca exec accept {exec}` or `orca exec discard {exec}`"
+            ),
+            json!({ "state": "awaiting_acceptance", "tree": tree, "branch": format!("orca/{exec}") }),
+        )),
+        ResultState::Decided(d) => Some((
+            format!("result: {d}"),
+            json!({
+                "state": if d.kind == orca_core::AuditKind::ExecutionAccepted { "accepted" } else { "discarded" },
+                "by": d.by, "at": d.at, "entry": d.seq,
+            }),
+        )),
+    }
+}
+
+/// For `exec list`: whether each execution's result waits for acceptance (completed, with an
+/// integration branch, not yet accepted or discarded).
+pub(crate) async fn awaiting(
+    app: &App,
+    orca: &orca_services::Orca,
+    items: &[orca_store::ExecutionSummary],
+) -> Vec<bool> {
+    let mut awaiting = vec![false; items.len()];
+    let Ok(git) = GitWorktrees::discover(app.root()).await else {
+        return awaiting;
+    };
+    let branches = git.result_branches().await.unwrap_or_default();
+    for (slot, item) in awaiting.iter_mut().zip(items) {
+        let id = item.execution_id;
+        if item.stage == orca_core::ExecutionStage::Completed && branches.contains(&id.to_string())
+        {
+            *slot = matches!(
+                orca_services::acceptance::decided(orca.executions(), id).await,
+                Ok(None)
+            );
         }
-        Applied::UpToDate => format!("applied: the checked-out branch already holds {branch}"),
+    }
+    awaiting
+}
+
+/// `--apply`: accepts the completed execution's result into the checked-out branch, as
+/// `orca exec accept --yes` does (signed and audited, bound to the result's tree as it is now).
+pub(crate) async fn apply(
+    app: &App,
+    orca: &orca_services::Orca,
+    exec: ExecutionId,
+) -> Result<String, String> {
+    use orca_services::acceptance::{ResultState, accept, state};
+    let git = GitWorktrees::discover(app.root())
+        .await
+        .map_err(|e| e.to_string())?;
+    let branch = git.branch(exec);
+    let tree = match state(orca.executions(), Some(&git), exec).await {
+        Ok(ResultState::Awaiting { tree }) => tree,
+        Ok(ResultState::Decided(d)) => return Err(format!("execution {exec} was already {d}")),
+        Ok(ResultState::None) => return Err(format!("execution {exec} has no branch `{branch}`")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let note = Some("run --apply");
+    let (merged, _) = accept(
+        orca.executions(),
+        &git,
+        exec,
+        &tree,
+        &crate::app::user(),
+        note,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(match merged {
+        Merged::FastForward { commit } => {
+            format!(
+                "applied: fast-forwarded the checked-out branch to {branch} ({commit}); accepted, signed"
+            )
+        }
+        Merged::MergeCommit { commit } => {
+            format!("applied: merged {branch} with commit {commit}; accepted, signed")
+        }
+        Merged::UpToDate { .. } => {
+            format!("applied: the checked-out branch already holds {branch}; accepted, signed")
+        }
     })
 }
 

@@ -119,6 +119,7 @@ pub(crate) fn plan_list(items: &[PlanSummary], unreadable: usize) -> String {
 pub(crate) fn exec_list(
     items: &[ExecutionSummary],
     live: &[Option<bool>],
+    awaiting: &[bool],
     unreadable: usize,
 ) -> String {
     if items.is_empty() && unreadable > 0 {
@@ -139,6 +140,8 @@ pub(crate) fn exec_list(
             };
             let stage = if e.awaiting_decision {
                 format!("{base} (decision pending)")
+            } else if awaiting.get(i).copied().unwrap_or(false) {
+                format!("{base} (awaiting acceptance)")
             } else {
                 base
             };

@@ -200,9 +200,11 @@ fn prompt(text: &str) -> Option<String> {
     read_line()
 }
 
-/// Asks a yes/no question on the terminal; only `y` or `yes` is a yes.
+/// Asks a yes/no question on stderr and reads the answer from stdin: only `y` or `yes`
+/// agree (end of input is no).
 pub(crate) fn confirm(question: &str) -> bool {
-    prompt(question).is_some_and(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+    prompt(&format!("{question} [y/N] "))
+        .is_some_and(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
 }
 
 #[async_trait]

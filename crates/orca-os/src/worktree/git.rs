@@ -262,8 +262,40 @@ pub(super) fn check_gitfile(dir: &Path, common: &Path) -> Result<(), WorkspaceEr
 /// Runs `git` in `dir` and returns its standard output; a non-zero exit is an error holding
 /// the command and its standard error. See the module documentation for what it runs with.
 pub(super) async fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
+    run(dir, None, args).await
+}
+
+/// [`git`] with `GIT_INDEX_FILE` set to `index`: a temporary index of orca's own, so the
+/// repository's index is never read as the one to update nor written.
+pub(super) async fn git_with_index(
+    dir: &Path,
+    index: &Path,
+    args: &[&str],
+) -> Result<String, WorkspaceError> {
+    run(dir, Some(index), args).await
+}
+
+/// [`git`]'s standard output whether or not it succeeded (`git merge-tree` reports conflicts
+/// with a non-zero exit); empty if it cannot run.
+pub(super) async fn git_status_output(dir: &Path, args: &[&str]) -> String {
+    let Ok(extra) = neutralizing(dir).await else {
+        return String::new();
+    };
+    command(dir, &extra)
+        .args(args)
+        .output()
+        .await
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+async fn run(dir: &Path, index: Option<&Path>, args: &[&str]) -> Result<String, WorkspaceError> {
     let extra = neutralizing(dir).await?;
-    let out = command(dir, &extra)
+    let mut cmd = command(dir, &extra);
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", index);
+    }
+    let out = cmd
         .args(args)
         .output()
         .await

@@ -146,6 +146,11 @@ impl Gate {
         &self.granted
     }
 
+    /// What a step attempt changed (`step.changes`), under the attempt.
+    pub(crate) async fn record_changes(&self, data: Value) {
+        self.audit(AuditKind::StepChanges, data).await;
+    }
+
     async fn audit(&self, kind: AuditKind, data: Value) {
         let entry = NewAuditEntry::new(kind, data);
         let (log, entry) = match (self.scope, &self.plan_log) {

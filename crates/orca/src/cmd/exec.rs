@@ -32,6 +32,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     "completed",
                     "failed",
                     "stopped",
+                    "awaiting_acceptance",
                 ],
             )?;
             let orca = app.orca(Arc::new(NoHuman));
@@ -48,34 +49,45 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 ));
             }
             let annotated = crate::cmd::driver::annotate_list(app, &listing.items).await?;
-            // The status a person filters on: a pending decision, no live driver, or the stage.
-            let rows: Vec<(orca_store::ExecutionSummary, Value, Option<bool>)> = listing
+            let awaiting = crate::isolation::awaiting(app, &orca, &listing.items).await;
+            // The status a person filters on: a pending decision, no live driver, a result
+            // waiting for acceptance, or the stage.
+            let rows: Vec<(orca_store::ExecutionSummary, Value, Option<bool>, bool)> = listing
                 .items
                 .into_iter()
                 .zip(annotated)
-                .map(|(item, (v, live))| (item, v, live))
+                .zip(awaiting)
+                .map(|((item, (mut v, live)), waits)| {
+                    if waits {
+                        v["result"] = json!("awaiting_acceptance");
+                    }
+                    (item, v, live, waits)
+                })
                 .collect();
             let rows = filter.apply(
                 rows,
-                |(item, _, live)| {
+                |(item, _, live, waits)| {
                     if item.awaiting_decision {
                         "awaiting_decision".to_owned()
                     } else if *live == Some(false) {
                         "interrupted".to_owned()
+                    } else if *waits {
+                        "awaiting_acceptance".to_owned()
                     } else {
                         item.stage.to_string()
                     }
                 },
-                |(item, _, _)| item.created_at,
+                |(item, _, _, _)| item.created_at,
             );
             if app.json {
-                let items: Vec<Value> = rows.into_iter().map(|(_, v, _)| v).collect();
+                let items: Vec<Value> = rows.into_iter().map(|(_, v, _, _)| v).collect();
                 out_json(&json!(items));
             } else {
-                let live: Vec<Option<bool>> = rows.iter().map(|(_, _, l)| *l).collect();
+                let live: Vec<Option<bool>> = rows.iter().map(|(_, _, l, _)| *l).collect();
+                let waits: Vec<bool> = rows.iter().map(|(_, _, _, w)| *w).collect();
                 let items: Vec<orca_store::ExecutionSummary> =
-                    rows.into_iter().map(|(i, _, _)| i).collect();
-                out(&render::exec_list(&items, &live, unreadable));
+                    rows.into_iter().map(|(i, _, _, _)| i).collect();
+                out(&render::exec_list(&items, &live, &waits, unreadable));
             }
             Ok(Exit::Ok)
         }
@@ -106,6 +118,13 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if !lines.is_empty() {
                     value["worktrees"] = worktrees;
                 }
+                let (changed, changes) = crate::cmd::diff::show_lines(&orca, id).await;
+                if !changed.is_empty() {
+                    value["changes"] = changes;
+                }
+                if let Some((_, result)) = crate::isolation::result_line(app, &orca, id).await {
+                    value["result"] = result;
+                }
                 out_json(&value);
             } else {
                 out(&show_text(&orca, &snap, &totals).await);
@@ -116,6 +135,13 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if !lines.is_empty() {
                     out(&lines.join("\n"));
                 }
+                let (changed, _) = crate::cmd::diff::show_lines(&orca, id).await;
+                if !changed.is_empty() {
+                    out(&changed.join("\n"));
+                }
+                if let Some((line, _)) = crate::isolation::result_line(app, &orca, id).await {
+                    out(&line);
+                }
             }
             Ok(Exit::Ok)
         }
@@ -123,6 +149,15 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             let orca = app.orca(hitl_for(app, &run));
             let id = orca.executions().resolve(&exec).await?;
             drive(app, &orca, id, &run).await
+        }
+        ExecCommand::Diff { exec, step, stat } => {
+            crate::cmd::diff::diff(app, &exec, step.as_deref(), stat).await
+        }
+        ExecCommand::Accept { exec, note, yes } => {
+            crate::cmd::accept::accept(app, &exec, note.as_deref(), yes).await
+        }
+        ExecCommand::Discard { exec, note } => {
+            crate::cmd::accept::discard(app, &exec, note.as_deref()).await
         }
         ExecCommand::Stop { exec, reason } => crate::cmd::driver::stop(app, &exec, reason).await,
         ExecCommand::Cancel { exec, reason } => {

@@ -137,6 +137,34 @@ fn line(text: &mut String, e: &ExecEvent, snap: &ExecutionSnapshot) {
             let _ = writeln!(text, "── {step}{attempt} [{agent}] started {when}");
         }
         kind if transcript::is_transcript(kind) => transcript::line(text, e),
+        "step.changes" => {
+            // What the attempt changed (`orca exec diff` shows the lines).
+            if let Ok(c) = serde_json::from_value::<orca_core::RecordedChanges>(e.data.clone()) {
+                let files = c.files.len() + usize::try_from(c.more_files).unwrap_or(usize::MAX);
+                let mut names: Vec<String> = c
+                    .files
+                    .iter()
+                    .take(5)
+                    .map(|f| {
+                        format!(
+                            "{} {}",
+                            f.change.mark(),
+                            crate::cmd::diff::sanitize(&f.path)
+                        )
+                    })
+                    .collect();
+                if files > names.len() {
+                    names.push(format!("… {} more", files - names.len()));
+                }
+                let _ = writeln!(
+                    text,
+                    "   changed {files} file{}{}{}",
+                    if files == 1 { "" } else { "s" },
+                    if names.is_empty() { "" } else { ": " },
+                    names.join(", ")
+                );
+            }
+        }
         kind @ ("task.attempt.completed" | "task.attempt.failed" | "task.attempt.interrupted") => {
             let how = kind.trim_start_matches("task.attempt.");
             let _ = writeln!(text, "── {step}{attempt} {how} {when}");

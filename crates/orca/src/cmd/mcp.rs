@@ -117,7 +117,10 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
         redactor: crate::redact::redactor(),
         elicitation,
     };
-    let server = OrcaMcp::new(app.orca(Arc::new(NoHuman)), host, settings);
+    let orca = app
+        .orca(Arc::new(NoHuman))
+        .with_changes(Some(crate::isolation::changes(app).await));
+    let server = OrcaMcp::new(orca, host, settings);
     orca_mcp::serve_stdio(server)
         .await
         .map_err(|e| CliError::internal(e.to_string()))?;

@@ -1,9 +1,11 @@
 //! One module per command family; `app` only wires and dispatches.
 
+pub(crate) mod accept;
 pub(crate) mod agents;
 pub(crate) mod ask;
 pub(crate) mod audit;
 pub(crate) mod config;
+pub(crate) mod diff;
 pub(crate) mod driver;
 pub(crate) mod events;
 pub(crate) mod exec;

@@ -144,7 +144,7 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                     let digest = current.content().digest();
                     say(&render_plan(&current));
                     if !crate::term::confirm(&format!(
-                        "approve exactly this content (digest {digest})? [y/N] "
+                        "approve exactly this content (digest {digest})?"
                     )) {
                         say(&format!("not approved: {id} stays a proposal"));
                         return Ok(Exit::Ok);

@@ -188,6 +188,7 @@ pub(crate) async fn drive(
         let runner = orca
             .clone()
             .with_workspaces(workspaces)
+            .with_changes(Some(crate::isolation::changes(app).await))
             .runner(config, progress);
         let cancel = CancellationToken::new();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.
@@ -200,7 +201,7 @@ pub(crate) async fn drive(
         let report = report?;
         let code = finish(app, orca, &report).await?;
         if options.apply && matches!(report.outcome, RunOutcome::Completed) {
-            match crate::isolation::apply(app, report.execution_id).await {
+            match crate::isolation::apply(app, orca, report.execution_id).await {
                 Ok(line) => app.info(&line),
                 Err(e) => say(&format!("not applied: {e}")),
             }

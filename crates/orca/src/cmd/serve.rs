@@ -263,7 +263,9 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         poll: Duration::from_millis(500),
     };
     let web = Arc::new(Web::new(
-        app.orca(Arc::new(NoHuman)),
+        app.orca(Arc::new(NoHuman))
+            .with_workspaces(crate::isolation::workspaces(&app, None).await)
+            .with_changes(Some(crate::isolation::changes(&app).await)),
         app.store().clone(),
         tokens,
         Arc::new(Resume {

@@ -158,7 +158,8 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
     // ADR 0017: isolated steps get their worktrees here too (none outside a git repository).
     let orca = Arc::new(
         app.orca(Arc::new(NoHuman))
-            .with_workspaces(crate::isolation::workspaces(app, None).await),
+            .with_workspaces(crate::isolation::workspaces(app, None).await)
+            .with_changes(Some(crate::isolation::changes(app).await)),
     );
     let cancel = CancellationToken::new();
     {

@@ -360,3 +360,48 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     );
     d.call("DELETE", "", None).await;
 }
+
+/// The execution page's diff view in Chromium on a phone-sized window (390 px): it renders,
+/// the step's HTML stays text, and nothing makes the page wider than the window (a long diff
+/// line scrolls inside its own box).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_diff_view_fits_a_phone_in_chromium() {
+    let (p, exec) = crate::web_results::project_with_a_result();
+    let token = p.token("phone");
+    let server = Server::start(&p, &[]);
+    let profile = p.dir.path().join("chromium-profile");
+    let d = Driver::start(&profile).await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 390, "height": 844 })),
+    )
+    .await;
+    d.goto(&server.url(&format!("/login?token={token}"))).await;
+    d.goto(&server.url(&format!("/executions/{exec}"))).await;
+    let lines = d.find_all("pre.diff span").await.len();
+    let diff = d.text("pre.diff").await;
+    assert!(lines > 0, "the diff view renders");
+    assert!(diff.contains("<script>alert(1)</script>"), "{diff}");
+    let widths = d
+        .call(
+            "POST",
+            "/execute/sync",
+            Some(json!({
+                "script": "return [document.documentElement.scrollWidth, window.innerWidth, document.querySelectorAll('script:not([src])').length];",
+                "args": []
+            })),
+        )
+        .await;
+    println!("diff lines: {lines}; page width, window width, inline scripts: {widths}");
+    let (page, window) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
+    assert!(window <= 400, "control: a phone-sized window ({window})");
+    assert!(page <= window, "the page overflows: {page} > {window}");
+    assert_eq!(widths[2], 0, "a step's <script> became a script");
+    let shots = std::env::var_os("ORCA_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| p.dir.path().join("screenshots"));
+    std::fs::create_dir_all(&shots).unwrap();
+    d.screenshot(&shots, "execution-diff-phone.png").await;
+    d.call("DELETE", "", None).await;
+}

@@ -37,6 +37,15 @@ async fn tools_are_a_contract_and_none_can_approve() {
     );
     assert!(approving.is_empty(), "{approving:?}");
     assert!(tools.len() >= 10, "{tools:?}");
+    // Accepting an execution's result is a human's decision, like approving: no tool for it.
+    let accepting: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.contains("accept") || n.contains("discard") || n.contains("merge"))
+        .collect();
+    assert!(accepting.is_empty(), "{accepting:?}");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"step_diff"), "control: {names:?}");
     insta::assert_json_snapshot!("mcp_tools", tools);
     client.cancel().await.unwrap();
 }
@@ -222,6 +231,34 @@ async fn an_agent_runs_an_approved_plan_and_answers_a_retry() {
     )
     .await;
     assert!(output.to_string().contains("recovered"), "{output}");
+    // What the step changed: outside a git repository, the list of files.
+    let diff = ok(
+        &client,
+        "step_diff",
+        json!({"execution": exec, "step": "first"}),
+    )
+    .await;
+    println!("step_diff: {diff}");
+    assert_eq!(diff["recorded"], true, "{diff}");
+    assert_eq!(
+        diff["changes"]["files"],
+        json!([{"path": "first.txt", "change": "added"}]),
+        "{diff}"
+    );
+    assert!(
+        diff["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not in a git repository"),
+        "{diff}"
+    );
+    let unknown = call(
+        &client,
+        "step_diff",
+        json!({"execution": exec, "step": "nosuch"}),
+    )
+    .await;
+    assert!(unknown.is_err() || unknown.as_ref().unwrap().is_error == Some(true));
     assert_eq!(
         std::fs::read_to_string(p.root.join("first.txt")).unwrap(),
         "first\n"

@@ -160,6 +160,12 @@ impl Report<'_> {
         let mut registered = BTreeMap::new();
         if self.files.audit_path(runs).exists() && self.log(runs).await?.is_some() {
             for e in store.entries(runs).await? {
+                if e.kind == orca_core::AuditKind::ExecutionAccepted
+                    && let Err(problem) =
+                        orca_services::acceptance::check_entry(&store.authority(), &e)
+                {
+                    self.problem(self.files.audit_path(runs), Some(e.seq), problem);
+                }
                 if e.kind == orca_core::AuditKind::ExecutionCreated
                     && let Some(x) = e
                         .data
