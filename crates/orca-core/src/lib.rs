@@ -90,8 +90,8 @@ pub mod agent;
 pub mod audit_kind;
 pub mod backoff;
 mod canonical;
-pub mod check;
 pub mod changes;
+pub mod check;
 pub mod context;
 pub mod error;
 pub mod execution;
@@ -119,8 +119,8 @@ pub use agent::{
 };
 pub use audit_kind::{AuditKind, UNDER_EXECUTION};
 pub use backoff::Backoff;
-pub use check::{Check, CheckRun, CheckVerdict, ChecksRequest};
 pub use changes::{ChangedFile, FileChange, RecordedChanges, Snapshot, StepChanges};
+pub use check::{Check, CheckRun, CheckVerdict, ChecksRequest};
 pub use context::{
     ContextLimits, DependencySummary, PreviousAttempt, TaskContext, build_context,
     build_context_with,

@@ -18,8 +18,8 @@
 //! **Architecture Invariant:** nothing here knows about models, agents or plans beyond the
 //! ids and ports of `orca-core`.
 
-pub mod idle;
 pub mod file_changes;
+pub mod idle;
 pub mod process;
 pub mod process_group;
 pub mod protected;

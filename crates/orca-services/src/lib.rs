@@ -15,8 +15,8 @@
 pub mod acceptance;
 pub mod approval;
 mod budgets;
-mod checks;
 pub mod changes;
+mod checks;
 pub mod dispatch;
 pub mod error;
 pub mod events;
