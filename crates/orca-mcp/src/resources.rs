@@ -135,6 +135,7 @@ impl OrcaMcp {
                 .map_err(|e| not_found(format!("{uri}: {}", error_chain(&e))))?;
             let mut value = view::snapshot(&snap);
             value["decision"] = json!(view::pending_decision(&snap.execution.value));
+            value["status"] = json!(self.status(&snap.execution.value).await.as_str());
             value["driver"] = json!(self.driver(&snap.execution.value).await);
             return Ok(value);
         }

@@ -271,6 +271,7 @@ impl OrcaMcp {
         let id = tri!(self, orca.executions().resolve(&args.execution).await);
         let snap = tri!(self, orca.executions().get(id).await);
         let mut value = view::snapshot(&snap);
+        value["status"] = json!(self.status(&snap.execution.value).await.as_str());
         value["driver"] = json!(self.driver(&snap.execution.value).await);
         value["decision"] = json!(view::pending_decision(&snap.execution.value));
         self.ok(value)
@@ -311,6 +312,7 @@ impl OrcaMcp {
                     "execution_id": id,
                     "plan_id": info.plan_id,
                     "stage": stage,
+                    "status": self.status(&snap.execution.value).await.as_str(),
                     "ended": stage.is_terminal(),
                     "driver": self.driver(&snap.execution.value).await,
                     "decision": decision,
@@ -468,6 +470,35 @@ impl OrcaMcp {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// An execution's status, in the words of every surface (`orca_services::status`).
+    pub(crate) async fn status(&self, execution: &Execution) -> orca_services::status::Status {
+        use orca_services::acceptance::{ResultState, state};
+        let stage = execution.stage();
+        let driven = if stage.is_terminal() {
+            None
+        } else {
+            let driver = self.driver(execution).await;
+            Some(driver.as_ref().is_some_and(|d| d["state"] == "running"))
+        };
+        let orca = &self.inner.orca;
+        let awaiting = stage == ExecutionStage::Completed
+            && matches!(
+                state(
+                    orca.executions(),
+                    orca.dispatch().workspaces().map(|w| &**w),
+                    execution.id()
+                )
+                .await,
+                Ok(ResultState::Awaiting { .. })
+            );
+        orca_services::status::Status::of(
+            stage,
+            execution.decision().is_some_and(|d| d.answer.is_none()),
+            driven,
+            awaiting,
+        )
     }
 
     /// Who drives an execution now.

@@ -30,6 +30,7 @@ pub mod orca_service;
 pub mod planning;
 pub mod runner;
 pub mod short_ids;
+pub mod status;
 mod takeover;
 pub mod tools;
 pub mod transitions;

@@ -86,6 +86,16 @@ pub fn badge(text: &str) -> String {
     format!("<span class=\"badge b-{0}\">{0}</span>", esc(text))
 }
 
+/// An execution's status badge: the token as its class, the words as its text (the same
+/// vocabulary as the command line's).
+pub fn status_badge(status: orca_services::status::Status) -> String {
+    format!(
+        "<span class=\"badge b-{}\">{}</span>",
+        status.as_str(),
+        esc(status.words())
+    )
+}
+
 /// A hidden action-token field.
 #[must_use]
 pub fn nonce_field(nonce: &str) -> String {

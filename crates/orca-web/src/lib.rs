@@ -17,6 +17,7 @@
 
 pub mod action_tokens;
 pub mod error;
+mod exec_list;
 pub mod html;
 mod live;
 pub mod notify;

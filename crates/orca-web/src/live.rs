@@ -12,7 +12,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use orca_core::{AttemptOutcome, DecisionRequest, Execution, ExecutionId, Task};
 
-use crate::html::{badge, cut, esc, nonce_field, secs, when};
+use crate::html::{badge, cut, esc, nonce_field, secs, status_badge, when};
 use crate::state::Web;
 use crate::tokens::TokenName;
 use crate::views::{self, ExecutionView};
@@ -30,8 +30,9 @@ fn decision_box(id: ExecutionId, request: &DecisionRequest, nonce: &dyn Fn() -> 
         } => {
             let _ = write!(
                 out,
-                "<p>Step <code>{}</code> failed after {attempts} attempt(s): {}</p>{}",
+                "<p>Step <code>{}</code> failed after {}: {}</p>{}",
                 esc(step_id.as_str()),
+                orca_core::plural::count(*attempts, "attempt", "attempts"),
                 esc(&failure.message),
                 failure
                     .output
@@ -131,7 +132,7 @@ fn render(view: &ExecutionView, nonce: &dyn Fn() -> String) -> String {
         .count();
     let mut out = format!(
         "<p class=\"status\">{} {done}/{} steps done · {}</p>",
-        badge(&e.stage().to_string()),
+        status_badge(view.status()),
         view.snapshot.tasks.len(),
         if views::driven(view) {
             "driven by a live process".to_owned()
@@ -178,15 +179,25 @@ fn render(view: &ExecutionView, nonce: &dyn Fn() -> String) -> String {
             }
         }
     }
+    // Usage and cost only when a model was called (a run of shell steps has none).
     let u = view.usage;
-    let _ = write!(
-        out,
-        "<p class=\"mut\">usage: {} input + {} output tokens · cost ${}.{:06}</p>",
-        u.input_tokens,
-        u.output_tokens,
-        u.cost_micro_usd / 1_000_000,
-        u.cost_micro_usd % 1_000_000
-    );
+    if u.input_tokens + u.output_tokens + u.cost_micro_usd > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"mut\">usage: {} input + {} output tokens{}</p>",
+            u.input_tokens,
+            u.output_tokens,
+            if u.cost_micro_usd > 0 {
+                format!(
+                    " · cost ${}.{:06}",
+                    u.cost_micro_usd / 1_000_000,
+                    u.cost_micro_usd % 1_000_000
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     if let Some(plan) = &view.plan {
         out.push_str(&crate::svg::dag(
             plan.content(),

@@ -445,7 +445,7 @@ pub(crate) async fn plan(
         && !listing.items.is_empty()
     {
         body.push_str("<h2>Executions</h2>");
-        body.push_str(&exec_table(&listing.items));
+        body.push_str(&crate::exec_list::exec_table(&web, &listing.items).await);
     }
     let _ = write!(
         body,
@@ -525,37 +525,13 @@ pub(crate) async fn approve_confirm(
     Ok(Html(page("Approve", &body)).into_response())
 }
 
-fn exec_table(items: &[orca_store::ExecutionSummary]) -> String {
-    let mut out = String::from(
-        "<table><tr><th>Execution</th><th>Stage</th><th>Done</th><th class=\"opt\">Plan</th><th class=\"opt\">Created</th></tr>",
-    );
-    for e in items {
-        let _ = write!(
-            out,
-            "<tr><td><a class=\"id\" href=\"/executions/{0}\">{1}</a></td><td>{2}{3}</td><td>{4}/{5}</td><td class=\"opt\"><a class=\"id\" href=\"/plans/{6}\">{7}</a></td><td class=\"opt\">{8}</td></tr>",
-            e.execution_id,
-            esc(&short_id(&e.execution_id.to_string())),
-            badge(&e.stage.to_string()),
-            if e.awaiting_decision {
-                format!(" {}", badge("waiting"))
-            } else {
-                String::new()
-            },
-            e.completed,
-            e.total,
-            e.plan_id,
-            esc(&short_id(&e.plan_id.to_string())),
-            esc(&when(e.created_at))
-        );
-    }
-    out.push_str("</table>");
-    out
-}
-
 pub(crate) async fn executions(State(web): State<Arc<Web>>) -> Response {
     match web.orca.executions().list(None).await {
         Ok(listing) => {
-            let mut body = format!("<h1>Executions</h1>{}", exec_table(&listing.items));
+            let mut body = format!(
+                "<h1>Executions</h1>{}",
+                crate::exec_list::exec_table(&web, &listing.items).await
+            );
             problems(&mut body, &listing.problems);
             Html(page("Executions", &body)).into_response()
         }

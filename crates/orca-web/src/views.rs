@@ -88,7 +88,8 @@ impl InboxItem {
                 DecisionRequest::Deviation {
                     attempts, failure, ..
                 } => format!(
-                    "step `{step_id}` failed after {attempts} attempt(s): {} — retry, replan or stop?",
+                    "step `{step_id}` failed after {}: {} — retry, replan or stop?",
+                    orca_core::plural::count(*attempts, "attempt", "attempts"),
                     failure.message
                 ),
                 DecisionRequest::Interruption {
@@ -209,6 +210,22 @@ pub struct ExecutionView {
     pub usage: UsageTotals,
     /// Who answered the last decision (from the audit log), if any.
     pub last_decision_by: Option<String>,
+    /// Its completed result waits on its branch for acceptance.
+    pub awaiting_acceptance: bool,
+}
+
+impl ExecutionView {
+    /// Its status, in the words of every surface.
+    #[must_use]
+    pub fn status(&self) -> orca_services::status::Status {
+        let e = &self.snapshot.execution.value;
+        orca_services::status::Status::of(
+            e.stage(),
+            e.decision().is_some_and(|d| d.answer.is_none()),
+            (!e.stage().is_terminal()).then(|| driven(self)),
+            self.awaiting_acceptance,
+        )
+    }
 }
 
 /// Reads one execution.
@@ -251,12 +268,22 @@ pub async fn execution(
             usage.cost_micro_usd += get("cost_micro_usd");
         }
     }
+    let awaiting_acceptance = matches!(
+        orca_services::acceptance::state(
+            orca.executions(),
+            orca.dispatch().workspaces().map(|w| &**w),
+            id
+        )
+        .await,
+        Ok(orca_services::acceptance::ResultState::Awaiting { .. })
+    );
     Ok(ExecutionView {
         snapshot,
         plan,
         lease,
         usage,
         last_decision_by,
+        awaiting_acceptance,
     })
 }
 

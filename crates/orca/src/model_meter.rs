@@ -237,7 +237,10 @@ pub(crate) fn usage_text(u: &Usage, rate: Option<f64>) -> String {
             u.cache_read_tokens, u.cache_write_tokens
         ));
     }
-    text.push_str(&format!("), {} turn(s)", u.turns));
+    text.push_str(&format!(
+        "), {}",
+        orca_core::plural::count(u.turns, "turn", "turns")
+    ));
     if u.cost_micro_usd > 0 {
         let c = u.cost_micro_usd;
         text.push_str(&format!(", ${}.{:06}", c / 1_000_000, c % 1_000_000));
@@ -297,7 +300,7 @@ mod tests {
         };
         assert_eq!(
             usage_text(&u, Some(21.49)),
-            "1284 tokens (in 1000, out 234, cache read 50, written 0), 3 turn(s), $0.001234, 21.5 tok/s"
+            "1284 tokens (in 1000, out 234, cache read 50, written 0), 3 turns, $0.001234, 21.5 tok/s"
         );
     }
 }

@@ -134,17 +134,13 @@ pub(crate) fn exec_list(
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let base = match live.get(i).copied().flatten() {
-                Some(false) => "interrupted".to_owned(),
-                _ => e.stage.to_string(),
-            };
-            let stage = if e.awaiting_decision {
-                format!("{base} (decision pending)")
-            } else if awaiting.get(i).copied().unwrap_or(false) {
-                format!("{base} (awaiting acceptance)")
-            } else {
-                base
-            };
+            let stage = orca_services::status::Status::of(
+                e.stage,
+                e.awaiting_decision,
+                live.get(i).copied().flatten(),
+                awaiting.get(i).copied().unwrap_or(false),
+            )
+            .to_string();
             vec![
                 crate::ids::exec(e.execution_id),
                 crate::ids::plan(e.plan_id),
@@ -154,7 +150,7 @@ pub(crate) fn exec_list(
             ]
         })
         .collect();
-    table(&["EXECUTION", "PLAN", "STAGE", "DONE", "CREATED"], &rows)
+    table(&["EXECUTION", "PLAN", "STATUS", "DONE", "CREATED"], &rows)
 }
 
 /// The status a person reads: a step whose last attempt was cancelled or interrupted did not
@@ -174,7 +170,19 @@ fn task_line(task: &Task) -> (String, String, String) {
     let attempts = task.attempts().len() + usize::from(matches!(task, Task::Running(_)));
     let detail = match task {
         Task::Completed(t) => crate::term::headline(&t.result.summary),
-        Task::Failed(f) => clip(&f.last_failure().to_string().replace('\n', " "), 70),
+        Task::Failed(f) => {
+            // "interrupted: interrupted: …" said the code twice when the message starts with it.
+            let failure = f.last_failure();
+            let text = if failure
+                .message
+                .starts_with(&format!("{}:", failure.code.as_str()))
+            {
+                failure.message.clone()
+            } else {
+                failure.to_string()
+            };
+            clip(&text.replace('\n', " "), 70)
+        }
         Task::Skipped(s) => s.reason.clone(),
         Task::Running(r) => format!(
             "attempt {} on pid {} ({})",
@@ -214,32 +222,41 @@ fn cost(u: &orca_core::Usage) -> String {
 
 /// The total line: step time, tokens (in/out), turns and cost.
 pub(crate) fn total_line(total: &orca_services::events::StepTotals) -> String {
+    use orca_core::plural::count;
     let u = &total.usage;
-    format!(
-        "Total:     {} attempt(s), {} in steps, {} tokens (in {}, out {}), {} model turn(s), cost {}",
-        total.attempts,
+    let mut line = format!(
+        "Total:     {}, {} in steps",
+        count(total.attempts, "attempt", "attempts"),
         seconds(total.duration_ms),
-        u.total_tokens(),
-        u.input_tokens,
-        u.output_tokens,
-        u.turns,
-        if u.cost_micro_usd == 0 {
-            "unknown or none".to_owned()
-        } else {
-            cost(u)
-        }
-    )
+    );
+    // Usage and cost only when a model was called (a run of shell steps has none).
+    if u.turns > 0 || u.total_tokens() > 0 {
+        line.push_str(&format!(
+            ", {} tokens (in {}, out {}), {}, cost {}",
+            u.total_tokens(),
+            u.input_tokens,
+            u.output_tokens,
+            count(u.turns, "model turn", "model turns"),
+            if u.cost_micro_usd == 0 {
+                "unknown or none".to_owned()
+            } else {
+                cost(u)
+            }
+        ));
+    }
+    line
 }
 
 pub(crate) fn exec_show(
     snapshot: &ExecutionSnapshot,
     plan: Option<&Plan>,
+    status: orca_services::status::Status,
     totals: &Totals,
 ) -> String {
     let e = &snapshot.execution.value;
     let info = e.info();
     let mut out = String::new();
-    let _ = writeln!(out, "Execution {} ({})", info.id, e.stage());
+    let _ = writeln!(out, "Execution {} ({status})", info.id);
     let _ = writeln!(
         out,
         "Plan:      {}{}",
@@ -373,12 +390,16 @@ pub(crate) fn plan_graph(plan: &Plan) -> String {
     }
     let _ = writeln!(
         out,
-        "critical path: {} step(s); widest layer: {} step(s)",
-        depth,
-        (0..depth)
-            .map(|l| level.iter().filter(|x| **x == l).count())
-            .max()
-            .unwrap_or(0)
+        "critical path: {}; widest layer: {}",
+        orca_core::plural::count(depth, "step", "steps"),
+        orca_core::plural::count(
+            (0..depth)
+                .map(|l| level.iter().filter(|x| **x == l).count())
+                .max()
+                .unwrap_or(0),
+            "step",
+            "steps"
+        )
     );
     out
 }

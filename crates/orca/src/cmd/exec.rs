@@ -1,5 +1,6 @@
 //! `orca exec …`: list, show, resume, stop, cancel, decide.
 
+use orca_services::status::Status;
 use std::sync::Arc;
 
 use orca_core::Decision;
@@ -22,19 +23,8 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             crate::cmd::retry::retry(app, &exec, from.as_deref(), &run).await
         }
         ExecCommand::List { plan, filter } => {
-            let filter = crate::cmd::filter::Filter::new(
-                &filter,
-                &[
-                    "pending",
-                    "running",
-                    "interrupted",
-                    "awaiting_decision",
-                    "completed",
-                    "failed",
-                    "stopped",
-                    "awaiting_acceptance",
-                ],
-            )?;
+            let statuses: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+            let filter = crate::cmd::filter::Filter::new(&filter, &statuses)?;
             let orca = app.orca(Arc::new(NoHuman));
             let plan = match plan {
                 Some(p) => Some(orca.planning().resolve(&p).await?),
@@ -61,21 +51,17 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     if waits {
                         v["result"] = json!("awaiting_acceptance");
                     }
+                    let status = Status::of(item.stage, item.awaiting_decision, live, waits);
+                    v["status"] = json!(status.as_str());
                     (item, v, live, waits)
                 })
                 .collect();
             let rows = filter.apply(
                 rows,
                 |(item, _, live, waits)| {
-                    if item.awaiting_decision {
-                        "awaiting_decision".to_owned()
-                    } else if *live == Some(false) {
-                        "interrupted".to_owned()
-                    } else if *waits {
-                        "awaiting_acceptance".to_owned()
-                    } else {
-                        item.stage.to_string()
-                    }
+                    Status::of(item.stage, item.awaiting_decision, *live, *waits)
+                        .as_str()
+                        .to_owned()
                 },
                 |(item, _, _, _)| item.created_at,
             );
@@ -108,8 +94,21 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
             let lease = app.store.lease(id).await?;
             let stage = snap.execution.value.stage();
             let totals = crate::app::totals(app, id).await?;
+            let result = crate::isolation::result_line(app, &orca, id).await;
+            let status = Status::of(
+                stage,
+                snap.execution
+                    .value
+                    .decision()
+                    .is_some_and(|d| d.answer.is_none()),
+                (!stage.is_terminal()).then(|| crate::cmd::driver::is_live(lease.as_ref())),
+                result
+                    .as_ref()
+                    .is_some_and(|(_, v)| v["state"] == "awaiting_acceptance"),
+            );
             if app.json {
                 let mut value = orca_services::execution::snapshot_json(&snap);
+                value["status"] = json!(status.as_str());
                 value["totals"] = crate::app::totals_json(&totals);
                 if let Some(d) = crate::cmd::driver::driver_json(id, stage, lease.as_ref()) {
                     value["driver"] = d;
@@ -122,12 +121,12 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if !changed.is_empty() {
                     value["changes"] = changes;
                 }
-                if let Some((_, result)) = crate::isolation::result_line(app, &orca, id).await {
+                if let Some((_, result)) = result {
                     value["result"] = result;
                 }
                 out_json(&value);
             } else {
-                out(&show_text(&orca, &snap, &totals).await);
+                out(&show_text(&orca, &snap, status, &totals).await);
                 if let Some(line) = crate::cmd::driver::driver_text(id, stage, lease.as_ref()) {
                     out(&line);
                 }
@@ -139,7 +138,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                 if !changed.is_empty() {
                     out(&changed.join("\n"));
                 }
-                if let Some((line, _)) = crate::isolation::result_line(app, &orca, id).await {
+                if let Some((line, _)) = result {
                     out(&line);
                 }
             }
@@ -202,6 +201,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
 pub(crate) async fn show_text(
     orca: &orca_services::Orca,
     snap: &orca_store::ExecutionSnapshot,
+    status: Status,
     totals: &render::Totals,
 ) -> String {
     let plan = orca
@@ -209,5 +209,5 @@ pub(crate) async fn show_text(
         .plan(snap.execution.value.info().plan_id)
         .await
         .ok();
-    render::exec_show(snap, plan.as_ref(), totals)
+    render::exec_show(snap, plan.as_ref(), status, totals)
 }

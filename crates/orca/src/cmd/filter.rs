@@ -17,7 +17,12 @@ pub(crate) struct Filter {
 impl Filter {
     /// Checks `args` against the stages a list can show.
     pub(crate) fn new(args: &ListFilter, stages: &[&str]) -> Result<Self, CliError> {
-        let status = match &args.status {
+        // `awaiting decision`, `awaiting-decision` and `awaiting_decision` are one status.
+        let normalized = args
+            .status
+            .as_ref()
+            .map(|s| s.trim().to_ascii_lowercase().replace([' ', '-'], "_"));
+        let status = match &normalized {
             Some(s) if !stages.contains(&s.as_str()) => {
                 return Err(CliError::bad_input(format!(
                     "--status {s}: expected one of {}",

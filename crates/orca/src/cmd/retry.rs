@@ -28,6 +28,7 @@ pub(crate) async fn retry(
         .fork(source, from.as_ref(), &user(), holder())
         .await?;
     crate::ids::learn_exec(fork.execution_id);
+    supersede(app, &orca, source, fork.execution_id).await?;
     let names = |steps: &[StepId]| {
         if steps.is_empty() {
             "none".to_owned()
@@ -40,11 +41,41 @@ pub(crate) async fn retry(
         }
     };
     app.info(&format!(
-        "execution {} retries {source}: reusing the recorded results of {} step(s) ({}); running {}",
+        "execution {} retries {source}: reusing the recorded results of {} ({}); running {}",
         fork.execution_id,
-        fork.reused.len(),
+        orca_core::plural::count(fork.reused.len(), "step", "steps"),
         names(&fork.reused),
         names(&fork.to_run),
     ));
     drive(app, &orca, fork.execution_id, options).await
+}
+
+/// The source of a retry, left waiting for a decision or interrupted with no process driving
+/// it, is ended (`stopped`, naming the retry): its work goes on in the new execution, and it no
+/// longer waits in `exec list` or the web inbox. One a live process drives, or that has ended,
+/// is left as it is.
+async fn supersede(
+    app: &App,
+    orca: &orca_services::Orca,
+    source: orca_core::ExecutionId,
+    retry: orca_core::ExecutionId,
+) -> Result<(), CliError> {
+    let header = orca.executions().header(source).await?;
+    if header.value.stage().is_terminal()
+        || crate::cmd::driver::is_live(app.store().lease(source).await?.as_ref())
+    {
+        return Ok(());
+    }
+    orca.executions()
+        .stop(
+            source,
+            &user(),
+            Some(format!(
+                "superseded by `orca exec retry`: execution {retry}"
+            )),
+        )
+        .await?;
+    orca.executions().seal_if_ended(source).await?;
+    app.info(&format!("stopped {source}: its work goes on in {retry}"));
+    Ok(())
 }

@@ -242,6 +242,18 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
     let log = ExecutionService::log(info.plan_id, info.id);
     let verify = app.store.verify(log).await?;
     let stage = snap.execution.value.stage();
+    // This process drove it and has stopped driving it.
+    let status = orca_services::status::Status::of(
+        stage,
+        snap.execution
+            .value
+            .decision()
+            .is_some_and(|d| d.answer.is_none()),
+        Some(false),
+        crate::isolation::result_line(app, orca, info.id)
+            .await
+            .is_some_and(|(_, v)| v["state"] == "awaiting_acceptance"),
+    );
     let (exit, outcome, detail) = match &report.outcome {
         RunOutcome::Completed => (Exit::Ok, "completed", None),
         RunOutcome::Failed { reason } => (Exit::ExecutionFailed, "failed", Some(reason.clone())),
@@ -250,8 +262,8 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
             Exit::Interrupted,
             "interrupted",
             Some(format!(
-                "stopped; {} running step(s) interrupted; continue with `orca exec resume {}`",
-                steps.len(),
+                "stopped; {} interrupted; continue with `orca exec resume {}`",
+                orca_core::plural::count(steps.len(), "running step", "running steps"),
                 info.id
             )),
         ),
@@ -289,6 +301,7 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
             "execution_id": info.id,
             "plan_id": info.plan_id,
             "stage": stage,
+            "status": status.as_str(),
             "outcome": outcome,
             "detail": detail,
             "tasks": tasks,
@@ -299,7 +312,7 @@ pub(crate) async fn finish(app: &App, orca: &Orca, report: &RunReport) -> Result
         // The outcome is in the exit code; the id is for the next command.
         crate::app::out_id(&info.id);
     } else {
-        out(&render::exec_show(&snap, plan.as_ref(), &totals));
+        out(&render::exec_show(&snap, plan.as_ref(), status, &totals));
         let audit = match &verify {
             VerifyReport::Intact { entries, sealed } => {
                 format!(

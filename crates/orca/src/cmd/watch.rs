@@ -63,13 +63,18 @@ pub(crate) async fn watch(
             || (waiting && !driven)
             || (stage == ExecutionStage::Pending && !driven && settled);
         if ended {
+            let awaits = crate::isolation::result_line(app, &orca, id)
+                .await
+                .is_some_and(|(_, v)| v["state"] == "awaiting_acceptance");
+            let status = orca_services::status::Status::of(stage, waiting, Some(driven), awaits);
             if app.json() {
-                out_json(
-                    &json!({ "execution_id": id, "stage": stage, "awaiting_decision": waiting }),
-                );
+                out_json(&json!({
+                    "execution_id": id, "stage": stage, "status": status.as_str(),
+                    "awaiting_decision": waiting,
+                }));
             } else {
                 let totals = crate::app::totals(app, id).await?;
-                out(&crate::cmd::exec::show_text(&orca, &snap, &totals).await);
+                out(&crate::cmd::exec::show_text(&orca, &snap, status, &totals).await);
             }
             return Ok(match stage {
                 ExecutionStage::Completed => Exit::Ok,

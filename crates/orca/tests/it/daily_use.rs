@@ -224,3 +224,122 @@ fn the_mcp_server_starts_for_a_named_root_without_a_project() {
     assert_eq!(answer["result"]["serverInfo"]["name"], "orca", "{answer}");
     assert!(root.join(".orca").is_dir());
 }
+
+/// One word per state on every surface of the command line: a run stopped with `exec stop`
+/// is `interrupted` in `exec show` (text and `--json`), `exec list` and its `--status` filter;
+/// a run waiting for a decision is `awaiting decision` / `awaiting_decision` everywhere.
+#[test]
+fn states_have_one_word_on_every_surface() {
+    use crate::escape_support::{Site, Step};
+    let site = Site::new(false);
+    let started = site.mark("started").display().to_string();
+    let slow = site.plan(
+        "slow",
+        &[Step::new(
+            "slow",
+            format!("echo up > {started}; sleep 60"),
+            None,
+        )],
+    );
+    let mut run = site.spawn(&[], &["run", &slow, "--yes"]);
+    site.wait_mark("started", "up");
+    let stopped = site.only_exec();
+    assert!(site.orca(&[], &["exec", "stop", &stopped]).status.success());
+    let _ = run.wait();
+    let failing = site.outside.join("failing.json");
+    std::fs::write(
+        &failing,
+        serde_json::json!({
+            "goal": "fail once", "assumptions": ["a"], "risks": ["r"], "verification": ["v"],
+            "steps": [{ "id": "bad", "agent": "shell", "description": "fails",
+                        "command": "exit 1", "max_attempts": 1 }]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let failing = failing.display().to_string();
+    let (c, v) = site.json(&[], &["run", &failing, "--yes"]);
+    assert_eq!(c, 4, "{v}");
+    let waiting = v["execution_id"].as_str().unwrap().to_owned();
+    assert_eq!(v["status"], "awaiting_decision", "{v}");
+    let mut mismatches = Vec::new();
+    for (exec, token, words) in [
+        (&stopped, "interrupted", "interrupted"),
+        (&waiting, "awaiting_decision", "awaiting decision"),
+    ] {
+        let text =
+            String::from_utf8_lossy(&site.orca(&[], &["exec", "show", exec]).stdout).into_owned();
+        if !text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .ends_with(&format!("({words})"))
+        {
+            mismatches.push(format!("exec show: {}", text.lines().next().unwrap_or("")));
+        }
+        let (_, shown) = site.json(&[], &["exec", "show", exec]);
+        if shown["status"] != token {
+            mismatches.push(format!("exec show --json: {}", shown["status"]));
+        }
+        let listed =
+            String::from_utf8_lossy(&site.orca(&[], &["exec", "list"]).stdout).into_owned();
+        let short = &exec[exec.len() - 8..];
+        if !listed
+            .lines()
+            .any(|l| l.contains(short) && l.contains(&format!(" {words} ")))
+        {
+            mismatches.push(format!("exec list: {listed}"));
+        }
+        for filter in [token, words] {
+            let (_, found) = site.json(&[], &["exec", "list", "--status", filter]);
+            let ids: Vec<&str> = found
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| e["execution_id"].as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if ids != [exec.as_str()] {
+                mismatches.push(format!("--status {filter}: {ids:?}"));
+            }
+        }
+    }
+    println!(
+        "state words that disagree between surfaces: {}",
+        mismatches.len()
+    );
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
+}
+
+/// `exec retry` of a run waiting for a decision ends the source (`stopped`, naming the retry):
+/// it no longer waits in `exec list` once its work goes on elsewhere.
+#[test]
+fn a_retried_run_no_longer_waits_for_a_decision() {
+    use crate::escape_support::Site;
+    let site = Site::new(false);
+    let flag = site.mark("failed-once").display().to_string();
+    let plan = site.outside.join("flaky.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!({
+            "goal": "fail once", "assumptions": ["a"], "risks": ["r"], "verification": ["v"],
+            "steps": [{ "id": "flaky", "agent": "shell", "description": "fails once",
+                        "command": format!("test -e {flag} || {{ touch {flag}; exit 1; }}"),
+                        "max_attempts": 1 }]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (c, v) = site.json(&[], &["run", &plan.display().to_string(), "--yes"]);
+    assert_eq!(c, 4, "{v}");
+    let source = v["execution_id"].as_str().unwrap().to_owned();
+    let (c, v) = site.json(&[], &["exec", "retry", &source]);
+    assert_eq!(c, 0, "{v}");
+    let (_, shown) = site.json(&[], &["exec", "show", &source]);
+    assert_eq!(shown["status"], "stopped", "{shown}");
+    let (_, waiting) = site.json(&[], &["exec", "list", "--status", "awaiting_decision"]);
+    assert_eq!(waiting, serde_json::json!([]), "{waiting}");
+    let (c, _) = site.json(&[], &["audit", "verify", "--all"]);
+    assert_eq!(c, 0);
+}
