@@ -72,7 +72,18 @@ impl Runner {
         // The record first (ADR 0013): the log must verify and the state files agree with it.
         let log = ExecutionService::log(plan_id, id);
         // One read (where the backend can) for the chain's check and the entries.
-        let (report, entries) = store.verified_entries(log).await?;
+        let (mut report, mut entries) = store.verified_entries(log).await?;
+        if entries.is_empty() && just_created(&snap.execution.value) {
+            // Its creator writes the first entry right after the record (a detached run hands
+            // it to workers at once): give it that moment, or the entry would be written twice.
+            for _ in 0..FIRST_ENTRY_WAITS {
+                tokio::time::sleep(FIRST_ENTRY_STEP).await;
+                (report, entries) = store.verified_entries(log).await?;
+                if !entries.is_empty() {
+                    break;
+                }
+            }
+        }
         let problem = match report {
             orca_store::VerifyReport::Tampered { seq, problem } => Some(format!(
                 "its audit log was tampered with: entry {seq}: {problem}"
@@ -162,4 +173,15 @@ fn running(tasks: &[Versioned<Task>]) -> Vec<Versioned<Task>> {
         .filter(|t| matches!(t.value, Task::Running(_)))
         .cloned()
         .collect()
+}
+
+/// How long an execution counts as just created, its creator still about to write its first
+/// entry.
+const JUST_CREATED: time::Duration = time::Duration::seconds(10);
+/// How often, and how many times, the first entry of a just-created execution is looked for.
+const FIRST_ENTRY_STEP: std::time::Duration = std::time::Duration::from_millis(50);
+const FIRST_ENTRY_WAITS: u32 = 40;
+
+fn just_created(execution: &orca_core::Execution) -> bool {
+    time::OffsetDateTime::now_utc() - execution.info().created_at < JUST_CREATED
 }

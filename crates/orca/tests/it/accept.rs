@@ -75,7 +75,7 @@ fn the_users_branch_gets_the_work_only_when_accepted_and_only_once() {
     let show = stdout(&p.run(&["exec", "show", &exec]));
     assert!(show.contains("awaiting acceptance"), "{show}");
     let list = stdout(&p.run(&["exec", "list"]));
-    assert!(list.contains("completed (awaiting acceptance)"), "{list}");
+    assert!(list.contains(" awaiting acceptance "), "{list}");
     let waiting = stdout(&p.run(&["exec", "list", "--status", "awaiting_acceptance"]));
     assert_eq!(waiting.lines().count(), 2, "{waiting}");
 

@@ -414,7 +414,9 @@ fn exec_show_has_time_tokens_and_cost() {
         text.contains("TIME") && text.contains("TOKENS") && text.contains("COST"),
         "{text}"
     );
-    assert!(text.contains("Total:     1 attempt(s), 0."), "{text}");
+    assert!(text.contains("Total:     1 attempt, 0."), "{text}");
+    // A run of shell steps called no model: no usage or cost in the total.
+    assert!(!text.contains("model turn"), "{text}");
 }
 
 // The user's config under the project's, `ORCA_*` over both; `config show` says where each

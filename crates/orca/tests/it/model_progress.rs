@@ -127,7 +127,7 @@ fn piped_stderr_has_no_progress_control_codes_and_json_logs_stay_json() {
     assert!(!err.contains('⋯'), "no status line on a pipe: {err}");
     // The step's usage after it ends.
     assert!(
-        err.contains("work [coder]: 345 tokens (in 300, out 45), 1 turn(s)"),
+        err.contains("work [coder]: 345 tokens (in 300, out 45), 1 turn"),
         "{err}"
     );
 

@@ -204,9 +204,20 @@ fn four_workers_200_tasks(claim: &str) {
     );
     assert_eq!((counts.len(), twice), (200, 0));
     assert_eq!(overlaps, 0);
+    let mut created_twice = 0;
     for e in &execs {
         assert_eq!(stage(&url, root, cfg, e)["stage"], "completed", "{e}");
+        // One `execution.created` per execution, however fast a worker takes a detached run.
+        let out = on(&url, root, cfg, &["events", e]);
+        let created = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["type"] == "execution.created")
+            .count();
+        created_twice += usize::from(created != 1);
     }
+    println!("executions with other than one execution.created event: {created_twice}");
+    assert_eq!(created_twice, 0);
     verify_exported(&url, root, cfg);
 }
 
@@ -476,4 +487,49 @@ fn watch_on_another_host_follows_a_run_driven_by_a_worker() {
     println!("watch exit {:?}, output:\n{text}", out.status.code());
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(text.contains("w2"), "{text}");
+}
+
+/// A worker already waiting when runs are detached takes each at once — before its creator has
+/// written the first entry — and still each execution has one `execution.created`.
+#[test]
+fn runs_detached_to_a_waiting_worker_are_created_once() {
+    let url = database();
+    let project = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let (root, cfg) = (project.path(), config.path());
+    assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
+    let mut w = worker(&url, root, cfg, &[]);
+    // The worker is listening before anything is detached.
+    std::thread::sleep(Duration::from_secs(2));
+    let doc = json!({ "goal": "quick", "summary": "s", "assumptions": ["a"], "risks": ["r"],
+                      "verification": ["v"],
+                      "steps": [{ "id": "a", "agent": "shell", "description": "a", "command": "true" }] });
+    let execs: Vec<String> = (0..5)
+        .map(|i| detached(&url, root, cfg, &format!("q{i}.json"), &doc))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for e in &execs {
+        while stage(&url, root, cfg, e)["stage"] != "completed" {
+            assert!(Instant::now() < deadline, "{e} did not complete");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _ = w.kill();
+    let _ = w.wait();
+    let mut twice = 0;
+    for e in &execs {
+        let out = on(&url, root, cfg, &["events", e]);
+        let created = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["type"] == "execution.created")
+            .count();
+        twice += usize::from(created != 1);
+    }
+    println!(
+        "runs detached to a waiting worker with other than one execution.created: {twice} of {}",
+        execs.len()
+    );
+    assert_eq!(twice, 0);
+    verify_exported(&url, root, cfg);
 }
