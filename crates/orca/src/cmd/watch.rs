@@ -27,6 +27,8 @@ pub(crate) async fn watch(
     let key = id.to_string();
     let mut seen: Vec<String> = Vec::new();
     let start = std::time::Instant::now();
+    // On a shared store a dead driver's run is taken over by a worker: the watch goes on.
+    let mut orphaned = false;
     loop {
         let snap = orca.executions().get(id).await?;
         let now: Vec<String> = snap
@@ -83,7 +85,27 @@ pub(crate) async fn watch(
                 _ => Exit::Ok,
             });
         }
-        if stage == ExecutionStage::Running && !driven && settled {
+        if driven && orphaned {
+            orphaned = false;
+            if !app.json() {
+                let by = lease.as_ref().map_or_else(String::new, |l| {
+                    format!(" by pid {} on {}", l.holder.pid, l.holder.host)
+                });
+                say(&format!("{id}: taken over{by}"));
+            }
+        }
+        if stage == ExecutionStage::Running && !driven && settled && shared_url.is_some() {
+            if !orphaned && !app.json() {
+                let who = lease.as_ref().map_or_else(
+                    || "its driver".to_owned(),
+                    |l| format!("its driver (pid {} on {})", l.holder.pid, l.holder.host),
+                );
+                say(&format!(
+                    "{id}: {who} is gone; waiting for a worker to take it over (Ctrl-C stops watching; `orca exec resume {id}` drives it here)"
+                ));
+            }
+            orphaned = true;
+        } else if stage == ExecutionStage::Running && !driven && settled {
             if app.json() {
                 out_json(&json!({
                     "execution_id": id,

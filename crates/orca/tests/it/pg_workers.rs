@@ -264,12 +264,37 @@ fn killed_mid_task(claim: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Someone watches from another host while the worker dies and another takes over.
+    let mut watching = isolated(root, cfg);
+    watching
+        .args(["--store", &url, "watch", &exec])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let watcher = watching.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     first.kill().unwrap(); // SIGKILL: no cleanup, its connections just close.
     let _ = first.wait();
     let taken_over = Instant::now();
+    // Give the watcher time to see the driver gone before another takes over.
+    std::thread::sleep(Duration::from_secs(3));
     let second = worker(&url, root, cfg, &["--until-idle", "--claim", claim]);
     let out = wait(second, Duration::from_secs(300));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let watched = wait(watcher, Duration::from_secs(120));
+    let said = String::from_utf8_lossy(&watched.stderr).into_owned();
+    println!(
+        "watch during the takeover: exit {:?}; said it waits for a worker: {}",
+        watched.status.code(),
+        said.contains("waiting for a worker")
+    );
+    assert_eq!(watched.status.code(), Some(0), "{said}");
+    if claim == "execution" {
+        assert!(
+            said.contains("waiting for a worker to take it over"),
+            "{said}"
+        );
+    }
     let v = stage(&url, root, cfg, &exec);
     assert_eq!(v["stage"], "completed", "{v}");
     let runs = std::fs::read_to_string(&started).unwrap().lines().count();
