@@ -124,7 +124,7 @@ pub(crate) async fn ask_human(
             shown.stage()
         )));
     }
-    let instead = server.human_approval(&id.to_string());
+    let instead = server.human_approval_elsewhere(&id.to_string());
     if let Elicitation::Off(why) = &server.inner.settings.elicitation {
         return complete(server.ok(json!({
             "plan_id": id,
@@ -294,7 +294,7 @@ async fn record(server: &OrcaMcp, pending: &PendingApproval, answer: Answer) -> 
                 "plan_id": id,
                 "approved": false,
                 "why": format!("the host could not ask the human: {why}"),
-                "human": server.human_approval(&id.to_string()),
+                "human": server.human_approval_elsewhere(&id.to_string()),
             }));
         }
     }

@@ -15,6 +15,7 @@ pub mod approval;
 pub mod host;
 pub mod params;
 pub mod resources;
+mod schemas;
 pub mod server;
 pub mod view;
 

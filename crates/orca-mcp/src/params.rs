@@ -26,7 +26,8 @@ pub struct PlanRequest {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRef {
-    /// The plan: its id or a unique prefix of it.
+    /// The plan: its id or a unique prefix of it (`plan` is accepted too).
+    #[serde(rename = "plan_id", alias = "plan")]
     pub plan: String,
 }
 
@@ -34,8 +35,8 @@ pub struct PlanRef {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionFilter {
-    /// Only the executions of this plan (an id or a unique prefix).
-    #[serde(default)]
+    /// Only the executions of this plan (an id or a unique prefix; `plan` is accepted too).
+    #[serde(default, rename = "plan_id", alias = "plan")]
     pub plan: Option<String>,
 }
 
@@ -43,7 +44,8 @@ pub struct ExecutionFilter {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionRef {
-    /// The execution: its id or a unique prefix of it.
+    /// The execution: its id or a unique prefix of it (`execution` is accepted too).
+    #[serde(rename = "execution_id", alias = "execution")]
     pub execution: String,
 }
 
@@ -51,14 +53,17 @@ pub struct ExecutionRef {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Watch {
-    /// The execution: its id or a unique prefix of it.
+    /// The execution: its id or a unique prefix of it (`execution` is accepted too).
+    #[serde(rename = "execution_id", alias = "execution")]
     pub execution: String,
     /// The `next_cursor` of the previous call; events from there on are returned (0 or
-    /// absent: from the start).
-    #[serde(default)]
+    /// absent: from the start). An integer; generic clients may send it as a string of digits.
+    #[serde(default, deserialize_with = "lenient_u64")]
+    #[schemars(with = "u64")]
     pub cursor: Option<u64>,
     /// Wait up to this many seconds (at most 30) for something new before answering.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_u64")]
+    #[schemars(with = "u64")]
     pub wait_seconds: Option<u64>,
 }
 
@@ -66,9 +71,11 @@ pub struct Watch {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepRef {
-    /// The execution: its id or a unique prefix of it.
+    /// The execution: its id or a unique prefix of it (`execution` is accepted too).
+    #[serde(rename = "execution_id", alias = "execution")]
     pub execution: String,
-    /// The step id.
+    /// The step id (`step` is accepted too).
+    #[serde(rename = "step_id", alias = "step")]
     pub step: String,
 }
 
@@ -87,7 +94,9 @@ pub enum DeviationChoice {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerDeviation {
-    /// The execution waiting for the decision (an id or a unique prefix).
+    /// The execution waiting for the decision (an id or a unique prefix; `execution` is
+    /// accepted too).
+    #[serde(rename = "execution_id", alias = "execution")]
     pub execution: String,
     /// `retry` or `stop`.
     pub action: DeviationChoice,
@@ -100,3 +109,20 @@ pub struct AnswerDeviation {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+/// An optional integer as a number, a string of digits (clients that coerce every argument to
+/// text send `"18"`) or null.
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    match Option::<Value>::deserialize(de)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("{n}: expected a whole number from 0"))
+        }),
+        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("{s:?}: expected a whole number from 0"))
+        }),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "{other}: expected a whole number from 0"
+        ))),
+    }
+}

@@ -80,8 +80,14 @@ impl OrcaMcp {
     /// A successful answer, redacted.
     pub(crate) fn ok(&self, value: Value) -> ToolResult {
         let value = self.inner.settings.redactor.redact_strings(value);
+        // The object itself (`structuredContent`, checked against the tool's output schema by
+        // the client), and the same JSON as text for clients that read only text.
         let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".to_owned());
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        if value.is_object() {
+            result.structured_content = Some(value);
+        }
+        Ok(result)
     }
 
     /// A refusal or failure the model reads (a tool error, not a protocol error), redacted.
@@ -96,12 +102,20 @@ impl OrcaMcp {
 
     /// What a human does to approve `plan`: the command, and the inbox if there is one.
     pub(crate) fn human_approval(&self, plan: &str) -> Value {
+        let mut value = self.human_approval_elsewhere(plan);
+        value["or"] = json!(
+            "the plan_ask_human tool, which asks the human in your host's UI (MCP elicitation) when the host supports it"
+        );
+        value
+    }
+
+    /// The same without `plan_ask_human`: for its own answer when the host cannot ask.
+    pub(crate) fn human_approval_elsewhere(&self, plan: &str) -> Value {
         let s = &self.inner.settings;
         json!({
             "who": "a human; no tool of this server approves a plan",
             "command": s.approve_command(plan),
             "inbox": s.inbox_url,
-            "or": "the plan_ask_human tool, which asks the human in your host's UI (MCP elicitation) when the host supports it",
         })
     }
 
@@ -130,7 +144,9 @@ macro_rules! tri {
 #[tool_router]
 impl OrcaMcp {
     #[tool(
-        description = "Create a plan proposal from a plan document (the JSON format `orca plan schema` prints). The proposal does not run until a human approves it; the answer says how."
+        description = "Create a plan proposal from a plan document (the JSON format `orca plan schema` prints). The proposal does not run until a human approves it; the answer says how.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = crate::schemas::object(&["plan_id", "stage", "steps", "plan", "approval"])
     )]
     async fn plan_create(&self, Parameters(args): Parameters<CreatePlan>) -> ToolResult {
         let text = match &args.document {
@@ -154,7 +170,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Ask orca's planner (a model configured in .orca/config.toml) to build a plan for a request. It answers in words or creates a plan proposal, which a human must approve."
+        description = "Ask orca's planner (a model configured in .orca/config.toml) to build a plan for a request. It answers in words or creates a plan proposal, which a human must approve.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = crate::schemas::object(&[])
     )]
     async fn plan_from_request(&self, Parameters(args): Parameters<PlanRequest>) -> ToolResult {
         if args.request.trim().is_empty() {
@@ -184,13 +202,29 @@ impl OrcaMcp {
         }
     }
 
-    #[tool(description = "List the plans, newest first: id, goal, stage, steps, executions.")]
+    #[tool(description = "List the plans, newest first: id, goal, stage, steps, executions.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&["plans", "unreadable"]))]
     async fn plan_list(&self, Parameters(NoArgs {}): Parameters<NoArgs>) -> ToolResult {
         let listing = tri!(self, self.inner.orca.planning().list().await);
-        self.ok(json!({ "plans": listing.items, "unreadable": problems(&listing.problems) }))
+        // Each item versioned, as every other document orca hands out.
+        let plans: Vec<Value> = listing
+            .items
+            .iter()
+            .map(|p| {
+                let mut v = json!({ "format_version": 1 });
+                if let (Some(obj), Value::Object(fields)) = (v.as_object_mut(), json!(p)) {
+                    obj.extend(fields);
+                }
+                v
+            })
+            .collect();
+        self.ok(json!({ "plans": plans, "unreadable": problems(&listing.problems) }))
     }
 
-    #[tool(description = "Show one plan: its steps, stage, digest and approval.")]
+    #[tool(description = "Show one plan: its steps, stage, digest and approval.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&["plan"]))]
     async fn plan_show(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
         let p = &self.inner.orca.planning();
         let id = tri!(self, p.resolve(&args.plan).await);
@@ -203,7 +237,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Ask the human to approve or decline a plan proposal, in your host's UI (MCP elicitation). Only the human answers; you cannot. Without elicitation support it returns the command the human runs."
+        description = "Ask the human to approve or decline a plan proposal, in your host's UI (MCP elicitation). Only the human answers; you cannot. Without elicitation support it returns the command the human runs.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = crate::schemas::object(&[])
     )]
     async fn plan_ask_human(
         &self,
@@ -216,7 +252,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Run an approved plan. The run is driven by a separate orca process (it goes on if this session ends); the answer gives the execution id to watch."
+        description = "Run an approved plan. The run is driven by a separate orca process (it goes on if this session ends); the answer gives the execution id to watch.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = crate::schemas::object(&["execution_id", "plan_id", "driver_pid"])
     )]
     async fn plan_run(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
         let orca = &self.inner.orca;
@@ -252,7 +290,9 @@ impl OrcaMcp {
         }
     }
 
-    #[tool(description = "List executions, newest first (optionally of one plan).")]
+    #[tool(description = "List executions, newest first (optionally of one plan).",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&["executions", "unreadable"]))]
     async fn execution_list(&self, Parameters(args): Parameters<ExecutionFilter>) -> ToolResult {
         let orca = &self.inner.orca;
         let plan = match args.plan {
@@ -264,7 +304,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Show one execution: every task record, the pending decision, and who drives it."
+        description = "Show one execution: every task record, the pending decision, and who drives it.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&["execution_id", "status", "tasks"])
     )]
     async fn execution_show(&self, Parameters(args): Parameters<ExecutionRef>) -> ToolResult {
         let orca = &self.inner.orca;
@@ -278,7 +320,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Watch an execution: its status, each task's status, the pending decision, and the audit events since `cursor` (pass back `next_cursor`). Waits up to `wait_seconds` (max 30) for something new."
+        description = "Watch an execution: its status, each task's status, the pending decision, and the audit events since `cursor` (pass back `next_cursor`). Waits up to `wait_seconds` (max 30) for something new.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&["execution_id", "stage", "status", "ended", "tasks", "events", "next_cursor"])
     )]
     async fn execution_watch(&self, Parameters(args): Parameters<Watch>) -> ToolResult {
         let orca = &self.inner.orca;
@@ -326,7 +370,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Read a step's output in an execution: its result and every attempt (secrets redacted)."
+        description = "Read a step's output in an execution: its result and every attempt (secrets redacted).",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&[])
     )]
     async fn step_output(&self, Parameters(args): Parameters<StepRef>) -> ToolResult {
         let orca = &self.inner.orca;
@@ -340,7 +386,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Read what a step changed in an execution (its last attempt): the files, lines added and removed, and the unified diff (in a git repository; at most 256 KiB, secrets redacted). Reading only: accepting an execution's result is a human's decision (`orca exec accept`), which no tool makes."
+        description = "Read what a step changed in an execution (its last attempt): the files, lines added and removed, and the unified diff (in a git repository; at most 256 KiB, secrets redacted). Reading only: accepting an execution's result is a human's decision (`orca exec accept`), which no tool makes.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = crate::schemas::object(&[])
     )]
     async fn step_diff(&self, Parameters(args): Parameters<StepRef>) -> ToolResult {
         const MAX_PATCH: usize = 256 * 1024;
@@ -388,7 +436,9 @@ impl OrcaMcp {
     }
 
     #[tool(
-        description = "Answer the decision an execution waits for after a step failed: `retry` (optionally with guidance) or `stop`. The run then goes on in a separate orca process."
+        description = "Answer the decision an execution waits for after a step failed: `retry` (optionally with guidance) or `stop`. The run then goes on in a separate orca process.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = crate::schemas::object(&[])
     )]
     async fn decision_answer(
         &self,

@@ -605,3 +605,86 @@ async fn elicitation_in_rounds_on_the_newest_protocol() {
     assert_eq!(p.stage(&plan), "approved");
     accepting.cancel().await.unwrap();
 }
+
+/// By the current spec: every tool has an output schema and annotations; a successful answer
+/// carries `structuredContent` equal to its text and holding the schema's required fields;
+/// arguments are named as on every other surface (`plan_id`, `execution_id`, `step_id`) with the
+/// old names still accepted; an optional integer sent as a string of digits (clients that coerce
+/// every argument to text) is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_follow_the_current_spec_and_name_arguments_as_everywhere() {
+    let p = Project::new();
+    let (client, _) = p.connect("spec-client", Human::Absent).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let without: Vec<String> = tools
+        .iter()
+        .filter(|t| t.output_schema.is_none() || t.annotations.is_none())
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        without.is_empty(),
+        "tools without an output schema or annotations: {without:?}"
+    );
+    let created = ok(&client, "plan_create", json!({"document": simple_plan()})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    let mut problems = Vec::new();
+    for (tool, args) in [
+        ("plan_show", json!({ "plan_id": plan })),
+        ("plan_show", json!({ "plan": plan })),
+        ("plan_list", json!({})),
+        ("execution_list", json!({ "plan_id": plan })),
+    ] {
+        let result = call(&client, tool, args.clone()).await.unwrap();
+        if result.is_error == Some(true) {
+            problems.push(format!("{tool} {args}: {}", text(&result)));
+            continue;
+        }
+        let from_text: Value = serde_json::from_str(&text(&result)).unwrap();
+        if result.structured_content.as_ref() != Some(&from_text) {
+            problems.push(format!("{tool}: structuredContent differs from the text"));
+        }
+        let schema = tools
+            .iter()
+            .find(|t| t.name == tool)
+            .and_then(|t| t.output_schema.clone())
+            .unwrap();
+        for field in schema["required"].as_array().into_iter().flatten() {
+            let field = field.as_str().unwrap();
+            if from_text.get(field).is_none() {
+                problems.push(format!("{tool}: required output field {field} missing"));
+            }
+        }
+    }
+    let listed = ok(&client, "plan_list", json!({})).await;
+    if listed["plans"][0]["format_version"] != 1 {
+        problems.push(format!("plan_list items are not versioned: {listed}"));
+    }
+    // Run it through the CLI, then watch with a cursor sent as text.
+    let out = p.orca(&["plan", "approve", &plan]);
+    assert!(out.status.success(), "{out:?}");
+    let ran = ok(&client, "plan_run", json!({ "plan_id": plan })).await;
+    let exec = ran["execution_id"].as_str().unwrap().to_owned();
+    for args in [
+        json!({ "execution_id": exec, "cursor": "0", "wait_seconds": "1" }),
+        json!({ "execution": exec, "cursor": 0 }),
+    ] {
+        let result = call(&client, "execution_watch", args.clone())
+            .await
+            .unwrap();
+        if result.is_error == Some(true) {
+            problems.push(format!("execution_watch {args}: {}", text(&result)));
+        }
+    }
+    let refused = call(
+        &client,
+        "execution_watch",
+        json!({ "execution_id": exec, "cursor": "x" }),
+    )
+    .await;
+    if refused.as_ref().is_ok_and(|r| r.is_error != Some(true)) {
+        problems.push("a cursor of \"x\" was accepted".to_owned());
+    }
+    println!("spec problems: {}", problems.len());
+    assert!(problems.is_empty(), "{problems:#?}");
+    client.cancel().await.unwrap();
+}
