@@ -5,6 +5,7 @@ pub(crate) mod ask;
 pub(crate) mod audit;
 pub(crate) mod config;
 pub(crate) mod driver;
+pub(crate) mod eval;
 pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod filter;
