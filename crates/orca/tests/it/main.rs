@@ -20,6 +20,7 @@ mod commands;
 mod daily_use;
 mod e2e;
 mod elicitation_policy;
+mod eval;
 mod git_plants;
 mod hostile;
 mod mcp;
