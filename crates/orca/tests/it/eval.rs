@@ -122,6 +122,9 @@ fn trials_are_counted_and_a_failed_hidden_check_fails_a_completed_run() {
         total["failures"],
         json!({ "check failed": 2, "step failed": 2 })
     );
+    // A step that fails its last attempt is a decision the unattended policy took.
+    assert_eq!(report["tasks"]["step-fails"]["decisions"], 2, "{report}");
+    assert_eq!(report["tasks"]["passes"]["decisions"], 0, "{report}");
     let wrong = &report["tasks"]["wrong-work"];
     assert_eq!(
         (wrong["passed"].as_u64(), wrong["attempts"].as_u64()),
@@ -433,23 +436,34 @@ async fn a_model_step_s_tokens_are_counted_per_trial() {
         .to_string(),
     );
     b.write("tasks/m/check.sh", CHECK);
+    // The same step with a budget its first turn (15 tokens) crosses.
+    b.write("tasks/over/repo/README", "x\n");
+    b.write(
+        "tasks/over/plan.json",
+        &json!({ "goal": "g", "summary": "s", "assumptions": ["a"], "risks": ["r"],
+                 "verification": ["v"],
+                 "steps": [{ "id": "write", "agent": "coder", "description": "write hello into out.txt",
+                             "budget": { "max_tokens": 10 } }] })
+        .to_string(),
+    );
+    b.write("tasks/over/check.sh", CHECK);
     let suite = b.write(
         "suite.toml",
-        "name = \"model\"\nconfig = \"config.toml\"\n[[task]]\nid = \"m\"\nrepo = \"tasks/m/repo\"\nrequest = \"r\"\nplan = \"tasks/m/plan.json\"\ncheck = \"tasks/m/check.sh\"\n",
+        "name = \"model\"\nconfig = \"config.toml\"\n[[task]]\nid = \"m\"\nrepo = \"tasks/m/repo\"\nrequest = \"r\"\nplan = \"tasks/m/plan.json\"\ncheck = \"tasks/m/check.sh\"\n[[task]]\nid = \"over\"\nrepo = \"tasks/over/repo\"\nrequest = \"r\"\nplan = \"tasks/over/plan.json\"\ncheck = \"tasks/over/check.sh\"\n",
     );
     let (dir, report) =
         tokio::task::block_in_place(|| b.run(&suite, "r", &["-k", "2", "--agent", "coder"]));
-    let total = &report["total"];
-    println!("total: {total}");
-    assert_eq!(total["passed"], 2, "{report}");
+    let m = &report["tasks"]["m"];
+    println!("m: {m}\nover: {}", report["tasks"]["over"]);
+    assert_eq!(m["passed"], 2, "{report}");
     // Two turns a trial, 10 tokens in and 5 out each.
     assert_eq!(
-        (
-            total["input_tokens"].as_u64(),
-            total["output_tokens"].as_u64()
-        ),
+        (m["input_tokens"].as_u64(), m["output_tokens"].as_u64()),
         (Some(40), Some(20))
     );
+    let over = &report["tasks"]["over"];
+    assert_eq!(over["failures"], json!({ "budget": 2 }), "{over}");
+    assert!(over["input_tokens"].as_u64().unwrap() >= 20, "{over}");
     assert_eq!(report["agents"][0]["model"], "writer", "{report}");
     assert_eq!(report["agents"].as_array().unwrap().len(), 1);
     let out = tokio::task::block_in_place(|| b.verify(&dir.join("report.json")));

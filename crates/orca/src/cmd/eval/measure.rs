@@ -136,7 +136,8 @@ pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
         figures.decisions += u32::try_from(
             events
                 .iter()
-                .filter(|e| e.kind == "decision.requested")
+                // Asked of a human, or answered by the unattended policy instead of one.
+                .filter(|e| matches!(e.kind.as_str(), "decision.requested" | "policy.applied"))
                 .count(),
         )
         .unwrap_or(u32::MAX);
