@@ -285,6 +285,48 @@ fn the_hidden_check_never_reaches_a_step() {
     assert_eq!(report["total"]["passed"], 2, "{report}");
 }
 
+/// The hidden check runs code the agents wrote (a test, a script): it runs in the step sandbox,
+/// so that code reaches no further than a step could — it cannot write beside its trial.
+#[test]
+fn the_hidden_check_runs_the_agents_code_in_the_sandbox() {
+    let b = Bench::new();
+    // The agent leaves a script that its task's check will run.
+    let evil =
+        "printf 'touch inside.txt; touch ../escaped.txt; touch \"$HOME/escaped.txt\"\\n' > test.sh";
+    let task = b.task("evil", evil, "sh test.sh; true\n");
+    let suite = b.suite_file("sandboxed", "suite.toml", &[task]);
+    let (dir, report) = b.run(&suite, "r", &[]);
+    let root = dir.join("trials/evil/1");
+    let exec = report["trials"][0]["figures"]["executions"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = crate::common::orca(&root, b.config.path(), &["events", &exec]);
+    let kernel = stdout(&out).lines().any(|l| {
+        serde_json::from_str::<Value>(l)
+            .is_ok_and(|e| e["type"] == "sandbox" && e["data"]["effective"] == "kernel")
+    });
+    let inside = root.join("inside.txt").exists();
+    let escaped = [
+        dir.join("trials/evil/escaped.txt"),
+        std::env::var_os("HOME")
+            .map_or_else(PathBuf::new, PathBuf::from)
+            .join("escaped.txt"),
+    ]
+    .iter()
+    .filter(|p| p.exists())
+    .count();
+    println!("kernel sandbox: {kernel}; written inside the trial: {inside}; escaped: {escaped}");
+    assert!(
+        kernel || std::env::var_os("ORCA_ALLOW_NO_SANDBOX").is_some(),
+        "the run was not in the kernel sandbox"
+    );
+    assert!(inside, "the check ran the agent's script");
+    if kernel {
+        assert_eq!(escaped, 0);
+    }
+}
+
 #[test]
 fn compare_shows_the_trials_that_flipped() {
     let b = Bench::new();

@@ -5,5 +5,5 @@ trap 'rm -rf "$work"' EXIT
 cp config.sh run.sh "$work/"
 cd "$work"
 test "$(sh run.sh)" = "running in ./app, logging to ./app/app.log"
-test "$(APP_HOME=/tmp/x-$$ sh run.sh)" = "running in /tmp/x-$$, logging to /tmp/x-$$/app.log"
-rmdir "/tmp/x-$$"
+test "$(APP_HOME="$work/home" sh run.sh)" = "running in $work/home, logging to $work/home/app.log"
+test -d "$work/home"

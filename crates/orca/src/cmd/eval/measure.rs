@@ -2,10 +2,12 @@
 //! again by `eval verify`), and the hidden check, run in the trial's copy.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use orca_core::{ExecutionStage, Usage};
+use orca_core::{
+    AgentId, AgentPort as _, Check, CheckVerdict, ChecksRequest, ExecutionId, ExecutionStage,
+    NoTools, PlanId, Usage,
+};
 use orca_services::ExecutionService;
 use orca_store::{AuditLogId, AuditStore as _, ExecutionStore as _, FileStore, PlanStore as _};
 use serde_json::Value;
@@ -19,8 +21,9 @@ pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
 /// What the kept state says, before the hidden check.
 pub(crate) struct Measured {
     pub(crate) figures: Figures,
-    /// Whether the run completed (only then is the hidden check run).
-    pub(crate) completed: bool,
+    /// The last execution and its plan, if the run completed (only then is the hidden check
+    /// run).
+    pub(crate) completed: Option<(PlanId, ExecutionId)>,
     /// Logs that do not verify (named).
     pub(crate) tampered: Vec<String>,
 }
@@ -124,7 +127,11 @@ pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
     let mut execs = store.list_executions(None).await?.items;
     // Oldest first: a replan's execution follows the one it replaced.
     execs.sort_by_key(|e| e.execution_id);
-    let mut last: Option<(ExecutionStage, Vec<orca_services::events::ExecEvent>)> = None;
+    let mut last: Option<(
+        ExecutionStage,
+        (PlanId, ExecutionId),
+        Vec<orca_services::events::ExecEvent>,
+    )> = None;
     for summary in &execs {
         let log = ExecutionService::log(summary.plan_id, summary.execution_id);
         let entries = store.entries(log).await?;
@@ -146,7 +153,11 @@ pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
         }
         figures.logs.push(head(&log, &entries));
         figures.executions.push(summary.execution_id.to_string());
-        last = Some((summary.stage, events));
+        last = Some((
+            summary.stage,
+            (summary.plan_id, summary.execution_id),
+            events,
+        ));
     }
     figures.input_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
     figures.output_tokens = usage.output_tokens;
@@ -160,12 +171,12 @@ pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
                     "no plan was approved and run".to_owned()
                 },
             });
-            false
+            None
         }
-        Some((ExecutionStage::Completed, _)) => true,
-        Some((stage, events)) => {
+        Some((ExecutionStage::Completed, ids, _)) => Some(*ids),
+        Some((stage, _, events)) => {
             figures.failure = Some(failure_of(*stage, events));
-            false
+            None
         }
     };
     Ok(Measured {
@@ -191,24 +202,48 @@ pub(crate) fn open_store(root: &Path, trusted: &[PathBuf]) -> Result<FileStore, 
     )?)
 }
 
-/// Runs the hidden check (`sh CHECK`) in `root`; its output goes to `log`. `None`: it did not
-/// end in time (killed) or could not start.
-pub(crate) async fn run_check(check: &Path, root: &Path, log: &Path) -> Option<i32> {
-    let out = std::fs::File::create(log).ok()?;
-    let err = out.try_clone().ok()?;
-    let mut child = tokio::process::Command::new("sh")
-        .arg(check)
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .kill_on_drop(true)
-        .spawn()
-        .ok()?;
-    match tokio::time::timeout(CHECK_TIMEOUT, child.wait()).await {
-        Ok(Ok(status)) => Some(status.code().unwrap_or(-1)),
+/// Runs the hidden check (`sh CHECK`) in `root`, under the sandbox and with the environment
+/// a step gets there (the plan checks' way, ADR 0043): it runs code the agents wrote, which
+/// must reach no further than their steps could. Its output goes to `log`. `None`: it did not
+/// end in time or could not run.
+pub(crate) async fn run_check(
+    check: &Path,
+    root: &Path,
+    log: &Path,
+    run: (PlanId, ExecutionId),
+) -> Result<Option<i32>, CliError> {
+    let loaded = crate::settings::Settings::load(root)?;
+    let sandbox = crate::sandbox::Sandbox::open(root, loaded.config.as_ref(), true)?;
+    let agents = loaded.agents.with_sandbox(sandbox.policy.clone());
+    let quoted = check.display().to_string().replace('\'', "'\\''");
+    let request = ChecksRequest {
+        execution_id: run.1,
+        plan_id: run.0,
+        identity: None,
+        agent: AgentId::shell(),
+        env: Vec::new(),
+        workdir: None,
+        checks: vec![Check {
+            command: format!("sh '{quoted}'"),
+            timeout_secs: Some(CHECK_TIMEOUT.as_secs()),
+        }],
+    };
+    let runs = agents.run_checks(&request, &NoTools).await;
+    let Some(ran) = runs.first() else {
+        return Ok(None);
+    };
+    std::fs::write(log, &ran.output)
+        .map_err(|e| CliError::internal(format!("{}: {e}", log.display())))?;
+    Ok(match &ran.verdict {
+        CheckVerdict::Passed => Some(0),
+        CheckVerdict::Failed { status } => Some(
+            status
+                .strip_prefix("exit status ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(-1),
+        ),
         _ => None,
-    }
+    })
 }
 
 /// The figures of a trial once its check ran: passed only when the run completed and the

@@ -183,10 +183,9 @@ pub(crate) async fn run(setup: &Setup, task: &Task, n: u32) -> Result<Trial, Cli
     }
     let store = measure::open_store(&root, &setup.trusted)?;
     let measured = measure::measure(&store).await?;
-    let status = if measured.completed {
-        Some(measure::run_check(&task.check, &root, &check_log).await)
-    } else {
-        None
+    let status = match measured.completed {
+        Some(run) => Some(measure::run_check(&task.check, &root, &check_log, run).await?),
+        None => None,
     };
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(Trial {

@@ -122,14 +122,15 @@ pub(crate) async fn verify(path: &Path, global: &Global) -> Result<Exit, CliErro
         for log in &measured.tampered {
             problems.push(format!("{name}: the {log} does not verify"));
         }
-        let status = if measured.completed {
-            let copy = scratch_copy(&root, seen.len())?;
-            let log = copy.0.with_extension("check.log");
-            let status = measure::run_check(&task.check, &copy.0, &log).await;
-            let _ = std::fs::remove_file(&log);
-            Some(status)
-        } else {
-            None
+        let status = match measured.completed {
+            Some(run) => {
+                let copy = scratch_copy(&root, seen.len())?;
+                let log = copy.0.with_extension("check.log");
+                let status = measure::run_check(&task.check, &copy.0, &log, run).await;
+                let _ = std::fs::remove_file(&log);
+                Some(status?)
+            }
+            None => None,
         };
         let again = measure::with_check(measured, status);
         if again != t.figures {
