@@ -78,6 +78,87 @@ pub(crate) struct RunArgs {
     out: Option<PathBuf>,
 }
 
+/// What a person watching `eval run` sees on stderr: a line per trial as it ends and, at a
+/// terminal, the table per task so far, redrawn below those lines.
+struct Live {
+    quiet: bool,
+    terminal: bool,
+    /// Lines of the table drawn last (erased before the next line).
+    drawn: usize,
+}
+
+impl Live {
+    fn new(global: &Global) -> Self {
+        use std::io::IsTerminal as _;
+        Self {
+            quiet: global.quiet,
+            // Not with JSON logs: stderr stays JSON lines.
+            terminal: std::io::stderr().is_terminal()
+                && global.log_format == crate::cli::LogFormat::Human,
+            drawn: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.drawn > 0 {
+            use std::io::Write as _;
+            let _ = write!(std::io::stderr().lock(), "\x1b[{}A\x1b[J", self.drawn);
+            self.drawn = 0;
+        }
+    }
+
+    fn show(&mut self, trials: &[Trial], total: usize) {
+        if self.quiet {
+            return;
+        }
+        let Some(trial) = trials.last() else { return };
+        let verdict = if trial.figures.passed {
+            "passed".to_owned()
+        } else {
+            format!(
+                "FAILED ({})",
+                trial
+                    .figures
+                    .failure
+                    .as_ref()
+                    .map_or("unknown", report::Failure::name)
+            )
+        };
+        let passed = trials.iter().filter(|t| t.figures.passed).count();
+        self.clear();
+        say(&format!(
+            "[{}/{total}] {} #{} {verdict} in {}, {} attempt(s), {} tokens — {passed}/{} passed so far",
+            trials.len(),
+            trial.task,
+            trial.trial,
+            report::secs(trial.wall_ms),
+            trial.figures.attempts,
+            trial.figures.input_tokens + trial.figures.output_tokens,
+            trials.len()
+        ));
+        if self.terminal {
+            let (by_task, _) = report::figures(trials);
+            let rows: Vec<Vec<String>> = by_task
+                .iter()
+                .map(|(task, s)| {
+                    vec![
+                        task.clone(),
+                        format!("{}/{}", s.passed, s.trials),
+                        s.failures
+                            .iter()
+                            .map(|(k, v)| format!("{k} ×{v}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ]
+                })
+                .collect();
+            let table = crate::render::table(&["TASK", "PASSED", "FAILED AS"], &rows);
+            say(table.trim_end());
+            self.drawn = table.trim_end().lines().count();
+        }
+    }
+}
+
 /// `orca eval …`.
 pub(crate) async fn run(command: EvalCommand, global: &Global) -> Result<Exit, CliError> {
     match command {
@@ -244,33 +325,13 @@ async fn run_suite(args: &RunArgs, global: &Global) -> Result<Exit, CliError> {
         }
     }
     let mut trials: Vec<Trial> = Vec::with_capacity(total);
+    let mut live = Live::new(global);
     while let Some(joined) = set.join_next().await {
         let trial = joined.map_err(|e| CliError::internal(format!("a trial panicked: {e}")))??;
-        let verdict = if trial.figures.passed {
-            "passed".to_owned()
-        } else {
-            format!(
-                "FAILED ({})",
-                trial
-                    .figures
-                    .failure
-                    .as_ref()
-                    .map_or("unknown", report::Failure::name)
-            )
-        };
-        trials.push(trial.clone());
-        let passed = trials.iter().filter(|t| t.figures.passed).count();
-        say(&format!(
-            "[{}/{total}] {} #{} {verdict} in {}, {} attempt(s), {} tokens — {passed}/{} passed so far",
-            trials.len(),
-            trial.task,
-            trial.trial,
-            report::secs(trial.wall_ms),
-            trial.figures.attempts,
-            trial.figures.input_tokens + trial.figures.output_tokens,
-            trials.len()
-        ));
+        trials.push(trial);
+        live.show(&trials, total);
     }
+    live.clear();
     trials.sort_by(|a, b| (a.task.as_str(), a.trial).cmp(&(b.task.as_str(), b.trial)));
     let first = tasks
         .first()
