@@ -553,6 +553,16 @@ fn the_built_in_suite_s_checks_fail_on_the_untouched_repos() {
             .current_dir(work.path())
             .output()
             .unwrap();
+        // Its plan for the coder alone (coder.toml) and its reference solution are valid.
+        for plan in ["coder.json", "solution.json"] {
+            let path = task.join(plan);
+            let shown = crate::common::orca(
+                work.path(),
+                work.path(),
+                &["plan", "validate", path.to_str().unwrap()],
+            );
+            assert_eq!(code(&shown), 0, "{}: {}", path.display(), stderr(&shown));
+        }
         all += 1;
         if out.status.success() {
             println!("PASSES untouched: {}", task.display());
@@ -603,4 +613,40 @@ fn masked(md: &str) -> String {
         out.push_str(tail);
     }
     out
+}
+
+/// A real model, only when `ORCA_EVAL_LIVE_URL` names an OpenAI-compatible endpoint (e.g.
+/// llama.cpp's `llama-server` at `http://127.0.0.1:8088/v1`; `ORCA_EVAL_LIVE_MODEL` names the
+/// model, `ORCA_EVAL_LIVE_TASKS` the tasks, comma-separated): the built-in coder suite runs
+/// through it and its report verifies. Without the variable it does nothing (no test calls a
+/// remote model).
+#[test]
+fn live_model_runs_the_coder_suite_and_its_report_verifies() {
+    let Ok(url) = std::env::var("ORCA_EVAL_LIVE_URL") else {
+        println!("ORCA_EVAL_LIVE_URL is not set: no live model");
+        return;
+    };
+    let model = std::env::var("ORCA_EVAL_LIVE_MODEL").unwrap_or_else(|_| "local".to_owned());
+    let tasks = std::env::var("ORCA_EVAL_LIVE_TASKS")
+        .unwrap_or_else(|_| "py-fix-failing-test,sh-spaces".to_owned());
+    let b = Bench::new();
+    let config = b.out.path().join("live.toml");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/eval");
+    let text = std::fs::read_to_string(example.join("llama-server.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:8088/v1", &url)
+        .replace("model = \"local\"", &format!("model = \"{model}\""));
+    std::fs::write(&config, text).unwrap();
+    let mut args = vec!["--config", config.to_str().unwrap(), "--agent", "coder"];
+    for t in tasks.split(',') {
+        args.extend(["--task", t]);
+    }
+    let (dir, report) = b.run(&example.join("coder.toml"), "live", &args);
+    println!(
+        "{}",
+        std::fs::read_to_string(dir.join("report.md")).unwrap()
+    );
+    assert_eq!(report["total"]["trials"], tasks.split(',').count());
+    let out = b.verify(&dir.join("report.json"));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
 }
