@@ -75,7 +75,10 @@ struct Run<'a> {
     tools: &'a dyn ToolHost,
     budget: Budget,
     settings: &'a LoopSettings,
+    /// The submit tool's schema offered natively (a flat object, as providers require).
     submit_schema: Value,
+    /// The exact schema (one variant per kind), sent where it constrains decoding (json mode).
+    exact_schema: Value,
     what: &'static str,
 }
 
@@ -113,18 +116,24 @@ impl Run<'_> {
         usage: &mut Usage,
         started: Instant,
     ) -> Result<T, TaskFailure> {
+        let json_mode = self.settings.tool_mode == ToolMode::Json;
         let mut tools: Vec<_> = self
             .tools
             .specs()
             .into_iter()
             .filter(|t| t.name != SUBMIT_TOOL)
             .collect();
-        tools.push(schema::submit_tool(self.submit_schema.clone(), self.what));
+        // In json mode the schema constrains what the model writes: it must be the validator's.
+        let submit_schema = if json_mode {
+            &self.exact_schema
+        } else {
+            &self.submit_schema
+        };
+        tools.push(schema::submit_tool(submit_schema.clone(), self.what));
         let max_turns = self
             .budget
             .max_turns
             .unwrap_or(self.settings.default_max_turns);
-        let json_mode = self.settings.tool_mode == ToolMode::Json;
         let (system, offered, output_schema) = if json_mode {
             (
                 format!("{}{}", self.system, tool_mode::instructions(&tools)),
@@ -214,20 +223,25 @@ impl Run<'_> {
                 ..
             } = response;
             if tool_calls.is_empty() {
-                // A call (or the result itself) written as JSON in the text is taken when it
-                // validates: weak tool callers do this, and in `json` mode it is the only way.
+                // A call written as JSON in the text is taken: weak tool callers do this, and
+                // in `json` mode it is the only way. The result, though, only in `json` mode:
+                // natively it comes through the submit tool, never from prose.
                 for found in tool_mode::calls_in_text(text.as_deref().unwrap_or(""), &tools) {
                     match found {
-                        tool_mode::TextCall::Call(mut call) => {
+                        tool_mode::TextCall::Call(mut call)
+                            if json_mode || call.name != SUBMIT_TOOL =>
+                        {
                             call.id = orca_llm::backend::generated_call_id(tool_calls.len());
                             tool_calls.push(call);
                         }
-                        tool_mode::TextCall::Bare(value) => {
+                        tool_mode::TextCall::Call(_) => {}
+                        tool_mode::TextCall::Bare(value) if json_mode => {
                             if let Ok(result) = validate(&value) {
                                 tracing::debug!(turns = usage.turns, "result written as JSON text");
                                 return Ok(result);
                             }
                         }
+                        tool_mode::TextCall::Bare(_) => {}
                     }
                 }
             }
@@ -536,6 +550,7 @@ pub(crate) async fn run_task(
         budget,
         settings,
         submit_schema: schema::task_result_schema(),
+        exact_schema: schema::task_result_variants(),
         what: "task result",
     };
     let (result, usage) = run
@@ -567,6 +582,7 @@ pub(crate) async fn ask(
         budget,
         settings,
         submit_schema: schema::answer_schema(),
+        exact_schema: schema::answer_schema(),
         what: "answer",
     };
     let first = format!(
@@ -598,6 +614,7 @@ pub(crate) async fn plan(
         budget,
         settings,
         submit_schema: schema::planner_response_schema(),
+        exact_schema: schema::planner_response_variants(),
         what: "planner response",
     };
     let mut first = request.message.clone();

@@ -1,8 +1,11 @@
 //! The forced submit tool and the JSON schemas of what it accepts, written by hand and kept in
 //! step with the serde types by the tests below.
 //!
-//! Schemas are flat objects (every provider accepts `type: object` at the top); which fields
-//! belong to which variant is stated in the descriptions and checked by deserializing.
+//! The schemas offered as native tools are flat objects (every provider accepts `type: object`
+//! at the top); which fields belong to which variant is stated in the descriptions and checked
+//! by deserializing. Where the schema constrains decoding (`tool_mode = "json"`), the exact
+//! schemas are sent instead: one variant per kind (`oneOf`), each holding only its own fields,
+//! so a constrained model cannot write a value the validator refuses.
 
 use orca_core::{AgentAnswer, PlannerResponse, TaskResult, ToolSpec};
 use serde::Deserialize;
@@ -82,6 +85,74 @@ pub fn planner_response_schema() -> Value {
     })
 }
 
+/// One variant of an exact schema: `tag` fixed to `value`, only `fields`, `required` required.
+fn variant(tag: &str, value: &str, fields: &[(&str, Value)], required: &[&str]) -> Value {
+    let mut properties = serde_json::Map::new();
+    properties.insert(tag.to_owned(), json!({"type": "string", "enum": [value]}));
+    for (name, schema) in fields {
+        properties.insert((*name).to_owned(), schema.clone());
+    }
+    let mut all = vec![tag];
+    all.extend_from_slice(required);
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": all,
+        "additionalProperties": false
+    })
+}
+
+/// A failure's fields ([`orca_core::TaskFailure`]).
+fn failure_fields() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "code",
+            json!({"type": "string", "enum": ERROR_CODES, "description": "why, as a code (usually task_failed)"}),
+        ),
+        ("message", text("what happened, one line")),
+        ("cause", text("the underlying cause")),
+        ("output", text("output, if any")),
+    ]
+}
+
+/// What a plan id looks like (`PlanId`'s strict form).
+const PLAN_ID_PATTERN: &str = "^plan_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
+
+/// The exact schema of a specialist's result: one variant per `status`.
+#[must_use]
+pub fn task_result_variants() -> Value {
+    json!({"oneOf": [
+        variant("status", "success", &[
+            ("summary", text("short, self-contained summary later steps see")),
+            ("artifacts", strings("things produced (paths, URLs, ids)")),
+            ("key_findings", strings("facts later steps should know")),
+            ("verification", strings("how the work was checked")),
+            ("relevant_files", strings("files that matter for what follows")),
+            ("notes", text("anything else worth keeping")),
+            ("output", text("full output, if any (not shown to later steps)")),
+        ], &["summary"]),
+        variant("status", "failure", &failure_fields(), &["code", "message"]),
+        variant("status", "interruption", &[
+            ("reason", text("why you stopped")),
+            ("question", text("the question for the human")),
+        ], &["reason"]),
+    ]})
+}
+
+/// The exact schema of the planner's response: one variant per `type`.
+#[must_use]
+pub fn planner_response_variants() -> Value {
+    json!({"oneOf": [
+        variant("type", "answer", &[("text", text("the answer for the user"))], &["text"]),
+        variant("type", "plan", &[
+            ("plan_id", json!({"type": "string", "pattern": PLAN_ID_PATTERN, "description": "the plan's id, as the plan tools returned it"})),
+            ("stage", json!({"type": "string", "enum": ["draft", "proposal"], "description": "proposal once submitted, else draft"})),
+            ("message", text("a note for the user")),
+        ], &["plan_id", "stage"]),
+        variant("type", "failure", &failure_fields(), &["code", "message"]),
+    ]})
+}
+
 /// The schema of an answer to a question.
 #[must_use]
 pub fn answer_schema() -> Value {
@@ -150,6 +221,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use orca_core::{ErrorCode, PlanId, PlanRefStage, TaskFailure, TaskInterruption, TaskSuccess};
+    use proptest::prelude::*;
+    use proptest::strategy::Union;
 
     use super::*;
 
@@ -260,5 +333,147 @@ mod tests {
                 .unwrap_err()
                 .contains("summary")
         );
+    }
+
+    /// Whether `value` is valid under `schema`, for the subset of JSON Schema written here
+    /// (`oneOf`, `anyOf`, objects with `required` and `additionalProperties: false`, strings
+    /// with `enum`, arrays). `pattern` is not checked.
+    fn valid(schema: &Value, value: &Value) -> bool {
+        if let Some(variants) = schema["oneOf"].as_array() {
+            return variants.iter().filter(|v| valid(v, value)).count() == 1;
+        }
+        if let Some(variants) = schema["anyOf"].as_array() {
+            return variants.iter().any(|v| valid(v, value));
+        }
+        match schema["type"].as_str() {
+            Some("object") => {
+                let Some(obj) = value.as_object() else {
+                    return false;
+                };
+                let props = schema["properties"].as_object().unwrap();
+                let required_present = schema["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .all(|r| obj.contains_key(r.as_str().unwrap()));
+                let known = schema["additionalProperties"] != false
+                    || obj.keys().all(|k| props.contains_key(k));
+                required_present
+                    && known
+                    && obj
+                        .iter()
+                        .all(|(k, v)| props.get(k).is_none_or(|p| valid(p, v)))
+            }
+            Some("string") => {
+                value.is_string() && schema["enum"].as_array().is_none_or(|e| e.contains(value))
+            }
+            Some("array") => value
+                .as_array()
+                .is_some_and(|a| a.iter().all(|v| valid(&schema["items"], v))),
+            _ => true,
+        }
+    }
+
+    /// Values valid under `schema` (the same subset; `pattern` honoured).
+    fn values(schema: &Value) -> BoxedStrategy<Value> {
+        if let Some(variants) = schema["oneOf"].as_array() {
+            return Union::new(variants.iter().map(values)).boxed();
+        }
+        match schema["type"].as_str() {
+            Some("object") => {
+                let required: Vec<&str> = schema["required"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap())
+                    .collect();
+                let fields: Vec<BoxedStrategy<Option<(String, Value)>>> = schema["properties"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(name, p)| {
+                        let is_required = required.contains(&name.as_str());
+                        let name = name.clone();
+                        let field = values(p).prop_map(move |v| (name.clone(), v));
+                        if is_required {
+                            field.prop_map(Some).boxed()
+                        } else {
+                            proptest::option::of(field).boxed()
+                        }
+                    })
+                    .collect();
+                fields
+                    .prop_map(|f| Value::Object(f.into_iter().flatten().collect()))
+                    .boxed()
+            }
+            Some("string") => {
+                if let Some(e) = schema["enum"].as_array() {
+                    proptest::sample::select(e.clone()).boxed()
+                } else if let Some(p) = schema["pattern"].as_str() {
+                    let body = p.trim_start_matches('^').trim_end_matches('$');
+                    proptest::string::string_regex(body)
+                        .unwrap()
+                        .prop_map(Value::String)
+                        .boxed()
+                } else {
+                    any::<String>().prop_map(Value::String).boxed()
+                }
+            }
+            Some("array") => proptest::collection::vec(values(&schema["items"]), 0..3)
+                .prop_map(Value::Array)
+                .boxed(),
+            other => panic!("no generator for {other:?}"),
+        }
+    }
+
+    proptest! {
+        /// Every value valid under the json-mode schema is accepted by the validator.
+        #[test]
+        fn exact_task_schema_round_trips(v in values(&task_result_variants())) {
+            prop_assert!(valid(&task_result_variants(), &v), "{v}");
+            prop_assert!(parse_task_result(&v).is_ok(), "{v}: {:?}", parse_task_result(&v));
+        }
+
+        #[test]
+        fn exact_planner_schema_round_trips(v in values(&planner_response_variants())) {
+            prop_assert!(valid(&planner_response_variants(), &v), "{v}");
+            prop_assert!(parse_planner_response(&v).is_ok(), "{v}: {:?}", parse_planner_response(&v));
+        }
+    }
+
+    #[test]
+    fn the_exact_schemas_hold_what_the_validator_writes_and_refuse_mixed_variants() {
+        // What the 1.5B model wrote under the flat schema: valid there, refused by the
+        // validator, and outside the exact schema.
+        let mixed = json!({"status": "success", "summary": "done", "code": "validation"});
+        assert!(valid(&task_result_schema(), &mixed));
+        assert!(parse_task_result(&mixed).is_err());
+        assert!(!valid(&task_result_variants(), &mixed));
+        // A plan without its id, holding an answer's text instead.
+        let mixed_plan = json!({"type": "plan", "stage": "draft", "text": "t"});
+        assert!(valid(&planner_response_schema(), &mixed_plan));
+        assert!(parse_planner_response(&mixed_plan).is_err());
+        assert!(!valid(&planner_response_variants(), &mixed_plan));
+        // Every shape the validator's own types write is inside the exact schema.
+        for v in [
+            json!({"status": "success", "summary": "s", "artifacts": ["a"], "notes": "n"}),
+            json!({"status": "failure", "code": "task_failed", "message": "m", "output": "o"}),
+            json!({"status": "interruption", "reason": "r", "question": "q"}),
+        ] {
+            let parsed = parse_task_result(&v).unwrap();
+            assert!(
+                valid(
+                    &task_result_variants(),
+                    &serde_json::to_value(parsed).unwrap()
+                ),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn exact_schemas_snapshot() {
+        insta::assert_json_snapshot!("task_result_variants", task_result_variants());
+        insta::assert_json_snapshot!("planner_response_variants", planner_response_variants());
     }
 }

@@ -367,6 +367,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         }
         Command::Serve(args) => return crate::cmd::serve::run(args, global).await,
         Command::Store(cmd) => return crate::cmd::store::run(cmd, global).await,
+        Command::Eval(cmd) => return crate::cmd::eval::run(cmd, global).await,
         _ => {}
     }
     // Commands that create something may create the `--root` directory. So may the MCP server
@@ -444,7 +445,8 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         | Command::Man
         | Command::Config(_)
         | Command::Serve(_)
-        | Command::Store(_) => unreachable_init(),
+        | Command::Store(_)
+        | Command::Eval(_) => unreachable_init(),
     };
     if writes
         && !matches!(result, Ok(Exit::Tampered))

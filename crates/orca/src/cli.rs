@@ -142,6 +142,10 @@ pub(crate) enum Command {
     /// Settings: the effective configuration and where each value comes from.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Measure how often a setup of agents gets a suite of tasks right (pass@1, pass^k),
+    /// signed; verify a report; compare two.
+    #[command(subcommand)]
+    Eval(crate::cmd::eval::EvalCommand),
     /// Where each agent's key comes from (masked: never a secret character), what every
     /// step's environment holds, and the store's permissions.
     Doctor,

@@ -100,25 +100,53 @@ async fn json_mode_task_completes_without_native_tool_calls() {
     ));
 }
 
-/// Native mode: a model that writes its answer as a fenced JSON block instead of calling
-/// `submit_result` is taken at its word when the block validates; prose is repaired, then fails.
+/// Native mode: a result is taken only through the `submit_result` tool. A valid result
+/// written in prose (a fenced block, or a call envelope in the text) is not scraped: the model
+/// is told to call the tool, and its native call is what counts.
 #[tokio::test]
-async fn native_mode_accepts_a_valid_json_block_and_repairs_prose() {
-    let (agents, _backend, _dir) = weak(
-        json!([text_turn(
-            "Here is my result:\n```json\n{\"status\": \"success\", \"summary\": \"ok\"}\n```"
-        )]),
+async fn native_mode_takes_a_result_only_through_the_submit_tool() {
+    let (agents, backend, _dir) = weak(
+        json!([
+            text_turn(
+                "Here is my result:\n```json\n{\"status\": \"success\", \"summary\": \"from prose\"}\n```"
+            ),
+            text_turn(
+                "{\"tool\": \"submit_result\", \"arguments\": {\"status\": \"success\", \"summary\": \"from an envelope\"}}"
+            ),
+            {"tool_calls": [{"name": "submit_result",
+                "arguments": {"status": "success", "summary": "from the tool"}}],
+             "usage": {"input_tokens": 100, "output_tokens": 10}},
+        ]),
         ToolMode::Native,
     );
     let reply = agents
         .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
         .await;
-    assert!(matches!(&reply.outcome, TaskResult::Success(s) if s.summary == "ok"));
+    let requests = backend.requests();
+    let told = requests
+        .iter()
+        .filter(|r| {
+            matches!(r.messages.last(), Some(Message::User { text })
+                if text.contains("calling the `submit_result` tool"))
+        })
+        .count();
+    println!(
+        "native mode: {} requests, told to call the tool {told} times, result: {:?}",
+        requests.len(),
+        reply.outcome
+    );
+    assert!(
+        matches!(&reply.outcome, TaskResult::Success(s) if s.summary == "from the tool"),
+        "{:?}",
+        reply.outcome
+    );
+    assert_eq!((requests.len(), told), (3, 2));
 
-    let (agents, backend, _dir) = weak(
+    // Prose alone, whatever it holds, ends as a parse error after the repairs.
+    let (agents, _backend, _dir) = weak(
         json!([
+            text_turn("```json\n{\"status\": \"success\", \"summary\": \"ok\"}\n```"),
             text_turn("I think it works."),
-            text_turn("```json\n{\"status\": \"maybe\"}\n```"),
             text_turn("still prose"),
         ]),
         ToolMode::Native,
@@ -131,9 +159,60 @@ async fn native_mode_accepts_a_valid_json_block_and_repairs_prose() {
         "{:?}",
         reply.outcome
     );
+}
+
+/// Json mode sends the validator's own schema for `submit_result` (one variant per status),
+/// in the prompt and in the output schema: a value mixing two statuses' fields — what a
+/// constrained 1.5B model wrote under the flat schema — is outside it.
+#[tokio::test]
+async fn json_mode_sends_the_exact_submit_schema() {
+    let (agents, backend, _dir) = weak(
+        json!([text_turn(
+            "{\"tool\": \"submit_result\", \"arguments\": {\"status\": \"success\", \"summary\": \"ok\"}}"
+        )]),
+        ToolMode::Json,
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    assert!(
+        matches!(&reply.outcome, TaskResult::Success(_)),
+        "{:?}",
+        reply.outcome
+    );
+    let requests = backend.requests();
+    let schema = requests[0].output_schema.clone().unwrap();
+    let submit = schema["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["properties"]["tool"]["enum"][0] == "submit_result")
+        .unwrap()["properties"]["arguments"]
+        .clone();
+    assert_eq!(submit, orca_agents::schema::task_result_variants());
+    let variants = submit["oneOf"].as_array().unwrap();
+    let success = variants
+        .iter()
+        .find(|v| v["properties"]["status"]["enum"][0] == "success")
+        .unwrap();
     println!(
-        "native mode, prose and an invalid block: {} turns, then a parse error",
-        backend.requests().len()
+        "json mode submit schema: {} variants; success allows {:?}",
+        variants.len(),
+        success["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(variants.len(), 3);
+    assert!(success["properties"].get("code").is_none());
+    assert_eq!(success["additionalProperties"], false);
+    // The prompt lists the same schema.
+    assert!(
+        requests[0]
+            .system
+            .contains(&orca_agents::schema::task_result_variants().to_string()),
+        "the prompt carries the exact schema"
     );
 }
 

@@ -19,7 +19,11 @@ pub(super) fn arg<T: for<'de> Deserialize<'de>>(args: &Value, name: &str) -> Res
     let v = args
         .get(name)
         .ok_or_else(|| ToolError::new(format!("missing argument `{name}`")))?;
-    serde_json::from_value(v.clone()).map_err(|e| ToolError::new(format!("argument `{name}`: {e}")))
+    serde_json::from_value(v.clone()).map_err(|e| {
+        ToolError::new(format!(
+            "argument `{name}`: {e}; call again with `{name}` as the tool's schema describes it"
+        ))
+    })
 }
 
 /// An optional argument (absent or `null`: `None`).
@@ -31,6 +35,37 @@ pub(super) fn opt_arg<T: for<'de> Deserialize<'de>>(
         None | Some(Value::Null) => Ok(None),
         Some(v) => serde_json::from_value(v.clone())
             .map(Some)
-            .map_err(|e| ToolError::new(format!("argument `{name}`: {e}"))),
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "argument `{name}`: {e}; `{name}` is optional: omit it, unless an earlier result gave you one to pass"
+                ))
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use orca_core::SessionId;
+    use serde_json::json;
+
+    use super::{arg, opt_arg};
+
+    /// A refused argument says how to fix the call, not only what is wrong.
+    #[test]
+    fn a_bad_argument_says_how_to_fix_the_call() {
+        // What a small model sent: a made-up session id for a new conversation.
+        let e = opt_arg::<SessionId>(&json!({"session_id": "abc123"}), "session_id").unwrap_err();
+        assert!(
+            e.message.contains("expected prefix") && e.message.contains("omit it"),
+            "{}",
+            e.message
+        );
+        assert!(
+            opt_arg::<SessionId>(&json!({}), "session_id")
+                .unwrap()
+                .is_none()
+        );
+        let e = arg::<u32>(&json!({"n": "x"}), "n").unwrap_err();
+        assert!(e.message.contains("call again with `n`"), "{}", e.message);
     }
 }

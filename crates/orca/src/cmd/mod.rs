@@ -7,6 +7,7 @@ pub(crate) mod audit;
 pub(crate) mod config;
 pub(crate) mod diff;
 pub(crate) mod driver;
+pub(crate) mod eval;
 pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod filter;

@@ -22,6 +22,7 @@ mod daily_use;
 mod diffs;
 mod e2e;
 mod elicitation_policy;
+mod eval;
 mod git_plants;
 mod hostile;
 mod mcp;

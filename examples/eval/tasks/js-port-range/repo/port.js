@@ -1,0 +1,7 @@
+'use strict';
+
+function parsePort(value) {
+  return Number(value);
+}
+
+module.exports = { parsePort };
