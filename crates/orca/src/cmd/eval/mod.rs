@@ -1,4 +1,4 @@
-//! `orca eval`: how often a setup of agents gets real tasks right, with proof (ADR 0044,
+//! `orca eval`: how often a setup of agents gets real tasks right, with proof (ADR 0047,
 //! `docs/eval.md`). `run` measures a suite, `verify` recomputes a report from its kept trials,
 //! `compare` shows what changed between two reports.
 
