@@ -137,6 +137,10 @@ pub(crate) struct App {
     /// `[serve]` and `[notify]` of the settings, and the files they came from.
     pub(crate) serve: Option<toml::Value>,
     pub(crate) notify: Option<toml::Value>,
+    /// `[telemetry]` of the settings, and the exporter when export is on and this command runs
+    /// agents.
+    pub(crate) telemetry_table: Option<toml::Value>,
+    pub(crate) telemetry: Option<orca_telemetry::Telemetry>,
     pub(crate) config_files: Vec<PathBuf>,
     /// `[approval]`: which ways of approving the user's and the project's config allow.
     pub(crate) approval: crate::settings::layers::ApprovalSettings,
@@ -177,6 +181,11 @@ impl App {
                 path.display()
             ));
         }
+        let telemetry = if runs_agents {
+            crate::telemetry::start(loaded.telemetry.as_ref())?
+        } else {
+            None
+        };
         let shared = crate::cmd::store::shared_store(global, loaded.config.as_ref(), &authority)?;
         let files = FileStore::open_with_redactor(&root, authority, crate::redact::redactor())?;
         let store: Arc<dyn Store> = match &shared {
@@ -196,6 +205,8 @@ impl App {
             config: loaded.config,
             serve: loaded.serve,
             notify: loaded.notify,
+            telemetry_table: loaded.telemetry,
+            telemetry,
             config_files: loaded.files,
             approval: loaded.approval,
             sandbox,
@@ -426,6 +437,10 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         && let Err(e) = crate::checkpoint::record(&app).await
     {
         tracing::warn!("the checkpoint of what orca wrote was not updated: {e}");
+    }
+    // What is queued is sent, or abandoned after a short bound.
+    if let Some(t) = &app.telemetry {
+        t.shutdown().await;
     }
     result
 }

@@ -1,0 +1,64 @@
+//! OpenTelemetry export for the commands that run agents (ADR 0044, telemetry): the settings
+//! from the `OTEL_*` variables over `[telemetry]`, the header values (credentials) taught to
+//! the redactor, and a follower of each execution this process drives.
+
+use std::collections::BTreeMap;
+
+use orca_core::AgentPort as _;
+use orca_core::redact::Redactor;
+use orca_core::{ExecutionId, Plan};
+use orca_telemetry::follow::{Follower, Run};
+use orca_telemetry::{ModelInfo, Telemetry, TelemetrySettings};
+
+use crate::app::App;
+use crate::exit::CliError;
+
+/// The settings in force (`None`: export is off).
+pub(crate) fn settings(table: Option<&toml::Value>) -> Result<Option<TelemetrySettings>, CliError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = orca_telemetry::config::resolve(table, &env)
+        .map_err(|e| CliError::bad_input(format!("telemetry: {e}")))?;
+    if let Some(s) = &settings {
+        // Headers may hold credentials: no log line, span or message may carry them.
+        crate::redact::learn(&Redactor::new().with_secrets(s.headers.values()));
+    }
+    Ok(settings)
+}
+
+/// Starts the exporter when export is on.
+pub(crate) fn start(table: Option<&toml::Value>) -> Result<Option<Telemetry>, CliError> {
+    let Some(settings) = settings(table)? else {
+        return Ok(None);
+    };
+    let runtime = tokio::runtime::Handle::current();
+    Telemetry::start(settings, runtime)
+        .map(Some)
+        .map_err(CliError::internal)
+}
+
+/// Follows the execution `exec` while this process drives it, when export is on.
+pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) -> Option<Follower> {
+    let telemetry = app.telemetry.clone()?;
+    let plan = plan?;
+    let models: BTreeMap<String, ModelInfo> = app
+        .agents
+        .agents()
+        .into_iter()
+        .map(|a| {
+            (
+                a.id.to_string(),
+                ModelInfo {
+                    provider: a.backend.clone(),
+                    model: a.model.clone().unwrap_or_default(),
+                },
+            )
+        })
+        .collect();
+    let run = Run {
+        plan_id: plan.id(),
+        execution_id: exec,
+        goal: plan.content().goal.clone(),
+        models,
+    };
+    Some(Follower::start(app.store.clone(), telemetry, run).await)
+}
