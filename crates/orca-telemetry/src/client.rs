@@ -4,32 +4,37 @@
 //! slows the run, and is reported once.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+
+/// What is known of the collector: nothing yet, it answered, or an export failed.
+pub(crate) const UNKNOWN: u8 = 0;
+pub(crate) const ANSWERED: u8 = 1;
+pub(crate) const FAILED: u8 = 2;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     inner: reqwest::Client,
     runtime: tokio::runtime::Handle,
-    warned: Arc<AtomicBool>,
+    health: Arc<AtomicU8>,
 }
 
 impl Client {
     pub(crate) fn new(
         inner: reqwest::Client,
         runtime: tokio::runtime::Handle,
-        warned: Arc<AtomicBool>,
+        health: Arc<AtomicU8>,
     ) -> Self {
         Self {
             inner,
             runtime,
-            warned,
+            health,
         }
     }
 
     fn warn_once(&self, url: &str, what: &str) {
-        if !self.warned.swap(true, Ordering::Relaxed) {
+        if self.health.swap(FAILED, Ordering::Relaxed) != FAILED {
             tracing::warn!(
                 "telemetry: export to {url} failed ({what}); the run goes on, further export failures are not reported"
             );
@@ -68,7 +73,14 @@ impl HttpClient for Client {
             }
             Err(e) => return Err(Box::new(e)),
         };
-        if !status.is_success() {
+        if status.is_success() {
+            let _ = self.health.compare_exchange(
+                UNKNOWN,
+                ANSWERED,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        } else {
             self.warn_once(&url, &format!("HTTP {status}"));
         }
         let mut response = Response::builder().status(status.as_u16());

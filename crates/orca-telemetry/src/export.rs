@@ -2,7 +2,7 @@
 //! sending OTLP over HTTP through [`crate::client::Client`]; shut down with a bound.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -14,7 +14,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanProcessor as _,
 };
 
-use crate::client::Client;
+use crate::client::{self, Client};
 use crate::config::{Protocol, TelemetrySettings};
 use crate::metrics::Instruments;
 
@@ -34,6 +34,8 @@ struct Inner {
     spans: BatchSpanProcessor,
     meters: SdkMeterProvider,
     instruments: Instruments,
+    health: Arc<AtomicU8>,
+    started: std::time::Instant,
 }
 
 fn protocol(p: Protocol) -> opentelemetry_otlp::Protocol {
@@ -53,13 +55,14 @@ impl Telemetry {
         settings: TelemetrySettings,
         runtime: tokio::runtime::Handle,
     ) -> Result<Self, String> {
+        tracing::debug!("telemetry: starting");
         let http = reqwest::Client::builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(3)))
             .build()
             .map_err(|e| format!("telemetry: cannot build the HTTP client: {e}"))?;
-        let warned = Arc::new(AtomicBool::new(false));
-        let client = Client::new(http, runtime, warned);
+        let health = Arc::new(AtomicU8::new(client::UNKNOWN));
+        let client = Client::new(http, runtime, Arc::clone(&health));
         let headers: std::collections::HashMap<String, String> = settings
             .headers
             .0
@@ -77,7 +80,7 @@ impl Telemetry {
             .map_err(|e| format!("telemetry: {}: {e}", settings.traces_endpoint))?;
         let metric_exporter = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
-            .with_http_client(client)
+            .with_http_client(client.clone())
             .with_protocol(protocol(settings.protocol))
             .with_endpoint(settings.metrics_endpoint.clone())
             .with_headers(headers)
@@ -108,17 +111,49 @@ impl Telemetry {
             .with_resource(resource)
             .with_reader(
                 PeriodicReader::builder(metric_exporter)
-                    .with_interval(Duration::from_secs(30))
+                    .with_interval(Duration::from_secs(10))
                     .build(),
             )
             .build();
+        // One empty export request at once, so that by the exit it is known whether the
+        // collector answers (a run is never made to wait for it).
+        let started = std::time::Instant::now();
+        let warm_up = client.clone();
+        let (url, content_type) = (
+            settings.traces_endpoint.clone(),
+            match settings.protocol {
+                Protocol::HttpProtobuf => "application/x-protobuf",
+                Protocol::HttpJson => "application/json",
+            },
+        );
+        let mut request = opentelemetry_http::Request::builder()
+            .method("POST")
+            .uri(url)
+            .header("content-type", content_type);
+        for (k, v) in &settings.headers.0 {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let body = if settings.protocol == Protocol::HttpJson {
+            opentelemetry_http::Bytes::from_static(b"{}")
+        } else {
+            opentelemetry_http::Bytes::new()
+        };
+        if let Ok(request) = request.body(body) {
+            tokio::spawn(async move {
+                use opentelemetry_http::HttpClient as _;
+                let _ = warm_up.send_bytes(request).await;
+            });
+        }
         let instruments = Instruments::new(&meters.meter("orca"));
+        tracing::debug!("telemetry: started");
         Ok(Self {
             inner: Arc::new(Inner {
                 settings,
                 spans,
                 meters,
                 instruments,
+                health,
+                started,
             }),
         })
     }
@@ -137,16 +172,77 @@ impl Telemetry {
         }
     }
 
-    /// Sends what is queued, waiting at most the flush bound (2 s); what is not sent by then is
-    /// abandoned.
+    /// Sends what is queued, waiting at most the flush bound (2 s) for a collector that has
+    /// answered, until a second after the start for one that has not answered yet, and not at
+    /// all for one that failed: what is not sent by then is abandoned, so a collector that is down or hanging
+    /// costs the exit almost nothing.
     pub async fn shutdown(&self) {
         let inner = Arc::clone(&self.inner);
-        let bound = inner.settings.flush_bound;
-        let flushing = tokio::task::spawn_blocking(move || {
+        let bound = match inner.health.load(Ordering::Relaxed) {
+            client::ANSWERED => inner.settings.flush_bound,
+            client::FAILED => Duration::from_millis(1),
+            // Not answered yet: a collector that has not answered the first request within a
+            // second hangs; what is left of that second is the bound.
+            _ => Duration::from_secs(1)
+                .saturating_sub(inner.started.elapsed())
+                .max(Duration::from_millis(1)),
+        };
+        tracing::debug!(?bound, "telemetry: flushing");
+        let other = Arc::clone(&inner);
+        // Spans and metrics flush side by side, each within the bound.
+        let spans = tokio::task::spawn_blocking(move || {
             let _ = inner.spans.shutdown_with_timeout(bound);
-            let _ = inner.meters.shutdown_with_timeout(bound);
         });
-        // Both waits are bounded; this one too in case either is not.
-        let _ = tokio::time::timeout(bound * 2 + Duration::from_millis(200), flushing).await;
+        let meters = tokio::task::spawn_blocking(move || {
+            let _ = other.meters.shutdown_with_timeout(bound);
+        });
+        // Done when both are flushed, the bound passed, or an export failed meanwhile (the
+        // rest would fail too: abandoned at once).
+        let failed = async {
+            while inner_health(&self.inner) != client::FAILED {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let _ = tokio::time::timeout(bound + Duration::from_millis(20), async {
+            tokio::select! {
+                _ = async { let _ = spans.await; let _ = meters.await; } => {}
+                () = failed => {}
+            }
+        })
+        .await;
+        tracing::debug!("telemetry: flushed or abandoned");
     }
+}
+
+/// Asks the traces endpoint whether it is there: an empty export request, without the
+/// configured headers (no credential leaves the machine; a 401 proves it is there too).
+/// `Ok(status)` for any HTTP answer, else what went wrong.
+///
+/// # Errors
+///
+/// No HTTP answer within `timeout`.
+pub async fn probe(settings: &TelemetrySettings, timeout: Duration) -> Result<u16, String> {
+    let (content_type, body) = match settings.protocol {
+        Protocol::HttpProtobuf => ("application/x-protobuf", Vec::new()),
+        Protocol::HttpJson => ("application/json", b"{}".to_vec()),
+    };
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    match client
+        .post(&settings.traces_endpoint)
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+    {
+        Ok(r) => Ok(r.status().as_u16()),
+        Err(e) if e.is_timeout() => Err("no answer in time".to_owned()),
+        Err(_) => Err("cannot connect".to_owned()),
+    }
+}
+
+fn inner_health(inner: &Inner) -> u8 {
+    inner.health.load(Ordering::Relaxed)
 }

@@ -19,5 +19,5 @@ mod metrics;
 pub mod spans;
 
 pub use config::{ConfigError, Protocol, TelemetrySettings};
-pub use export::Telemetry;
+pub use export::{Telemetry, probe};
 pub use spans::{ModelInfo, SpanInput};
