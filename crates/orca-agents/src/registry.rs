@@ -60,6 +60,8 @@ pub struct Agents {
     progress: Option<Arc<dyn ProgressSink>>,
     /// How long a step's process group gets between SIGTERM and SIGKILL.
     kill_grace: std::time::Duration,
+    /// Whether steps pass on their attempt's trace context (telemetry export is on).
+    trace_context: bool,
 }
 
 impl Agents {
@@ -89,6 +91,7 @@ impl Agents {
             ask_windows: false,
             progress: None,
             kill_grace: orca_os::process_group::DEFAULT_KILL_GRACE,
+            trace_context: false,
         }
     }
 
@@ -544,7 +547,7 @@ impl AgentPort for Agents {
                 .await,
             ),
             Runtime::Cli(cli) => {
-                cli.run_task(
+                let run = cli.run_task(
                     root,
                     &entry.profile,
                     &request,
@@ -552,8 +555,8 @@ impl AgentPort for Agents {
                     self.sandbox.as_deref(),
                     self.kill_grace,
                     tools,
-                )
-                .await
+                );
+                self.traced(&request, run).await
             }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
@@ -573,6 +576,7 @@ impl AgentPort for Agents {
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
                 let run = self.reporting(request.step.id.as_str(), &request.agent, run);
+                let run = self.traced(&request, run);
                 match request.timeout {
                     Some(t) => match tokio::time::timeout(t, run).await {
                         Ok(reply) => reply,

@@ -5,7 +5,7 @@
 
 use opentelemetry::trace::{SpanId, TraceId};
 use orca_core::ExecutionId;
-use sha2::{Digest as _, Sha256};
+use orca_core::trace_context;
 
 /// The execution's trace.
 #[must_use]
@@ -16,17 +16,7 @@ pub fn trace_id(exec: ExecutionId) -> TraceId {
 /// The span named `key` in the execution's trace (never the invalid all-zero id).
 #[must_use]
 pub fn span_id(exec: ExecutionId, key: &str) -> SpanId {
-    let mut h = Sha256::new();
-    h.update(exec.uuid().as_bytes());
-    h.update(b"\0");
-    h.update(key.as_bytes());
-    let digest = h.finalize();
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&digest[..8]);
-    if bytes == [0; 8] {
-        bytes[7] = 1;
-    }
-    SpanId::from_bytes(bytes)
+    SpanId::from_bytes(trace_context::span_id(exec, key))
 }
 
 /// The root span (`invoke_workflow`).
@@ -38,7 +28,7 @@ pub fn root_span(exec: ExecutionId) -> SpanId {
 /// A step attempt's span (`invoke_agent`).
 #[must_use]
 pub fn attempt_span(exec: ExecutionId, step: &str, attempt: u32) -> SpanId {
-    span_id(exec, &format!("attempt\0{step}\0{attempt}"))
+    span_id(exec, &trace_context::attempt_key(step, attempt))
 }
 
 /// The span of the audit entry `seq` (a model turn, a tool call, a check, a decision).
@@ -51,11 +41,7 @@ pub fn entry_span(exec: ExecutionId, seq: u64) -> SpanId {
 /// agent's own spans hang under.
 #[must_use]
 pub fn traceparent(exec: ExecutionId, step: &str, attempt: u32) -> String {
-    format!(
-        "00-{}-{}-01",
-        trace_id(exec),
-        attempt_span(exec, step, attempt)
-    )
+    trace_context::traceparent(exec, step, attempt)
 }
 
 #[cfg(test)]
@@ -71,6 +57,7 @@ mod tests {
         assert_ne!(root_span(exec), entry_span(exec, 0));
         assert_ne!(root_span(exec), root_span(ExecutionId::new()));
         let tp = traceparent(exec, "a", 1);
+        assert!(tp.contains(&attempt_span(exec, "a", 1).to_string()), "{tp}");
         assert_eq!(tp.len(), 55, "{tp}");
         assert!(tp.starts_with("00-") && tp.ends_with("-01"), "{tp}");
     }

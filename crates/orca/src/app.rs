@@ -201,7 +201,12 @@ impl App {
             store,
             shared,
             files,
-            agents: Arc::new(loaded.agents.with_sandbox(sandbox.policy.clone())),
+            agents: Arc::new(
+                loaded
+                    .agents
+                    .with_sandbox(sandbox.policy.clone())
+                    .with_trace_context(telemetry.is_some()),
+            ),
             config: loaded.config,
             serve: loaded.serve,
             notify: loaded.notify,

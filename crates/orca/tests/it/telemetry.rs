@@ -319,15 +319,31 @@ async fn a_killed_and_resumed_run_is_one_trace_with_genai_spans_and_no_secret() 
 
     // Tokens: what the fake model reported (10 in, 5 out per request), request by request.
     // The chat requests (not the empty probes of the endpoint).
-    let requests = model
+    let chat_requests: Vec<wiremock::Request> = model
         .received_requests()
         .await
         .unwrap_or_default()
-        .iter()
+        .into_iter()
         .filter(|r| {
             serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b["messages"].is_array())
         })
-        .count();
+        .collect();
+    let requests = chat_requests.len();
+    // Each carried its attempt's trace context: this trace, an exported attempt span.
+    let attempt_hex: BTreeSet<String> = attempt_ids.iter().map(|id| hex(id)).collect();
+    for r in &chat_requests {
+        let tp = r
+            .headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let parts: Vec<&str> = tp.split('-').collect();
+        assert_eq!(parts.len(), 4, "traceparent {tp:?}");
+        assert_eq!(parts[1], uuid, "{tp}");
+        assert!(attempt_hex.contains(parts[2]), "{tp} names no attempt span");
+    }
+    println!("model requests with traceparent: {requests}");
     let sum = |key: &str| -> i64 {
         chats
             .iter()
@@ -492,4 +508,53 @@ async fn a_collector_down_or_hanging_costs_the_run_nothing() {
     // Generous bounds (a loaded machine): the figures above are what to read.
     assert!(d < b * 1.5 + 0.5, "collector down: {d:.3} s vs {b:.3} s");
     assert!(h < b * 1.5 + 1.0, "collector hanging: {h:.3} s vs {b:.3} s");
+}
+
+/// Wall time of a run of `steps` chained `true` steps with `env`, `reps` times.
+fn chain_runs(env: &[(&str, String)], steps: usize, reps: usize) -> Vec<f64> {
+    let ids: Vec<String> = (0..steps).map(|i| format!("s{i}")).collect();
+    let deps: Vec<Vec<&str>> = (0..steps)
+        .map(|i| {
+            if i == 0 {
+                vec![]
+            } else {
+                vec![ids[i - 1].as_str()]
+            }
+        })
+        .collect();
+    let spec: Vec<(&str, &str, &[&str])> = (0..steps)
+        .map(|i| (ids[i].as_str(), "true", deps[i].as_slice()))
+        .collect();
+    let doc = crate::common::project::plan_doc("a chain", &spec);
+    (0..reps)
+        .map(|_| {
+            let p = Project::new();
+            let file = p.write("chain.json", &doc);
+            let start = Instant::now();
+            let out = orca_cmd(&p, env, &["--json", "run", file.to_str().unwrap(), "--yes"])
+                .output()
+                .unwrap();
+            assert_eq!(code(&out), 0, "{}", stderr(&out));
+            start.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_export_costs_per_step() {
+    let receiver = Receiver::start().await;
+    let env = vec![("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.clone())];
+    let (steps, reps) = (8, 3);
+    let (off, on) = tokio::task::block_in_place(|| {
+        (chain_runs(&[], steps, reps), chain_runs(&env, steps, reps))
+    });
+    let (off, on) = (median(off), median(on));
+    let spans = receiver.received().spans.len();
+    #[expect(clippy::cast_precision_loss, reason = "a handful of steps")]
+    let per_step_ms = (on - off) / steps as f64 * 1000.0;
+    println!(
+        "{steps} steps, median of {reps}: export off {off:.3} s, on {on:.3} s: {per_step_ms:.1} ms per step ({spans} spans received)"
+    );
+    // Control: the runs with export on did export (root, attempts).
+    assert!(spans >= reps * (steps + 1), "{spans} spans");
 }
