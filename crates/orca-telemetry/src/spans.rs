@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use opentelemetry::trace::{Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceState};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
-use orca_core::{ExecutionId, Usage};
+use orca_core::{ExecutionId, PlanId, Usage};
 use orca_services::events::ExecEvent;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -407,6 +407,41 @@ pub fn derive(input: &SpanInput<'_>) -> Vec<SpanData> {
     b.spans
 }
 
+/// The planner's conversation that made `plan` (`orca ask`), from the plan's log: its own
+/// trace (the plan id's 128 bits), a root `invoke_agent {planner}` span from the first entry to
+/// the last, and a `chat` / `execute_tool` span per recorded answer and tool call under it.
+#[must_use]
+pub fn derive_planner(plan: PlanId, agent: &str, input: &SpanInput<'_>) -> Vec<SpanData> {
+    let (Some(first), Some(last)) = (input.events.first(), input.events.last()) else {
+        return Vec::new();
+    };
+    let exec = first.execution_id;
+    let mut spans = derive(input);
+    let mut b = Builder {
+        exec,
+        spans: Vec::new(),
+        scope: scope(),
+    };
+    let attrs = vec![
+        KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+        KeyValue::new("gen_ai.agent.name", agent.to_owned()),
+        KeyValue::new("orca.plan.id", plan.to_string()),
+        KeyValue::new("gen_ai.workflow.name", input.goal.to_owned()),
+    ];
+    b.push(
+        ids::root_span(exec),
+        SpanId::INVALID,
+        SpanKind::Internal,
+        format!("invoke_agent {agent}"),
+        (first.at, last.at),
+        attrs,
+        None,
+        Vec::new(),
+    );
+    spans.extend(b.spans);
+    spans
+}
+
 /// The execution an `orca exec retry` fork came from.
 fn forked_from(events: &[ExecEvent]) -> Option<ExecutionId> {
     events
@@ -422,7 +457,6 @@ mod tests {
 
     use std::collections::BTreeSet;
 
-    use orca_core::PlanId;
     use serde_json::json;
 
     use super::*;

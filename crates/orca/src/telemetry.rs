@@ -36,12 +36,38 @@ pub(crate) fn start(table: Option<&toml::Value>) -> Result<Option<Telemetry>, Cl
         .map_err(CliError::internal)
 }
 
-/// Follows the execution `exec` while this process drives it, when export is on.
-pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) -> Option<Follower> {
-    let telemetry = app.telemetry.clone()?;
-    let plan = plan?;
-    let models: BTreeMap<String, ModelInfo> = app
-        .agents
+/// Exports the planner's conversation that made `plan` (`orca ask`) as its own trace, when
+/// export is on: from the plan's log, where the conversation was recorded.
+pub(crate) async fn planner(app: &App, plan: orca_core::PlanId, goal: &str) {
+    let Some(telemetry) = &app.telemetry else {
+        return;
+    };
+    let Ok(entries) = app
+        .store
+        .entries(orca_store::AuditLogId::Plan { plan_id: plan })
+        .await
+    else {
+        return;
+    };
+    // The plan's trace: its id's 128 bits, named as an execution's would be.
+    let trace = ExecutionId::from_uuid(plan.uuid());
+    let events = orca_services::events::from_entries(plan, trace, &entries);
+    let spans = orca_telemetry::spans::derive_planner(
+        plan,
+        "planner",
+        &orca_telemetry::SpanInput {
+            events: &events,
+            after: None,
+            goal,
+            models: &models(app),
+            capture_content: telemetry.settings().capture_content,
+        },
+    );
+    telemetry.record(spans);
+}
+
+fn models(app: &App) -> BTreeMap<String, ModelInfo> {
+    app.agents
         .agents()
         .into_iter()
         .map(|a| {
@@ -53,7 +79,14 @@ pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) ->
                 },
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Follows the execution `exec` while this process drives it, when export is on.
+pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) -> Option<Follower> {
+    let telemetry = app.telemetry.clone()?;
+    let plan = plan?;
+    let models = models(app);
     let run = Run {
         plan_id: plan.id(),
         execution_id: exec,

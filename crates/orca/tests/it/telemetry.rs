@@ -558,3 +558,57 @@ async fn what_export_costs_per_step() {
     // Control: the runs with export on did export (root, attempts).
     assert!(spans >= reps * (steps + 1), "{spans} spans");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_planners_conversation_is_its_own_trace_named_by_the_plan() {
+    let model = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(crate::mcp_support::planner::FakePlanner)
+        .mount(&model)
+        .await;
+    let receiver = Receiver::start().await;
+    let p = Project::new();
+    p.write(
+        ".orca/config.toml",
+        &format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
+            model.uri()
+        ),
+    );
+    let env = otel_env(&receiver, false);
+    let out = tokio::task::block_in_place(|| {
+        orca_cmd(&p, &env, &["--json", "ask", "say hello in hello.txt"])
+            .output()
+            .unwrap()
+    });
+    // No terminal and no --yes: the proposal waits for a human (exit 4).
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let (c, plans) = p.json(&["plan", "list"]);
+    assert_eq!(c, 0);
+    let plan = plans[0]["plan_id"].as_str().unwrap().to_owned();
+    let got = receiver.received();
+    let names: Vec<&str> = got.spans.iter().map(|(s, _)| s.name.as_str()).collect();
+    println!("planner spans: {names:?}");
+    let root = got
+        .spans
+        .iter()
+        .map(|(s, _)| s)
+        .find(|s| s.name == "invoke_agent planner")
+        .expect("the planner's root span");
+    let uuid = plan.trim_start_matches("plan_").replace('-', "");
+    assert_eq!(hex(&root.trace_id), uuid);
+    assert_eq!(attr(root, "orca.plan.id").as_deref(), Some(plan.as_str()));
+    let tools: Vec<_> = got
+        .spans
+        .iter()
+        .map(|(s, _)| s)
+        .filter(|s| s.name.starts_with("execute_tool orca_plan_"))
+        .collect();
+    assert!(!tools.is_empty(), "{names:?}");
+    assert!(
+        tools
+            .iter()
+            .all(|s| s.parent_span_id == root.span_id && s.trace_id == root.trace_id)
+    );
+}
