@@ -453,8 +453,6 @@ fn forked_from(events: &[ExecEvent]) -> Option<ExecutionId> {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
-
     use std::collections::BTreeSet;
 
     use serde_json::json;
