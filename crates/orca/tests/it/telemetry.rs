@@ -612,3 +612,48 @@ async fn the_planners_conversation_is_its_own_trace_named_by_the_plan() {
             .all(|s| s.parent_span_id == root.span_id && s.trace_id == root.trace_id)
     );
 }
+
+#[test]
+fn doctor_and_config_show_say_where_export_goes_never_the_credential() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let p = Project::new();
+    let config = p.write(
+        ".orca/config.toml",
+        &format!(
+            "[telemetry]\nendpoint = \"http://127.0.0.1:9\"\n[telemetry.headers]\nauthorization = \"Bearer {HEADER_SECRET}\"\n"
+        ),
+    );
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let shown = p.run(&["config", "show"]);
+    let text = format!(
+        "{}{}",
+        crate::common::project::stdout(&shown),
+        stderr(&shown)
+    );
+    assert_eq!(code(&shown), 0, "{text}");
+    assert!(text.contains("telemetry.headers.authorization"), "{text}");
+    assert!(!text.contains(HEADER_SECRET), "{text}");
+    let doctor = p.run(&["--json", "doctor"]);
+    let text = format!(
+        "{}{}",
+        crate::common::project::stdout(&doctor),
+        stderr(&doctor)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("telemetry export"))
+        .unwrap_or_else(|| panic!("no telemetry check: {text}"))
+        .to_owned();
+    println!("doctor: {}", line.trim());
+    assert!(text.contains("http://127.0.0.1:9/v1/traces"), "{text}");
+    assert!(text.contains("does not answer"), "{text}");
+    assert!(!text.contains(HEADER_SECRET), "{text}");
+    // Off: said so, as fine.
+    let q = Project::new();
+    let doctor = q.run(&["--json", "doctor"]);
+    let text = crate::common::project::stdout(&doctor);
+    assert!(
+        text.contains("off (set OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "{text}"
+    );
+}
