@@ -189,11 +189,13 @@ impl Telemetry {
         };
         tracing::debug!(?bound, "telemetry: flushing");
         let other = Arc::clone(&inner);
-        // Spans and metrics flush side by side, each within the bound.
-        let spans = tokio::task::spawn_blocking(move || {
+        // Spans and metrics flush side by side, each within the bound, on threads of their own:
+        // a flush still waiting when the bound passes is left behind (the process's exit ends
+        // it), never waited for by the runtime's shutdown.
+        let spans = detached(move || {
             let _ = inner.spans.shutdown_with_timeout(bound);
         });
-        let meters = tokio::task::spawn_blocking(move || {
+        let meters = detached(move || {
             let _ = other.meters.shutdown_with_timeout(bound);
         });
         // Done when both are flushed, the bound passed, or an export failed meanwhile (the
@@ -245,4 +247,17 @@ pub async fn probe(settings: &TelemetrySettings, timeout: Duration) -> Result<u1
 
 fn inner_health(inner: &Inner) -> u8 {
     inner.health.load(Ordering::Relaxed)
+}
+
+/// Runs `f` on a thread of its own; the receiver answers once it returned (or at once when no
+/// thread could be started: the sender is dropped with the closure).
+fn detached(f: impl FnOnce() + Send + 'static) -> tokio::sync::oneshot::Receiver<()> {
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let _ = std::thread::Builder::new()
+        .name("orca-telemetry-flush".to_owned())
+        .spawn(move || {
+            f();
+            let _ = done.send(());
+        });
+    finished
 }

@@ -544,7 +544,7 @@ fn chain_runs(env: &[(&str, String)], steps: usize, reps: usize) -> Vec<f64> {
 async fn what_export_costs_per_step() {
     let receiver = Receiver::start().await;
     let env = vec![("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.clone())];
-    let (steps, reps) = (8, 3);
+    let (steps, reps) = (8, 5);
     let (off, on) = tokio::task::block_in_place(|| {
         (chain_runs(&[], steps, reps), chain_runs(&env, steps, reps))
     });
