@@ -36,6 +36,9 @@ struct Inner {
     instruments: Instruments,
     health: Arc<AtomicU8>,
     started: std::time::Instant,
+    /// Where following an execution starts, when this process wrote to its log before driving
+    /// it (`exec decide`): the last `seq` before that write.
+    marks: std::sync::Mutex<std::collections::BTreeMap<orca_core::ExecutionId, Option<u64>>>,
 }
 
 fn protocol(p: Protocol) -> opentelemetry_otlp::Protocol {
@@ -154,6 +157,7 @@ impl Telemetry {
                 instruments,
                 health,
                 started,
+                marks: std::sync::Mutex::default(),
             }),
         })
     }
@@ -162,6 +166,32 @@ impl Telemetry {
     #[must_use]
     pub fn settings(&self) -> &TelemetrySettings {
         &self.inner.settings
+    }
+
+    /// Marks where following `exec` starts: `last`, the last `seq` of its log before this
+    /// process writes to it (the first mark of an execution wins).
+    pub fn mark(&self, exec: orca_core::ExecutionId, last: Option<u64>) {
+        let mut marks = self
+            .inner
+            .marks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        marks.entry(exec).or_insert(last);
+    }
+
+    /// The mark of `exec`, if this process set one.
+    pub(crate) fn mark_of(&self, exec: orca_core::ExecutionId) -> Option<Option<u64>> {
+        self.inner
+            .marks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&exec)
+            .copied()
+    }
+
+    /// Counts decisions asked (`+1` each) and answered (`-1` each) since the last call.
+    pub fn decisions(&self, delta: i64) {
+        self.inner.instruments.decisions(delta);
     }
 
     /// Queues spans (and their metrics) for export; never blocks (a full queue drops them).

@@ -34,9 +34,9 @@ pub struct Follower {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// The last `seq` of the execution's log now (`None`: empty or unreadable).
-async fn last_seq(store: &dyn Store, run: &Run) -> Option<u64> {
-    orca_services::events::read(store, run.plan_id, run.execution_id, None)
+/// The last `seq` of an execution's log now (`None`: empty or unreadable).
+pub async fn last_seq(store: &dyn Store, plan: PlanId, exec: ExecutionId) -> Option<u64> {
+    orca_services::events::read(store, plan, exec, None)
         .await
         .ok()
         .and_then(|e| e.last().map(|e| e.seq))
@@ -66,13 +66,27 @@ async fn look(
         capture_content: telemetry.settings().capture_content,
     });
     telemetry.record(spans);
+    let delta: i64 = events
+        .iter()
+        .filter(|e| after.is_none_or(|a| e.seq > a))
+        .map(|e| match e.kind.as_str() {
+            "decision.requested" => 1,
+            "decision.answered" => -1,
+            _ => 0,
+        })
+        .sum();
+    telemetry.decisions(delta);
     Some(last)
 }
 
 impl Follower {
-    /// Starts following from the entries appended after now.
+    /// Starts following from the entries appended after now (or after the mark this process
+    /// set before it wrote to the log: [`Telemetry::mark`]).
     pub async fn start(store: Arc<dyn Store>, telemetry: Telemetry, run: Run) -> Self {
-        let start = last_seq(store.as_ref(), &run).await;
+        let start = match telemetry.mark_of(run.execution_id) {
+            Some(marked) => marked,
+            None => last_seq(store.as_ref(), run.plan_id, run.execution_id).await,
+        };
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             let mut after = start;

@@ -3,7 +3,7 @@
 //! outcome, step duration, decision wait, cost), with the spans' attributes.
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 use opentelemetry_sdk::trace::SpanData;
 
 #[derive(Debug, Clone)]
@@ -13,6 +13,7 @@ pub(crate) struct Instruments {
     attempts: Counter<u64>,
     step_duration: Histogram<f64>,
     decision_wait: Histogram<f64>,
+    decisions_pending: UpDownCounter<i64>,
     cost: Counter<f64>,
 }
 
@@ -67,11 +68,23 @@ impl Instruments {
                 .with_unit("s")
                 .with_description("Time from a decision asked to answered")
                 .build(),
+            decisions_pending: meter
+                .i64_up_down_counter("orca.decisions.pending")
+                .with_unit("{decision}")
+                .with_description("Decisions asked and not answered yet")
+                .build(),
             cost: meter
                 .f64_counter("orca.cost")
                 .with_unit("USD")
                 .with_description("Cost of model requests")
                 .build(),
+        }
+    }
+
+    /// Decisions asked (`+1`) and answered (`-1`) in a window of the log.
+    pub(crate) fn decisions(&self, delta: i64) {
+        if delta != 0 {
+            self.decisions_pending.add(delta, &[]);
         }
     }
 

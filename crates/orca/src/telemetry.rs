@@ -82,6 +82,15 @@ fn models(app: &App) -> BTreeMap<String, ModelInfo> {
         .collect()
 }
 
+/// Before this process writes to `exec`'s log and then drives it (`exec decide`): what it
+/// writes is exported too, by the follower that starts later.
+pub(crate) async fn mark(app: &App, plan: orca_core::PlanId, exec: ExecutionId) {
+    if let Some(telemetry) = &app.telemetry {
+        let last = orca_telemetry::follow::last_seq(app.store.as_ref(), plan, exec).await;
+        telemetry.mark(exec, last);
+    }
+}
+
 /// Follows the execution `exec` while this process drives it, when export is on.
 pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) -> Option<Follower> {
     let telemetry = app.telemetry.clone()?;

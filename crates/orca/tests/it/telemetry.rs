@@ -657,3 +657,77 @@ fn doctor_and_config_show_say_where_export_goes_never_the_credential() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_decision_is_a_span_from_asked_to_answered_with_the_actor() {
+    let receiver = Receiver::start().await;
+    let p = Project::new();
+    let env = otel_env(&receiver, false);
+    let doc = crate::common::project::plan_doc("decide", &[("flaky", "test -e ok", &[])]);
+    let file = p.write("flaky.json", &doc);
+    let (first, exec) = tokio::task::block_in_place(|| {
+        let out = orca_cmd(
+            &p,
+            &env,
+            &[
+                "--json",
+                "run",
+                file.to_str().unwrap(),
+                "--yes",
+                "--on-failure",
+                "ask",
+            ],
+        )
+        .output()
+        .unwrap();
+        let (c, listed) = p.json(&["exec", "list"]);
+        assert_eq!(c, 0);
+        (out, listed[0]["execution_id"].as_str().unwrap().to_owned())
+    });
+    assert_eq!(code(&first), 4, "awaiting a decision: {}", stderr(&first));
+    std::fs::write(p.root().join("ok"), "").unwrap();
+    let out = tokio::task::block_in_place(|| {
+        orca_cmd(&p, &env, &["--json", "exec", "decide", &exec, "retry"])
+            .output()
+            .unwrap()
+    });
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let got = receiver.received();
+    let names: Vec<&str> = got.spans.iter().map(|(s, _)| s.name.as_str()).collect();
+    println!("spans: {names:?}");
+    let decision = got
+        .spans
+        .iter()
+        .map(|(s, _)| s)
+        .find(|s| s.name == "human_decision")
+        .unwrap_or_else(|| panic!("no decision span in {names:?}"));
+    let actor = attr(decision, "orca.decision.actor").unwrap_or_default();
+    println!(
+        "decision by {actor:?}, {} ms",
+        (decision.end_time_unix_nano - decision.start_time_unix_nano) / 1_000_000
+    );
+    assert!(!actor.is_empty());
+    assert!(decision.end_time_unix_nano > decision.start_time_unix_nano);
+    let ids: Vec<&Vec<u8>> = got.spans.iter().map(|(s, _)| &s.span_id).collect();
+    let unique: BTreeSet<&&Vec<u8>> = ids.iter().collect();
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "a span was exported twice: {names:?}"
+    );
+    assert_eq!(names.iter().filter(|n| **n == "invoke_workflow").count(), 1);
+    // Every attempt, before the decision and after it, once.
+    let (c, shown) = tokio::task::block_in_place(|| p.json(&["exec", "show", &exec]));
+    assert_eq!(c, 0);
+    let attempts = shown["tasks"][0]["attempts"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("invoke_agent"))
+            .count(),
+        attempts,
+        "{shown}"
+    );
+    let metrics: BTreeSet<&str> = got.metrics.iter().map(|m| m.name.as_str()).collect();
+    assert!(metrics.contains("orca.decisions.pending"), "{metrics:?}");
+}
