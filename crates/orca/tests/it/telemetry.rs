@@ -731,3 +731,87 @@ async fn a_human_decision_is_a_span_from_asked_to_answered_with_the_actor() {
     let metrics: BTreeSet<&str> = got.metrics.iter().map(|m| m.name.as_str()).collect();
     assert!(metrics.contains("orca.decisions.pending"), "{metrics:?}");
 }
+
+/// A project whose `coder` is a fake Claude Code that writes its `TRACEPARENT` down and
+/// reports success.
+fn with_fake_claude(p: &Project) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let program = p.root().join("fake-claude");
+    let stream = [
+        json!({"type": "system", "subtype": "init", "session_id": "s-1", "tools": []}),
+        json!({"type": "result", "subtype": "success", "is_error": false, "session_id": "s-1",
+               "result": "Done.\n```json\n{\"status\":\"success\",\"summary\":\"noted\"}\n```",
+               "num_turns": 1, "usage": {"input_tokens": 2, "output_tokens": 1}}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let out = p.write("stream.jsonl", &stream);
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nprintf '%s' \"$TRACEPARENT\" > traceparent.txt\ncat '{}'\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = p.root().join(".orca/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[agents.coder]\nbackend = \"claude-code\"\ncommand = \"{}\"\ndescription = \"codes\"\n",
+        program.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    p.write(
+        "plan.json",
+        &json!({
+            "goal": "note it", "summary": "one command-line agent step",
+            "assumptions": ["a fake claude"], "risks": ["none"], "verification": ["the file"],
+            "steps": [{"id": "note", "agent": "coder", "description": "note it", "depends_on": []}]
+        })
+        .to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_line_agent_gets_its_attempts_traceparent() {
+    let receiver = Receiver::start().await;
+    let p = Project::new();
+    let plan = with_fake_claude(&p);
+    let env = otel_env(&receiver, false);
+    let out = tokio::task::block_in_place(|| {
+        orca_cmd(
+            &p,
+            &env,
+            &["--json", "run", plan.to_str().unwrap(), "--yes"],
+        )
+        .output()
+        .unwrap()
+    });
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let tp = std::fs::read_to_string(p.root().join("traceparent.txt")).unwrap();
+    let got = receiver.received();
+    let attempt = got
+        .spans
+        .iter()
+        .map(|(s, _)| s)
+        .find(|s| s.name.starts_with("invoke_agent"))
+        .expect("the attempt's span");
+    println!("TRACEPARENT {tp}; attempt span {}", hex(&attempt.span_id));
+    assert_eq!(
+        tp,
+        format!("00-{}-{}-01", hex(&attempt.trace_id), hex(&attempt.span_id))
+    );
+    // Control: without export, no trace context is passed on.
+    let q = Project::new();
+    let plan = with_fake_claude(&q);
+    let out = tokio::task::block_in_place(|| {
+        orca_cmd(&q, &[], &["--json", "run", plan.to_str().unwrap(), "--yes"])
+            .output()
+            .unwrap()
+    });
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let tp = std::fs::read_to_string(q.root().join("traceparent.txt")).unwrap();
+    assert!(tp.is_empty(), "{tp}");
+}
