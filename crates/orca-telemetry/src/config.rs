@@ -204,14 +204,40 @@ pub fn resolve(
     };
     let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
     let disabled = env("OTEL_SDK_DISABLED").map_or(table.disabled.unwrap_or(false), |v| truthy(&v));
-    let base = env("OTEL_EXPORTER_OTLP_ENDPOINT").or(table.endpoint);
-    let traces = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .or(table.traces_endpoint)
+    if disabled {
+        return Ok(None);
+    }
+    // Each URL with the variable or field it came from, for errors.
+    let named = |var: &str, field: &str, from_table: Option<String>| {
+        env(var)
+            .map(|v| (v, var.to_owned()))
+            .or_else(|| from_table.map(|v| (v, format!("[telemetry] {field}"))))
+    };
+    let base = named("OTEL_EXPORTER_OTLP_ENDPOINT", "endpoint", table.endpoint);
+    if let Some((url, field)) = &base {
+        check_url(url, field)?;
+    }
+    let base = base.map(|(url, _)| url);
+    let traces = named(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "traces_endpoint",
+        table.traces_endpoint,
+    );
+    let metrics = named(
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "metrics_endpoint",
+        table.metrics_endpoint,
+    );
+    for (url, field) in traces.iter().chain(&metrics) {
+        check_url(url, field)?;
+    }
+    let traces = traces
+        .map(|(url, _)| url)
         .or_else(|| base.as_deref().map(|b| signal_url(b, "v1/traces")));
-    let metrics = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        .or(table.metrics_endpoint)
+    let metrics = metrics
+        .map(|(url, _)| url)
         .or_else(|| base.as_deref().map(|b| signal_url(b, "v1/metrics")));
-    if disabled || (traces.is_none() && metrics.is_none()) {
+    if traces.is_none() && metrics.is_none() {
         return Ok(None);
     }
     // A signal without its own endpoint goes next to the other's.
@@ -230,8 +256,6 @@ pub fn resolve(
                 .map(|t| t.replace("/v1/traces", "/v1/metrics"))
         })
         .unwrap_or_default();
-    check_url(&traces_endpoint, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")?;
-    check_url(&metrics_endpoint, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")?;
     let protocol = match env("OTEL_EXPORTER_OTLP_PROTOCOL") {
         Some(p) => Protocol::parse(&p, "OTEL_EXPORTER_OTLP_PROTOCOL")?,
         None => match table.protocol.as_deref() {
@@ -337,6 +361,7 @@ mod tests {
         let table: toml::Value = toml::from_str("endpoint = \"localhost:4318\"").unwrap();
         let e = resolve(Some(&table), &env_of(&[])).unwrap_err();
         assert!(e.to_string().contains("not an http"), "{e}");
+        assert_eq!(e.field, "[telemetry] endpoint");
         let table: toml::Value = toml::from_str("endpont = \"http://x\"").unwrap();
         assert!(resolve(Some(&table), &env_of(&[])).is_err());
     }

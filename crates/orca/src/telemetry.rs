@@ -25,15 +25,21 @@ pub(crate) fn settings(table: Option<&toml::Value>) -> Result<Option<TelemetrySe
     Ok(settings)
 }
 
-/// Starts the exporter when export is on.
+/// Starts the exporter when export is on. A setting that is wrong (a `grpc` protocol, a
+/// malformed header list) is refused, naming it.
 pub(crate) fn start(table: Option<&toml::Value>) -> Result<Option<Telemetry>, CliError> {
     let Some(settings) = settings(table)? else {
         return Ok(None);
     };
     let runtime = tokio::runtime::Handle::current();
-    Telemetry::start(settings, runtime)
-        .map(Some)
-        .map_err(CliError::internal)
+    // Export never stops a run: an exporter that cannot be built is a warning.
+    match Telemetry::start(settings, runtime) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            tracing::warn!("{e}; the run goes on without export");
+            Ok(None)
+        }
+    }
 }
 
 /// Exports the planner's conversation that made `plan` (`orca ask`) as its own trace, when
