@@ -170,6 +170,12 @@ impl App {
         }
         // The config first: the store's redactor must know the keys it loads.
         let loaded = crate::settings::Settings::load(&root)?;
+        // A wrong telemetry setting is refused before anything is created.
+        let telemetry = if runs_agents {
+            crate::telemetry::start(loaded.telemetry.as_ref())?
+        } else {
+            None
+        };
         let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
         if new_project {
@@ -181,11 +187,6 @@ impl App {
                 path.display()
             ));
         }
-        let telemetry = if runs_agents {
-            crate::telemetry::start(loaded.telemetry.as_ref())?
-        } else {
-            None
-        };
         let shared = crate::cmd::store::shared_store(global, loaded.config.as_ref(), &authority)?;
         let files = FileStore::open_with_redactor(&root, authority, crate::redact::redactor())?;
         let store: Arc<dyn Store> = match &shared {

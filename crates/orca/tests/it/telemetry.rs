@@ -815,3 +815,39 @@ async fn a_command_line_agent_gets_its_attempts_traceparent() {
     let tp = std::fs::read_to_string(q.root().join("traceparent.txt")).unwrap();
     assert!(tp.is_empty(), "{tp}");
 }
+
+#[test]
+fn grpc_and_a_bad_endpoint_are_refused_naming_the_variable_and_nothing_runs() {
+    let p = Project::new();
+    let file = p.write(
+        "one.json",
+        &crate::common::project::plan_doc("refused", &[("only", "echo ran > ran.txt", &[])]),
+    );
+    for (env, needle) in [
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ],
+            "OTEL_EXPORTER_OTLP_PROTOCOL: grpc is not supported",
+        ),
+        (
+            vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")],
+            "OTEL_EXPORTER_OTLP_ENDPOINT: \"localhost:4318\" is not an http",
+        ),
+    ] {
+        let out = p.run_env(&env, &["run", file.to_str().unwrap(), "--yes"]);
+        let err = stderr(&out);
+        println!("{}", err.trim());
+        assert_eq!(code(&out), 2, "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(
+            err.contains("http/protobuf") || !needle.contains("grpc"),
+            "{err}"
+        );
+        assert!(!p.root().join("ran.txt").exists());
+    }
+    let (c, listed) = p.json(&["exec", "list"]);
+    assert_eq!(c, 0);
+    assert_eq!(listed.as_array().map(Vec::len), Some(0), "{listed}");
+}
