@@ -18,6 +18,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "orca-store",
             "orca-services",
             "orca-agents",
+            "opentelemetry",
         ],
     ),
     (
@@ -32,7 +33,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "orca-agents",
             "orca-store-postgres",
             "tokio-postgres",
+            "opentelemetry",
         ],
+    ),
+    // The telemetry export reads the services' events; it runs no agent and picks no store.
+    (
+        "orca-telemetry",
+        &["orca-agents", "orca-store-postgres", "tokio-postgres"],
     ),
     (
         "orca-store-postgres",

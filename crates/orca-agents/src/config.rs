@@ -67,6 +67,9 @@ struct RawConfig {
     /// The notifier: read by the binary (`serve.rs`), not here.
     #[serde(default, rename = "notify")]
     _notify: Option<toml::Value>,
+    /// OpenTelemetry export: read by the binary (`telemetry.rs`), not here.
+    #[serde(default, rename = "telemetry")]
+    _telemetry: Option<toml::Value>,
     #[serde(default)]
     store: Option<RawStore>,
     #[serde(default)]

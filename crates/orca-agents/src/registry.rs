@@ -59,6 +59,8 @@ pub struct Agents {
     progress: Option<Arc<dyn ProgressSink>>,
     /// How long a step's process group gets between SIGTERM and SIGKILL.
     kill_grace: std::time::Duration,
+    /// Whether steps pass on their attempt's trace context (telemetry export is on).
+    trace_context: bool,
 }
 
 impl Agents {
@@ -89,6 +91,7 @@ impl Agents {
             ask_windows: false,
             progress: None,
             kill_grace: orca_os::process_group::DEFAULT_KILL_GRACE,
+            trace_context: false,
         }
     }
 

@@ -107,6 +107,7 @@ pub mod redact;
 pub mod results;
 pub mod schedule;
 pub mod tool_access;
+pub mod trace_context;
 pub mod writes;
 
 #[cfg(feature = "proptest")]

@@ -114,7 +114,8 @@ impl Endpoint {
         body: &Value,
     ) -> Result<ChatResponse, BackendError> {
         let url = format!("{}{}", self.base_url, wire.path);
-        let headers = self.headers()?;
+        let mut headers = self.headers()?;
+        crate::trace::insert(&mut headers);
         let endpoint = &self.base_url;
         let mut response = if self.streaming.enabled {
             stream::exchange(

@@ -35,6 +35,7 @@ pub mod retry;
 pub mod scripted;
 pub mod secret;
 mod stream;
+pub mod trace;
 pub mod window_probe;
 
 pub use anthropic::AnthropicBackend;

@@ -11,10 +11,13 @@
 //! - [`fake_model`]: the Chat Completions bodies a fake model server answers with.
 //! - [`bench`]: the table and the JSON a benchmark hands to `cargo xtask bench`.
 //! - [`pty`]: a pseudo-terminal for a program a test runs as a person at a terminal would.
+//! - [`otlp`]: an OTLP/HTTP receiver (protobuf and JSON) that keeps every span, metric and
+//!   byte it was sent.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod certs;
 pub mod fake_model;
+pub mod otlp;
 pub mod postgres;
 pub mod pty;

@@ -148,6 +148,10 @@ pub(crate) struct App {
     /// `[serve]` and `[notify]` of the settings, and the files they came from.
     pub(crate) serve: Option<toml::Value>,
     pub(crate) notify: Option<toml::Value>,
+    /// `[telemetry]` of the settings, and the exporter when export is on and this command runs
+    /// agents.
+    pub(crate) telemetry_table: Option<toml::Value>,
+    pub(crate) telemetry: Option<orca_telemetry::Telemetry>,
     pub(crate) config_files: Vec<PathBuf>,
     /// `[approval]`: which ways of approving the user's and the project's config allow.
     pub(crate) approval: crate::settings::layers::ApprovalSettings,
@@ -184,6 +188,12 @@ impl App {
         }
         // The config first: the store's redactor must know the keys it loads.
         let loaded = crate::settings::Settings::load(&root)?;
+        // A wrong telemetry setting is refused before anything is created.
+        let telemetry = if runs_agents {
+            crate::telemetry::start(loaded.telemetry.as_ref())?
+        } else {
+            None
+        };
         let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
         if new_project {
@@ -210,10 +220,17 @@ impl App {
             store,
             shared,
             files,
-            agents: Arc::new(loaded.agents.with_sandbox(sandbox.policy.clone())),
+            agents: Arc::new(
+                loaded
+                    .agents
+                    .with_sandbox(sandbox.policy.clone())
+                    .with_trace_context(telemetry.is_some()),
+            ),
             config: loaded.config,
             serve: loaded.serve,
             notify: loaded.notify,
+            telemetry_table: loaded.telemetry,
+            telemetry,
             config_files: loaded.files,
             approval: loaded.approval,
             sandbox,
@@ -453,6 +470,10 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         && let Err(e) = crate::checkpoint::record(&app).await
     {
         tracing::warn!("the checkpoint of what orca wrote was not updated: {e}");
+    }
+    // What is queued is sent, or abandoned after a short bound.
+    if let Some(t) = &app.telemetry {
+        t.shutdown().await;
     }
     result
 }

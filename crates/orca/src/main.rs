@@ -19,6 +19,7 @@ mod redact;
 mod render;
 mod sandbox;
 mod settings;
+mod telemetry;
 mod term;
 mod trust;
 

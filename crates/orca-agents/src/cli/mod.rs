@@ -507,7 +507,12 @@ impl CliAgent {
                 .max_wall_secs
                 .map(Duration::from_secs)
         }));
-        let env = policy.build(&profile.id, &request.step.env, request.identity().env());
+        let mut ids = request.identity().env();
+        // Its own OpenTelemetry spans (when the user turned its export on) join the attempt's.
+        if let Some(tp) = orca_llm::trace::current() {
+            ids.push(("TRACEPARENT".to_owned(), tp));
+        }
+        let env = policy.build(&profile.id, &request.step.env, ids);
         let run = self
             .run(
                 root, prompt, None, false, timeout, env, sandbox, kill_grace, idle, tools,

@@ -47,6 +47,14 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # [tls]
 # ca_file = "/etc/ssl/private-ca.pem"
 
+# OpenTelemetry traces and metrics (off unless an endpoint is set; the OTEL_* variables win).
+# Header values are secrets: never printed. Answers go into spans only with
+# capture_message_content is true, redacted as the audit log has them.
+# [telemetry]
+# endpoint = "http://localhost:4318"
+# protocol = "http/protobuf"
+# headers = { authorization = "Bearer …" }
+
 # Settings every agent starts from.
 # [defaults]
 # backend = "anthropic"

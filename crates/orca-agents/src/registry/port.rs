@@ -49,7 +49,7 @@ impl AgentPort for Agents {
                 .await,
             ),
             Runtime::Cli(cli) => {
-                cli.run_task(
+                let run = cli.run_task(
                     root,
                     &entry.profile,
                     &request,
@@ -58,8 +58,8 @@ impl AgentPort for Agents {
                     self.kill_grace,
                     entry.stall.unwrap_or(self.settings.stall).idle,
                     tools,
-                )
-                .await
+                );
+                self.traced(&request, run).await
             }
             Runtime::Chat(backend) => {
                 let started = Instant::now();
@@ -79,6 +79,7 @@ impl AgentPort for Agents {
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
                 let run = self.reporting(request.step.id.as_str(), &request.agent, run);
+                let run = self.traced(&request, run);
                 match request.timeout {
                     Some(t) => match tokio::time::timeout(t, run).await {
                         Ok(reply) => reply,

@@ -32,6 +32,33 @@ impl Agents {
         self
     }
 
+    /// The same agents, passing on each attempt's trace context when `on` (telemetry export
+    /// is on, ADR 0048): `traceparent` on its model requests, `TRACEPARENT` in a command-line
+    /// agent's environment.
+    #[must_use]
+    pub const fn with_trace_context(mut self, on: bool) -> Self {
+        self.trace_context = on;
+        self
+    }
+
+    /// Runs `run` with the attempt's trace context in force, when it is passed on.
+    pub(super) async fn traced<F: Future>(
+        &self,
+        request: &orca_core::TaskRequest,
+        run: F,
+    ) -> F::Output {
+        if self.trace_context {
+            let tp = orca_core::trace_context::traceparent(
+                request.execution_id,
+                request.step.id.as_str(),
+                request.attempt,
+            );
+            orca_llm::trace::TRACEPARENT.scope(tp, run).await
+        } else {
+            run.await
+        }
+    }
+
     /// The grace period between SIGTERM and SIGKILL for a step's processes.
     #[must_use]
     pub const fn kill_grace(&self) -> std::time::Duration {

@@ -43,6 +43,7 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
                 app.info(&m);
             }
             let plan = orca.planning().plan(plan_id).await?;
+            crate::telemetry::planner(app, plan_id, &plan.content().goal).await;
             // The interactive approval shows the plan in its question: print it only when no
             // question will be asked (--yes, or no terminal).
             let asks = interactive() && !options.yes;

@@ -28,6 +28,12 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         {
             *url = orca_store_postgres::redacted_url(url);
         }
+        // Telemetry headers carry the collector's credentials (ADR 0048): never shown.
+        if key.starts_with("telemetry.headers")
+            && let Some(v) = value
+        {
+            *v = toml::Value::String("[redacted]".to_owned());
+        }
     }
     // The settings an environment variable can set, at their built-in value when unset.
     for (var, key) in ENV_OVERRIDES {

@@ -183,6 +183,7 @@ pub(crate) async fn exec(app: &App, cmd: ExecCommand) -> Result<Exit, CliError> 
                     })?,
                 },
             };
+            crate::telemetry::mark(app, header.value.info().plan_id, id).await;
             orca.executions().decide(id, decision, &user()).await?;
             app.info(&format!("recorded the decision for {id}"));
             if no_run {

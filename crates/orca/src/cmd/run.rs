@@ -193,8 +193,12 @@ pub(crate) async fn drive(
         let cancel = CancellationToken::new();
         // Registered here, before anything runs, so an early Ctrl-C is not lost.
         let signals = crate::driver_signals::listen(exec, cancel.clone())?;
+        let traced = crate::telemetry::follow(app, plan.as_ref(), exec).await;
         let report = runner.run(exec, cancel).await;
         signals.abort();
+        if let Some(follower) = traced {
+            follower.finish().await;
+        }
         // Steps ended by the run get their grace period before this process exits (its exit
         // SIGKILLs every group still alive).
         orca_os::process_group::settle(app.agents.kill_grace() + Duration::from_secs(5)).await;

@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use crate::app::App;
 
 /// How long one probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
+pub(super) enum Level {
     Ok,
     /// Works, with less than it could (said, with what to do; the exit code stays 0).
     Warning,
@@ -42,7 +42,7 @@ impl Level {
 }
 
 /// One check: what was looked at, how it came out, what was seen, and what to do next.
-fn judged(what: String, level: Level, detail: String, next: Option<String>) -> Value {
+pub(super) fn judged(what: String, level: Level, detail: String, next: Option<String>) -> Value {
     let mut value = json!({
         "check": what,
         "ok": level != Level::Problem,
@@ -89,6 +89,7 @@ pub(crate) async fn run(app: &App) -> Vec<Value> {
     out.extend(endpoints(app).await);
     out.extend(programs(app).await);
     out.push(store_writable(app.root()));
+    out.push(super::telemetry::check(app.telemetry_table.as_ref()).await);
     if let Some(pg) = &app.shared {
         let mut shared = shared_store(pg).await;
         if shared["level"] == "problem" && shared.get("next").is_none() {

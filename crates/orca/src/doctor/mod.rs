@@ -11,6 +11,7 @@ use orca_os::step_env;
 use serde_json::{Value, json};
 
 pub(crate) mod live;
+mod telemetry;
 
 /// The key status of every agent, for `orca doctor`.
 fn key_statuses(agents: &Agents, config: Option<&Config>) -> Vec<(String, String, KeyStatus)> {

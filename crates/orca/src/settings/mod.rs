@@ -38,6 +38,8 @@ pub(crate) struct Settings {
     pub(crate) serve: Option<toml::Value>,
     /// `[notify]` of the merged files, for `orca serve`'s notifier.
     pub(crate) notify: Option<toml::Value>,
+    /// `[telemetry]` of the merged files (OpenTelemetry export).
+    pub(crate) telemetry: Option<toml::Value>,
     /// The files the settings came from (user, project), for error messages.
     pub(crate) files: Vec<PathBuf>,
     /// Which ways of approving the files allow (`[approval]`).
@@ -69,6 +71,7 @@ fn load(root: &Path) -> Result<Settings, CliError> {
             config: None,
             serve: None,
             notify: None,
+            telemetry: None,
             files: Vec::new(),
             approval: layers::ApprovalSettings::default(),
         });
@@ -118,6 +121,7 @@ fn load(root: &Path) -> Result<Settings, CliError> {
         config: Some(config),
         serve: layers.merged.get("serve").cloned(),
         notify: layers.merged.get("notify").cloned(),
+        telemetry: layers.merged.get("telemetry").cloned(),
         files: layers.files,
         approval: layers.approval,
     })

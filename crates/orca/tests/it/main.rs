@@ -48,6 +48,7 @@ mod store_password;
 mod stored_digest;
 mod tamper;
 mod tamper_wal;
+mod telemetry;
 mod transcript;
 mod weak_model;
 mod web;

@@ -32,6 +32,18 @@ pub(crate) fn isolated(root: &Path, config_home: &Path) -> std::process::Command
         .env_remove("ORCA_STORE_URL")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY");
+    // No telemetry export unless a test asks for it.
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_SDK_DISABLED",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    ] {
+        cmd.env_remove(var);
+    }
     // libpq's variables fill in what a store URL leaves out: none from the developer's shell.
     for var in [
         "PGHOST",
