@@ -36,6 +36,7 @@ mod plan_tools;
 mod planner_tokens;
 mod procs;
 mod readme;
+mod readme_multi_host;
 mod rollback;
 mod seals;
 mod secrets;

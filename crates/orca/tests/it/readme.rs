@@ -138,6 +138,14 @@ fn substitute(word: &str, binds: &BTreeMap<String, String>) -> String {
     word.to_owned()
 }
 
+/// The example plans (not `examples/eval/`) copied to `to`, as the README's commands use them.
+pub(crate) fn copy_examples(to: &Path) {
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"),
+        to,
+    );
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
