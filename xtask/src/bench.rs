@@ -436,6 +436,7 @@ fn render(rows: &[Row], opts: &Options, has_store_bench: bool) -> (String, Value
             "description": r.description,
         }));
     }
+    side_by_side(&mut t, rows);
     if opts.quick {
         let _ = writeln!(t, "(quick run: small sizes; targets are not judged)");
     }
@@ -453,6 +454,40 @@ fn render(rows: &[Row], opts: &Options, has_store_bench: bool) -> (String, Value
         "figures": items,
     });
     (t, report)
+}
+
+/// orca's workers beside the bare job queue, one line per worker count (medians over the
+/// repetitions), when the runner benchmark measured them.
+fn side_by_side(t: &mut String, rows: &[Row]) {
+    use std::fmt::Write as _;
+    let median = |name: String| {
+        rows.iter()
+            .find(|r| r.name == name)
+            .map(|r| util::stats(&r.values).0)
+    };
+    let mut lines = Vec::new();
+    for w in [1, 2, 4, 8, 16] {
+        if let (Some(bare), Some(orca)) = (
+            median(format!("pg_bare_{w}w_per_s")),
+            median(format!("pg_orca_{w}w_per_s")),
+        ) {
+            lines.push(format!(
+                "{w:>7}  {bare:>11.0}  {orca:>12.0}  {:>10.2}x",
+                bare / orca.max(f64::MIN_POSITIVE)
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "\norca beside a bare SKIP LOCKED queue on the same server (goal: bare ÷ orca ≤ 2x)\n\
+         workers  bare jobs/s  orca tasks/s  bare ÷ orca"
+    );
+    for l in lines {
+        let _ = writeln!(t, "{l}");
+    }
 }
 
 fn machine() -> Value {

@@ -13,6 +13,10 @@
 //!   one; each the median of three runs, each run on a database of its own. The workers are
 //!   up as `orca worker` is: they first claim the tasks of a 64-task execution together (their
 //!   connections opened and warm), and stay connected until the run is timed.
+//! - `pg_bare_{n}w_per_s`, `pg_orca_{n}w_per_s`, `pg_orca_vs_bare_{n}w` for 1, 2, 4, 8, 16
+//!   workers: a bare `FOR UPDATE SKIP LOCKED` job queue and orca's task-claiming workers (instant
+//!   agent, one execution of independent tasks) on one server in the same run, and orca's cost
+//!   per task over the bare queue's (goal ≤ 2×). `--queue-only` prints just that table.
 //! - `context_ratio_50_5`: serialized `TaskContext` bytes given to step 50 of a sequential plan ÷
 //!   step 5, with realistic summaries, findings and files per step.
 //! - `overhead_cpu_us_per_task`: CPU time (user + system, `getrusage`) per task with an instant
@@ -41,6 +45,9 @@ use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// (g): orca's workers against a bare job queue on the same server.
+#[path = "runner_bench/queue.rs"]
+mod queue;
 /// The tuning loops: `--claims-only` and `--makespans N` (one figure, several times).
 #[path = "runner_bench/tuning.rs"]
 mod tuning;
@@ -48,7 +55,7 @@ mod tuning;
 #[path = "runner_bench/workers.rs"]
 mod workers;
 
-use workers::{CLAIM_RUNS, Mode, WORKER_TASKS, workers_run};
+use workers::{CLAIM_RUNS, Load, Mode, WORKER_TASKS, workers_run};
 
 /// An agent whose every task call sleeps a fixed time (or returns at once) and reports a
 /// realistic result; it records the serialized size of each context it was given.
@@ -371,7 +378,7 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
             let mut runs = Vec::with_capacity(CLAIM_RUNS);
             for _ in 0..CLAIM_RUNS {
                 let pg_url = server.create_database().await?;
-                runs.push(workers_run(&pg_url, mode, workers, sizes).await?);
+                runs.push(workers_run(&pg_url, mode, workers, Load::wide(sizes)).await?);
             }
             let median = |mut d: Vec<Duration>| {
                 d.sort_unstable();
@@ -422,6 +429,12 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
             .to_owned(),
     });
     drop(server);
+
+    // (g) orca against a bare job queue, 1 to 16 workers, on a server of its own.
+    let jobs = sizes.wide * 4;
+    let compared = queue::compare(sizes.wide, jobs).await?;
+    say(&queue::table(&compared));
+    out.extend(queue::figures(&compared, sizes.wide, jobs));
     if sizes.dag_only {
         return Ok(out);
     }
@@ -627,6 +640,12 @@ fn real_main() -> Result<(), BoxError> {
             wide_delay: Duration::from_millis(20),
         }
     };
+    if args.iter().any(|a| a == "--queue-only") {
+        let jobs = sizes.wide * 4;
+        let compared = runtime.block_on(queue::compare(sizes.wide, jobs))?;
+        say(&queue::table(&compared));
+        return Ok(());
+    }
     let only = if args.iter().any(|a| a == "--claims-only") {
         Some(runtime.block_on(tuning::claims_only(&sizes, 3))?)
     } else if let Some(p) = args.iter().position(|a| a == "--makespans") {

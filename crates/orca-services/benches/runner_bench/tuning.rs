@@ -1,7 +1,7 @@
 //! The tuning loops of the runner benchmark: one figure, several times in one process, to see
 //! a change's effect through the machine's noise (`--claims-only`, `--makespans N`).
 
-use super::{Backend, BenchAgent, BoxError, Figure, Mode, Sizes, layered, run, workers_run};
+use super::{Backend, BenchAgent, BoxError, Figure, Load, Mode, Sizes, layered, run, workers_run};
 
 /// `--claims-only`: tasks claimed one by one, 1 and 4 workers, `reps` times (to tune claiming).
 pub(crate) async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure>, BoxError> {
@@ -10,15 +10,25 @@ pub(crate) async fn claims_only(sizes: &Sizes, reps: usize) -> Result<Vec<Figure
     for _ in 0..reps {
         // Each run on a database of its own, as in the full benchmark.
         let one = sizes.wide as f64
-            / workers_run(&server.create_database().await?, Mode::Task, 1, sizes)
-                .await?
-                .wall
-                .as_secs_f64();
+            / workers_run(
+                &server.create_database().await?,
+                Mode::Task,
+                1,
+                Load::wide(sizes),
+            )
+            .await?
+            .wall
+            .as_secs_f64();
         let four = sizes.wide as f64
-            / workers_run(&server.create_database().await?, Mode::Task, 4, sizes)
-                .await?
-                .wall
-                .as_secs_f64();
+            / workers_run(
+                &server.create_database().await?,
+                Mode::Task,
+                4,
+                Load::wide(sizes),
+            )
+            .await?
+            .wall
+            .as_secs_f64();
         out.push(Figure {
             name: "pg_claim_task_4w_vs_1w",
             value: four / one,

@@ -180,14 +180,37 @@ impl Observer for Span {
 pub(crate) struct Timed {
     pub(crate) wall: Duration,
     pub(crate) steady: Duration,
+    /// The database connections the workers held at the end of the run (the bare queue of
+    /// (g) gets as many).
+    pub(crate) connections: usize,
 }
 
-/// `workers` workers on one 4-layer DAG of `sizes.wide` tasks; the time until it ended.
+/// What the workers of a run claim: `tasks` in `layers` layers (every task depending on every
+/// task of the layer before), each agent call taking `delay`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Load {
+    pub(crate) tasks: usize,
+    pub(crate) layers: usize,
+    pub(crate) delay: Duration,
+}
+
+impl Load {
+    /// (f)'s load: the 4-layer DAG of `sizes.wide` tasks.
+    pub(crate) const fn wide(sizes: &Sizes) -> Self {
+        Self {
+            tasks: sizes.wide,
+            layers: 4,
+            delay: sizes.wide_delay,
+        }
+    }
+}
+
+/// `workers` workers on one DAG of `load`; the time until it ended.
 pub(crate) async fn workers_run(
     url: &str,
     mode: Mode,
     workers: usize,
-    sizes: &Sizes,
+    load: Load,
 ) -> Result<Timed, BoxError> {
     let store = Arc::new(
         orca_store_postgres::PgStore::connect(
@@ -205,11 +228,14 @@ pub(crate) async fn workers_run(
         Budget::UNLIMITED,
     );
     let mut opened = Vec::with_capacity(2);
-    let warm_up = WARM_UP_TASKS.min(sizes.wide);
-    for (tasks, claimed) in [(warm_up, true), (sizes.wide, mode == Mode::Task)] {
+    let warm_up = WARM_UP_TASKS.min(load.tasks);
+    for (layers, tasks, claimed) in [
+        (4, warm_up, true),
+        (load.layers, load.tasks, mode == Mode::Task),
+    ] {
         let proposal = orca
             .planning()
-            .create_proposal(content(layered(4, tasks / 4)?), None)
+            .create_proposal(content(layered(layers, tasks / layers)?), None)
             .await?;
         orca.planning()
             .approve(proposal.id(), "bench", None)
@@ -227,12 +253,14 @@ pub(crate) async fn workers_run(
         warm_up: opened[0],
         timed: opened[1],
     };
+    // The setup's own connections, not counted as the workers'.
+    let before = connections(url).await?;
     let ready = Arc::new(tokio::sync::Barrier::new(workers + 1));
     let span = Arc::new(Span::default());
     let mut joins = tokio::task::JoinSet::new();
     for _ in 0..workers {
         let url = url.to_owned();
-        let delay = sizes.wide_delay;
+        let delay = load.delay;
         let (ready, span) = (Arc::clone(&ready), Arc::clone(&span));
         joins.spawn(async move { bench_worker(&url, mode, execs, delay, ready, span).await });
     }
@@ -243,6 +271,7 @@ pub(crate) async fn workers_run(
         workers_up.push(r?);
     }
     let wall = start.elapsed();
+    let connections = connections(url).await?;
     drop(workers_up);
     let stage = orca
         .executions()
@@ -267,5 +296,26 @@ pub(crate) async fn workers_run(
         (Some(first), Some(last)) => last.saturating_duration_since(first),
         _ => wall,
     };
-    Ok(Timed { wall, steady })
+    Ok(Timed {
+        wall,
+        steady,
+        connections: connections.saturating_sub(before),
+    })
+}
+
+/// The client connections to `url`'s database now (this query's own included: a difference of
+/// two counts cancels it).
+async fn connections(url: &str) -> Result<usize, BoxError> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let driver = tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND backend_type = 'client backend'",
+            &[],
+        )
+        .await?;
+    drop(client);
+    let _ = driver.await;
+    Ok(usize::try_from(row.get::<_, i64>(0)).unwrap_or(0))
 }

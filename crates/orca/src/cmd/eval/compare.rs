@@ -82,20 +82,7 @@ pub(crate) fn compare(a: &Path, b: &Path, json_out: bool) -> Result<Exit, CliErr
                 _ => {}
             }
         }
-        let zero = Summary {
-            trials: 0,
-            passed: 0,
-            pass_at_1: 0.0,
-            pass_all: 0,
-            pass_hat_k: 0.0,
-            attempts: 0,
-            decisions: 0,
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_micro_usd: 0,
-            wall_ms: 0,
-            failures: std::collections::BTreeMap::new(),
-        };
+        let zero = Summary::default();
         let (sa, sb) = (sa.unwrap_or(&zero), sb.unwrap_or(&zero));
         let tokens = delta(
             sa.input_tokens + sa.output_tokens,

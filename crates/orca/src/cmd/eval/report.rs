@@ -87,7 +87,7 @@ pub(crate) struct Trial {
 }
 
 /// The figures of a set of trials (one task's, or all).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Summary {
     pub(crate) trials: u32,
@@ -162,20 +162,7 @@ fn share(part: u32, whole: u32) -> f64 {
 }
 
 fn summarize<'a>(trials: impl Iterator<Item = &'a Trial>) -> Summary {
-    let mut s = Summary {
-        trials: 0,
-        passed: 0,
-        pass_at_1: 0.0,
-        pass_all: 0,
-        pass_hat_k: 0.0,
-        attempts: 0,
-        decisions: 0,
-        input_tokens: 0,
-        output_tokens: 0,
-        cost_micro_usd: 0,
-        wall_ms: 0,
-        failures: BTreeMap::new(),
-    };
+    let mut s = Summary::default();
     let mut by_task: BTreeMap<&str, bool> = BTreeMap::new();
     for t in trials {
         let f = &t.figures;

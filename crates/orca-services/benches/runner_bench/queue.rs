@@ -1,0 +1,227 @@
+//! (g) of the runner benchmark: orca's workers against the cheapest correct job queue on the
+//! same throwaway server, in the same run — what orca's durability and audit cost per task.
+//!
+//! The bare queue is one table; a job is claimed by `UPDATE … WHERE id = (SELECT … FOR UPDATE
+//! SKIP LOCKED LIMIT 1) RETURNING` and completed by a second `UPDATE`, each its own committed
+//! transaction with `synchronous_commit = on`, through as many connections as orca's workers
+//! held in their run. Its jobs carry a payload and a result of the size of an orca task's
+//! documents. orca's workers claim the tasks of one execution of independent tasks, one by one
+//! (`orca worker --claim task`), with an instant agent: both sides do no work but the queue's.
+
+use std::time::{Duration, Instant};
+
+use super::{BoxError, CLAIM_RUNS, Figure, Load, Mode, lorem, workers_run};
+
+/// The worker counts compared.
+pub(crate) const WORKER_COUNTS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// Bytes of a bare job's payload (a step's instructions and context) and result (a completed
+/// task's summary, findings and output: ~2.7 KB in the runner benchmark's tasks).
+const PAYLOAD_BYTES: usize = 1_000;
+const RESULT_BYTES: usize = 2_700;
+
+/// One worker count's figures (medians of `CLAIM_RUNS` runs each).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Compared {
+    pub(crate) workers: usize,
+    pub(crate) connections: usize,
+    pub(crate) bare_per_s: f64,
+    pub(crate) orca_per_s: f64,
+}
+
+impl Compared {
+    /// orca's cost per task ÷ the bare queue's (jobs/s ÷ tasks/s).
+    pub(crate) fn ratio(&self) -> f64 {
+        self.bare_per_s / self.orca_per_s.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Runs the comparison for every worker count: `tasks` orca tasks and `jobs` bare jobs per run.
+pub(crate) async fn compare(tasks: usize, jobs: usize) -> Result<Vec<Compared>, BoxError> {
+    let server = orca_testkit::postgres::Throwaway::start(true)?;
+    let mut out = Vec::new();
+    for workers in WORKER_COUNTS {
+        let (mut orca, mut bare, mut conns) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..CLAIM_RUNS {
+            let load = Load {
+                tasks,
+                layers: 1,
+                delay: Duration::ZERO,
+            };
+            let timed =
+                workers_run(&server.create_database().await?, Mode::Task, workers, load).await?;
+            orca.push(tasks as f64 / timed.wall.as_secs_f64());
+            conns.push(timed.connections);
+            let connections = timed.connections.max(workers);
+            let wall = bare_run(&server.create_database().await?, connections, jobs).await?;
+            bare.push(jobs as f64 / wall.as_secs_f64());
+        }
+        out.push(Compared {
+            workers,
+            connections: median_usize(conns),
+            bare_per_s: median(bare),
+            orca_per_s: median(orca),
+        });
+    }
+    Ok(out)
+}
+
+/// The figures of the comparison, for the benchmark's table and JSON.
+pub(crate) fn figures(compared: &[Compared], tasks: usize, jobs: usize) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for c in compared {
+        let (bare, orca, ratio) = names(c.workers);
+        let w = c.workers;
+        out.push(Figure {
+            name: bare,
+            value: c.bare_per_s,
+            unit: "/s",
+            target: None,
+            description: format!(
+                "bare SKIP LOCKED queue, {jobs} jobs, {} connections (as orca's {w} worker(s)), median of {CLAIM_RUNS}: jobs/s",
+                c.connections
+            ),
+        });
+        out.push(Figure {
+            name: orca,
+            value: c.orca_per_s,
+            unit: "/s",
+            target: None,
+            description: format!(
+                "orca, {tasks} independent tasks, instant agent, {w} worker(s) claiming tasks, median of {CLAIM_RUNS}: tasks/s"
+            ),
+        });
+        out.push(Figure {
+            name: ratio,
+            value: c.ratio(),
+            unit: "x",
+            target: Some(2.0),
+            description: format!(
+                "{w} worker(s): orca's cost per task ÷ the bare queue's (bare jobs/s ÷ orca tasks/s)"
+            ),
+        });
+    }
+    out
+}
+
+/// The side-by-side table the benchmark prints.
+pub(crate) fn table(compared: &[Compared]) -> String {
+    let mut s = String::from("workers  connections  bare jobs/s  orca tasks/s  bare ÷ orca\n");
+    for c in compared {
+        s.push_str(&format!(
+            "{:>7}  {:>11}  {:>11.0}  {:>12.0}  {:>10.2}x\n",
+            c.workers,
+            c.connections,
+            c.bare_per_s,
+            c.orca_per_s,
+            c.ratio()
+        ));
+    }
+    s
+}
+
+const fn names(workers: usize) -> (&'static str, &'static str, &'static str) {
+    match workers {
+        1 => ("pg_bare_1w_per_s", "pg_orca_1w_per_s", "pg_orca_vs_bare_1w"),
+        2 => ("pg_bare_2w_per_s", "pg_orca_2w_per_s", "pg_orca_vs_bare_2w"),
+        4 => ("pg_bare_4w_per_s", "pg_orca_4w_per_s", "pg_orca_vs_bare_4w"),
+        8 => ("pg_bare_8w_per_s", "pg_orca_8w_per_s", "pg_orca_vs_bare_8w"),
+        _ => (
+            "pg_bare_16w_per_s",
+            "pg_orca_16w_per_s",
+            "pg_orca_vs_bare_16w",
+        ),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn median_usize(mut v: Vec<usize>) -> usize {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// The bare queue: `jobs` jobs drained by `connections` connections; the time it took.
+async fn bare_run(url: &str, connections: usize, jobs: usize) -> Result<Duration, BoxError> {
+    let (setup, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let driver = tokio::spawn(conn);
+    setup
+        .batch_execute(
+            "CREATE TABLE jobs (
+                 id bigserial PRIMARY KEY,
+                 state text NOT NULL DEFAULT 'queued',
+                 payload text NOT NULL,
+                 result text,
+                 worker int,
+                 claimed_at timestamptz,
+                 done_at timestamptz
+             );
+             CREATE INDEX jobs_queued ON jobs (id) WHERE state = 'queued';",
+        )
+        .await?;
+    setup
+        .execute(
+            "INSERT INTO jobs (payload) SELECT $1 FROM generate_series(1, $2::int)",
+            &[&lorem(PAYLOAD_BYTES / 7, 1), &i32::try_from(jobs)?],
+        )
+        .await?;
+    // Every connection opened and its statements prepared before the clock starts, as orca's
+    // workers are warm when their run is timed.
+    let mut clients = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+        let driver = tokio::spawn(conn);
+        client.batch_execute("SET synchronous_commit = on").await?;
+        let claim = client
+            .prepare(
+                "UPDATE jobs SET state = 'running', worker = $1, claimed_at = now() \
+                 WHERE id = (SELECT id FROM jobs WHERE state = 'queued' ORDER BY id \
+                             FOR UPDATE SKIP LOCKED LIMIT 1) \
+                 RETURNING id, payload",
+            )
+            .await?;
+        let complete = client
+            .prepare("UPDATE jobs SET state = 'done', result = $2, done_at = now() WHERE id = $1")
+            .await?;
+        clients.push((client, driver, claim, complete));
+    }
+    let result = lorem(RESULT_BYTES / 7, 2);
+    let start = Instant::now();
+    let mut joins = tokio::task::JoinSet::new();
+    for (i, (client, driver, claim, complete)) in clients.into_iter().enumerate() {
+        let result = result.clone();
+        let worker = i32::try_from(i)?;
+        joins.spawn(async move {
+            let mut done = 0usize;
+            while let Some(row) = client.query_opt(&claim, &[&worker]).await? {
+                let id: i64 = row.get(0);
+                let payload: &str = row.get(1);
+                // The job's "work": read its payload, write a result.
+                std::hint::black_box(payload.len());
+                client.execute(&complete, &[&id, &result]).await?;
+                done += 1;
+            }
+            drop(client);
+            let _ = driver.await;
+            Ok::<usize, tokio_postgres::Error>(done)
+        });
+    }
+    let mut done = 0usize;
+    for r in joins.join_all().await {
+        done += r?;
+    }
+    let wall = start.elapsed();
+    let left: i64 = setup
+        .query_one("SELECT count(*) FROM jobs WHERE state <> 'done'", &[])
+        .await?
+        .get(0);
+    drop(setup);
+    let _ = driver.await;
+    if done != jobs || left != 0 {
+        return Err(format!("bare queue: {done} of {jobs} jobs done, {left} left").into());
+    }
+    Ok(wall)
+}
