@@ -16,7 +16,8 @@
 //! - `pg_bare_{n}w_per_s`, `pg_orca_{n}w_per_s`, `pg_orca_vs_bare_{n}w` for 1, 2, 4, 8, 16
 //!   workers: a bare `FOR UPDATE SKIP LOCKED` job queue and orca's task-claiming workers (instant
 //!   agent, one execution of independent tasks) on one server in the same run, and orca's cost
-//!   per task over the bare queue's (goal ≤ 2×). `--queue-only` prints just that table.
+//!   per task over the bare queue's (goal ≤ 2×). `--queue-only` prints just that table;
+//!   `--overhead-only` just `overhead_cpu_us_per_task` (for a profiler).
 //! - `context_ratio_50_5`: serialized `TaskContext` bytes given to step 50 of a sequential plan ÷
 //!   step 5, with realistic summaries, findings and files per step.
 //! - `overhead_cpu_us_per_task`: CPU time (user + system, `getrusage`) per task with an instant
@@ -640,6 +641,24 @@ fn real_main() -> Result<(), BoxError> {
             wide_delay: Duration::from_millis(20),
         }
     };
+    if args.iter().any(|a| a == "--overhead-only") {
+        // (c) alone, for a profiler: CPU per task, instant agent, file store.
+        let tasks = sizes.overhead_tasks;
+        let before = cpu_time();
+        let wall = runtime.block_on(run(
+            &Backend::File,
+            BenchAgent::new(Duration::ZERO),
+            lanes(tasks)?,
+            8,
+        ))?;
+        let cpu = cpu_time().saturating_sub(before);
+        say(&format!(
+            "overhead_cpu_us_per_task {:.1} us ({tasks} tasks, wall {:.3} s)",
+            cpu.as_secs_f64() * 1e6 / tasks as f64,
+            wall.as_secs_f64()
+        ));
+        return Ok(());
+    }
     if args.iter().any(|a| a == "--queue-only") {
         let jobs = sizes.wide * 4;
         let compared = runtime.block_on(queue::compare(sizes.wide, jobs))?;

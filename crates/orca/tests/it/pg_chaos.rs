@@ -262,3 +262,14 @@ fn eight_workers_killed_and_a_restarted_server_lose_and_double_nothing() {
     let out = orca(dir.path(), cfg, &["audit", "verify", "--all"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+/// The control of the overlap count: two attempts of one task that ran at once are counted,
+/// one cut off (no end) before the next began is not.
+#[test]
+fn the_overlap_count_sees_attempts_that_ran_at_once() {
+    let mut a: Attempts = BTreeMap::new();
+    a.insert("t".to_owned(), vec![(10, Some(30)), (20, Some(40))]);
+    a.insert("killed".to_owned(), vec![(10, None), (20, Some(40))]);
+    a.insert("serial".to_owned(), vec![(10, Some(15)), (20, Some(40))]);
+    assert_eq!(overlaps(&a), 1);
+}
