@@ -13,6 +13,7 @@ mod accept;
 mod approval_binding;
 mod ask_tty;
 mod browser;
+mod browser_pages;
 mod budgets;
 mod checks;
 mod cli;
