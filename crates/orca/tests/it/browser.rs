@@ -339,6 +339,31 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     assert!(status.contains("completed"), "{status}");
     d.screenshot(&shots, "execution-completed.png").await;
 
+    // A step's page (its transcript and output, as `exec logs`), then the audit tree with
+    // durations (as `audit show`), also on a phone.
+    d.click("#live a[href$=\"/steps/unit-tests\"]").await;
+    d.wait_text("#live", "42 passed", Duration::from_secs(30))
+        .await;
+    d.screenshot(&shots, "step-output.png").await;
+    d.click("a[href^=\"/audit?exec=\"]").await;
+    let tree = d.find_all("ol.tree li").await.len();
+    println!("audit tree entries shown: {tree}");
+    assert!(tree > 10, "the tree has the run's entries ({tree})");
+    d.screenshot(&shots, "audit-execution.png").await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 390, "height": 844 })),
+    )
+    .await;
+    d.screenshot(&shots, "audit-execution-phone.png").await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 900, "height": 1150 })),
+    )
+    .await;
+
     // Stop the failed step of the other run from its page.
     d.goto(&server.url(&format!("/executions/{waiting}"))).await;
     d.click("#stop").await;

@@ -3,11 +3,11 @@
 //! every page, with a control that widens one page and must be counted); hostile Markdown and
 //! HTML planted in a plan's goal, summary and steps and in a step's output runs nothing and
 //! leaves no raw tag, in the browser and in the HTML served; a step's page follows a running
-//! step live. Screenshots go to `$ORCA_SCREENSHOTS` when set.
+//! step live. Screenshots of the hostile pages go to the test's temp dir (the README's come
+//! from `browser.rs`).
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, reason = "tests")]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -139,9 +139,7 @@ async fn no_page_is_wider_than_a_phone_or_a_laptop_and_hostile_text_runs_nothing
     let f = fixture();
     let token = f.p.token("pages");
     let server = Server::start(&f.p, &[]);
-    let shots = std::env::var_os("ORCA_SCREENSHOTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| f.p.dir.path().join("screenshots"));
+    let shots = f.p.dir.path().join("screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let d = Driver::start(&f.p.dir.path().join("chromium-profile")).await;
 
