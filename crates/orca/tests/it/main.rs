@@ -56,5 +56,6 @@ mod weak_model;
 mod web;
 mod web_policy;
 mod web_results;
+mod web_steps;
 mod worktree_bases;
 mod worktrees;
