@@ -1,5 +1,6 @@
-//! The pages (GET): inbox, plans, one plan, executions, one execution, the audit timeline,
-//! the approval confirmation and the login page.
+//! The pages (GET): inbox, plans, one plan, executions, one execution and the approval
+//! confirmation; the status and error pages every handler returns. (A step: `steps`; the
+//! audit: `audit`; signing in: `login`.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
