@@ -32,6 +32,7 @@ pub mod runner;
 pub mod short_ids;
 pub mod status;
 mod takeover;
+pub mod timeline;
 pub mod tools;
 pub mod transitions;
 pub mod worker;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::html::{esc, when};
+use crate::html::esc;
 use crate::pages::short_id;
 use crate::state::Web;
 
@@ -58,7 +58,7 @@ pub(crate) async fn exec_table(web: &Web, items: &[orca_store::ExecutionSummary]
             e.total,
             e.plan_id,
             esc(&short_id(&e.plan_id.to_string())),
-            esc(&when(e.created_at))
+            crate::html::when_cell(e.created_at)
         );
     }
     out.push_str("</table>");

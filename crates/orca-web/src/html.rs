@@ -60,10 +60,30 @@ pub fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// A whole page: the frame, the navigation, `body`. No inline script or style: the CSP
-/// forbids them.
+/// A whole page for a signed-in person: the frame, the navigation with "Sign out", `body`.
+/// No inline script or style: the CSP forbids them.
 #[must_use]
 pub fn page(title: &str, body: &str) -> String {
+    frame(
+        title,
+        "<a href=\"/inbox\">Inbox</a> <a href=\"/plans\">Plans</a> <a href=\"/executions\">Executions</a> <a href=\"/audit\">Audit</a>\
+<form class=\"logout\" method=\"post\" action=\"/logout\"><button class=\"link\" type=\"submit\">Sign out</button></form>",
+        body,
+    )
+}
+
+/// A page for someone not signed in (the sign-in page, a refusal before the token is
+/// checked): no links that need a token, no "Sign out".
+#[must_use]
+pub fn public_page(title: &str, body: &str) -> String {
+    frame(
+        title,
+        "<a class=\"signin\" href=\"/login\">Sign in</a>",
+        body,
+    )
+}
+
+fn frame(title: &str, links: &str, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + 1024);
     let _ = write!(
         out,
@@ -71,13 +91,17 @@ pub fn page(title: &str, body: &str) -> String {
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{} · orca</title><link rel=\"stylesheet\" href=\"/static/orca.css\">\
 <script src=\"/static/live.js\" defer></script></head><body>\
-<nav><a class=\"brand\" href=\"/inbox\">orca</a> <a href=\"/inbox\">Inbox</a> \
-<a href=\"/plans\">Plans</a> <a href=\"/executions\">Executions</a> <a href=\"/audit\">Audit</a>\
-<form class=\"logout\" method=\"post\" action=\"/logout\"><button class=\"link\" type=\"submit\">Sign out</button></form></nav>\
+<nav><a class=\"brand\" href=\"/inbox\">orca</a> {links}</nav>\
 <main>{body}</main></body></html>",
         esc(title)
     );
     out
+}
+
+/// A time for a table or a tree: kept on one line.
+#[must_use]
+pub fn when_cell(at: OffsetDateTime) -> String {
+    format!("<span class=\"when\">{}</span>", esc(&when(at)))
 }
 
 /// A status badge.

@@ -8,7 +8,14 @@
 //!
 //! Layering: this crate speaks HTTP over `orca-services` and the `orca-store` traits; it never
 //! names a concrete store or agent backend (the binary picks them). [`views`] holds the read
-//! models (inbox, one execution) any other front end can reuse.
+//! models (inbox, one execution) any other front end can reuse; the audit tree and a step's
+//! transcript come from `orca_services::timeline`, as on the command line.
+//!
+//! Pages: `pages` (inbox, plans, a plan, executions, an execution, the approval
+//! confirmation), `live` (an execution's live part and the event streams), `steps` (one
+//! step's attempts, transcript and output, live), `audit` (the causal tree with durations),
+//! `results` (diffs, accept / discard), `login`. Text agents write goes through [`markdown`]
+//! (a safe subset) or [`html::esc`]; nothing passes HTML through.
 #![forbid(unsafe_code)]
 #![allow(
     clippy::result_large_err,
@@ -16,16 +23,20 @@
 )]
 
 pub mod action_tokens;
+mod audit;
 pub mod error;
 mod exec_list;
 pub mod html;
 mod live;
+mod login;
+pub mod markdown;
 pub mod notify;
 mod pages;
 mod post;
 mod results;
 pub mod server;
 pub mod state;
+mod steps;
 pub mod svg;
 pub mod tls;
 pub mod tokens;

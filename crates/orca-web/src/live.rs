@@ -12,7 +12,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use orca_core::{AttemptOutcome, DecisionRequest, Execution, ExecutionId, Task};
 
-use crate::html::{badge, cut, esc, nonce_field, secs, status_badge, when};
+use crate::html::{badge, cut, esc, nonce_field, secs, status_badge, when, when_cell};
 use crate::state::Web;
 use crate::tokens::TokenName;
 use crate::views::{self, ExecutionView};
@@ -107,7 +107,7 @@ fn task_row(task: &Task) -> (String, String, String) {
             })
             .unwrap_or_default(),
     };
-    (started.map(when).unwrap_or_default(), timing, detail)
+    (started.map(when_cell).unwrap_or_default(), timing, detail)
 }
 
 /// The live part of an execution page. `me` gets fresh action tokens for the decision forms.
@@ -202,6 +202,7 @@ fn render(view: &ExecutionView, nonce: &dyn Fn() -> String) -> String {
         out.push_str(&crate::svg::dag(
             plan.content(),
             &crate::pages::statuses(&view.snapshot),
+            crate::svg::Links::Execution(id),
         ));
     }
     out.push_str("<table><tr><th>Step</th><th>Status</th><th class=\"opt\">Started</th><th>Time</th><th>Result</th></tr>");
@@ -209,16 +210,16 @@ fn render(view: &ExecutionView, nonce: &dyn Fn() -> String) -> String {
         let (started, timing, detail) = task_row(&t.value);
         let _ = write!(
             out,
-            "<tr class=\"task\"><td><code>{}</code></td><td>{}{}</td><td class=\"opt\">{}</td><td>{}</td><td>{}</td></tr>",
-            esc(t.value.step_id().as_str()),
+            "<tr class=\"task\"><td><a href=\"/executions/{id}/steps/{step}\"><code>{step}</code></a></td><td>{}{}</td><td class=\"opt\">{}</td><td class=\"time\">{}</td><td class=\"wide\">{}</td></tr>",
             badge(&t.value.status().to_string()),
             match t.value.attempts().len() {
                 0 | 1 => String::new(),
                 n => format!(" <span class=\"mut\">{n} attempts</span>"),
             },
-            esc(&started),
+            started,
             esc(&timing),
-            esc(&cut(&detail, 300))
+            crate::markdown::line(&cut(&detail, 300)),
+            step = esc(t.value.step_id().as_str()),
         );
     }
     out.push_str("</table>");
@@ -242,6 +243,14 @@ fn render(view: &ExecutionView, nonce: &dyn Fn() -> String) -> String {
     out
 }
 
+/// What a live page shows now: `probe` is compared with the last one sent (without the
+/// action tokens, fresh on each render), `html` is what is sent, `ended` closes the stream.
+pub(crate) struct Rendered {
+    pub(crate) probe: String,
+    pub(crate) html: String,
+    pub(crate) ended: bool,
+}
+
 /// `GET /executions/{id}/events`: an `update` event with the fragment whenever it changes,
 /// then `end` when the execution ends.
 pub(crate) async fn events(
@@ -253,45 +262,68 @@ pub(crate) async fn events(
         Ok(id) => id,
         Err(e) => return crate::pages::error_response(&e.into()),
     };
-    let poll = web.settings.poll;
-    let started = tokio::time::Instant::now();
     // The page holds the state as of now: only changes are sent (re-sending it would replace
     // a form under the user's cursor).
     let first = match views::execution(&web.orca, web.store.as_ref(), id).await {
         Ok(view) => render(&view, &String::new),
         Err(_) => String::new(),
     };
-    let state = (web, me, first, false);
-    let stream = futures_util::stream::unfold(state, move |(web, me, last, ended)| async move {
-        if ended {
-            return None;
+    changes(web, first, move |web| {
+        let me = me.clone();
+        async move {
+            let view = views::execution(&web.orca, web.store.as_ref(), id)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Rendered {
+                probe: render(&view, &|| String::new()),
+                html: fragment(&web, &view, &me),
+                ended: view.snapshot.execution.value.stage().is_terminal(),
+            })
         }
-        loop {
-            if started.elapsed() > STREAM_LIMIT {
+    })
+}
+
+/// A server-sent event stream of what `now` renders: polled, sent only when its probe
+/// changed since `first` (the page's own state) or the last event, `end` once it ended (or
+/// failed to render), closed after an hour or when the server stops.
+pub(crate) fn changes<F, Fut>(web: Arc<Web>, first: String, now: F) -> Response
+where
+    F: Fn(Arc<Web>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Rendered, String>> + Send,
+{
+    let poll = web.settings.poll;
+    let started = tokio::time::Instant::now();
+    let now = Arc::new(now);
+    let state = (web, first, false);
+    let stream = futures_util::stream::unfold(state, move |(web, last, ended)| {
+        let now = now.clone();
+        async move {
+            if ended {
                 return None;
             }
-            let view = match views::execution(&web.orca, web.store.as_ref(), id).await {
-                Ok(v) => v,
-                Err(e) => {
-                    let ev = Event::default()
-                        .event("end")
-                        .data(format!("<p class=\"msg bad\">{}</p>", esc(&e.to_string())));
-                    return Some((Ok::<_, Infallible>(ev), (web, me, last, true)));
+            loop {
+                if started.elapsed() > STREAM_LIMIT {
+                    return None;
                 }
-            };
-            // Compared without the action tokens (fresh ones each render).
-            let probe = render(&view, &|| String::new());
-            if probe != last {
-                let terminal = view.snapshot.execution.value.stage().is_terminal();
-                let html = fragment(&web, &view, &me);
-                let ev = Event::default()
-                    .event(if terminal { "end" } else { "update" })
-                    .data(html);
-                return Some((Ok(ev), (web, me, probe, terminal)));
-            }
-            tokio::select! {
-                () = web.closing.cancelled() => return None,
-                () = tokio::time::sleep(poll) => {}
+                let r = match now(web.clone()).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let ev = Event::default()
+                            .event("end")
+                            .data(format!("<p class=\"msg bad\">{}</p>", esc(&e)));
+                        return Some((Ok::<_, Infallible>(ev), (web, last, true)));
+                    }
+                };
+                if r.probe != last {
+                    let ev = Event::default()
+                        .event(if r.ended { "end" } else { "update" })
+                        .data(r.html);
+                    return Some((Ok(ev), (web, r.probe, r.ended)));
+                }
+                tokio::select! {
+                    () = web.closing.cancelled() => return None,
+                    () = tokio::time::sleep(poll) => {}
+                }
             }
         }
     });

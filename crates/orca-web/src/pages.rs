@@ -1,30 +1,30 @@
-//! The pages (GET): inbox, plans, one plan, executions, one execution, the audit timeline,
-//! the approval confirmation and the login page.
+//! The pages (GET): inbox, plans, one plan, executions, one execution and the approval
+//! confirmation; the status and error pages every handler returns. (A step: `steps`; the
+//! audit: `audit`; signing in: `login`.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::Form;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use orca_core::{ExecutionId, Plan, PlanEvent, PlanId, StepId, graph};
-use orca_store::AuditLogId;
 use serde::Deserialize;
 
-use crate::html::{badge, esc, nonce_field, page, when};
-use crate::server::COOKIE;
+use crate::html::{badge, esc, nonce_field, page, when, when_cell};
+use crate::markdown;
 use crate::state::Web;
+use crate::svg::Links;
 use crate::tokens::TokenName;
 use crate::views::{self, InboxItem};
 
-/// A page with a status and one message.
 /// A handler's reply: `Err` holds the error page that ended it early, so `?` returns it.
 pub(crate) type Reply = Result<Response, Response>;
 
+/// A page with a status and one message, for a signed-in person.
 pub(crate) fn status_page(status: StatusCode, title: &str, message: &str) -> Response {
     let class = if status.is_success() { "ok" } else { "bad" };
     (
@@ -33,6 +33,22 @@ pub(crate) fn status_page(status: StatusCode, title: &str, message: &str) -> Res
             title,
             &format!(
                 "<h1>{}</h1><p class=\"msg {class}\">{}</p><p><a href=\"/inbox\">Back to the inbox</a></p>",
+                esc(title),
+                esc(message)
+            ),
+        )),
+    )
+        .into_response()
+}
+
+/// A refusal before the token is checked: no "Sign out", no links that need a token.
+pub(crate) fn public_status_page(status: StatusCode, title: &str, message: &str) -> Response {
+    (
+        status,
+        Html(crate::html::public_page(
+            title,
+            &format!(
+                "<h1>{}</h1><p class=\"msg bad\">{}</p>",
                 esc(title),
                 esc(message)
             ),
@@ -56,100 +72,6 @@ pub(crate) fn error_response(e: &crate::error::WebError) -> Response {
 /// The error page of a failed service call.
 pub(crate) fn service_error(e: orca_services::ServiceError) -> Response {
     error_response(&e.into())
-}
-
-fn login_form(message: Option<&str>) -> String {
-    format!(
-        "<h1>Sign in</h1>{}<p>Paste an access token (create one with <code>orca serve --new-token NAME</code>).</p>\
-<form class=\"stack\" method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" autocomplete=\"current-password\" aria-label=\"access token\">\
-<p><button type=\"submit\">Sign in</button></p></form>",
-        message
-            .map(|m| format!("<p class=\"msg bad\">{}</p>", esc(m)))
-            .unwrap_or_default()
-    )
-}
-
-pub(crate) fn login_needed() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        Html(page(
-            "Sign in",
-            &login_form(Some("a valid access token is needed")),
-        )),
-    )
-        .into_response()
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct LoginQuery {
-    token: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct LoginForm {
-    token: String,
-}
-
-fn sign_in(web: &Web, secret: &str) -> Response {
-    match web.tokens.check(secret.trim()) {
-        Ok(Some(_)) => {
-            let cookie = format!(
-                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000{}",
-                secret.trim(),
-                if web.settings.secure_cookie {
-                    "; Secure"
-                } else {
-                    ""
-                }
-            );
-            (
-                StatusCode::SEE_OTHER,
-                [
-                    (header::SET_COOKIE, cookie),
-                    (header::LOCATION, "/inbox".to_owned()),
-                ],
-            )
-                .into_response()
-        }
-        Ok(None) => (
-            StatusCode::UNAUTHORIZED,
-            Html(page(
-                "Sign in",
-                &login_form(Some("that token is not valid")),
-            )),
-        )
-            .into_response(),
-        Err(e) => error_response(&e),
-    }
-}
-
-pub(crate) async fn login_page(
-    State(web): State<Arc<Web>>,
-    Query(q): Query<LoginQuery>,
-) -> Response {
-    match q.token {
-        Some(t) => sign_in(&web, &t),
-        None => Html(page("Sign in", &login_form(None))).into_response(),
-    }
-}
-
-pub(crate) async fn login_post(State(web): State<Arc<Web>>, Form(f): Form<LoginForm>) -> Response {
-    sign_in(&web, &f.token)
-}
-
-/// Forgets the cookie (the token itself stays valid: revoke it with `--revoke-token`).
-pub(crate) async fn logout() -> Response {
-    (
-        StatusCode::SEE_OTHER,
-        [
-            (
-                header::SET_COOKIE,
-                format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
-            ),
-            (header::LOCATION, "/login".to_owned()),
-        ],
-    )
-        .into_response()
 }
 
 pub(crate) async fn root() -> Redirect {
@@ -190,9 +112,9 @@ pub(crate) async fn inbox(
             "<div class=\"card inbox-item\"><div class=\"meta\">{} · waiting since {} · <span class=\"id\">{}</span></div>\
 <p>{}</p><a class=\"decide\" href=\"{}\">Decide →</a></div>",
             esc(kind),
-            esc(&when(item.since())),
+            when_cell(item.since()),
             esc(&id),
-            esc(&item.headline()),
+            markdown::line(&item.headline()),
             esc(&item.path())
         );
     }
@@ -207,13 +129,13 @@ pub(crate) async fn plans(State(web): State<Arc<Web>>) -> Reply {
     for p in &listing.items {
         let _ = write!(
             body,
-            "<tr><td><a class=\"id\" href=\"/plans/{0}\">{1}</a></td><td>{2}</td><td>{3}</td><td class=\"opt\">{4}</td><td class=\"opt\">{5}</td></tr>",
+            "<tr><td><a class=\"id\" href=\"/plans/{0}\">{1}</a></td><td class=\"wide\">{2}</td><td>{3}</td><td class=\"opt\">{4}</td><td class=\"opt\">{5}</td></tr>",
             p.plan_id,
             esc(&short_id(&p.plan_id.to_string())),
-            esc(&p.goal),
+            markdown::line(&p.goal),
             badge(&p.stage.to_string()),
             p.steps,
-            esc(&when(p.created_at))
+            when_cell(p.created_at)
         );
     }
     body.push_str("</table>");
@@ -238,7 +160,7 @@ pub(crate) fn short_id(id: &str) -> String {
     orca_services::short_ids::ShortIds::default().short(id)
 }
 
-async fn resolve_plan(web: &Web, text: &str) -> Result<PlanId, Response> {
+pub(crate) async fn resolve_plan(web: &Web, text: &str) -> Result<PlanId, Response> {
     web.orca
         .planning()
         .resolve(text)
@@ -252,7 +174,7 @@ async fn plan_named(web: &Web, text: &str) -> Result<Plan, Response> {
     web.orca.planning().plan(id).await.map_err(service_error)
 }
 
-async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, Response> {
+pub(crate) async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, Response> {
     web.orca
         .executions()
         .resolve(text)
@@ -264,7 +186,7 @@ fn steps_table(plan: &Plan) -> String {
     let steps = &plan.content().steps;
     let deps = graph::dependency_indices(steps);
     let mut out = String::from(
-        "<table><tr><th>Step</th><th>Agent</th><th class=\"opt\">After</th><th>What</th></tr>",
+        "<table class=\"steps\"><tr><th>Step</th><th>Agent</th><th class=\"opt\">After</th><th>What</th></tr>",
     );
     for (i, s) in steps.iter().enumerate() {
         let after: Vec<&str> = deps
@@ -278,11 +200,17 @@ fn steps_table(plan: &Plan) -> String {
             .unwrap_or_default();
         let _ = write!(
             out,
-            "<tr><td><code>{}</code></td><td>{}</td><td class=\"opt\">{}</td><td>{}{}{}</td></tr>",
+            "<tr id=\"step-{}\"><td><code>{}</code></td><td>{}</td><td class=\"opt\">{}</td><td class=\"wide\">{}{}{}{}</td></tr>",
+            esc(s.id.as_str()),
             esc(s.id.as_str()),
             esc(s.agent.as_ref()),
             esc(&after.join(", ")),
-            esc(&s.description),
+            markdown::line(&s.description),
+            if s.locks.is_empty() {
+                String::new()
+            } else {
+                format!("<br>locks: <code>{}</code>", esc(&s.locks.join(", ")))
+            },
             s.command
                 .as_ref()
                 .map(|c| format!("<br><code>{}</code>", esc(c)))
@@ -382,12 +310,12 @@ pub(crate) async fn plan(
     let c = plan.content();
     let mut body = format!(
         "<h1>{} {}</h1><dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>digest</dt><dd><code>{}</code></dd></dl>",
-        esc(&c.goal),
+        markdown::line(&c.goal),
         badge(&plan.stage().to_string()),
         esc(&c.digest().to_string()),
     );
     if let Some(s) = &c.summary {
-        let _ = write!(body, "<p>{}</p>", esc(s));
+        body.push_str(&markdown::block(s));
     }
     match &plan {
         Plan::Proposal(_) => {
@@ -417,7 +345,7 @@ pub(crate) async fn plan(
     let _ = write!(
         body,
         "<h2>Steps</h2>{}{}<h2>History</h2>{}",
-        crate::svg::dag(c, &BTreeMap::new()),
+        crate::svg::dag(c, &BTreeMap::new(), Links::PlanRows),
         steps_table(&plan),
         history(&plan)
     );
@@ -429,7 +357,7 @@ pub(crate) async fn plan(
         if !items.is_empty() {
             let _ = write!(body, "<h2>{title}</h2><ul>");
             for i in items {
-                let _ = write!(body, "<li>{}</li>", esc(i));
+                let _ = write!(body, "<li>{}</li>", markdown::line(i));
             }
             body.push_str("</ul>");
         }
@@ -458,7 +386,7 @@ pub(crate) async fn plan_svg(State(web): State<Arc<Web>>, Path(id): Path<String>
     let plan = plan_named(&web, &id).await?;
     Ok((
         [(header::CONTENT_TYPE, "image/svg+xml")],
-        crate::svg::dag(plan.content(), &BTreeMap::new()),
+        crate::svg::dag(plan.content(), &BTreeMap::new(), Links::None),
     )
         .into_response())
 }
@@ -512,14 +440,14 @@ pub(crate) async fn approve_confirm(
 <input type=\"hidden\" name=\"digest\" value=\"{}\">\
 <label>Note (optional)<input type=\"text\" name=\"note\"></label>\
 <button type=\"submit\" id=\"confirm\">Confirm and sign the approval</button> <a href=\"/plans/{id}\">Cancel</a></form></div>{}{}",
-        esc(&c.goal),
+        markdown::line(&c.goal),
         c.steps.len(),
         esc(&digest.to_string()),
         esc(&me.actor()),
         esc(&web.settings.signer),
         nonce_field(&nonce),
         esc(&digest.to_string()),
-        crate::svg::dag(c, &BTreeMap::new()),
+        crate::svg::dag(c, &BTreeMap::new(), Links::PlanRows),
         steps_table(&plan),
     );
     Ok(Html(page("Approve", &body)).into_response())
@@ -562,7 +490,7 @@ pub(crate) async fn execution(
 <noscript><p class=\"mut\">Live updates need JavaScript; reload the page to refresh.</p></noscript>\
 {}<p><a href=\"/audit?exec={}\">Audit trail of this execution</a></p>",
         esc(&short_id(&id.to_string())),
-        esc(&goal),
+        markdown::line(&goal),
         info.plan_id,
         esc(&short_id(&info.plan_id.to_string())),
         if ended {
@@ -575,92 +503,6 @@ pub(crate) async fn execution(
         id
     );
     Ok(Html(page("Execution", &body)).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct AuditQuery {
-    plan: Option<String>,
-    exec: Option<String>,
-}
-
-pub(crate) async fn audit(State(web): State<Arc<Web>>, Query(q): Query<AuditQuery>) -> Reply {
-    let logs = web
-        .store
-        .audit_logs()
-        .await
-        .map_err(|e| error_response(&orca_services::ServiceError::from(e).into()))?;
-    let plan = match &q.plan {
-        Some(p) => Some(resolve_plan(&web, p).await?),
-        None => None,
-    };
-    let exec = match &q.exec {
-        Some(e) => Some(resolve_exec(&web, e).await?),
-        None => None,
-    };
-    let wanted = |log: &AuditLogId| match (plan, exec, log) {
-        (_, Some(e), AuditLogId::Execution { execution_id, .. }) => *execution_id == e,
-        (_, Some(_), _) => false,
-        (Some(p), None, AuditLogId::Plan { plan_id })
-        | (Some(p), None, AuditLogId::Runs { plan_id })
-        | (Some(p), None, AuditLogId::Execution { plan_id, .. }) => *plan_id == p,
-        (None, None, _) => true,
-    };
-    let mut rows = Vec::new();
-    let mut verified = String::new();
-    for log in logs.iter().filter(|l| wanted(l)) {
-        if plan.is_some() || exec.is_some() {
-            let v = match web.store.verify(*log).await {
-                Ok(r) if r.is_intact() => badge("ok"),
-                Ok(_) => badge("failed"),
-                Err(_) => badge("failed"),
-            };
-            let _ = write!(verified, "<li>{} {v}</li>", esc(&log.to_string()));
-        }
-        if let Ok(entries) = web.store.entries(*log).await {
-            for e in entries {
-                rows.push((e.at, *log, e.kind, e.data));
-            }
-        }
-    }
-    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
-    let total = rows.len();
-    rows.truncate(300);
-    let mut body = String::from("<h1>Audit timeline</h1>");
-    if !verified.is_empty() {
-        let _ = write!(body, "<p>Verified logs:</p><ul>{verified}</ul>");
-    }
-    let _ = write!(
-        body,
-        "<p class=\"mut\">{}{}, newest first.</p><table><tr><th>When</th><th>What</th><th class=\"opt\">Log</th><th>Details</th></tr>",
-        orca_core::plural::count(total, "entry", "entries"),
-        if total > 300 {
-            " (the newest 300 shown)"
-        } else {
-            ""
-        }
-    );
-    for (at, log, kind, data) in rows {
-        let link = match log {
-            AuditLogId::Execution { execution_id, .. } => format!(
-                "<a class=\"id\" href=\"/executions/{execution_id}\">{}</a>",
-                esc(&short_id(&execution_id.to_string()))
-            ),
-            AuditLogId::Plan { plan_id } | AuditLogId::Runs { plan_id } => format!(
-                "<a class=\"id\" href=\"/plans/{plan_id}\">{}</a>",
-                esc(&short_id(&plan_id.to_string()))
-            ),
-        };
-        let data = serde_json::to_string(&data).unwrap_or_default();
-        let _ = write!(
-            body,
-            "<tr><td>{}</td><td><code>{}</code></td><td class=\"opt\">{link}</td><td><code>{}</code></td></tr>",
-            esc(&when(at)),
-            esc(&kind),
-            esc(&crate::html::cut(&data, 240))
-        );
-    }
-    body.push_str("</table>");
-    Ok(Html(page("Audit", &body)).into_response())
 }
 
 /// The step statuses of an execution, for the graph.

@@ -71,17 +71,22 @@ pub fn router(web: Arc<Web>) -> Router {
         .route("/executions", get(crate::pages::executions))
         .route("/executions/{id}", get(crate::pages::execution))
         .route("/executions/{id}/events", get(crate::live::events))
+        .route("/executions/{id}/steps/{step}", get(crate::steps::step))
+        .route(
+            "/executions/{id}/steps/{step}/events",
+            get(crate::steps::events),
+        )
         .route("/executions/{id}/decide", post(crate::post::decide))
         .route("/executions/{id}/accept", post(crate::results::accept))
         .route("/executions/{id}/discard", post(crate::results::discard))
-        .route("/audit", get(crate::pages::audit))
+        .route("/audit", get(crate::audit::audit))
         .route("/api/inbox", get(crate::pages::inbox_json))
-        .route("/logout", post(crate::pages::logout))
+        .route("/logout", post(crate::login::logout))
         .layer(middleware::from_fn_with_state(web.clone(), authenticate));
     Router::new()
         .route(
             "/login",
-            get(crate::pages::login_page).post(crate::pages::login_post),
+            get(crate::login::login_page).post(crate::login::login_post),
         )
         .route("/static/orca.css", get(css))
         .route("/static/live.js", get(js))
@@ -129,7 +134,7 @@ pub(crate) fn presented(headers: &HeaderMap) -> Option<String> {
 /// another origin is refused.
 async fn authenticate(State(web): State<Arc<Web>>, mut req: Request, next: Next) -> Response {
     if req.method() == Method::POST && !same_origin(req.headers()) {
-        return crate::pages::status_page(
+        return crate::pages::public_status_page(
             StatusCode::FORBIDDEN,
             "Refused",
             "this form was sent from another site",
@@ -154,7 +159,7 @@ async fn authenticate(State(web): State<Arc<Web>>, mut req: Request, next: Next)
             req.extensions_mut().insert(name);
             next.run(req).await
         }
-        None => crate::pages::login_needed(),
+        None => crate::login::login_needed(),
     }
 }
 

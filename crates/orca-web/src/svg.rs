@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use orca_core::{PlanContent, StepId, graph};
+use orca_core::{ExecutionId, PlanContent, StepId, graph};
 
 use crate::html::esc;
 
 const W: usize = 168;
 const H: usize = 44;
+/// The height a node gets when some step holds locks (a third line names them).
+const H_LOCKS: usize = 60;
 const GX: usize = 24;
 const GY: usize = 46;
 const PAD: usize = 12;
@@ -34,10 +36,27 @@ fn short(text: &str, max: usize) -> String {
     }
 }
 
-/// The graph of `content`; `status` colours each step (by task status) when given.
+/// Where a node of the graph leads.
+#[derive(Debug, Clone, Copy)]
+pub enum Links {
+    /// To the step's row on the plan page (`#step-ID`).
+    PlanRows,
+    /// To the step's page in this execution (its output and transcript).
+    Execution(ExecutionId),
+    /// Nowhere (the graph as a standalone image).
+    None,
+}
+
+/// The graph of `content`; `status` colours each step (by task status) when given; a step's
+/// resource locks are named under it; each node is a link as `links` says.
 #[must_use]
-pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>) -> String {
+pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>, links: Links) -> String {
     let steps = &content.steps;
+    let h = if steps.iter().any(|s| !s.locks.is_empty()) {
+        H_LOCKS
+    } else {
+        H
+    };
     let deps = graph::dependency_indices(steps);
     let Some(order) = graph::topological_order(&deps) else {
         return "<p class=\"msg bad\">the steps form a cycle: no graph</p>".to_owned();
@@ -57,13 +76,13 @@ pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>) -> String {
     }
     let widest = rows.iter().map(Vec::len).max().unwrap_or(1).max(1);
     let width = PAD * 2 + widest * W + (widest - 1) * GX;
-    let height = PAD * 2 + layers * H + layers.saturating_sub(1) * GY;
+    let height = PAD * 2 + layers * h + layers.saturating_sub(1) * GY;
     let mut pos = vec![(0usize, 0usize); steps.len()];
     for (l, row) in rows.iter().enumerate() {
         let row_w = row.len() * W + row.len().saturating_sub(1) * GX;
         let x0 = (width - row_w) / 2;
         for (k, &i) in row.iter().enumerate() {
-            pos[i] = (x0 + k * (W + GX), PAD + l * (H + GY));
+            pos[i] = (x0 + k * (W + GX), PAD + l * (h + GY));
         }
     }
     let mut out = String::new();
@@ -77,7 +96,7 @@ pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>) -> String {
             let (Some(&(fx, fy)), Some(&(tx, ty))) = (pos.get(d), pos.get(i)) else {
                 continue;
             };
-            let (x1, y1) = (fx + W / 2, fy + H);
+            let (x1, y1) = (fx + W / 2, fy + h);
             let (x2, y2) = (tx + W / 2, ty - 2);
             let my = (y1 + y2) / 2;
             let _ = write!(
@@ -90,11 +109,19 @@ pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>) -> String {
         let (x, y) = pos[i];
         let st = status.get(&s.id).map(String::as_str);
         let (bg, line) = fill(st);
+        let href = match links {
+            Links::PlanRows => Some(format!("#step-{}", s.id)),
+            Links::Execution(id) => Some(format!("/executions/{id}/steps/{}", s.id)),
+            Links::None => None,
+        };
+        if let Some(href) = &href {
+            let _ = write!(out, "<a href=\"{}\" class=\"node\">", esc(href));
+        }
         let _ = write!(
             out,
-            "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{W}\" height=\"{H}\" rx=\"7\" fill=\"{bg}\" stroke=\"{line}\" stroke-width=\"1.5\"/>\
-<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-family=\"ui-monospace,monospace\" font-size=\"13\" font-weight=\"600\" fill=\"#1b1f24\">{}</text>\
-<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-family=\"system-ui,sans-serif\" font-size=\"11\" fill=\"#5b6570\">{}</text></g>",
+            "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{W}\" height=\"{h}\" rx=\"7\" fill=\"{bg}\" stroke=\"{line}\" stroke-width=\"1.5\"/>\
+<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-family=\"ui-monospace,monospace\" font-size=\"13\" font-weight=\"600\" fill=\"#0b62c4\">{}</text>\
+<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-family=\"system-ui,sans-serif\" font-size=\"11\" fill=\"#5b6570\">{}</text>",
             esc(&s.description),
             x + W / 2,
             y + 18,
@@ -110,6 +137,19 @@ pub fn dag(content: &PlanContent, status: &BTreeMap<StepId, String>) -> String {
                 26
             )),
         );
+        if !s.locks.is_empty() {
+            let _ = write!(
+                out,
+                "<text class=\"locks\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-family=\"system-ui,sans-serif\" font-size=\"11\" fill=\"#9a6700\">{}</text>",
+                x + W / 2,
+                y + 51,
+                esc(&short(&format!("lock: {}", s.locks.join(", ")), 26))
+            );
+        }
+        out.push_str("</g>");
+        if href.is_some() {
+            out.push_str("</a>");
+        }
     }
     out.push_str("</svg>");
     out

@@ -342,33 +342,12 @@ impl Progress {
 /// printed one, else its last non-empty line (a shell step's summary is the tail of its
 /// output, whose last line is the meaningful one), at most 100 characters.
 pub(crate) fn headline(text: &str) -> String {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let line = lines()
-        .rev()
-        .find_map(|l| {
-            l.get(..8)
-                .filter(|p| p.eq_ignore_ascii_case("summary:"))
-                .and_then(|_| l.get(8..))
-                .map(str::trim)
-        })
-        .or_else(|| lines().next_back())
-        .unwrap_or("");
-    clip(line, 100)
+    orca_services::timeline::headline(text)
 }
 
 /// At most `max` characters; a cut is marked `…` and closes the parentheses it opened.
 pub(crate) fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    let open = cut
-        .matches('(')
-        .count()
-        .saturating_sub(cut.matches(')').count());
-    cut.push_str(&")".repeat(open));
-    cut
+    orca_services::timeline::clip(text, max)
 }
 
 fn one_line(text: &str) -> String {

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use orca_core::{AttemptOutcome, ExecutionId, Task};
+use orca_core::{ExecutionId, Task};
 use orca_services::NoHuman;
 use orca_services::events::ExecEvent;
+use orca_services::timeline::{attempt_output, ends_attempt};
 use orca_store::ExecutionSnapshot;
 use serde_json::{Value, json};
 
@@ -102,13 +103,6 @@ pub(crate) async fn logs(
     Ok(Exit::Ok)
 }
 
-fn ends_attempt(e: &ExecEvent) -> bool {
-    matches!(
-        e.kind.as_str(),
-        "task.attempt.completed" | "task.attempt.failed" | "task.attempt.interrupted"
-    )
-}
-
 /// Whether the task record already holds the attempt `e` ended.
 fn recorded(snap: &ExecutionSnapshot, e: &ExecEvent) -> bool {
     snap.tasks.iter().any(|t| {
@@ -181,23 +175,6 @@ fn line(text: &mut String, e: &ExecEvent, snap: &ExecutionSnapshot) {
         other => {
             let _ = writeln!(text, "── {step}{attempt} {other} {when}");
         }
-    }
-}
-
-/// The output an attempt left in the task record: a failed attempt's failure output, or the
-/// result's output for the attempt that completed the task.
-fn attempt_output(snap: &ExecutionSnapshot, step: &str, attempt: Option<u32>) -> Option<String> {
-    let task = snap
-        .tasks
-        .iter()
-        .map(|t| &t.value)
-        .find(|t| t.step_id().as_str() == step)?;
-    let number = attempt?;
-    let record = task.attempts().iter().find(|a| a.number == number);
-    match (task, record.map(|r| &r.outcome)) {
-        (_, Some(AttemptOutcome::Failed { failure })) => failure.output.clone(),
-        (Task::Completed(c), Some(AttemptOutcome::Succeeded) | None) => c.result.output.clone(),
-        _ => None,
     }
 }
 

@@ -8,28 +8,11 @@ use std::fmt::Write as _;
 use orca_services::events::ExecEvent;
 use serde_json::{Map, Value, json};
 
-/// The kinds that make up a transcript.
-pub(crate) fn is_transcript(kind: &str) -> bool {
-    matches!(
-        kind,
-        "agent.answer"
-            | "tool.call"
-            | "tool.refused"
-            | "agent.tool"
-            | "check.passed"
-            | "check.failed"
-    )
-}
+pub(crate) use orca_services::timeline::is_transcript;
+use orca_services::timeline::{answer_tokens, check_outcome, cut_note, tool_outcome};
 
 fn str_of<'a>(data: &'a Value, key: &str) -> Option<&'a str> {
     data.get(key).and_then(Value::as_str)
-}
-
-/// "(cut at 4096 of 100000 bytes)" when the recorded text is a prefix of what was said.
-fn cut_note(data: &Value) -> Option<String> {
-    let truncated = data.get("truncated").and_then(Value::as_bool) == Some(true);
-    let bytes = data.get("bytes").and_then(Value::as_u64)?;
-    truncated.then(|| format!("… (recorded in part: the first 4 KB of {bytes} bytes)"))
 }
 
 /// Writes `body`'s lines indented under an item.
@@ -47,13 +30,7 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
         "agent.answer" => {
             let turn = d.get("turn").and_then(Value::as_u64).unwrap_or(0);
             // A command-line agent reports no usage per message: none is shown.
-            let tokens = d
-                .get("usage")
-                .map(|u| {
-                    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-                    (n("input_tokens"), n("output_tokens"))
-                })
-                .filter(|(i, o)| i + o > 0)
+            let tokens = answer_tokens(d)
                 .map(|(i, o)| format!(", {i} in / {o} out tokens"))
                 .unwrap_or_default();
             let agent = str_of(d, "agent").unwrap_or("?");
@@ -63,15 +40,7 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
         "check.passed" | "check.failed" => {
             let command = str_of(d, "command").unwrap_or("?");
             let millis = d.get("millis").and_then(Value::as_u64).unwrap_or(0);
-            let how = match str_of(d, "verdict") {
-                Some("passed") => "passed".to_owned(),
-                Some("failed") => format!("failed: {}", str_of(d, "status").unwrap_or("?")),
-                Some("timed_out") => format!(
-                    "failed: timed out after {}s",
-                    d.get("after_secs").and_then(Value::as_u64).unwrap_or(0)
-                ),
-                _ => format!("did not run: {}", str_of(d, "reason").unwrap_or("?")),
-            };
+            let how = check_outcome(d);
             let _ = writeln!(
                 text,
                 "   check `{}` → {how} ({millis} ms)",
@@ -105,16 +74,7 @@ pub(crate) fn line(text: &mut String, e: &ExecEvent) {
         kind => {
             let tool = str_of(d, "tool").unwrap_or("?");
             let args = d.get("arguments").map(Value::to_string).unwrap_or_default();
-            let how = if kind == "tool.refused" {
-                format!("refused: {}", str_of(d, "reason").unwrap_or(""))
-            } else if let Some(err) = str_of(d, "error") {
-                format!("error: {err}")
-            } else {
-                match d.get("bytes").and_then(Value::as_u64) {
-                    Some(n) => format!("ok ({n} bytes)"),
-                    None => "ok".to_owned(),
-                }
-            };
+            let how = tool_outcome(kind, d);
             let _ = writeln!(
                 text,
                 "   tool {tool} {} → {}",
@@ -154,38 +114,4 @@ pub(crate) fn item(e: &ExecEvent) -> Option<Value> {
         }
     }
     Some(Value::Object(out))
-}
-
-/// A few words for `audit show`'s tree.
-pub(crate) fn detail(kind: &str, data: &Value) -> Vec<String> {
-    let mut parts = Vec::new();
-    if kind == "agent.answer" {
-        if let Some(turn) = data.get("turn").and_then(Value::as_u64) {
-            parts.push(format!("turn {turn}"));
-        }
-        if let Some(t) = str_of(data, "text") {
-            parts.push(crate::term::headline(t));
-        }
-        return parts;
-    }
-    if let Some(tool) = str_of(data, "tool") {
-        parts.push(tool.to_owned());
-    }
-    if let Some(err) = str_of(data, "error").or_else(|| str_of(data, "reason")) {
-        parts.push(format!("error: {err}"));
-    } else if kind == "agent.tool" {
-        let ok = data.get("ok").and_then(Value::as_bool) != Some(false);
-        parts.push(
-            if ok {
-                "ok (its own tool)"
-            } else {
-                "failed (its own tool)"
-            }
-            .to_owned(),
-        );
-    } else if let Some(r) = str_of(data, "result") {
-        let bytes = data.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-        parts.push(format!("ok ({bytes} bytes): {}", crate::term::headline(r)));
-    }
-    parts
 }

@@ -19,7 +19,7 @@ use web_support::{Project, Server, plan};
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     base: String,
     session: String,
@@ -57,7 +57,7 @@ fn which(var: &str, names: &[&str]) -> PathBuf {
 }
 
 impl Driver {
-    async fn start(profile: &Path) -> Self {
+    pub(crate) async fn start(profile: &Path) -> Self {
         let driver = which("ORCA_CHROMEDRIVER", &["chromedriver"]);
         let browser = which("ORCA_CHROMIUM", &["chromium", "chromium-browser"]);
         // A free port for the driver (it cannot be told to pick one itself).
@@ -133,7 +133,7 @@ impl Driver {
         }
     }
 
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let url = format!("{}/session/{}{path}", self.base, self.session);
         let req = match method {
             "GET" => self.http.get(url),
@@ -144,11 +144,11 @@ impl Driver {
         v["value"].clone()
     }
 
-    async fn goto(&self, url: &str) {
+    pub(crate) async fn goto(&self, url: &str) {
         self.call("POST", "/url", Some(json!({ "url": url }))).await;
     }
 
-    async fn find_all(&self, css: &str) -> Vec<String> {
+    pub(crate) async fn find_all(&self, css: &str) -> Vec<String> {
         let v = self
             .call(
                 "POST",
@@ -167,7 +167,7 @@ impl Driver {
 
     /// The first element matching `css`, waiting (up to 30 s) for a page still loading after a
     /// click: on a loaded 2-core CI box the next page can arrive after the click returns.
-    async fn find(&self, css: &str) -> String {
+    pub(crate) async fn find(&self, css: &str) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             if let Some(e) = self.find_all(css).await.into_iter().next() {
@@ -181,13 +181,13 @@ impl Driver {
         }
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         let e = self.find(css).await;
         self.call("POST", &format!("/element/{e}/click"), None)
             .await;
     }
 
-    async fn text(&self, css: &str) -> String {
+    pub(crate) async fn text(&self, css: &str) -> String {
         let e = self.find(css).await;
         self.call("GET", &format!("/element/{e}/text"), None)
             .await
@@ -196,7 +196,7 @@ impl Driver {
             .to_owned()
     }
 
-    async fn attr(&self, css: &str, name: &str) -> Option<String> {
+    pub(crate) async fn attr(&self, css: &str, name: &str) -> Option<String> {
         let e = self.find_all(css).await.into_iter().next()?;
         self.call("GET", &format!("/element/{e}/attribute/{name}"), None)
             .await
@@ -204,7 +204,7 @@ impl Driver {
             .map(str::to_owned)
     }
 
-    async fn title(&self) -> String {
+    pub(crate) async fn title(&self) -> String {
         self.call("GET", "/title", None)
             .await
             .as_str()
@@ -212,7 +212,7 @@ impl Driver {
             .to_owned()
     }
 
-    async fn screenshot(&self, dir: &Path, name: &str) -> PathBuf {
+    pub(crate) async fn screenshot(&self, dir: &Path, name: &str) -> PathBuf {
         let b64 = self.call("GET", "/screenshot", None).await;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().unwrap())
@@ -224,7 +224,7 @@ impl Driver {
     }
 
     /// The attribute once it is set, or `None` after `limit`.
-    async fn wait_attr(&self, css: &str, name: &str, limit: Duration) -> Option<String> {
+    pub(crate) async fn wait_attr(&self, css: &str, name: &str, limit: Duration) -> Option<String> {
         let start = Instant::now();
         loop {
             let value = self.attr(css, name).await;
@@ -235,7 +235,7 @@ impl Driver {
         }
     }
 
-    async fn wait_text(&self, css: &str, what: &str, limit: Duration) -> String {
+    pub(crate) async fn wait_text(&self, css: &str, what: &str, limit: Duration) -> String {
         let start = Instant::now();
         loop {
             if !self.find_all(css).await.is_empty() {
@@ -338,6 +338,31 @@ async fn inbox_approve_and_watch_the_run_complete_live_in_chromium() {
     let status = d.text("#live .status").await;
     assert!(status.contains("completed"), "{status}");
     d.screenshot(&shots, "execution-completed.png").await;
+
+    // A step's page (its transcript and output, as `exec logs`), then the audit tree with
+    // durations (as `audit show`), also on a phone.
+    d.click("#live a[href$=\"/steps/unit-tests\"]").await;
+    d.wait_text("#live", "42 passed", Duration::from_secs(30))
+        .await;
+    d.screenshot(&shots, "step-output.png").await;
+    d.click("a[href^=\"/audit?exec=\"]").await;
+    let tree = d.find_all("ol.tree li").await.len();
+    println!("audit tree entries shown: {tree}");
+    assert!(tree > 10, "the tree has the run's entries ({tree})");
+    d.screenshot(&shots, "audit-execution.png").await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 390, "height": 844 })),
+    )
+    .await;
+    d.screenshot(&shots, "audit-execution-phone.png").await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({ "width": 900, "height": 1150 })),
+    )
+    .await;
 
     // Stop the failed step of the other run from its page.
     d.goto(&server.url(&format!("/executions/{waiting}"))).await;

@@ -98,6 +98,7 @@ async fn every_page_and_action_end_to_end() {
         format!("/plans/{plan_id}/approve"),
         "/executions".to_owned(),
         format!("/executions/{waiting}"),
+        format!("/executions/{waiting}/steps/flaky"),
         "/audit".to_owned(),
         format!("/audit?exec={waiting}"),
         format!("/audit?plan={plan_id}"),

@@ -400,6 +400,7 @@ async fn planted_secrets_reach_no_page_stream_notification_or_log() {
         "/api/inbox".to_owned(),
         format!("/plans/{id}"),
         format!("/executions/{exec}"),
+        format!("/executions/{exec}/steps/leaky"),
         format!("/audit?exec={exec}"),
         "/audit".to_owned(),
     ] {

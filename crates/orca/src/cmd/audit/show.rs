@@ -4,15 +4,15 @@
 //! result). A plan shows its lifecycle
 //! log, its run register and the executions it names.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use orca_core::{ExecutionId, PlanId};
 use orca_services::events::{self, ExecEvent};
+use orca_services::timeline::{self, Took};
 use orca_services::{ExecutionService, NoHuman};
 use orca_store::{AuditEntry, AuditLogId};
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::app::{App, out, out_json};
@@ -83,96 +83,38 @@ fn clock(t: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-fn offset(start: OffsetDateTime, t: OffsetDateTime) -> String {
-    format!("+{:.3}s", (t - start).as_seconds_f64())
-}
-
-/// What an entry says, in a few words.
-fn detail(kind: &str, data: &Value) -> String {
-    let s = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
-    let mut parts = Vec::new();
-    if let Some(by) = s("by") {
-        parts.push(format!("by {by}"));
-        if kind == "plan.approved" && orca_services::approval::through_agent_host(&by) {
-            parts.push("through an agent host (MCP elicitation)".to_owned());
-        }
-    }
-    match kind {
-        "task.attempt.started" => {
-            if let Some(agent) = s("agent") {
-                parts.push(format!("agent {agent}"));
-            }
-        }
-        kind if crate::cmd::transcript::is_transcript(kind) => {
-            parts.extend(crate::cmd::transcript::detail(kind, data));
-        }
-        "task.attempt.failed" => {
-            if let Some(m) = data
-                .get("failure")
-                .and_then(|f| f.get("message"))
-                .and_then(Value::as_str)
-            {
-                parts.push(m.to_owned());
-            }
-        }
-        "task.attempt.completed" => {
-            if let Some(summary) = s("summary") {
-                parts.push(crate::term::headline(&summary));
-            }
-        }
-        _ => {
-            for key in ["reason", "note", "feedback"] {
-                if let Some(v) = s(key) {
-                    parts.push(format!("{key}: {v}"));
-                }
-            }
-        }
-    }
-    crate::term::clip(&parts.join(" · "), 100)
-}
-
-/// The execution's entries as a tree: each under its parent, with the time since the first
-/// entry, the step and attempt, and how long an attempt took.
+/// The execution's entries as a tree ([`timeline::tree`]): each under its parent, with the
+/// time since the first entry, the step and attempt, and how long an attempt took.
 fn tree(evs: &[ExecEvent]) -> String {
     let Some(first) = evs.first() else {
         return "  (no entries)\n".to_owned();
     };
-    let mut depth: BTreeMap<u64, usize> = BTreeMap::new();
-    let at: BTreeMap<u64, OffsetDateTime> = evs.iter().map(|e| (e.seq, e.at)).collect();
-    let starts = orca_services::events::attempt_starts(evs);
     let mut text = String::new();
-    for e in evs {
-        let d = e.parent.and_then(|p| depth.get(&p)).map_or(0, |d| d + 1);
-        depth.insert(e.seq, d);
+    for n in timeline::tree(evs) {
+        let e = n.event;
         let who = match (&e.step_id, e.attempt) {
             (Some(s), Some(a)) => format!(" [{s} #{a}]"),
             (Some(s), None) => format!(" [{s}]"),
             _ => String::new(),
         };
-        let since =
-            orca_services::events::start_of(e, &starts, &at).map(|s| (e.at - s).as_seconds_f64());
-        let took = match (e.kind.as_str(), since) {
-            ("task.attempt.started", _) | (_, None) => String::new(),
-            // Recorded by the driver that took over: when the dead one's attempt ended is not
-            // known, only when it was found.
-            ("task.attempt.abandoned" | "task.attempt.unrecorded", Some(s)) => {
-                format!(" (found {s:.3}s after it started)")
+        let took = match n.took {
+            None => String::new(),
+            Some(Took::FoundAfter(s)) => {
+                format!(" (found {:.3}s after it started)", s.as_seconds_f64())
             }
-            (kind, Some(s)) if kind.starts_with("task.attempt.") => format!(" in {s:.3}s"),
-            _ => String::new(),
+            Some(Took::Ran(s)) => format!(" in {:.3}s", s.as_seconds_f64()),
         };
-        let what = detail(&e.kind, &e.data);
         let _ = writeln!(
             text,
             "  {:>9}  #{:<3} {}{}{who}{took}{}",
-            offset(first.at, e.at),
+            format!("+{:.3}s", n.since_start.as_seconds_f64()),
             e.seq,
-            "  ".repeat(d),
+            "  ".repeat(n.depth),
             e.kind,
-            if what.is_empty() {
+            if n.detail.is_empty() {
                 String::new()
             } else {
-                format!(" — {what}")
+                format!(" — {}", n.detail)
             }
         );
     }
@@ -186,7 +128,7 @@ fn flat(entries: &[AuditEntry]) -> String {
         text.push_str("  (no entries)\n");
     }
     for e in entries {
-        let what = detail(&e.kind, &e.data);
+        let what = timeline::detail(&e.kind, &e.data);
         let _ = writeln!(
             text,
             "  {}  #{:<3} {}{}",
