@@ -322,6 +322,8 @@ struct Sizes {
     small: usize,
     /// Only the postgres figures (`--dag-only`, for `cargo xtask bench pg`).
     dag_only: bool,
+    /// `--quick`: small sizes, only proving every part still runs.
+    quick: bool,
     /// Tasks of the wide DAG of (f) and its agent calls' time.
     wide: usize,
     wide_delay: Duration,
@@ -432,10 +434,13 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     drop(server);
 
     // (g) orca against a bare job queue, 1 to 16 workers, on a server of its own.
-    let jobs = sizes.wide * 4;
-    let compared = queue::compare(sizes.wide, jobs).await?;
+    let scope = queue::Scope {
+        tasks: sizes.wide,
+        quick: sizes.quick,
+    };
+    let compared = queue::compare(scope).await?;
     say(&queue::table(&compared));
-    out.extend(queue::figures(&compared, sizes.wide, jobs));
+    out.extend(queue::figures(&compared, scope));
     if sizes.dag_only {
         return Ok(out);
     }
@@ -626,6 +631,7 @@ fn real_main() -> Result<(), BoxError> {
             big: 40,
             small: 4,
             dag_only,
+            quick,
             wide: 40,
             wide_delay: Duration::from_millis(5),
         }
@@ -637,6 +643,7 @@ fn real_main() -> Result<(), BoxError> {
             big: 1000,
             small: 100,
             dag_only,
+            quick,
             wide: 800,
             wide_delay: Duration::from_millis(20),
         }
@@ -660,8 +667,10 @@ fn real_main() -> Result<(), BoxError> {
         return Ok(());
     }
     if args.iter().any(|a| a == "--queue-only") {
-        let jobs = sizes.wide * 4;
-        let compared = runtime.block_on(queue::compare(sizes.wide, jobs))?;
+        let compared = runtime.block_on(queue::compare(queue::Scope {
+            tasks: sizes.wide,
+            quick: sizes.quick,
+        }))?;
         say(&queue::table(&compared));
         return Ok(());
     }

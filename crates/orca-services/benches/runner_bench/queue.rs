@@ -13,14 +13,41 @@ use std::time::{Duration, Instant};
 use super::{BoxError, CLAIM_RUNS, Figure, Load, Mode, lorem, workers_run};
 
 /// The worker counts compared.
-pub(crate) const WORKER_COUNTS: [usize; 5] = [1, 2, 4, 8, 16];
+const WORKER_COUNTS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// What a run of (g) compares: `tasks` orca tasks (and 4 × as many bare jobs) per run, at
+/// every worker count of [`WORKER_COUNTS`] (`--quick`: 1 and 2 workers, one run each: it only
+/// proves the comparison still runs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope {
+    pub(crate) tasks: usize,
+    pub(crate) quick: bool,
+}
+
+impl Scope {
+    pub(crate) const fn jobs(self) -> usize {
+        self.tasks * 4
+    }
+
+    fn counts(self) -> &'static [usize] {
+        if self.quick {
+            &WORKER_COUNTS[..2]
+        } else {
+            &WORKER_COUNTS
+        }
+    }
+
+    const fn runs(self) -> usize {
+        if self.quick { 1 } else { CLAIM_RUNS }
+    }
+}
 
 /// Bytes of a bare job's payload (a step's instructions and context) and result (a completed
 /// task's summary, findings and output: ~2.7 KB in the runner benchmark's tasks).
 const PAYLOAD_BYTES: usize = 1_000;
 const RESULT_BYTES: usize = 2_700;
 
-/// One worker count's figures (medians of `CLAIM_RUNS` runs each).
+/// One worker count's figures (medians of the scope's runs).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Compared {
     pub(crate) workers: usize,
@@ -36,13 +63,14 @@ impl Compared {
     }
 }
 
-/// Runs the comparison for every worker count: `tasks` orca tasks and `jobs` bare jobs per run.
-pub(crate) async fn compare(tasks: usize, jobs: usize) -> Result<Vec<Compared>, BoxError> {
+/// Runs the comparison for every worker count of `scope`.
+pub(crate) async fn compare(scope: Scope) -> Result<Vec<Compared>, BoxError> {
+    let (tasks, jobs) = (scope.tasks, scope.jobs());
     let server = orca_testkit::postgres::Throwaway::start(true)?;
     let mut out = Vec::new();
-    for workers in WORKER_COUNTS {
+    for &workers in scope.counts() {
         let (mut orca, mut bare, mut conns) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..CLAIM_RUNS {
+        for _ in 0..scope.runs() {
             let load = Load {
                 tasks,
                 layers: 1,
@@ -67,7 +95,8 @@ pub(crate) async fn compare(tasks: usize, jobs: usize) -> Result<Vec<Compared>, 
 }
 
 /// The figures of the comparison, for the benchmark's table and JSON.
-pub(crate) fn figures(compared: &[Compared], tasks: usize, jobs: usize) -> Vec<Figure> {
+pub(crate) fn figures(compared: &[Compared], scope: Scope) -> Vec<Figure> {
+    let (tasks, jobs, runs) = (scope.tasks, scope.jobs(), scope.runs());
     let mut out = Vec::new();
     for c in compared {
         let (bare, orca, ratio) = names(c.workers);
@@ -78,7 +107,7 @@ pub(crate) fn figures(compared: &[Compared], tasks: usize, jobs: usize) -> Vec<F
             unit: "/s",
             target: None,
             description: format!(
-                "bare SKIP LOCKED queue, {jobs} jobs, {} connections (as orca's {w} worker(s)), median of {CLAIM_RUNS}: jobs/s",
+                "bare SKIP LOCKED queue, {jobs} jobs, {} connections (as orca's {w} worker(s)), median of {runs}: jobs/s",
                 c.connections
             ),
         });
@@ -88,7 +117,7 @@ pub(crate) fn figures(compared: &[Compared], tasks: usize, jobs: usize) -> Vec<F
             unit: "/s",
             target: None,
             description: format!(
-                "orca, {tasks} independent tasks, instant agent, {w} worker(s) claiming tasks, median of {CLAIM_RUNS}: tasks/s"
+                "orca, {tasks} independent tasks, instant agent, {w} worker(s) claiming tasks, median of {runs}: tasks/s"
             ),
         });
         out.push(Figure {
