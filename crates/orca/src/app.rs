@@ -143,6 +143,8 @@ pub(crate) struct App {
     /// The shared store, when one is chosen (it is `store` too).
     pub(crate) shared: Option<orca_store_postgres::PgStore>,
     pub(crate) files: FileStore,
+    /// The signed approval policy the user's config names, verified, if it names one.
+    pub(crate) policy: Option<Arc<orca_services::policy::PolicyContext>>,
     pub(crate) agents: Arc<Agents>,
     pub(crate) config: Option<Config>,
     /// `[serve]` and `[notify]` of the settings, and the files they came from.
@@ -196,6 +198,7 @@ impl App {
         };
         let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
+        let authority = crate::trust::with_policy_admins(authority, &loaded.approval)?;
         if new_project {
             crate::checkpoint::forget(&root, &authority);
         }
@@ -215,17 +218,26 @@ impl App {
         if !global.json {
             crate::ids::load(store.as_ref()).await;
         }
+        let agents = Arc::new(
+            loaded
+                .agents
+                .with_sandbox(sandbox.policy.clone())
+                .with_trace_context(telemetry.is_some()),
+        );
+        let policy = crate::trust::approval_policy(
+            &root,
+            &loaded.approval,
+            &store.authority(),
+            &agents,
+            loaded.config.as_ref().and_then(|c| c.isolation),
+        )?;
         Ok(Self {
             root,
             store,
             shared,
+            policy,
             files,
-            agents: Arc::new(
-                loaded
-                    .agents
-                    .with_sandbox(sandbox.policy.clone())
-                    .with_trace_context(telemetry.is_some()),
-            ),
+            agents,
             config: loaded.config,
             serve: loaded.serve,
             notify: loaded.notify,
@@ -262,6 +274,7 @@ impl App {
             workspace,
             Budget::UNLIMITED,
         )
+        .with_approval_policy(self.policy.clone())
     }
 
     /// The same app, its agents (and their workspace tools) giving a step's processes that
