@@ -208,6 +208,17 @@ impl Authority {
         }
     }
 
+    /// Also trusts `keys` (an approval policy's approvers, once the policy verified).
+    #[must_use]
+    pub fn also_trusting(mut self, keys: impl IntoIterator<Item = PublicKey>) -> Self {
+        if let Some(trusted) = &self.trusted {
+            let mut all = (**trusted).clone();
+            all.extend(keys);
+            self.trusted = Some(Arc::new(all));
+        }
+        self
+    }
+
     /// Also trusts `admins` to sign approval policies.
     #[must_use]
     pub fn with_policy_admins(mut self, admins: impl IntoIterator<Item = PublicKey>) -> Self {

@@ -65,6 +65,33 @@ impl TimerEvent {
     }
 }
 
+impl TimerEvent {
+    /// The notifier's JSON for this event of plan `plan` (`event`, the plan, the rule and who
+    /// is asked).
+    #[must_use]
+    pub fn payload(&self, plan: PlanId) -> Value {
+        let (rule, approvers, headline) = match self {
+            Self::Reminded { rule, approvers } => (
+                rule,
+                approvers.clone(),
+                format!("plan {plan} still needs your approval (rule {rule}); it expires soon"),
+            ),
+            Self::Escalated { rule, approvers } => (
+                rule,
+                approvers.clone(),
+                format!("plan {plan} needs an approval: it escalated to you (rule {rule})"),
+            ),
+            Self::Expired { rule } => (
+                rule,
+                Vec::new(),
+                format!("plan {plan} was rejected: nobody approved it in time (rule {rule})"),
+            ),
+        };
+        json!({ "event": self.event(), "plan_id": plan, "rule": rule, "approvers": approvers,
+                "headline": headline })
+    }
+}
+
 fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }

@@ -90,6 +90,9 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                             )),
                         );
                     }
+                    if let Some(tally) = p.policy_tally(&plan) {
+                        obj.insert("approval_policy".to_owned(), json!(tally));
+                    }
                     if !budgets.is_null() {
                         obj.insert("budgets".to_owned(), budgets);
                     }
@@ -99,6 +102,10 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 let mut text = render_plan(&plan);
                 text.push('\n');
                 text.push_str(&render::plan_decision(&plan));
+                if let Some(tally) = p.policy_tally(&plan) {
+                    text.push_str(&crate::cmd::policy::tally_text(&tally));
+                    text.push('\n');
+                }
                 text.push_str(&crate::settings::step_env::step_env_text(&plan, policy));
                 text.push_str(&crate::budget_view::text(&orca, &plan).await);
                 if graph {
