@@ -238,7 +238,7 @@ impl Policy {
             {
                 return Err(PolicyError(at("when.budget_above_usd: must be >= 0")));
             }
-            if rule.escalate_after_secs.is_some() != !rule.escalate_to.is_empty() {
+            if rule.escalate_after_secs.is_some() == rule.escalate_to.is_empty() {
                 return Err(PolicyError(at(
                     "escalate_after_secs and escalate_to go together",
                 )));

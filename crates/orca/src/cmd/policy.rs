@@ -224,10 +224,10 @@ async fn timers(app: &App) -> Result<Exit, CliError> {
         }
         for event in p.apply_timers(summary.plan_id, now).await? {
             let payload = event.payload(summary.plan_id);
-            if let Some(config) = &notify {
-                if let Err(e) = orca_web::notify::run_notifier(config, &payload, None).await {
-                    crate::term::say(&format!("warning: notifier: {e}"));
-                }
+            if let Some(config) = &notify
+                && let Err(e) = orca_web::notify::run_notifier(config, &payload, None).await
+            {
+                crate::term::say(&format!("warning: notifier: {e}"));
             }
             sent.push(payload);
         }
