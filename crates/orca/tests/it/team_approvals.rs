@@ -431,3 +431,42 @@ fn expiry_rejects_never_approves_and_is_audited() {
         "expiry: reminder then rejection sent ({events:?}); recorded plan.approval.reminded and plan.rejected (expired); late approval refused"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() {
+    use crate::web_support::{Server, client, get, nonce, post, shown_digest};
+    let t = Team::new();
+    t.policy(TWO_OF_THREE, "admin");
+    let plan = t.propose("alice", &infra_plan());
+    assert_eq!(code(&t.run("bob", &["plan", "approve", &plan])), 0);
+    // Carol serves the inbox from her own config home: the server signs with her key.
+    let carol = crate::web_support::Project {
+        dir: tempfile::tempdir().unwrap(),
+        root: t.project.path().to_path_buf(),
+        home: t.home("carol").to_path_buf(),
+    };
+    let token = carol.token("carol-phone");
+    let server = Server::start(&carol, &[]);
+    let c = client();
+    let url = server.url(&format!("/plans/{plan}/approve"));
+    let (_, confirm) = get(&c, &url, &token).await;
+    let form = [
+        ("nonce", nonce(&confirm, Some(&format!("/plans/{plan}/approve")))),
+        ("confirm", "yes".to_owned()),
+        ("digest", shown_digest(&confirm)),
+    ];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, body, _) = post(&c, &url, &token, &form).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(t.stage(&plan), "approved");
+    let keys: Vec<String> = t
+        .plan_log(&plan)
+        .iter()
+        .filter(|e| e["kind"] == "plan.approval.given")
+        .map(|e| e["data"]["signature"]["key"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys, [t.key("bob"), t.key("carol")]);
+    let run = t.run("alice", &["run", &plan]);
+    assert_eq!(code(&run), 0, "{}", text(&run));
+    println!("CLI (bob) + web inbox (carol's server): 2 signed approvals by 2 keys; approved and ran");
+}
