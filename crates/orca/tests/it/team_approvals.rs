@@ -451,7 +451,10 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     let url = server.url(&format!("/plans/{plan}/approve"));
     let (_, confirm) = get(&c, &url, &token).await;
     let form = [
-        ("nonce", nonce(&confirm, Some(&format!("/plans/{plan}/approve")))),
+        (
+            "nonce",
+            nonce(&confirm, Some(&format!("/plans/{plan}/approve"))),
+        ),
         ("confirm", "yes".to_owned()),
         ("digest", shown_digest(&confirm)),
     ];
@@ -468,5 +471,7 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     assert_eq!(keys, [t.key("bob"), t.key("carol")]);
     let run = t.run("alice", &["run", &plan]);
     assert_eq!(code(&run), 0, "{}", text(&run));
-    println!("CLI (bob) + web inbox (carol's server): 2 signed approvals by 2 keys; approved and ran");
+    println!(
+        "CLI (bob) + web inbox (carol's server): 2 signed approvals by 2 keys; approved and ran"
+    );
 }
