@@ -185,12 +185,11 @@ impl PlanningService {
         if let Some(previous) = supersedes {
             self.superseded(previous, draft.id()).await?;
         }
-        self.audit(
-            draft.id(),
-            AuditKind::PlanCreated,
-            json!({ "stage": "draft", "goal": draft.content().goal, "supersedes": supersedes }),
-        )
-        .await?;
+        let mut entry =
+            json!({ "stage": "draft", "goal": draft.content().goal, "supersedes": supersedes });
+        with_requester(&mut entry, draft.requested_by());
+        self.audit(draft.id(), AuditKind::PlanCreated, entry)
+            .await?;
         Ok(draft)
     }
 
@@ -302,13 +301,11 @@ impl PlanningService {
         if let Some(previous) = supersedes {
             self.superseded(previous, proposal.id()).await?;
         }
-        self.audit(
-            proposal.id(),
-            AuditKind::PlanCreated,
-            json!({ "stage": "proposal", "goal": proposal.content().goal, "supersedes": supersedes,
-                    "digest": proposal.content().digest() }),
-        )
-        .await?;
+        let mut entry = json!({ "stage": "proposal", "goal": proposal.content().goal,
+                                "supersedes": supersedes, "digest": proposal.content().digest() });
+        with_requester(&mut entry, proposal.requested_by());
+        self.audit(proposal.id(), AuditKind::PlanCreated, entry)
+            .await?;
         Ok(proposal)
     }
 
@@ -594,6 +591,13 @@ pub(crate) fn resolve_prefix<I: std::fmt::Display>(
     matches
         .pop()
         .ok_or_else(|| ServiceError::UnknownId(format!("no {kind} matches `{text}`")))
+}
+
+/// Adds who asked for the plan to its `plan.created` entry, when recorded (under a policy).
+fn with_requester(entry: &mut serde_json::Value, requester: Option<&orca_core::Requester>) {
+    if let (Some(r), Some(obj)) = (requester, entry.as_object_mut()) {
+        obj.insert("requested_by".to_owned(), json!(r));
+    }
 }
 
 pub(crate) fn wrong_stage(plan: &Plan, expected: &'static str) -> ServiceError {

@@ -109,6 +109,17 @@ pub fn check_policy_approval(
             "the plan file's requester is not the one its approval records",
         );
     }
+    // Who asked is also in the plan's first entry, written before anyone could approve.
+    let created: Option<Requester> = entries
+        .iter()
+        .find(|e| e.kind == AuditKind::PlanCreated)
+        .and_then(|e| parse(e.data.get("requested_by")));
+    if created.as_ref() != plan.requested_by() {
+        return bad(
+            at,
+            "the plan file's requester is not the one its plan log recorded at its creation",
+        );
+    }
     let digest = plan.content().digest();
     let mut votes = Vec::new();
     let mut signers = Vec::new();

@@ -4,6 +4,8 @@
 //!
 //! `cargo test -p orca-services --test it team_policy:: -- --nocapture` prints the figures.
 
+#![expect(clippy::unwrap_used, reason = "tests")]
+
 use crate::support;
 
 use std::collections::BTreeSet;

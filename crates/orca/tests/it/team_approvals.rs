@@ -202,9 +202,16 @@ fn two_signers_with_their_own_keys_approve_one_plan_and_the_requester_does_not_c
     assert_eq!(sigs[0].1.as_str().unwrap(), t.key("bob"));
     assert_eq!(sigs[1].1.as_str().unwrap(), t.key("carol"));
 
-    // The requester runs it on her machine; everyone's verify explains the approval.
+    // The requester runs it on her machine, told who satisfied which rule; everyone's verify
+    // explains the approval.
     let run = t.run("alice", &["run", &plan]);
     assert_eq!(code(&run), 0, "{}", text(&run));
+    assert!(
+        stderr(&run).contains("approved under policy sha256:")
+            && stderr(&run).contains("2 given (bob, carol); signed by bob (entry"),
+        "{}",
+        stderr(&run)
+    );
     let mut explained = 0;
     for who in PEOPLE {
         let v = t.run(who, &["audit", "verify"]);
@@ -448,6 +455,11 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     let token = carol.token("carol-phone");
     let server = Server::start(&carol, &[]);
     let c = client();
+    let (_, page) = get(&c, &server.url(&format!("/plans/{plan}")), &token).await;
+    assert!(
+        page.contains("needs 2 of {bob, carol}; 1 given (bob)"),
+        "the web plan page says what the plan needs: {page}"
+    );
     let url = server.url(&format!("/plans/{plan}/approve"));
     let (_, confirm) = get(&c, &url, &token).await;
     let form = [
@@ -471,7 +483,91 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     assert_eq!(keys, [t.key("bob"), t.key("carol")]);
     let run = t.run("alice", &["run", &plan]);
     assert_eq!(code(&run), 0, "{}", text(&run));
-    println!(
-        "CLI (bob) + web inbox (carol's server): 2 signed approvals by 2 keys; approved and ran"
+
+    // The other order: the web first (recorded, not approved), then the terminal.
+    let second = t.propose("alice", &infra_plan());
+    let url = server.url(&format!("/plans/{second}/approve"));
+    let (_, confirm) = get(&c, &url, &token).await;
+    let form = [
+        (
+            "nonce",
+            nonce(&confirm, Some(&format!("/plans/{second}/approve"))),
+        ),
+        ("confirm", "yes".to_owned()),
+        ("digest", shown_digest(&confirm)),
+    ];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, body, _) = post(&c, &url, &token, &form).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("Approval recorded") && body.contains("1 given (carol)"),
+        "{body}"
     );
+    assert_eq!(t.stage(&second), "proposal");
+    assert_eq!(code(&t.run("bob", &["plan", "approve", &second])), 0);
+    assert_eq!(t.stage(&second), "approved");
+    println!(
+        "CLI (bob) + web inbox (carol's server), both orders: 2 signed approvals by 2 keys each; approved and ran"
+    );
+}
+
+#[test]
+fn three_machines_on_a_shared_postgres_store_approve_and_run_one_plan() {
+    let server = orca_testkit::postgres::Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(server.create_database())
+        .unwrap();
+    let t = Team::new();
+    t.policy(TWO_OF_THREE, "admin");
+    // Each person works in their own checkout (their own machine), on the one database.
+    let checkouts: Vec<(&str, TempDir)> = ["alice", "bob", "carol"]
+        .into_iter()
+        .map(|who| (who, tempfile::tempdir().unwrap()))
+        .collect();
+    let on = |who: &str, args: &[&str]| {
+        let root = checkouts.iter().find(|(n, _)| *n == who).unwrap().1.path();
+        let mut all = vec!["--store", url.as_str()];
+        all.extend_from_slice(args);
+        crate::common::orca(root, t.home(who), &all)
+    };
+    for (who, _) in &checkouts {
+        assert_eq!(code(&on(who, &["init"])), 0);
+    }
+    assert_eq!(code(&on("alice", &["store", "migrate"])), 0);
+    let doc = checkouts[0].1.path().join("plan.json");
+    std::fs::write(&doc, infra_plan()).unwrap();
+    let out = on(
+        "alice",
+        &["plan", "create", "--quiet", doc.to_str().unwrap()],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let plan = stdout(&out).trim().to_owned();
+    assert_eq!(
+        code(&on("alice", &["plan", "approve", &plan])),
+        2,
+        "the requester"
+    );
+    let bob = on("bob", &["plan", "approve", &plan]);
+    assert_eq!(code(&bob), 0, "{}", text(&bob));
+    assert!(stdout(&bob).contains("1 given (bob)"), "{}", stdout(&bob));
+    let carol = on("carol", &["plan", "approve", &plan]);
+    assert_eq!(code(&carol), 0, "{}", text(&carol));
+    assert!(
+        stdout(&carol).contains("the policy is satisfied"),
+        "{}",
+        stdout(&carol)
+    );
+    let run = on("alice", &["run", &plan]);
+    assert_eq!(code(&run), 0, "{}", text(&run));
+    let mut verified = 0;
+    for (who, _) in &checkouts {
+        let v = on(who, &["audit", "verify", "--all"]);
+        assert_eq!(code(&v), 0, "verify as {who}: {}", text(&v));
+        verified += usize::from(stdout(&v).contains("2 given (bob, carol); signed by bob (entry"));
+    }
+    println!(
+        "postgres: 3 checkouts, 3 keys, one database: approved by bob + carol, run by alice; verify explained it on {verified} of 3"
+    );
+    assert_eq!(verified, 3);
 }
