@@ -68,7 +68,7 @@ fn configured(app: &App) -> Result<&PolicyContext, CliError> {
 
 pub(crate) async fn policy(app: &App, cmd: PolicyCommand) -> Result<Exit, CliError> {
     match cmd {
-        PolicyCommand::Sign { .. } => Ok(Exit::Ok),
+        PolicyCommand::Sign { .. } => crate::app::unreachable_init(),
         PolicyCommand::Show => {
             let ctx = configured(app)?;
             show(app, &ctx.signed);
