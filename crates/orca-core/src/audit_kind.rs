@@ -122,6 +122,12 @@ audit_kinds! {
     PlanApproved = "plan.approved",
     /// The human rejected the plan.
     PlanRejected = "plan.rejected",
+    /// One approver approved a plan under an approval policy (signed by their own key).
+    PlanApprovalGiven = "plan.approval.given",
+    /// An approval policy's rule escalated: another set of approvers is asked.
+    PlanApprovalEscalated = "plan.approval.escalated",
+    /// An approval policy's approvers were reminded before the expiry.
+    PlanApprovalReminded = "plan.approval.reminded",
     /// The human asked for changes.
     PlanChangesRequested = "plan.changes_requested",
     // Agent activity under an attempt.

@@ -45,6 +45,17 @@ pub enum BuilderError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum TransitionError {
+    /// An approval under one policy was asked of a proposal being decided under another.
+    #[error("this proposal is being decided under policy {bound}, not {now}")]
+    PolicyChanged {
+        /// The policy its first approval bound.
+        bound: String,
+        /// The policy now asked for.
+        now: String,
+    },
+    /// The approver already approved this proposal.
+    #[error("{0} already approved this proposal")]
+    AlreadyApprovedBy(String),
     /// The execution cannot complete: not every task completed.
     #[error("the execution cannot complete: {open} of {total} tasks have not completed")]
     TasksNotCompleted {

@@ -103,6 +103,7 @@ pub mod isolation;
 pub mod ownership;
 pub mod plan;
 pub mod plural;
+pub mod policy;
 pub mod redact;
 pub mod results;
 pub mod schedule;
@@ -145,8 +146,9 @@ pub use isolation::{
 };
 pub use ownership::{ProcessGroup, ReapOutcome, StepIdentity};
 pub use plan::{
-    Approval, ApprovedPlan, DraftPlan, Plan, PlanContent, PlanEvent, PlanStage, ProposalPlan,
-    RejectedPlan, Rejection, Step, StepPatch, SubmitRejected,
+    Approval, ApprovedPlan, DraftPlan, GivenApproval, PendingApprovals, Plan, PlanContent,
+    PlanEvent, PlanStage, PolicyApproval, ProposalPlan, RejectedPlan, Rejection, Requester, Step,
+    StepPatch, SubmitRejected,
 };
 pub use results::{
     AgentAnswer, Budget, ErrorCode, PlanRefStage, PlannerResponse, TaskFailure, TaskInterruption,

@@ -26,8 +26,11 @@ use crate::id::{AgentId, PlanId, StepId};
 use crate::isolation::Isolation;
 use crate::results::Budget;
 
+mod approvals;
 mod transitions;
 mod wire;
+
+pub use approvals::{GivenApproval, PendingApprovals, PolicyApproval, Requester};
 
 /// One step of a plan: which agent does what, and after which other steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -289,6 +292,10 @@ pub struct Approval {
     pub note: Option<String>,
     /// sha256 of the canonical content approved.
     pub digest: Digest,
+    /// Set when an approval policy decided: the policy's digest and who signed. Omitted
+    /// otherwise, so approvals made without a policy keep their form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyApproval>,
 }
 
 /// Who rejected a plan, when, and why.
@@ -318,6 +325,10 @@ struct PlanCommon {
     supersedes: Option<PlanId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     history: Vec<PlanEvent>,
+    /// Who asked for the plan (an approval policy never counts their approval). Omitted when
+    /// not recorded, so older plans read as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requested_by: Option<Requester>,
     content: PlanContent,
 }
 
@@ -361,6 +372,12 @@ macro_rules! plan_common_accessors {
             pub fn history(&self) -> &[PlanEvent] {
                 &self.common.history
             }
+
+            /// Who asked for the plan, if recorded.
+            #[must_use]
+            pub const fn requested_by(&self) -> Option<&Requester> {
+                self.common.requested_by.as_ref()
+            }
         }
     };
 }
@@ -380,6 +397,9 @@ plan_common_accessors!(DraftPlan);
 pub struct ProposalPlan {
     #[serde(flatten)]
     common: PlanCommon,
+    /// The approvals given so far under an approval policy (omitted without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approvals: Option<PendingApprovals>,
 }
 plan_common_accessors!(ProposalPlan);
 
@@ -622,6 +642,12 @@ impl Plan {
     #[must_use]
     pub fn history(&self) -> &[PlanEvent] {
         &self.common().history
+    }
+
+    /// Who asked for the plan, if recorded.
+    #[must_use]
+    pub const fn requested_by(&self) -> Option<&Requester> {
+        self.common().requested_by.as_ref()
     }
 
     /// The latest change request's feedback, if the plan went back to draft.

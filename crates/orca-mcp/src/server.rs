@@ -233,6 +233,12 @@ impl OrcaMcp {
         if plan.stage() == PlanStage::Proposal {
             value["approval"] = self.human_approval(&id.to_string());
         }
+        if let Some(tally) = p.policy_tally(&plan) {
+            value["approval_policy"] = json!({
+                "needs": orca_services::policy::summaries(&tally),
+                "tally": tally,
+            });
+        }
         self.ok(value)
     }
 

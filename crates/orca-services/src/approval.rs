@@ -150,6 +150,17 @@ pub async fn check(
             ),
         );
     }
+    if plan.approval().policy.is_some() {
+        return Ok(
+            crate::policy::check_policy_approval(&store.authority(), plan, entry, &entries)
+                .map(|_| ())
+                .map_err(|(seq, problem)| ApprovalProblem {
+                    plan: id,
+                    entry: Some(seq),
+                    problem,
+                }),
+        );
+    }
     let approval = plan.approval();
     let same = data.get("by").and_then(Value::as_str) == Some(approval.by.as_str())
         && data.get("at").and_then(Value::as_str) == Some(rfc3339(approval.at).as_str())

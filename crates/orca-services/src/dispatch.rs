@@ -27,6 +27,13 @@ pub struct DispatchService {
 }
 
 impl DispatchService {
+    /// The same service deciding plans with `planning` (its approval policy).
+    #[must_use]
+    pub(crate) fn with_planning(mut self, planning: crate::planning::PlanningService) -> Self {
+        self.ctx.planning = planning;
+        self
+    }
+
     /// A dispatcher over the tool context (agents, hitl, planning, store).
     #[must_use]
     pub fn new(ctx: ToolContext) -> Self {

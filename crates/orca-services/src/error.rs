@@ -57,6 +57,15 @@ pub enum ServiceError {
         /// The digest of its content now.
         now: Digest,
     },
+    /// An approver's approval was recorded; the approval policy needs more before the plan is
+    /// approved.
+    #[error("plan {plan}: your approval is recorded; it is not approved yet: {needs}")]
+    AwaitingApprovals {
+        /// The plan.
+        plan: PlanId,
+        /// What it still needs ("default: needs 2 of {alice, bob}; 1 given (alice)").
+        needs: String,
+    },
     /// Processes of a dead runner's step are still alive: nothing is re-run over them.
     #[error("{0}")]
     ProcessesAlive(String),

@@ -81,6 +81,13 @@ impl std::fmt::Debug for ExecutionService {
 const HEADER_RETRIES: usize = 20;
 
 impl ExecutionService {
+    /// The same service deciding plans with `planning` (its approval policy).
+    #[must_use]
+    pub(crate) fn with_planning(mut self, planning: crate::planning::PlanningService) -> Self {
+        self.planning = planning;
+        self
+    }
+
     /// A service over a store.
     #[must_use]
     pub fn new(store: Arc<dyn Store>, planning: PlanningService) -> Self {

@@ -28,6 +28,7 @@ mod isolated;
 pub mod locks;
 pub mod orca_service;
 pub mod planning;
+pub mod policy;
 pub mod runner;
 pub mod short_ids;
 pub mod status;
@@ -108,6 +109,21 @@ impl Orca {
         workspaces: Option<Arc<dyn orca_core::StepWorkspaces>>,
     ) -> Self {
         self.dispatch = self.dispatch.with_workspaces(workspaces);
+        self
+    }
+
+    /// Decides plans under an approval policy (`None`: one approval by the user's key).
+    #[must_use]
+    pub fn with_approval_policy(
+        mut self,
+        policy: Option<Arc<crate::policy::PolicyContext>>,
+    ) -> Self {
+        let planning = self.planning.clone().with_policy(policy);
+        self.executions = self.executions.with_planning(planning.clone());
+        self.tools.planning = planning.clone();
+        self.dispatch = self.dispatch.with_planning(planning.clone());
+        self.relay = self.relay.with_planning(planning.clone());
+        self.planning = planning;
         self
     }
 

@@ -102,6 +102,13 @@ pub struct OrcaService {
 const MAX_REVISIONS: usize = 5;
 
 impl OrcaService {
+    /// The same service deciding plans with `planning` (its approval policy).
+    #[must_use]
+    pub(crate) fn with_planning(mut self, planning: crate::planning::PlanningService) -> Self {
+        self.ctx.planning = planning;
+        self
+    }
+
     /// A relay over the tool context; `budget` limits each planner call.
     #[must_use]
     pub const fn new(ctx: ToolContext, budget: Budget) -> Self {

@@ -75,6 +75,8 @@ impl DraftEdit {
 pub struct PlanningService {
     store: Arc<dyn Store>,
     known_agents: Arc<BTreeSet<AgentId>>,
+    /// The approval policy plans are decided under, if one is configured.
+    policy: Option<Arc<crate::policy::PolicyContext>>,
 }
 
 impl std::fmt::Debug for PlanningService {
@@ -96,7 +98,26 @@ impl PlanningService {
         Self {
             store,
             known_agents: Arc::new(known_agents),
+            policy: None,
         }
+    }
+
+    /// Decides plans under an approval policy: approvals are counted by it, plans record
+    /// who asked for them. `None`: one approval by the user's key, as without a policy.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Option<Arc<crate::policy::PolicyContext>>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The approval policy, if one is configured.
+    #[must_use]
+    pub fn policy(&self) -> Option<&crate::policy::PolicyContext> {
+        self.policy.as_deref()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// The agents plans may name.
@@ -105,7 +126,12 @@ impl PlanningService {
         &self.known_agents
     }
 
-    async fn audit(&self, plan: PlanId, kind: AuditKind, data: serde_json::Value) -> Result<()> {
+    pub(crate) async fn audit(
+        &self,
+        plan: PlanId,
+        kind: AuditKind,
+        data: serde_json::Value,
+    ) -> Result<()> {
         self.store
             .append(
                 AuditLogId::Plan { plan_id: plan },
@@ -119,7 +145,7 @@ impl PlanningService {
     /// plan's log, and returns the stage: every transition of a stored plan goes through here.
     /// After the final decision (approved, rejected) the plan's log is sealed: its lifecycle is
     /// over (executions go to its run register).
-    async fn record<P: Clone + Into<Plan>>(
+    pub(crate) async fn record<P: Clone + Into<Plan>>(
         &self,
         stage: P,
         revision: orca_store::Revision,
@@ -145,6 +171,9 @@ impl PlanningService {
         supersedes: Option<PlanId>,
     ) -> Result<DraftPlan> {
         let mut draft = DraftPlan::new(PlanId::new(), now());
+        if let Some(requester) = self.requester() {
+            draft = draft.with_requester(requester);
+        }
         if let Some(goal) = goal {
             draft.set_goal(goal);
         }
@@ -156,12 +185,11 @@ impl PlanningService {
         if let Some(previous) = supersedes {
             self.superseded(previous, draft.id()).await?;
         }
-        self.audit(
-            draft.id(),
-            AuditKind::PlanCreated,
-            json!({ "stage": "draft", "goal": draft.content().goal, "supersedes": supersedes }),
-        )
-        .await?;
+        let mut entry =
+            json!({ "stage": "draft", "goal": draft.content().goal, "supersedes": supersedes });
+        with_requester(&mut entry, draft.requested_by());
+        self.audit(draft.id(), AuditKind::PlanCreated, entry)
+            .await?;
         Ok(draft)
     }
 
@@ -258,6 +286,9 @@ impl PlanningService {
         }
         let at = now();
         let mut draft = DraftPlan::with_content(PlanId::new(), at, content);
+        if let Some(requester) = self.requester() {
+            draft = draft.with_requester(requester);
+        }
         if let Some(previous) = supersedes {
             draft = draft.superseding(previous);
         }
@@ -270,13 +301,11 @@ impl PlanningService {
         if let Some(previous) = supersedes {
             self.superseded(previous, proposal.id()).await?;
         }
-        self.audit(
-            proposal.id(),
-            AuditKind::PlanCreated,
-            json!({ "stage": "proposal", "goal": proposal.content().goal, "supersedes": supersedes,
-                    "digest": proposal.content().digest() }),
-        )
-        .await?;
+        let mut entry = json!({ "stage": "proposal", "goal": proposal.content().goal,
+                                "supersedes": supersedes, "digest": proposal.content().digest() });
+        with_requester(&mut entry, proposal.requested_by());
+        self.audit(proposal.id(), AuditKind::PlanCreated, entry)
+            .await?;
         Ok(proposal)
     }
 
@@ -329,6 +358,17 @@ impl PlanningService {
         note: Option<String>,
         shown: Option<&Digest>,
     ) -> Result<ApprovedPlan> {
+        if self.policy.is_some() {
+            return match self.approve_as_approver(id, note, shown).await? {
+                crate::policy::PolicyDecision::Approved(plan, _) => Ok(plan),
+                crate::policy::PolicyDecision::Pending(_, tally) => {
+                    Err(ServiceError::AwaitingApprovals {
+                        plan: id,
+                        needs: crate::policy::summaries(&tally),
+                    })
+                }
+            };
+        }
         let (proposal, revision) = self.proposal(id).await?;
         if let Some(shown) = shown {
             let now = proposal.content().digest();
@@ -352,8 +392,21 @@ impl PlanningService {
     #[instrument(skip(self, reason))]
     pub async fn reject(&self, id: PlanId, by: &str, reason: Option<String>) -> Result<Plan> {
         let (proposal, revision) = self.proposal(id).await?;
+        // Under a policy, a rejection by one of its approvers is recorded under their name:
+        // any required approver's rejection rejects.
+        let approver = self.policy().and_then(|ctx| {
+            let key = self.store.authority().public_key()?;
+            Some((
+                ctx.signed.approver(&key)?.to_string(),
+                ctx.signed.digest.clone(),
+            ))
+        });
+        let by = approver.as_ref().map_or(by, |(name, _)| name.as_str());
         let rejected = Plan::Rejected(proposal.reject(by, reason.clone(), now()));
-        let entry = json!({ "by": by, "reason": reason });
+        let entry = match &approver {
+            None => json!({ "by": by, "reason": reason }),
+            Some((_, policy)) => json!({ "by": by, "reason": reason, "policy": policy }),
+        };
         let recorded = self
             .record(rejected, revision, AuditKind::PlanRejected, entry)
             .await;
@@ -363,7 +416,7 @@ impl PlanningService {
     /// A decision that lost a race (the proposal changed between reading and writing it) is
     /// told what happened: another human decided first, so the plan's stage — "approved",
     /// "rejected" — is the error, not a bare revision conflict.
-    async fn unless_decided<T>(&self, id: PlanId, recorded: Result<T>) -> Result<T> {
+    pub(crate) async fn unless_decided<T>(&self, id: PlanId, recorded: Result<T>) -> Result<T> {
         match recorded {
             Err(ServiceError::Store(orca_store::StoreError::Conflict { .. })) => {
                 match self.store.plan(id).await {
@@ -538,6 +591,13 @@ pub(crate) fn resolve_prefix<I: std::fmt::Display>(
     matches
         .pop()
         .ok_or_else(|| ServiceError::UnknownId(format!("no {kind} matches `{text}`")))
+}
+
+/// Adds who asked for the plan to its `plan.created` entry, when recorded (under a policy).
+fn with_requester(entry: &mut serde_json::Value, requester: Option<&orca_core::Requester>) {
+    if let (Some(r), Some(obj)) = (requester, entry.as_object_mut()) {
+        obj.insert("requested_by".to_owned(), json!(r));
+    }
 }
 
 pub(crate) fn wrong_stage(plan: &Plan, expected: &'static str) -> ServiceError {

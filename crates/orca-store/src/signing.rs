@@ -175,6 +175,11 @@ pub enum SignatureProblem {
         "it is signed by {0}, a key that is not trusted (only keys from outside the project are: the user's own key or --trusted-key)"
     )]
     Untrusted(PublicKey),
+    /// A valid signature over a policy by a key not configured as a policy admin's.
+    #[error(
+        "it is signed by {0}, which is not a policy admin key ([approval] policy_admin_key in the user's config)"
+    )]
+    NotPolicyAdmin(PublicKey),
 }
 
 /// Who may sign, and whose signatures count. Cheap to clone.
@@ -184,6 +189,8 @@ pub struct Authority {
     /// `None`: signatures are not required (a library user or test that configured nothing);
     /// a signature that is present must still verify.
     trusted: Option<Arc<BTreeSet<PublicKey>>>,
+    /// Keys whose signature makes an approval policy valid (the user's config names them).
+    policy_admins: Arc<BTreeSet<PublicKey>>,
 }
 
 impl Authority {
@@ -197,7 +204,61 @@ impl Authority {
         Self {
             key: key.map(Arc::new),
             trusted: Some(Arc::new(trusted)),
+            policy_admins: Arc::default(),
         }
+    }
+
+    /// Also trusts `keys` (an approval policy's approvers, once the policy verified).
+    #[must_use]
+    pub fn also_trusting(mut self, keys: impl IntoIterator<Item = PublicKey>) -> Self {
+        if let Some(trusted) = &self.trusted {
+            let mut all = (**trusted).clone();
+            all.extend(keys);
+            self.trusted = Some(Arc::new(all));
+        }
+        self
+    }
+
+    /// Also trusts `admins` to sign approval policies.
+    #[must_use]
+    pub fn with_policy_admins(mut self, admins: impl IntoIterator<Item = PublicKey>) -> Self {
+        self.policy_admins = Arc::new(admins.into_iter().collect());
+        self
+    }
+
+    /// The keys trusted to sign approval policies.
+    #[must_use]
+    pub fn policy_admins(&self) -> &BTreeSet<PublicKey> {
+        &self.policy_admins
+    }
+
+    /// Whether `key` is one this authority trusts directly (its own or `--trusted-key`).
+    #[must_use]
+    pub fn trusts(&self, key: &PublicKey) -> bool {
+        self.trusted.as_ref().is_none_or(|t| t.contains(key))
+    }
+
+    /// Checks an approval policy's signature over its statement: valid, and by a policy
+    /// admin's key (when signatures are required).
+    ///
+    /// # Errors
+    ///
+    /// Missing, invalid, or by a key that is no policy admin's.
+    pub fn check_policy(
+        &self,
+        statement: &[u8],
+        signature: Option<&SignatureRecord>,
+    ) -> Result<(), SignatureProblem> {
+        let Some(signature) = signature else {
+            return Err(SignatureProblem::Missing);
+        };
+        if !signature.is_valid_for(statement) {
+            return Err(SignatureProblem::Invalid);
+        }
+        if self.requires_signatures() && !self.policy_admins.contains(&signature.key) {
+            return Err(SignatureProblem::NotPolicyAdmin(signature.key.clone()));
+        }
+        Ok(())
     }
 
     /// Signs nothing and requires no signature (checks only those present).
@@ -272,6 +333,38 @@ pub fn approval_statement(
         "plan_id": plan.to_string(),
         "digest": digest.to_string(),
         "by": by,
+        "at": rfc3339(at),
+        "note": note,
+    });
+    orca_core::format::canonical_json(&value).into_bytes()
+}
+
+/// What a policy admin signs: the sha256 digest of the policy file's bytes.
+#[must_use]
+pub fn policy_statement(policy: &Digest) -> Vec<u8> {
+    let value = json!({ "statement": "orca.policy/1", "digest": policy.to_string() });
+    orca_core::format::canonical_json(&value).into_bytes()
+}
+
+/// What one approver signs under an approval policy: the plan, the digest of its content, the
+/// policy's digest, the approver's name in it, their verdict, when and the note.
+#[must_use]
+pub fn policy_vote_statement(
+    plan: PlanId,
+    digest: &Digest,
+    policy: &Digest,
+    approver: &str,
+    verdict: &str,
+    at: OffsetDateTime,
+    note: Option<&str>,
+) -> Vec<u8> {
+    let value = json!({
+        "statement": "orca.policy-vote/1",
+        "plan_id": plan.to_string(),
+        "digest": digest.to_string(),
+        "policy": policy.to_string(),
+        "approver": approver,
+        "verdict": verdict,
         "at": rfc3339(at),
         "note": note,
     });

@@ -165,6 +165,7 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
             Ok(items) => {
                 let now: BTreeSet<String> = items.iter().map(InboxItem::key).collect();
                 for item in &items {
+                    policy_timers(&web, item).await;
                     if expire(&web, item).await {
                         continue;
                     }
@@ -193,6 +194,34 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
                 return;
             }
             () = tokio::time::sleep(web.settings.poll.max(Duration::from_millis(200))) => {}
+        }
+    }
+}
+
+/// Applies an approval policy's due reminders, escalations and expiry to a proposal, and
+/// sends each through the notifier (its payload's `event` says which).
+async fn policy_timers(web: &Web, item: &InboxItem) {
+    let InboxItem::PlanApproval { plan_id, .. } = item else {
+        return;
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let events = match web.orca.planning().apply_timers(*plan_id, now).await {
+        Ok(events) => events,
+        Err(e) => return tracing::warn!("plan {plan_id}: approval timers: {e}"),
+    };
+    for event in events {
+        let mut input = event.payload(*plan_id);
+        if let Some(obj) = input.as_object_mut() {
+            let base = web.settings.public_url.trim_end_matches('/');
+            obj.insert("url".to_owned(), json!(format!("{base}/plans/{plan_id}")));
+        }
+        if let Some(config) = web.settings.notify.clone() {
+            let notifiers = web.notifiers.clone();
+            tokio::spawn(async move {
+                if let Err(e) = notifiers.run(&config, &input).await {
+                    tracing::warn!("notifier: {e}");
+                }
+            });
         }
     }
 }

@@ -317,6 +317,13 @@ pub(crate) async fn plan(
     if let Some(s) = &c.summary {
         body.push_str(&markdown::block(s));
     }
+    if let Some(tally) = web.orca.planning().policy_tally(&plan) {
+        let _ = write!(
+            body,
+            "<p class=\"policy\">approval policy: {}</p>",
+            esc(&orca_services::policy::summaries(&tally))
+        );
+    }
     match &plan {
         Plan::Proposal(_) => {
             let reject = web.actions.issue(&me, &format!("plan:{id}:reject"));

@@ -54,6 +54,10 @@ async fn plan_conflict(web: &Web, id: PlanId, e: orca_services::ServiceError) ->
     if matches!(e, orca_services::ServiceError::ContentChanged { .. }) {
         return status_page(StatusCode::CONFLICT, "Changed since shown", &e.to_string());
     }
+    // Under an approval policy: this approval is recorded, others are still needed.
+    if matches!(e, orca_services::ServiceError::AwaitingApprovals { .. }) {
+        return status_page(StatusCode::OK, "Approval recorded", &e.to_string());
+    }
     match web.orca.planning().plan(id).await {
         Ok(plan) if !matches!(plan, Plan::Proposal(_)) => refused(&format!(
             "plan {id} was already decided: {}",

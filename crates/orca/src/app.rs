@@ -143,6 +143,8 @@ pub(crate) struct App {
     /// The shared store, when one is chosen (it is `store` too).
     pub(crate) shared: Option<orca_store_postgres::PgStore>,
     pub(crate) files: FileStore,
+    /// The signed approval policy the user's config names, verified, if it names one.
+    pub(crate) policy: Option<Arc<orca_services::policy::PolicyContext>>,
     pub(crate) agents: Arc<Agents>,
     pub(crate) config: Option<Config>,
     /// `[serve]` and `[notify]` of the settings, and the files they came from.
@@ -196,6 +198,31 @@ impl App {
         };
         let sandbox = Sandbox::open(&root, loaded.config.as_ref(), runs_agents)?;
         let (authority, created) = crate::trust::authority(&root, &global.trusted_key, key_use)?;
+        let authority = crate::trust::with_policy_admins(authority, &loaded.approval)?;
+        let agents = Arc::new(
+            loaded
+                .agents
+                .with_sandbox(sandbox.policy.clone())
+                .with_trace_context(telemetry.is_some()),
+        );
+        // A verified policy's approvers sign approvals and seals that every one of them trusts.
+        let policy = crate::trust::approval_policy(
+            &root,
+            &loaded.approval,
+            &authority,
+            &agents,
+            loaded.config.as_ref().and_then(|c| c.isolation),
+        )?;
+        let authority = match &policy {
+            Some(p) => authority.also_trusting(
+                p.signed
+                    .policy
+                    .approvers
+                    .values()
+                    .filter_map(|k| k.parse::<orca_store::PublicKey>().ok()),
+            ),
+            None => authority,
+        };
         if new_project {
             crate::checkpoint::forget(&root, &authority);
         }
@@ -219,13 +246,9 @@ impl App {
             root,
             store,
             shared,
+            policy,
             files,
-            agents: Arc::new(
-                loaded
-                    .agents
-                    .with_sandbox(sandbox.policy.clone())
-                    .with_trace_context(telemetry.is_some()),
-            ),
+            agents,
             config: loaded.config,
             serve: loaded.serve,
             notify: loaded.notify,
@@ -262,6 +285,7 @@ impl App {
             workspace,
             Budget::UNLIMITED,
         )
+        .with_approval_policy(self.policy.clone())
     }
 
     /// The same app, its agents (and their workspace tools) giving a step's processes that
@@ -385,6 +409,9 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Serve(args) => return crate::cmd::serve::run(args, global).await,
         Command::Store(cmd) => return crate::cmd::store::run(cmd, global).await,
         Command::Eval(cmd) => return crate::cmd::eval::run(cmd, global).await,
+        Command::Policy(crate::cli::PolicyCommand::Sign { file, key }) => {
+            return cmd::policy::sign(&file, key.as_deref(), global);
+        }
         _ => {}
     }
     // Commands that create something may create the `--root` directory. So may the MCP server
@@ -412,9 +439,12 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
                 PlanCommand::Approve { .. }
                     | PlanCommand::Reject { .. }
                     | PlanCommand::Revise { .. }
-            ) | Command::Exec(
-                ExecCommand::Stop { .. } | ExecCommand::Accept { .. } | ExecCommand::Discard { .. }
-            )
+            ) | Command::Policy(crate::cli::PolicyCommand::Timers)
+                | Command::Exec(
+                    ExecCommand::Stop { .. }
+                        | ExecCommand::Accept { .. }
+                        | ExecCommand::Discard { .. }
+                )
         );
     let key_use = if signs { KeyUse::Sign } else { KeyUse::Verify };
     // What orca writes is checkpointed outside the project afterwards (`checkpoint`).
@@ -444,6 +474,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
             cmd::watch::watch(&app, &exec, url.as_deref()).await
         }
         Command::Events { exec, follow } => cmd::events::events(&app, &exec, follow).await,
+        Command::Policy(command) => cmd::policy::policy(&app, command).await,
         Command::Audit(AuditCommand::Show { target }) => {
             cmd::audit::show::show(&app, &target).await
         }

@@ -121,6 +121,9 @@ pub(crate) enum Command {
     /// Audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Approval policies for a team: sign one, show the one in use, check what a plan needs.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Serve orca to an agent host (Claude Code, Codex, opencode…) as an MCP server on
     /// stdin/stdout. No tool approves a plan: approval stays the human's (ADR 0019).
     Mcp(crate::cmd::mcp::McpArgs),
@@ -493,6 +496,38 @@ pub(crate) struct ListFilter {
     /// At most this many (the newest).
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// Sign a policy file as its admin: writes FILE.sig (your signing key, or --key).
+    #[command(
+        after_help = "Example:\n  orca policy sign ~/team/policy.toml --key ~/admin.key\n\nExit codes: 0 signed, 2 an unreadable file or an invalid policy (nothing written)."
+    )]
+    Sign {
+        /// The policy file (TOML).
+        file: PathBuf,
+        /// The admin's key file (default: your signing key).
+        #[arg(long, value_name = "KEY_FILE")]
+        key: Option<PathBuf>,
+    },
+    /// The approval policy in use (the user's config `[approval] policy`), verified.
+    #[command(
+        after_help = "Exit codes: 0, 2 no policy configured, 5 a policy that does not verify."
+    )]
+    Show,
+    /// Which rules of the policy match a plan and what it needs (and has).
+    #[command(
+        after_help = "Exit codes: 0, 2 no policy or unknown plan, 5 a policy that does not verify."
+    )]
+    Check {
+        /// A plan (an id or a unique prefix), or a plan document (a JSON file).
+        plan: String,
+    },
+    /// Applies the due reminders, escalations and expiries of every pending proposal now,
+    /// and sends them through the notifier (`orca serve` does this on its own).
+    #[command(after_help = "Exit codes: 0, 2 no policy configured.")]
+    Timers,
 }
 
 #[derive(Debug, Subcommand)]

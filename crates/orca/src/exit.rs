@@ -69,7 +69,10 @@ impl From<ServiceError> for CliError {
             ServiceError::Contended { .. } | ServiceError::ContentChanged { .. }
         ) {
             Exit::Conflict
-        } else if matches!(e, ServiceError::ReplanFailed { .. }) {
+        } else if matches!(
+            e,
+            ServiceError::ReplanFailed { .. } | ServiceError::AwaitingApprovals { .. }
+        ) {
             Exit::AwaitingHuman
         } else if e.is_user_error() {
             Exit::BadInput

@@ -436,6 +436,9 @@ pub(crate) fn plan_decision(plan: &Plan) -> String {
             if let Some(note) = &approval.note {
                 let _ = writeln!(out, "Note:      {note}");
             }
+            if let Some(policy) = &approval.policy {
+                let _ = writeln!(out, "Policy:    {}", policy.digest);
+            }
         }
         Plan::Rejected(r) => {
             let rejection = r.rejection();

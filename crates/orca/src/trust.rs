@@ -90,3 +90,67 @@ pub(crate) fn authority(
     }
     Ok((Authority::new(key, others), created))
 }
+
+/// The authority, also trusting the policy admin keys the user's config names.
+pub(crate) fn with_policy_admins(
+    authority: Authority,
+    settings: &crate::settings::layers::ApprovalSettings,
+) -> Result<Authority, CliError> {
+    let mut admins = Vec::new();
+    for text in &settings.policy_admin_keys {
+        admins.push(text.parse::<PublicKey>().map_err(|e| {
+            CliError::bad_input(format!("approval.policy_admin_key `{text}`: {e}"))
+        })?);
+    }
+    Ok(authority.with_policy_admins(admins))
+}
+
+/// The approval policy the user's config names, verified with its admin keys; `None` when it
+/// names none. A policy that does not verify refuses the command (exit 5): nothing is approved
+/// or run under it.
+pub(crate) fn approval_policy(
+    root: &Path,
+    settings: &crate::settings::layers::ApprovalSettings,
+    authority: &Authority,
+    agents: &orca_agents::Agents,
+    isolation: Option<orca_core::Isolation>,
+) -> Result<Option<std::sync::Arc<orca_services::policy::PolicyContext>>, CliError> {
+    use orca_core::AgentPort as _;
+    let Some(path) = &settings.policy else {
+        return Ok(None);
+    };
+    let canonical_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+    if canonical.starts_with(&canonical_root) {
+        return Err(CliError::bad_input(format!(
+            "approval.policy {}: the policy must be kept outside the project (anything that writes there could change it)",
+            path.display()
+        )));
+    }
+    let signed = orca_services::policy::SignedPolicy::load(path, authority)
+        .map_err(|e| CliError::with(crate::exit::Exit::Tampered, e.to_string()))?;
+    let backends = agents
+        .agents()
+        .into_iter()
+        .filter_map(|a| {
+            let kind = agents.profile(&a.id)?.backend.kind().to_owned();
+            Some((a.id.to_string(), kind))
+        })
+        .collect();
+    let around = orca_services::policy::Surroundings {
+        project: root.file_name().map(|n| n.to_string_lossy().into_owned()),
+        backends,
+        isolation,
+    };
+    let requester = orca_core::Requester {
+        name: crate::app::user(),
+        key: authority.public_key().map(|k| k.to_string()),
+    };
+    Ok(Some(std::sync::Arc::new(
+        orca_services::policy::PolicyContext {
+            signed,
+            around,
+            requester,
+        },
+    )))
+}

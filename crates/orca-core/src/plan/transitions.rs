@@ -29,6 +29,7 @@ impl DraftPlan {
                 created_at,
                 supersedes: None,
                 history: Vec::new(),
+                requested_by: None,
                 content,
             },
         }
@@ -171,6 +172,7 @@ impl DraftPlan {
         }
         Ok(ProposalPlan {
             common: self.common.with_event(PlanEvent::Submitted { at }),
+            approvals: None,
         })
     }
 }
@@ -199,6 +201,7 @@ impl ProposalPlan {
                 by: by.into(),
                 note,
                 digest,
+                policy: None,
             },
         }
     }

@@ -11,8 +11,8 @@ use serde::{Deserialize, Deserializer};
 use time::OffsetDateTime;
 
 use super::{
-    Approval, ApprovedPlan, DraftPlan, Plan, PlanCommon, PlanContent, PlanEvent, PlanStage,
-    ProposalPlan, RejectedPlan, Rejection,
+    Approval, ApprovedPlan, DraftPlan, PendingApprovals, Plan, PlanCommon, PlanContent, PlanEvent,
+    PlanStage, ProposalPlan, RejectedPlan, Rejection, Requester,
 };
 use crate::format::FormatVersion;
 use crate::id::PlanId;
@@ -30,7 +30,11 @@ struct Wire {
     supersedes: Option<PlanId>,
     #[serde(default)]
     history: Vec<PlanEvent>,
+    #[serde(default)]
+    requested_by: Option<Requester>,
     content: PlanContent,
+    #[serde(default)]
+    approvals: Option<PendingApprovals>,
     #[serde(default)]
     approval: Option<Approval>,
     #[serde(default)]
@@ -38,13 +42,14 @@ struct Wire {
 }
 
 /// The fields every stage's document holds (named when another stage's field is found).
-const COMMON: [&str; 7] = [
+const COMMON: [&str; 8] = [
     "stage",
     "format_version",
     "id",
     "created_at",
     "supersedes",
     "history",
+    "requested_by",
     "content",
 ];
 
@@ -57,13 +62,20 @@ impl<'de> Deserialize<'de> for Plan {
             created_at: wire.created_at,
             supersedes: wire.supersedes,
             history: wire.history,
+            requested_by: wire.requested_by,
             content: wire.content,
         };
+        if wire.approvals.is_some() && wire.stage != PlanStage::Proposal {
+            return Err(D::Error::unknown_field("approvals", &COMMON));
+        }
         // A field another stage holds is unknown to this one, as it was to the derived reader.
         let unknown = |field: &str| D::Error::unknown_field(field, &COMMON);
         match (wire.stage, wire.approval, wire.rejection) {
             (PlanStage::Draft, None, None) => Ok(Self::Draft(DraftPlan { common })),
-            (PlanStage::Proposal, None, None) => Ok(Self::Proposal(ProposalPlan { common })),
+            (PlanStage::Proposal, None, None) => Ok(Self::Proposal(ProposalPlan {
+                common,
+                approvals: wire.approvals,
+            })),
             (PlanStage::Approved, Some(approval), None) => {
                 Ok(Self::Approved(ApprovedPlan { common, approval }))
             }

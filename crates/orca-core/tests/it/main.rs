@@ -1,6 +1,7 @@
 //! The crate's integration tests, one test binary (one link, one process start) with a
 //! module per area.
 
+mod approval_policy;
 mod canonical;
 mod context_bounds;
 mod execution_refusals;

@@ -12,5 +12,6 @@ mod planner_log;
 mod replan;
 mod slots;
 mod support;
+mod team_policy;
 mod tool_table;
 mod workers;

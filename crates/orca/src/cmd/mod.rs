@@ -14,6 +14,7 @@ pub(crate) mod filter;
 pub(crate) mod logs;
 pub(crate) mod mcp;
 pub(crate) mod plan;
+pub(crate) mod policy;
 pub(crate) mod retry;
 pub(crate) mod revise;
 pub(crate) mod run;

@@ -90,6 +90,9 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                             )),
                         );
                     }
+                    if let Some(tally) = p.policy_tally(&plan) {
+                        obj.insert("approval_policy".to_owned(), json!(tally));
+                    }
                     if !budgets.is_null() {
                         obj.insert("budgets".to_owned(), budgets);
                     }
@@ -99,6 +102,10 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 let mut text = render_plan(&plan);
                 text.push('\n');
                 text.push_str(&render::plan_decision(&plan));
+                if let Some(tally) = p.policy_tally(&plan) {
+                    text.push_str(&crate::cmd::policy::tally_text(&tally));
+                    text.push('\n');
+                }
                 text.push_str(&crate::settings::step_env::step_env_text(&plan, policy));
                 text.push_str(&crate::budget_view::text(&orca, &plan).await);
                 if graph {
@@ -153,6 +160,9 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 }
                 other => other,
             };
+            if p.policy().is_some() {
+                return approve_under_policy(app, p, id, note, shown.as_ref()).await;
+            }
             let approved = match &shown {
                 Some(shown) => p.approve_shown(id, &user(), note, shown).await?,
                 None => p.approve(id, &user(), note).await?,
@@ -184,6 +194,44 @@ pub(crate) async fn plan(app: &App, cmd: PlanCommand) -> Result<Exit, CliError> 
                 &format!("{id} is a draft again, with your feedback for the planner"),
             );
         }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `plan approve` under an approval policy: this user's approval, signed with their key; the
+/// plan is approved when the policy is satisfied.
+async fn approve_under_policy(
+    app: &App,
+    p: &orca_services::PlanningService,
+    id: PlanId,
+    note: Option<String>,
+    shown: Option<&orca_core::Digest>,
+) -> Result<Exit, CliError> {
+    use orca_services::policy::{PolicyDecision, summaries};
+    match p.approve_as_approver(id, note, shown).await? {
+        PolicyDecision::Approved(approved, tally) => {
+            if app.json {
+                out_json(&json!({ "plan_id": id, "stage": "approved", "policy": tally }));
+            } else {
+                out(&format!(
+                    "approved {id} (digest {}): the policy is satisfied ({})",
+                    approved.digest(),
+                    summaries(&tally)
+                ));
+                app.hint(&format!("next: orca run {id}"));
+            }
+        }
+        PolicyDecision::Pending(_, tally) => {
+            if app.json {
+                out_json(&json!({ "plan_id": id, "stage": "proposal", "policy": tally }));
+            } else {
+                out(&format!(
+                    "your approval of {id} is recorded; it is not approved yet: {}",
+                    summaries(&tally)
+                ));
+            }
+        }
+        _ => {}
     }
     Ok(Exit::Ok)
 }

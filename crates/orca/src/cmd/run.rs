@@ -118,6 +118,20 @@ pub(crate) async fn approve_and_run(
     }
     let (plan, exec) = orca.executions().create(id).await?;
     crate::ids::learn_exec(exec);
+    if plan.approval().policy.is_some() {
+        // Checked before the run was created; said here: which signatures satisfied which rule.
+        let entries = app
+            .store()
+            .entries(orca_store::AuditLogId::Plan { plan_id: id })
+            .await?;
+        if let Some(Ok(x)) =
+            orca_services::policy::explain(&app.store().authority(), &plan, &entries)
+        {
+            for line in x.lines() {
+                app.info(&format!("approved under policy {}: {line}", x.policy));
+            }
+        }
+    }
     app.info(&format!(
         "execution {exec} of plan {id}: {}, concurrency {}",
         orca_core::plural::count(plan.content().steps.len(), "step", "steps"),

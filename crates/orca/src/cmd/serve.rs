@@ -58,7 +58,7 @@ pub(crate) struct ServeArgs {
 /// `[serve]` in `.orca/config.toml`; the flags win.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ServeConfig {
+pub(crate) struct ServeConfig {
     addr: Option<SocketAddr>,
     public_url: Option<String>,
     tls_cert: Option<PathBuf>,
@@ -68,7 +68,7 @@ struct ServeConfig {
 
 /// The `[serve]` and `[notify]` sections of the settings (read once, with the rest of the
 /// config, by [`crate::settings::Settings::load`]).
-fn sections(app: &App) -> Result<(ServeConfig, Option<NotifyConfig>), CliError> {
+pub(crate) fn sections(app: &App) -> Result<(ServeConfig, Option<NotifyConfig>), CliError> {
     let files = app
         .config_files
         .iter()

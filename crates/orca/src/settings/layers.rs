@@ -164,6 +164,64 @@ fn for_agents(text: &str, table: &Table, path: &Path) -> Result<String, CliError
 pub(crate) struct ApprovalSettings {
     /// Where `mcp_elicitation = false` was set, if it was: the path is then off.
     pub(crate) mcp_elicitation_off: Option<PathBuf>,
+    /// The signed approval policy (`policy`, the user's config only), absolute.
+    pub(crate) policy: Option<PathBuf>,
+    /// Keys trusted to sign approval policies (`policy_admin_key`, the user's config only).
+    pub(crate) policy_admin_keys: Vec<String>,
+}
+
+/// `[approval]`'s team settings, which only the user's config may hold: a policy kept inside
+/// a project could be rewritten by anything that writes there.
+fn check_team_approval(
+    table: &Table,
+    path: &Path,
+    user: bool,
+    out: &mut ApprovalSettings,
+) -> Result<(), CliError> {
+    let Some(Value::Table(approval)) = table.get("approval") else {
+        return Ok(());
+    };
+    for (k, v) in approval {
+        if !matches!(k.as_str(), "policy" | "policy_admin_key") {
+            continue;
+        }
+        if !user {
+            return Err(CliError::bad_input(format!(
+                "{}: approval.{k}: only the user's config may name an approval policy or its admin key (a project's config can be written by its steps)",
+                path.display()
+            )));
+        }
+        let bad = || {
+            CliError::bad_input(format!(
+                "{}: approval.{k}: must be a string{}",
+                path.display(),
+                if k == "policy_admin_key" {
+                    " (ed25519:<hex>) or a list of them"
+                } else {
+                    " (the policy file's path)"
+                }
+            ))
+        };
+        match (k.as_str(), v) {
+            ("policy", Value::String(p)) => {
+                let p = PathBuf::from(p);
+                out.policy = Some(if p.is_absolute() {
+                    p
+                } else {
+                    path.parent().unwrap_or(Path::new(".")).join(p)
+                });
+            }
+            ("policy_admin_key", Value::String(key)) => out.policy_admin_keys = vec![key.clone()],
+            ("policy_admin_key", Value::Array(keys)) => {
+                out.policy_admin_keys = keys
+                    .iter()
+                    .map(|k| k.as_str().map(str::to_owned).ok_or_else(bad))
+                    .collect::<Result<_, _>>()?;
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(())
 }
 
 /// Checks a file's `[approval]` table: a table of known keys with boolean values.
@@ -181,6 +239,7 @@ fn check_approval(table: &Table, path: &Path) -> Result<Option<bool>, CliError> 
     for (k, v) in approval {
         match (k.as_str(), v) {
             ("mcp_elicitation", Value::Boolean(b)) => elicitation = Some(*b),
+            ("policy" | "policy_admin_key", _) => {}
             ("mcp_elicitation", _) => {
                 return Err(CliError::bad_input(format!(
                     "{}: approval.mcp_elicitation: must be true or false",
@@ -189,7 +248,7 @@ fn check_approval(table: &Table, path: &Path) -> Result<Option<bool>, CliError> 
             }
             (other, _) => {
                 return Err(CliError::bad_input(format!(
-                    "{}: approval.{other}: unknown setting (known: mcp_elicitation)",
+                    "{}: approval.{other}: unknown setting (known: mcp_elicitation, policy, policy_admin_key)",
                     path.display()
                 )));
             }
@@ -228,6 +287,12 @@ pub(crate) fn load(
             }));
         };
         let approval = check_approval(&table, &path)?;
+        check_team_approval(
+            &table,
+            &path,
+            matches!(source, Source::User(_)),
+            &mut layers.approval,
+        )?;
         if approval == Some(false) && layers.approval.mcp_elicitation_off.is_none() {
             layers.approval.mcp_elicitation_off = Some(path.clone());
         }

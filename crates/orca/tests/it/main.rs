@@ -51,6 +51,7 @@ mod store_password;
 mod stored_digest;
 mod tamper;
 mod tamper_wal;
+mod team_approvals;
 mod telemetry;
 mod transcript;
 mod weak_model;

@@ -154,6 +154,22 @@ impl Report<'_> {
                     p.entry,
                     format!("its approval does not hold: {}", p.problem),
                 );
+            } else if let Plan::Approved(approved) = plan
+                && !self.app.json()
+                && approved.approval().policy.is_some()
+            {
+                // Which signatures satisfied which rule, under the policy recorded then.
+                let entries = store.entries(plan_log).await?;
+                if let Some(Ok(x)) =
+                    orca_services::policy::explain(&store.authority(), approved, &entries)
+                {
+                    for line in x.lines() {
+                        out(&format!(
+                            "policy    plan {id} (policy {}): {line}",
+                            x.policy
+                        ));
+                    }
+                }
             }
         }
         let runs = AuditLogId::Runs { plan_id: id };
