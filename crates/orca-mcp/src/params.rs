@@ -11,7 +11,16 @@ use serde_json::Value;
 pub struct CreatePlan {
     /// The plan document: a JSON object in the format `orca plan schema` prints (goal,
     /// summary, assumptions, risks, verification, steps), or that object as a JSON string.
+    #[schemars(schema_with = "object_or_string")]
     pub document: Value,
+}
+
+/// `{"anyOf": [object, string]}`: a schema of `{}` (what `Value` gets) says nothing, and
+/// schema checkers flag it.
+fn object_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [{ "type": "object" }, { "type": "string" }]
+    })
 }
 
 /// A request for the planner.
@@ -37,6 +46,7 @@ pub struct PlanRef {
 pub struct ExecutionFilter {
     /// Only the executions of this plan (an id or a unique prefix; `plan` is accepted too).
     #[serde(default, rename = "plan_id", alias = "plan")]
+    #[schemars(with = "String")]
     pub plan: Option<String>,
 }
 
@@ -102,6 +112,7 @@ pub struct AnswerDeviation {
     pub action: DeviationChoice,
     /// For `retry`: what the step's agent should do differently.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub guidance: Option<String>,
 }
 
