@@ -31,6 +31,7 @@ struct Clients {
 
 /// The installed clients (installing them once per test run, which is quick when they are
 /// there), or `None` with the reason printed when they cannot be had here.
+#[expect(clippy::print_stdout, reason = "a skip says why")]
 fn clients() -> Option<&'static Clients> {
     static CLIENTS: OnceLock<Result<Clients, String>> = OnceLock::new();
     let got = CLIENTS.get_or_init(|| {
@@ -104,21 +105,29 @@ fn python_session(c: &Clients, p: &Project, mode: &str, human: &str) -> Value {
 
 /// Checks one report of the Python client: every tool described by the current spec, every
 /// answer valid against its tool's output schema, one question asked with the digest shown.
+#[expect(clippy::print_stdout, reason = "the test prints its counts")]
 fn check_report(report: &Value, protocol: &str, approved: bool) {
     println!(
         "python sdk {protocol} ({}): tools checked {}, with outputSchema {}, with annotations {}, \
-         answers validated {}, schema violations {}, problems {}, questions asked {}, events read {}",
+         answers validated {}, schema violations {} (control {}), problems {}, questions asked {}, \
+         events read {}",
         if approved { "accept" } else { "decline" },
         report["tools_checked"],
         report["with_output_schema"],
         report["with_annotations"],
         report["structured_checked"],
         report["schema_violations"].as_array().map_or(0, Vec::len),
+        report["control_violations"],
         report["problems"].as_array().map_or(0, Vec::len),
         report["asked"],
         report["events_read"],
     );
     assert_eq!(report["problems"], json!([]), "{report:#}");
+    // Control: a made-up watch answer with a cursor as text and five fields missing.
+    assert!(
+        report["control_violations"].as_u64() >= Some(6),
+        "{report:#}"
+    );
     assert_eq!(report["schema_violations"], json!([]), "{report:#}");
     assert_eq!(report["protocol"], protocol, "{report:#}");
     let tools = report["tools_checked"].as_u64().unwrap();
@@ -257,10 +266,9 @@ fn inspector_cli_lists_calls_and_coerces_text_arguments() {
     let (strict, listed) = inspect(c, &p, &["--method", "tools/list", "--strict"]);
     let tools = listed["tools"].as_array().cloned().unwrap_or_default();
     println!(
-        "inspector tools/list --strict: exit {:?}, tools {}, stderr: {}",
+        "inspector tools/list --strict: exit {:?}, tools {}",
         strict.status.code(),
         tools.len(),
-        String::from_utf8_lossy(&strict.stderr).trim()
     );
     // Each problem it finds is a paragraph opening `Warning: tool "NAME"` (or `Error:`).
     let stderr = String::from_utf8_lossy(&strict.stderr);
@@ -269,6 +277,27 @@ fn inspector_cli_lists_calls_and_coerces_text_arguments() {
     println!("inspector schema portability problems: {flagged}");
     assert!(strict.status.success(), "{stderr}");
     assert_eq!(flagged, 0, "{stderr}");
+    // Control: the same check on a server with an argument of any type (`{}`) flags it, so
+    // the 0 above is the check finding nothing, not a check that did not run.
+    let control = Command::new(&c.inspector)
+        .arg("--cli")
+        .arg(&c.python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/mcp_clients/vague_server.py"))
+        .args(["--format", "json", "--method", "tools/list", "--strict"])
+        .env("HOME", p.config_home.join("inspector-home"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let control_flagged = String::from_utf8_lossy(&control.stderr)
+        .matches("Warning: tool \"echo\"")
+        .count();
+    println!("control (an argument of any type): flagged {control_flagged}");
+    assert_eq!(
+        control_flagged,
+        1,
+        "{}",
+        String::from_utf8_lossy(&control.stderr)
+    );
     assert!(tools.len() >= 10, "{listed:#}");
     let bare: Vec<&str> = tools
         .iter()

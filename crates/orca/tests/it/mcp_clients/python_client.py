@@ -41,6 +41,7 @@ report = {
     "answer_digest": None,
     "show_digest": None,
     "events_read": 0,
+    "control_violations": 0,
 }
 
 
@@ -102,6 +103,12 @@ async def main():
                 jsonschema.Draft202012Validator.check_schema(tool.input_schema)
             except jsonschema.SchemaError as e:
                 problem(f"{tool.name}: inputSchema is not a JSON Schema: {e.message}")
+
+        # Control: the validator finds what is wrong in a made-up answer (a cursor as text, a
+        # missing field), so no violation below means none, not a validator that checks nothing.
+        watch_schema = tools["execution_watch"].output_schema if "execution_watch" in tools else {}
+        bad = {"execution_id": "x", "next_cursor": "7"}
+        report["control_violations"] = len(list(jsonschema.Draft202012Validator(watch_schema).iter_errors(bad)))
 
         async def call(name, args, expect_error=False):
             result = await client.call_tool(name, args)
