@@ -626,7 +626,8 @@ async fn tools_follow_the_current_spec_and_name_arguments_as_everywhere() {
         "tools without an output schema or annotations: {without:?}"
     );
     // Portable schemas (what the MCP Inspector's `--strict` checks): every property says what
-    // it is (a `{}` accepts anything), with one `type` (not `["string", "null"]`).
+    // it is (a `{}` accepts anything), with one `type` (not `["string", "null"]`) and no default
+    // outside it.
     let mut vague = Vec::new();
     let mut properties = 0;
     for tool in &tools {
@@ -646,7 +647,9 @@ async fn tools_follow_the_current_spec_and_name_arguments_as_everywhere() {
                 let says = ["type", "$ref", "anyOf", "oneOf", "enum", "const"]
                     .iter()
                     .any(|k| prop.get(*k).is_some());
-                if !says || prop["type"].is_array() {
+                // A `"default": null` beside a type that is not null contradicts it.
+                let null_default = prop.get("default").is_some_and(Value::is_null);
+                if !says || prop["type"].is_array() || null_default {
                     vague.push(format!("{} {which}.{name}: {prop}", tool.name));
                 }
             }
