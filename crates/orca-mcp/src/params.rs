@@ -11,7 +11,16 @@ use serde_json::Value;
 pub struct CreatePlan {
     /// The plan document: a JSON object in the format `orca plan schema` prints (goal,
     /// summary, assumptions, risks, verification, steps), or that object as a JSON string.
+    #[schemars(schema_with = "object_or_string")]
     pub document: Value,
+}
+
+/// `{"anyOf": [object, string]}`: a schema of `{}` (what `Value` gets) says nothing, and
+/// schema checkers flag it.
+fn object_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [{ "type": "object" }, { "type": "string" }]
+    })
 }
 
 /// A request for the planner.
@@ -37,6 +46,7 @@ pub struct PlanRef {
 pub struct ExecutionFilter {
     /// Only the executions of this plan (an id or a unique prefix; `plan` is accepted too).
     #[serde(default, rename = "plan_id", alias = "plan")]
+    #[schemars(with = "String", transform = no_null_default)]
     pub plan: Option<String>,
 }
 
@@ -59,11 +69,11 @@ pub struct Watch {
     /// The `next_cursor` of the previous call; events from there on are returned (0 or
     /// absent: from the start). An integer; generic clients may send it as a string of digits.
     #[serde(default, deserialize_with = "lenient_u64")]
-    #[schemars(with = "u64")]
+    #[schemars(with = "u64", transform = no_null_default)]
     pub cursor: Option<u64>,
     /// Wait up to this many seconds (at most 30) for something new before answering.
     #[serde(default, deserialize_with = "lenient_u64")]
-    #[schemars(with = "u64")]
+    #[schemars(with = "u64", transform = no_null_default)]
     pub wait_seconds: Option<u64>,
 }
 
@@ -102,6 +112,7 @@ pub struct AnswerDeviation {
     pub action: DeviationChoice,
     /// For `retry`: what the step's agent should do differently.
     #[serde(default)]
+    #[schemars(with = "String", transform = no_null_default)]
     pub guidance: Option<String>,
 }
 
@@ -109,6 +120,17 @@ pub struct AnswerDeviation {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+/// Drops `"default": null` from an optional argument's schema: its type says it is a string
+/// or an integer, and a default outside that type contradicts it (absent means "not given").
+fn no_null_default(schema: &mut schemars::Schema) {
+    if schema
+        .get("default")
+        .is_some_and(serde_json::Value::is_null)
+    {
+        schema.remove("default");
+    }
+}
 
 /// An optional integer as a number, a string of digits (clients that coerce every argument to
 /// text send `"18"`) or null.

@@ -146,7 +146,7 @@ impl OrcaMcp {
     #[tool(
         description = "Create a plan proposal from a plan document (the JSON format `orca plan schema` prints). The proposal does not run until a human approves it; the answer says how.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = crate::schemas::object(&["plan_id", "stage", "steps", "plan", "approval"])
+        output_schema = crate::schemas::object(&[("plan_id", "string"), ("stage", "string"), ("steps", "integer"), ("plan", "object"), ("approval", "object")])
     )]
     async fn plan_create(&self, Parameters(args): Parameters<CreatePlan>) -> ToolResult {
         let text = match &args.document {
@@ -204,7 +204,7 @@ impl OrcaMcp {
 
     #[tool(description = "List the plans, newest first: id, goal, stage, steps, executions.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = crate::schemas::object(&["plans", "unreadable"]))]
+        output_schema = crate::schemas::object(&[("plans", "array"), ("unreadable", "array")]))]
     async fn plan_list(&self, Parameters(NoArgs {}): Parameters<NoArgs>) -> ToolResult {
         let listing = tri!(self, self.inner.orca.planning().list().await);
         // Each item versioned, as every other document orca hands out.
@@ -224,7 +224,7 @@ impl OrcaMcp {
 
     #[tool(description = "Show one plan: its steps, stage, digest and approval.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = crate::schemas::object(&["plan"]))]
+        output_schema = crate::schemas::object(&[("plan", "object")]))]
     async fn plan_show(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
         let p = &self.inner.orca.planning();
         let id = tri!(self, p.resolve(&args.plan).await);
@@ -260,7 +260,7 @@ impl OrcaMcp {
     #[tool(
         description = "Run an approved plan. The run is driven by a separate orca process (it goes on if this session ends); the answer gives the execution id to watch.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = crate::schemas::object(&["execution_id", "plan_id", "driver_pid"])
+        output_schema = crate::schemas::object(&[("execution_id", "string"), ("plan_id", "string"), ("driver_pid", "integer")])
     )]
     async fn plan_run(&self, Parameters(args): Parameters<PlanRef>) -> ToolResult {
         let orca = &self.inner.orca;
@@ -298,7 +298,7 @@ impl OrcaMcp {
 
     #[tool(description = "List executions, newest first (optionally of one plan).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = crate::schemas::object(&["executions", "unreadable"]))]
+        output_schema = crate::schemas::object(&[("executions", "array"), ("unreadable", "array")]))]
     async fn execution_list(&self, Parameters(args): Parameters<ExecutionFilter>) -> ToolResult {
         let orca = &self.inner.orca;
         let plan = match args.plan {
@@ -312,7 +312,7 @@ impl OrcaMcp {
     #[tool(
         description = "Show one execution: every task record, the pending decision, and who drives it.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = crate::schemas::object(&["execution_id", "status", "tasks"])
+        output_schema = crate::schemas::object(&[("execution_id", "string"), ("status", "string"), ("tasks", "array")])
     )]
     async fn execution_show(&self, Parameters(args): Parameters<ExecutionRef>) -> ToolResult {
         let orca = &self.inner.orca;
@@ -328,7 +328,7 @@ impl OrcaMcp {
     #[tool(
         description = "Watch an execution: its status, each task's status, the pending decision, and the audit events since `cursor` (pass back `next_cursor`). Waits up to `wait_seconds` (max 30) for something new.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = crate::schemas::object(&["execution_id", "stage", "status", "ended", "tasks", "events", "next_cursor"])
+        output_schema = crate::schemas::object(&[("execution_id", "string"), ("stage", "string"), ("status", "string"), ("ended", "boolean"), ("tasks", "array"), ("events", "array"), ("next_cursor", "integer")])
     )]
     async fn execution_watch(&self, Parameters(args): Parameters<Watch>) -> ToolResult {
         let orca = &self.inner.orca;

@@ -27,6 +27,7 @@ mod eval;
 mod git_plants;
 mod hostile;
 mod mcp;
+mod mcp_clients;
 mod model_progress;
 mod net;
 mod pg_chaos;

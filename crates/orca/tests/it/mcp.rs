@@ -625,6 +625,42 @@ async fn tools_follow_the_current_spec_and_name_arguments_as_everywhere() {
         without.is_empty(),
         "tools without an output schema or annotations: {without:?}"
     );
+    // Portable schemas (what the MCP Inspector's `--strict` checks): every property says what
+    // it is (a `{}` accepts anything), with one `type` (not `["string", "null"]`) and no default
+    // outside it.
+    let mut vague = Vec::new();
+    let mut properties = 0;
+    for tool in &tools {
+        let schemas = [
+            ("inputSchema", Some(tool.input_schema.clone())),
+            ("outputSchema", tool.output_schema.clone()),
+        ];
+        for (which, schema) in schemas {
+            let props = schema.as_ref().and_then(|s| s.get("properties").cloned());
+            for (name, prop) in props
+                .as_ref()
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                properties += 1;
+                let says = ["type", "$ref", "anyOf", "oneOf", "enum", "const"]
+                    .iter()
+                    .any(|k| prop.get(*k).is_some());
+                // A `"default": null` beside a type that is not null contradicts it.
+                let null_default = prop.get("default").is_some_and(Value::is_null);
+                if !says || prop["type"].is_array() || null_default {
+                    vague.push(format!("{} {which}.{name}: {prop}", tool.name));
+                }
+            }
+        }
+    }
+    println!(
+        "tool schema properties checked: {properties}, vague: {}",
+        vague.len()
+    );
+    assert!(properties > 20, "{properties}");
+    assert!(vague.is_empty(), "{vague:#?}");
     let created = ok(&client, "plan_create", json!({"document": simple_plan()})).await;
     let plan = created["plan_id"].as_str().unwrap().to_owned();
     let mut problems = Vec::new();

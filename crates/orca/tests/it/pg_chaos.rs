@@ -147,7 +147,6 @@ fn all_done(url: &str, root: &Path, cfg: &Path, execs: &[String]) -> bool {
 }
 
 #[test]
-#[expect(clippy::print_stdout, reason = "the test prints its counts")]
 fn eight_workers_killed_and_a_restarted_server_lose_and_double_nothing() {
     let server = Throwaway::start(true).unwrap_or_else(|e| panic!("{e}"));
     let url = tokio::runtime::Runtime::new()
