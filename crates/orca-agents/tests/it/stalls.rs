@@ -44,6 +44,16 @@ impl wiremock::Respond for Model {
 /// Runs one task of `coder` (with the workspace tools) against a fake server playing
 /// `script`, under `limits`; the outcome and the number of requests the server received.
 async fn run(root: &Path, script: Script, limits: StallLimits) -> (TaskResult, usize, u32) {
+    let (outcome, requests, turns) = run_recorded(root, script, limits).await;
+    (outcome, requests.len(), turns)
+}
+
+/// [`run`], with the bodies of the requests the server received.
+async fn run_recorded(
+    root: &Path,
+    script: Script,
+    limits: StallLimits,
+) -> (TaskResult, Vec<Value>, u32) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
@@ -67,7 +77,13 @@ async fn run(root: &Path, script: Script, limits: StallLimits) -> (TaskResult, u
     let reply = agents
         .run_task(task("coder", Budget::UNLIMITED), &tools)
         .await;
-    let requests = server.received_requests().await.unwrap_or_default().len();
+    let requests = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
+        .collect();
     (reply.outcome, requests, reply.usage.turns)
 }
 
@@ -134,6 +150,82 @@ async fn the_same_read_twenty_times_stalls_at_the_third() {
     println!("checks off: {requests} requests");
     succeeded(&outcome);
     assert_eq!(requests, 21, "20 reads, then the submit");
+}
+
+/// A small model repeats a refused call between calls that make progress (what a 1.5B model
+/// did 23 and 36 times): no two alike in a row, never an idle turn, so only counting refusals
+/// over the whole conversation stops it. The second refusal tells the model it is repeating
+/// itself; the third ends the attempt, naming the call and the error.
+#[tokio::test]
+async fn a_refused_call_repeated_between_progress_stalls_at_the_third_refusal() {
+    let dir = project();
+    // `run_command` is not granted (the coder here has read_file and write_file only).
+    let script: Script = Arc::new(|turn| {
+        (turn < 46).then(|| {
+            if turn % 2 == 0 {
+                ("run_command", json!({"command": "cargo test"}))
+            } else {
+                (
+                    "write_file",
+                    json!({"path": "notes.txt", "content": format!("version {turn}\n")}),
+                )
+            }
+        })
+    });
+    let (outcome, requests, _) = run_recorded(dir.path(), script, StallLimits::DEFAULT).await;
+    let f = stalled(&outcome);
+    let told: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, body)| {
+            body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("This exact call was refused 2 times"))
+                })
+        })
+        .map(|(i, _)| i + 1)
+        .collect();
+    println!(
+        "requests to the fake server: {} (the script had 46 turns); told of the repeat in request {told:?}; failure: {}",
+        requests.len(),
+        f.message
+    );
+    assert_eq!(
+        requests.len(),
+        5,
+        "refused at turns 1, 3 and 5: ended at the fifth"
+    );
+    assert_eq!(
+        told,
+        [4],
+        "the request after the second refusal says it was repeated"
+    );
+    assert!(
+        f.message.contains("`run_command`") && f.message.contains("3 times and it was refused"),
+        "{}",
+        f.message
+    );
+    // The control: the same calls with the checks off run the whole script.
+    let script: Script = Arc::new(|turn| {
+        (turn < 46).then(|| {
+            if turn % 2 == 0 {
+                ("run_command", json!({"command": "cargo test"}))
+            } else {
+                (
+                    "write_file",
+                    json!({"path": "notes.txt", "content": format!("v{turn}\n")}),
+                )
+            }
+        })
+    });
+    let (outcome, requests, _) = run_recorded(dir.path(), script, StallLimits::OFF).await;
+    println!("checks off: {} requests", requests.len());
+    succeeded(&outcome);
+    assert_eq!(requests.len(), 47);
 }
 
 #[tokio::test]
