@@ -111,10 +111,14 @@ impl Gate {
         mode: CallMode,
         scope: Option<AuditScope>,
     ) -> Self {
+        let mut granted = grants(info, mode);
+        if !ctx.hitl.answers_agents() {
+            granted.remove(super::table::names::ASK_USER);
+        }
         Self {
             ctx,
             agent: info.id.clone(),
-            granted: grants(info, mode),
+            granted,
             scope,
             depth: 0,
             step: None,
