@@ -22,6 +22,9 @@ pub enum ModelProgress {
         turn: u32,
         /// Output tokens so far (an estimate until the turn ends).
         output_tokens: u64,
+        /// The turn has ended and `output_tokens` is the server's own count: a display shows
+        /// this report whatever its rate limit (else the last estimate stays on screen).
+        exact: bool,
         /// Since the request was sent.
         elapsed: Duration,
     },
@@ -94,7 +97,7 @@ pub(crate) fn turn_started() {
 }
 
 /// Reports streaming progress, if a sink is installed.
-pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
+pub(crate) fn streaming(output_tokens: u64, elapsed: Duration, exact: bool) {
     let _ = SCOPE.try_with(|s| {
         let turn = TURN.try_with(std::cell::Cell::get).unwrap_or(1).max(1);
         s.sink.report(&ModelProgress::Streaming {
@@ -102,6 +105,7 @@ pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
             agent: s.agent.clone(),
             turn,
             output_tokens,
+            exact,
             elapsed,
         });
     });

@@ -108,7 +108,14 @@ impl ModelMeter {
         })
     }
 
-    fn streaming(&self, label: &str, agent: &str, turn: u32, tokens: u64, elapsed: Duration) {
+    fn streaming(
+        &self,
+        label: &str,
+        agent: &str,
+        turn: u32,
+        (tokens, exact): (u64, bool),
+        elapsed: Duration,
+    ) {
         let Ok(mut s) = self.state.lock() else { return };
         let now = Instant::now();
         let live = s.live.entry(label.to_owned()).or_insert_with(|| Live {
@@ -133,7 +140,9 @@ impl ModelMeter {
         match self.mode {
             Mode::Lines => {}
             Mode::Json => {
-                if live.last_json.is_none_or(|t| now - t >= JSON_EVERY) {
+                // The server's count at the end of a turn is always written: the last line
+                // must not be an estimate.
+                if exact || live.last_json.is_none_or(|t| now - t >= JSON_EVERY) {
                     live.last_json = Some(now);
                     json_line(&serde_json::json!({
                         "message": "model progress", "step": label, "agent": agent,
@@ -144,7 +153,7 @@ impl ModelMeter {
                 }
             }
             Mode::Status => {
-                if s.last_draw.is_none_or(|t| now - t >= DRAW_EVERY) {
+                if exact || s.last_draw.is_none_or(|t| now - t >= DRAW_EVERY) {
                     s.last_draw = Some(now);
                     self.draw(&s);
                 }
@@ -271,8 +280,9 @@ impl ProgressSink for ModelMeter {
                 agent,
                 turn,
                 output_tokens,
+                exact,
                 elapsed,
-            } => self.streaming(label, agent, *turn, *output_tokens, *elapsed),
+            } => self.streaming(label, agent, *turn, (*output_tokens, *exact), *elapsed),
             ModelProgress::Finished {
                 label,
                 agent,
