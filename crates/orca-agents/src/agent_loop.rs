@@ -100,13 +100,10 @@ impl Run<'_> {
         let started = Instant::now();
         let inner = self.inner(first, &validate, &mut usage, started);
         let wall = self.budget.max_wall_secs.map(Duration::from_secs);
-        let step = self.timeout.as_ref().map(|(t, _)| *t);
         // The sooner of the wall-clock budget and the step's timeout ends the run; the usage
         // of every turn answered before it is kept (the future only borrows it).
-        let limit = match (wall, step) {
-            (Some(w), Some(t)) => Some(w.min(t)),
-            (w, t) => w.or(t),
-        };
+        let step = self.timeout.as_ref().map(|(t, _)| *t);
+        let limit = wall.into_iter().chain(step).min();
         let result = match limit {
             Some(limit) => match tokio::time::timeout(limit, inner).await {
                 Ok(r) => r,

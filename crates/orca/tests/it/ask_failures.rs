@@ -2,7 +2,6 @@
 //! documented exit code of a failed piece of work (3) and a message naming the server's
 //! error, not "internal error" (1); Ctrl-C while the planner works exits 130 saying nothing
 //! was approved or run.
-#![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
