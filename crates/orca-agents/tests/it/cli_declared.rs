@@ -113,6 +113,13 @@ async fn gemini_cli_as_declared_in_examples() {
     let bin = tempfile::tempdir().unwrap();
     let fake = program(bin.path(), "gemini", FAKE_GEMINI);
     let agents = agents_of(dir.path(), "gemini-cli.toml", "gemini", &fake);
+    // An eval report binds the agent as its program, not only as "cli".
+    let info = agents
+        .agents()
+        .into_iter()
+        .find(|a| a.id.as_str() == "coder")
+        .unwrap();
+    assert_eq!(info.backend, "cli:gemini");
     let reply = run(&agents).await;
     println!("gemini: {:?}; usage {:?}", reply.outcome, reply.usage);
     assert!(
