@@ -381,19 +381,14 @@ impl Run<'_> {
                 .zip(&outcomes)
                 .map(|((_, call), outcome)| (*call, outcome, self.tools.access(&call.name)))
                 .collect();
-            if let Some(message) = stalls.turn(&ran) {
+            let stalled = stalls.turn(&ran);
+            for ((i, call), mut outcome) in pending.iter().zip(outcomes) {
+                stalls.annotate_refusal(call, &mut outcome);
+                results[*i] = Some(outcome);
+            }
+            if let Some(message) = stalled {
                 tracing::info!(turns = usage.turns, %message, "the conversation stalled");
                 return Err(failure(ErrorCode::Stalled, message));
-            }
-            for ((i, call), mut outcome) in pending.iter().zip(outcomes) {
-                // A refusal the model already got: it is told so, with the error's fix.
-                let times = stalls.times_refused(call, &outcome);
-                if let Some(note) = stall::repeated_refusal(times, self.settings.stall.max_repeats)
-                {
-                    tracing::info!(tool = %call.name, times, "a refused call was repeated");
-                    outcome.content.push_str(&note);
-                }
-                results[*i] = Some(outcome);
             }
             let results: Vec<ToolResult> = results.into_iter().flatten().collect();
             if json_mode {

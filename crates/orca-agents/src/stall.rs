@@ -173,7 +173,7 @@ impl Detector {
 
 /// The note added to a refused call's error when the same call was refused before (so the
 /// model reads that it is repeating itself), or `None` the first time.
-pub(crate) fn repeated_refusal(times: u32, limit: u32) -> Option<String> {
+fn repeated_refusal(times: u32, limit: u32) -> Option<String> {
     (times >= 2).then(|| {
         let left = if limit >= 2 {
             format!(
@@ -189,15 +189,24 @@ pub(crate) fn repeated_refusal(times: u32, limit: u32) -> Option<String> {
 }
 
 impl Detector {
-    /// How many times this exact call got this exact refusal so far (0: never refused).
-    pub(crate) fn times_refused(&self, call: &ToolCall, result: &ToolResult) -> u32 {
+    /// After [`Self::turn`]: a refused call is shown on the progress display with how many
+    /// times it was refused, and a repeated one says so in the error the model reads.
+    pub(crate) fn annotate_refusal(&self, call: &ToolCall, result: &mut ToolResult) {
         if !result.is_error {
-            return 0;
+            return;
         }
-        self.refused
+        let times = self
+            .refused
             .get(&Seen::new(call, result))
             .copied()
-            .unwrap_or(0)
+            .unwrap_or(0);
+        if times > 0 {
+            orca_llm::progress::tool_refused(&call.name, times);
+        }
+        if let Some(note) = repeated_refusal(times, self.limits.max_repeats) {
+            tracing::info!(tool = %call.name, times, "a refused call was repeated");
+            result.content.push_str(&note);
+        }
     }
 }
 

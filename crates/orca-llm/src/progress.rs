@@ -28,6 +28,18 @@ pub enum ModelProgress {
         /// Since the request was sent.
         elapsed: Duration,
     },
+    /// A tool call of the model was refused (an error result): shown, so that a model
+    /// repeating a refused call is not mistaken for one making progress.
+    ToolRefused {
+        /// The step id, or `ask` / `plan`.
+        label: String,
+        /// The agent.
+        agent: String,
+        /// The tool called.
+        tool: String,
+        /// How many times this exact call got this exact refusal so far.
+        times: u32,
+    },
     /// A model-backed step, question or plan ended: its usage over all turns.
     Finished {
         /// The step id, or `ask` / `plan`.
@@ -46,7 +58,9 @@ impl ModelProgress {
     #[must_use]
     pub fn label(&self) -> &str {
         match self {
-            Self::Streaming { label, .. } | Self::Finished { label, .. } => label,
+            Self::Streaming { label, .. }
+            | Self::ToolRefused { label, .. }
+            | Self::Finished { label, .. } => label,
         }
     }
 }
@@ -107,6 +121,18 @@ pub(crate) fn streaming(output_tokens: u64, elapsed: Duration, exact: bool) {
             output_tokens,
             exact,
             elapsed,
+        });
+    });
+}
+
+/// Reports a refused tool call of the model, if a sink is installed.
+pub fn tool_refused(tool: &str, times: u32) {
+    let _ = SCOPE.try_with(|s| {
+        s.sink.report(&ModelProgress::ToolRefused {
+            label: s.label.clone(),
+            agent: s.agent.clone(),
+            tool: tool.to_owned(),
+            times,
         });
     });
 }

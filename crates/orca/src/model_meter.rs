@@ -194,6 +194,27 @@ impl ModelMeter {
         STATUS_SHOWN.store(true, Ordering::SeqCst);
     }
 
+    /// A refused call is a line of its own: the status line alone looks like progress.
+    fn refused(&self, label: &str, agent: &str, tool: &str, times: u32) {
+        if self.mode == Mode::Json {
+            json_line(&serde_json::json!({
+                "message": "tool refused", "step": label, "agent": agent,
+                "tool": tool, "times": times,
+            }));
+            return;
+        }
+        let again = if times > 1 {
+            format!(" ({times} times the same call)")
+        } else {
+            String::new()
+        };
+        say(&format!(
+            "  {} {}",
+            self.style.dim(&format!("{} [{agent}]:", who(label))),
+            self.style.dim(&format!("`{tool}` refused{again}"))
+        ));
+    }
+
     fn finished(&self, label: &str, agent: &str, usage: &Usage, elapsed: Duration) {
         let rate = {
             let Ok(mut s) = self.state.lock() else { return };
@@ -289,6 +310,12 @@ impl ProgressSink for ModelMeter {
                 usage,
                 elapsed,
             } => self.finished(label, agent, usage, *elapsed),
+            ModelProgress::ToolRefused {
+                label,
+                agent,
+                tool,
+                times,
+            } => self.refused(label, agent, tool, *times),
             _ => {}
         }
     }

@@ -48,6 +48,24 @@ async fn run(root: &Path, script: Script, limits: StallLimits) -> (TaskResult, u
     (outcome, requests.len(), turns)
 }
 
+/// Keeps the refused calls reported to the progress display (what the terminal shows).
+#[derive(Debug, Default)]
+struct Refusals(std::sync::Mutex<Vec<(String, u32)>>);
+
+impl orca_agents::ProgressSink for Refusals {
+    fn report(&self, p: &orca_agents::ModelProgress) {
+        if let orca_agents::ModelProgress::ToolRefused { tool, times, .. } = p {
+            self.0.lock().unwrap().push((tool.clone(), *times));
+        }
+    }
+}
+
+thread_local! {
+    /// The refusals the last [`run_recorded`] of this thread showed.
+    static LAST_REFUSALS: std::cell::RefCell<Vec<(String, u32)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// [`run`], with the bodies of the requests the server received.
 async fn run_recorded(
     root: &Path,
@@ -70,7 +88,10 @@ async fn run_recorded(
         default_max_turns: 100,
         ..fast_settings(0)
     };
-    let mut agents = Agents::new(root, [profile], settings).unwrap();
+    let refusals = Arc::new(Refusals::default());
+    let mut agents = Agents::new(root, [profile], settings)
+        .unwrap()
+        .with_progress(refusals.clone());
     agents.set_stall_limits(&AgentId::parse("coder").unwrap(), limits);
     let tools =
         WorkspaceTools::new(root, &["read_file".to_owned(), "write_file".to_owned()]).unwrap();
@@ -84,6 +105,8 @@ async fn run_recorded(
         .iter()
         .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
         .collect();
+    let shown = refusals.0.lock().unwrap().clone();
+    LAST_REFUSALS.with(|l| *l.borrow_mut() = shown);
     (reply.outcome, requests, reply.usage.turns)
 }
 
@@ -204,6 +227,17 @@ async fn a_refused_call_repeated_between_progress_stalls_at_the_third_refusal() 
         [4],
         "the request after the second refusal says it was repeated"
     );
+    // The refusal says how to fix the call: which tools there are.
+    assert!(
+        f.message.contains("call one of read_file, write_file"),
+        "{}",
+        f.message
+    );
+    // The progress display shows each refusal, with its count: not normal progress.
+    let shown = LAST_REFUSALS.with(|l| l.borrow().clone());
+    println!("refusals shown: {shown:?}");
+    let run_command = |n| ("run_command".to_owned(), n);
+    assert_eq!(shown, [run_command(1), run_command(2), run_command(3)]);
     assert!(
         f.message.contains("`run_command`") && f.message.contains("3 times and it was refused"),
         "{}",
