@@ -80,6 +80,9 @@ struct Run<'a> {
     /// The exact schema (one variant per kind), sent where it constrains decoding (json mode).
     exact_schema: Value,
     what: &'static str,
+    /// The step's timeout, with the agent it names: enforced here, not around the loop, so
+    /// that the usage of the turns already answered stays in the reply.
+    timeout: Option<(Duration, String)>,
 }
 
 fn failure(code: ErrorCode, message: impl Into<String>) -> TaskFailure {
@@ -96,13 +99,27 @@ impl Run<'_> {
         let mut usage = Usage::default();
         let started = Instant::now();
         let inner = self.inner(first, &validate, &mut usage, started);
-        let result = match self.budget.max_wall_secs {
-            Some(secs) => match tokio::time::timeout(Duration::from_secs(secs), inner).await {
+        let wall = self.budget.max_wall_secs.map(Duration::from_secs);
+        // The sooner of the wall-clock budget and the step's timeout ends the run; the usage
+        // of every turn answered before it is kept (the future only borrows it).
+        let step = self.timeout.as_ref().map(|(t, _)| *t);
+        let limit = wall.into_iter().chain(step).min();
+        let result = match limit {
+            Some(limit) => match tokio::time::timeout(limit, inner).await {
                 Ok(r) => r,
-                Err(_) => Err(failure(
-                    ErrorCode::BudgetExceeded,
-                    format!("time budget exceeded: more than {secs}s"),
-                )),
+                Err(_) => Err(match (&self.timeout, wall) {
+                    (Some((t, agent)), w) if w.is_none_or(|w| *t < w) => failure(
+                        ErrorCode::Timeout,
+                        format!(
+                            "agent `{agent}` timed out after {}s",
+                            started.elapsed().as_secs()
+                        ),
+                    ),
+                    _ => failure(
+                        ErrorCode::BudgetExceeded,
+                        format!("time budget exceeded: more than {}s", limit.as_secs()),
+                    ),
+                }),
             },
             None => inner.await,
         };
@@ -364,12 +381,14 @@ impl Run<'_> {
                 .zip(&outcomes)
                 .map(|((_, call), outcome)| (*call, outcome, self.tools.access(&call.name)))
                 .collect();
-            if let Some(message) = stalls.turn(&ran) {
+            let stalled = stalls.turn(&ran);
+            for ((i, call), mut outcome) in pending.iter().zip(outcomes) {
+                stalls.annotate_refusal(call, &mut outcome);
+                results[*i] = Some(outcome);
+            }
+            if let Some(message) = stalled {
                 tracing::info!(turns = usage.turns, %message, "the conversation stalled");
                 return Err(failure(ErrorCode::Stalled, message));
-            }
-            for ((i, _), outcome) in pending.iter().zip(outcomes) {
-                results[*i] = Some(outcome);
             }
             let results: Vec<ToolResult> = results.into_iter().flatten().collect();
             if json_mode {
@@ -552,6 +571,9 @@ pub(crate) async fn run_task(
         submit_schema: schema::task_result_schema(),
         exact_schema: schema::task_result_variants(),
         what: "task result",
+        timeout: request
+            .timeout
+            .map(|t| (t, request.agent.as_str().to_owned())),
     };
     let (result, usage) = run
         .go(task_message(request), schema::parse_task_result)
@@ -584,6 +606,7 @@ pub(crate) async fn ask(
         submit_schema: schema::answer_schema(),
         exact_schema: schema::answer_schema(),
         what: "answer",
+        timeout: None,
     };
     let first = format!(
         "A read-only question (do not change anything):\n\n{}",
@@ -616,6 +639,7 @@ pub(crate) async fn plan(
         submit_schema: schema::planner_response_schema(),
         exact_schema: schema::planner_response_variants(),
         what: "planner response",
+        timeout: None,
     };
     let mut first = request.message.clone();
     if let Some(plan) = &request.plan_id {

@@ -35,6 +35,7 @@ pub const BACKENDS: &[&str] = &[
     "claude-code",
     "codex",
     "opencode",
+    "cli",
     "scripted",
     "shell",
 ];
@@ -132,6 +133,8 @@ pub struct AgentSettings {
     pub permission_mode: Option<String>,
     /// A command-line agent's hard timeout per run, in seconds (default 1800).
     pub timeout_secs: Option<u64>,
+    /// How a `backend = "cli"` program is run and read (`[agents.NAME.cli]`).
+    pub cli: Option<crate::cli::DeclarationSettings>,
     /// The script of a scripted backend, relative to the project root.
     pub script: Option<PathBuf>,
     /// Generation settings (`[agents.NAME.generation]`; see [`crate::generation`]).
@@ -196,6 +199,11 @@ impl AgentSettings {
             },
             permission_mode: pick(&self.permission_mode, &base.permission_mode),
             timeout_secs: self.timeout_secs.or(base.timeout_secs),
+            cli: match (&self.cli, &base.cli) {
+                _ if backend_changed => self.cli.clone(),
+                (Some(mine), Some(theirs)) => Some(mine.merged_over(theirs)),
+                (mine, theirs) => mine.clone().or_else(|| theirs.clone()),
+            },
             script: self.script.clone().or_else(|| base.script.clone()),
             api: if backend_changed {
                 self.api

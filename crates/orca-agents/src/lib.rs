@@ -34,7 +34,7 @@ pub mod tools;
 pub mod workspace;
 
 pub use agent_loop::LoopSettings;
-pub use cli::{CliKind, CliSpec};
+pub use cli::{CliKind, CliSpec, Declaration, DeclarationSettings, PromptVia, Reading};
 pub use error::ConfigError;
 pub use generation::{Generation, GenerationSettings, ToolMode, WireApi};
 // The wire types the runtime's own API speaks (a profile holds a `ChatBackend`).

@@ -249,7 +249,17 @@ impl Profile {
             id: self.id.clone(),
             role: self.role,
             description: self.description.clone(),
-            backend: self.backend.kind().to_owned(),
+            // A declared command-line agent is named by its program (`cli:gemini`), so that
+            // two of them (and an eval report binding them) can be told apart.
+            backend: match &self.backend {
+                BackendSpec::Cli(cli) if cli.kind == crate::CliKind::Declared => {
+                    let program = std::path::Path::new(&cli.program)
+                        .file_name()
+                        .map_or_else(|| cli.program.clone(), |n| n.to_string_lossy().into_owned());
+                    format!("cli:{program}")
+                }
+                other => other.kind().to_owned(),
+            },
             model: self.backend.model().map(str::to_owned),
             workspace_tools: self.workspace_tools.clone(),
         }

@@ -8,6 +8,11 @@
 //!   tool, the same arguments (as canonical JSON) and got the same result (text and error
 //!   flag). `max_repeats` identical calls in a row stall. A call that changed something in
 //!   between (a write, a command) breaks the row, and so does a read whose result changed.
+//! - **Refusals repeated.** A call refused (an error result) counts against its tool,
+//!   arguments and error wherever it comes in the conversation, not only in a row: a small
+//!   model interleaves the same refused call with others. From the second identical refusal
+//!   the error the model reads says how often it was already refused; `max_repeats` identical
+//!   refusals stall.
 //! - **Turns that change nothing.** A turn is *idle* when it made at least one tool call,
 //!   every call was to a read-only tool ([`ToolAccess::Read`]), and every call's tool,
 //!   arguments and result had all been seen before in this conversation. `stall_turns` idle
@@ -17,7 +22,7 @@
 //! A command-line agent stalls when it prints nothing and changes no file in its working
 //! directory for `idle` (see the CLI runtime).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
@@ -89,6 +94,8 @@ pub(crate) struct Detector {
     /// The last call and how many times in a row it has been made.
     last: Option<(Seen, u32)>,
     seen: HashSet<Seen>,
+    /// Refused calls (error results) and how many times each was made.
+    refused: HashMap<Seen, u32>,
     idle_turns: u32,
 }
 
@@ -98,6 +105,7 @@ impl Detector {
             limits,
             last: None,
             seen: HashSet::new(),
+            refused: HashMap::new(),
             idle_turns: 0,
         }
     }
@@ -127,6 +135,21 @@ impl Detector {
                     clip(&seen.arguments),
                 ));
             }
+            if result.is_error {
+                let times = self.refused.entry(seen.clone()).or_insert(0);
+                *times += 1;
+                if stalled.is_none()
+                    && self.limits.max_repeats >= 2
+                    && *times >= self.limits.max_repeats
+                {
+                    stalled = Some(format!(
+                        "called `{}` with the same arguments {} {times} times and it was refused the same way each time ({}); fix the call as the error says (omit an argument it names as optional, use a tool you were given) or submit a failure",
+                        call.name,
+                        clip(&seen.arguments),
+                        clip(result.content.trim_start_matches("error: ")),
+                    ));
+                }
+            }
             idle &= *access == Some(ToolAccess::Read) && self.seen.contains(&seen);
             self.last = Some((seen.clone(), run));
             self.seen.insert(seen);
@@ -145,6 +168,45 @@ impl Detector {
             ));
         }
         None
+    }
+}
+
+/// The note added to a refused call's error when the same call was refused before (so the
+/// model reads that it is repeating itself), or `None` the first time.
+fn repeated_refusal(times: u32, limit: u32) -> Option<String> {
+    (times >= 2).then(|| {
+        let left = if limit >= 2 {
+            format!(
+                "; after {limit} the attempt ends as stalled",
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "\n\nThis exact call was refused {times} times{left}. Do not repeat it: change it as the error says, or do something else."
+        )
+    })
+}
+
+impl Detector {
+    /// After [`Self::turn`]: a refused call is shown on the progress display with how many
+    /// times it was refused, and a repeated one says so in the error the model reads.
+    pub(crate) fn annotate_refusal(&self, call: &ToolCall, result: &mut ToolResult) {
+        if !result.is_error {
+            return;
+        }
+        let times = self
+            .refused
+            .get(&Seen::new(call, result))
+            .copied()
+            .unwrap_or(0);
+        if times > 0 {
+            orca_llm::progress::tool_refused(&call.name, times);
+        }
+        if let Some(note) = repeated_refusal(times, self.limits.max_repeats) {
+            tracing::info!(tool = %call.name, times, "a refused call was repeated");
+            result.content.push_str(&note);
+        }
     }
 }
 

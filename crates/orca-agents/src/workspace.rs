@@ -578,8 +578,9 @@ impl ToolHost for WorkspaceTools {
         if !self.granted.contains(&call.name) {
             tracing::warn!(tool = %call.name, "workspace tool refused: not granted");
             return Err(ToolError::new(format!(
-                "tool `{}` is not granted to this agent",
-                call.name
+                "tool `{}` is not granted to this agent; do not call it again: call one of {} or finish with `submit_result`",
+                call.name,
+                self.granted.join(", ")
             )));
         }
         let result = match call.name.as_str() {

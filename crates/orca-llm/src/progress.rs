@@ -22,8 +22,23 @@ pub enum ModelProgress {
         turn: u32,
         /// Output tokens so far (an estimate until the turn ends).
         output_tokens: u64,
+        /// The turn has ended and `output_tokens` is the server's own count: a display shows
+        /// this report whatever its rate limit (else the last estimate stays on screen).
+        exact: bool,
         /// Since the request was sent.
         elapsed: Duration,
+    },
+    /// A tool call of the model was refused (an error result): shown, so that a model
+    /// repeating a refused call is not mistaken for one making progress.
+    ToolRefused {
+        /// The step id, or `ask` / `plan`.
+        label: String,
+        /// The agent.
+        agent: String,
+        /// The tool called.
+        tool: String,
+        /// How many times this exact call got this exact refusal so far.
+        times: u32,
     },
     /// A model-backed step, question or plan ended: its usage over all turns.
     Finished {
@@ -43,7 +58,9 @@ impl ModelProgress {
     #[must_use]
     pub fn label(&self) -> &str {
         match self {
-            Self::Streaming { label, .. } | Self::Finished { label, .. } => label,
+            Self::Streaming { label, .. }
+            | Self::ToolRefused { label, .. }
+            | Self::Finished { label, .. } => label,
         }
     }
 }
@@ -94,7 +111,7 @@ pub(crate) fn turn_started() {
 }
 
 /// Reports streaming progress, if a sink is installed.
-pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
+pub(crate) fn streaming(output_tokens: u64, elapsed: Duration, exact: bool) {
     let _ = SCOPE.try_with(|s| {
         let turn = TURN.try_with(std::cell::Cell::get).unwrap_or(1).max(1);
         s.sink.report(&ModelProgress::Streaming {
@@ -102,7 +119,20 @@ pub(crate) fn streaming(output_tokens: u64, elapsed: Duration) {
             agent: s.agent.clone(),
             turn,
             output_tokens,
+            exact,
             elapsed,
+        });
+    });
+}
+
+/// Reports a refused tool call of the model, if a sink is installed.
+pub fn tool_refused(tool: &str, times: u32) {
+    let _ = SCOPE.try_with(|s| {
+        s.sink.report(&ModelProgress::ToolRefused {
+            label: s.label.clone(),
+            agent: s.agent.clone(),
+            tool: tool.to_owned(),
+            times,
         });
     });
 }

@@ -23,6 +23,13 @@ pub trait Hitl: Send + Sync {
 
     /// An agent's free-form question (`orca_ask_user`). `None`: no human available.
     async fn ask_text(&self, agent: &AgentId, question: &str) -> Option<String>;
+
+    /// Whether a human may answer an agent's question at all in this process. `false` (no
+    /// human attached) takes `orca_ask_user` out of every agent's tools: a tool that can only
+    /// fail is one more way for a small model to go wrong.
+    fn answers_agents(&self) -> bool {
+        true
+    }
 }
 
 /// The context question to ask after the action `key` of a touchpoint.
@@ -168,6 +175,10 @@ impl Hitl for NoHuman {
 
     async fn ask_text(&self, _agent: &AgentId, _question: &str) -> Option<String> {
         None
+    }
+
+    fn answers_agents(&self) -> bool {
+        false
     }
 }
 

@@ -33,7 +33,12 @@ pub(crate) async fn ask_planner(
     let info = planner(ctx)?;
     // With no scope of its own (asked by a human, not from a step), the conversation goes to
     // the log of the plan it works on (`tools::plan_log`).
-    let gate = Gate::new(ctx.clone(), &info, CallMode::Planning, scope).recording_planning(plan_id);
+    let mode = if plan_id.is_some() {
+        CallMode::Revising
+    } else {
+        CallMode::Planning
+    };
+    let gate = Gate::new(ctx.clone(), &info, mode, scope).recording_planning(plan_id);
     let mut reply = ctx
         .agents
         .plan(

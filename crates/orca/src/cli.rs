@@ -10,7 +10,8 @@ Exit codes:
     1  internal error
     2  bad input: usage, validation, unknown or ambiguous id, corrupt file, bad config,
        or the execution is being driven by another process
-    3  the execution ended failed or stopped (`exec cancel`)
+    3  the execution ended failed or stopped (`exec cancel`), or the planner's model failed
+       (`ask`: an error status after retries, a timeout, an answer it could not use)
     4  waiting for a human decision that a non-interactive run cannot make, or a Replan that
        produced no usable plan (the decision is open again)
     5  audit verification found tampering
@@ -18,7 +19,7 @@ Exit codes:
        after it was shown for approval; nothing changed, try again
     7  `orca doctor` found a problem a run would meet
   130  interrupted: Ctrl-C or `exec stop` stopped the run (or `watch` found no live driver);
-       the execution stays resumable with `orca exec resume`";
+       the execution stays resumable with `orca exec resume`; Ctrl-C during `ask`'s planning";
 
 /// Human-approved, durable, auditable multi-agent orchestration.
 ///

@@ -108,7 +108,14 @@ impl ModelMeter {
         })
     }
 
-    fn streaming(&self, label: &str, agent: &str, turn: u32, tokens: u64, elapsed: Duration) {
+    fn streaming(
+        &self,
+        label: &str,
+        agent: &str,
+        turn: u32,
+        (tokens, exact): (u64, bool),
+        elapsed: Duration,
+    ) {
         let Ok(mut s) = self.state.lock() else { return };
         let now = Instant::now();
         let live = s.live.entry(label.to_owned()).or_insert_with(|| Live {
@@ -133,7 +140,9 @@ impl ModelMeter {
         match self.mode {
             Mode::Lines => {}
             Mode::Json => {
-                if live.last_json.is_none_or(|t| now - t >= JSON_EVERY) {
+                // The server's count at the end of a turn is always written: the last line
+                // must not be an estimate.
+                if exact || live.last_json.is_none_or(|t| now - t >= JSON_EVERY) {
                     live.last_json = Some(now);
                     json_line(&serde_json::json!({
                         "message": "model progress", "step": label, "agent": agent,
@@ -144,7 +153,7 @@ impl ModelMeter {
                 }
             }
             Mode::Status => {
-                if s.last_draw.is_none_or(|t| now - t >= DRAW_EVERY) {
+                if exact || s.last_draw.is_none_or(|t| now - t >= DRAW_EVERY) {
                     s.last_draw = Some(now);
                     self.draw(&s);
                 }
@@ -183,6 +192,27 @@ impl ModelMeter {
         let _ = write!(err, "\r\x1b[2K{}", self.style.dim(&line));
         let _ = err.flush();
         STATUS_SHOWN.store(true, Ordering::SeqCst);
+    }
+
+    /// A refused call is a line of its own: the status line alone looks like progress.
+    fn refused(&self, label: &str, agent: &str, tool: &str, times: u32) {
+        if self.mode == Mode::Json {
+            json_line(&serde_json::json!({
+                "message": "tool refused", "step": label, "agent": agent,
+                "tool": tool, "times": times,
+            }));
+            return;
+        }
+        let again = if times > 1 {
+            format!(" ({times} times the same call)")
+        } else {
+            String::new()
+        };
+        say(&format!(
+            "  {} {}",
+            self.style.dim(&format!("{} [{agent}]:", who(label))),
+            self.style.dim(&format!("`{tool}` refused{again}"))
+        ));
     }
 
     fn finished(&self, label: &str, agent: &str, usage: &Usage, elapsed: Duration) {
@@ -271,14 +301,21 @@ impl ProgressSink for ModelMeter {
                 agent,
                 turn,
                 output_tokens,
+                exact,
                 elapsed,
-            } => self.streaming(label, agent, *turn, *output_tokens, *elapsed),
+            } => self.streaming(label, agent, *turn, (*output_tokens, *exact), *elapsed),
             ModelProgress::Finished {
                 label,
                 agent,
                 usage,
                 elapsed,
             } => self.finished(label, agent, usage, *elapsed),
+            ModelProgress::ToolRefused {
+                label,
+                agent,
+                tool,
+                times,
+            } => self.refused(label, agent, tool, *times),
             _ => {}
         }
     }

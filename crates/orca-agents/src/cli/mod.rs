@@ -9,9 +9,14 @@
 
 mod claude;
 mod codex;
+mod declared;
+mod kind;
 mod opencode;
 mod parsed;
 mod session;
+
+pub use declared::{Declaration, DeclarationSettings, PromptVia, Reading};
+pub use kind::CliKind;
 
 use parsed::{MAX_SAID, Parsed, Said};
 use session::usage_since;
@@ -39,100 +44,6 @@ use orca_os::step_env::EnvPolicy;
 /// run forever.
 pub const DEFAULT_CLI_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// Which command-line agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CliKind {
-    /// Claude Code.
-    ClaudeCode,
-    /// OpenAI Codex CLI.
-    Codex,
-    /// opencode.
-    Opencode,
-}
-
-impl CliKind {
-    /// The backend name used in config (`claude-code`, `codex`, `opencode`).
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "claude-code",
-            Self::Codex => "codex",
-            Self::Opencode => "opencode",
-        }
-    }
-
-    /// Where the agent keeps its own state, relative to the home directory: writable in the
-    /// kernel sandbox besides the project.
-    #[must_use]
-    pub const fn state_dirs(self) -> &'static [&'static str] {
-        match self {
-            Self::ClaudeCode => &[".claude", ".cache/claude", ".config/claude"],
-            Self::Codex => &[".codex"],
-            Self::Opencode => &[
-                ".local/share/opencode",
-                ".local/state/opencode",
-                ".config/opencode",
-                ".cache/opencode",
-            ],
-        }
-    }
-
-    /// The default executable.
-    #[must_use]
-    pub const fn default_program(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "claude",
-            Self::Codex => "codex",
-            Self::Opencode => "opencode",
-        }
-    }
-
-    /// The permission mode used when the config names none: the one that lets the agent edit
-    /// the project without asking (Claude Code `acceptEdits`, Codex `workspace-write`,
-    /// opencode `auto`).
-    #[must_use]
-    pub const fn default_permission_mode(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "acceptEdits",
-            Self::Codex => "workspace-write",
-            Self::Opencode => "auto",
-        }
-    }
-
-    /// The permission modes accepted in config.
-    #[must_use]
-    pub const fn permission_modes(self) -> &'static [&'static str] {
-        match self {
-            // `claude --help`: acceptEdits, auto, bypassPermissions, default, dontAsk, plan.
-            Self::ClaudeCode => &[
-                "acceptEdits",
-                "auto",
-                "bypassPermissions",
-                "default",
-                "dontAsk",
-                "plan",
-            ],
-            // `codex exec -s`.
-            Self::Codex => &["read-only", "workspace-write", "danger-full-access"],
-            // `auto`: `opencode run --auto`; `ask`: without it ("ask" permissions are rejected);
-            // `plan`: its read-only `plan` agent, without `--auto`.
-            Self::Opencode => &["auto", "ask", "plan"],
-        }
-    }
-
-    /// The kind named by a config backend name.
-    #[must_use]
-    pub fn from_backend(name: &str) -> Option<Self> {
-        match name {
-            "claude-code" => Some(Self::ClaudeCode),
-            "codex" => Some(Self::Codex),
-            "opencode" => Some(Self::Opencode),
-            _ => None,
-        }
-    }
-}
-
 /// How to run a command-line agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliSpec {
@@ -150,6 +61,9 @@ pub struct CliSpec {
     /// The hard timeout of one run; `None`: [`DEFAULT_CLI_TIMEOUT`]. A step's own timeout or
     /// wall-clock limit, when shorter, wins.
     pub timeout: Option<Duration>,
+    /// How a [`CliKind::Declared`] program is run and read (required for it, unused by the
+    /// others).
+    pub declaration: Option<Box<Declaration>>,
 }
 
 impl CliSpec {
@@ -163,6 +77,17 @@ impl CliSpec {
             args: Vec::new(),
             permission_mode: None,
             timeout: None,
+            declaration: None,
+        }
+    }
+
+    /// The program `program` run as `declaration` says.
+    #[must_use]
+    pub fn declared(program: String, declaration: Declaration) -> Self {
+        Self {
+            program,
+            declaration: Some(Box::new(declaration)),
+            ..Self::new(CliKind::Declared)
         }
     }
 
@@ -172,6 +97,16 @@ impl CliSpec {
     ///
     /// A mode the agent does not know, as a message naming the accepted ones.
     pub fn validate(&self) -> Result<(), String> {
+        if self.kind == CliKind::Declared {
+            if self.declaration.is_none() {
+                return Err("a declared command-line agent needs its declaration".to_owned());
+            }
+            if self.permission_mode.is_some() {
+                return Err(
+                    "backend \"cli\" has no permission modes: put the program's own flags in `args` (and `cli.read_only_args` for questions)".to_owned(),
+                );
+            }
+        }
         if let Some(mode) = &self.permission_mode
             && !self.kind.permission_modes().contains(&mode.as_str())
         {
@@ -184,6 +119,16 @@ impl CliSpec {
         Ok(())
     }
 
+    /// The state directories under `HOME`: the kind's, or the declared ones.
+    fn state_dirs(&self) -> Vec<&str> {
+        match &self.declaration {
+            Some(d) if self.kind == CliKind::Declared => {
+                d.state_dirs.iter().map(String::as_str).collect()
+            }
+            _ => self.kind.state_dirs().to_vec(),
+        }
+    }
+
     fn permission_mode(&self) -> &str {
         self.permission_mode
             .as_deref()
@@ -193,11 +138,18 @@ impl CliSpec {
     /// The spec for a read-only question: Claude Code `plan`, Codex `read-only`, opencode's
     /// `plan` agent, whatever the configured mode.
     fn read_only(&self) -> Self {
+        let mut spec = self.clone();
         let mode = match self.kind {
             CliKind::ClaudeCode | CliKind::Opencode => "plan",
             CliKind::Codex => "read-only",
+            // Its declared read-only arguments replace its `args` (see `ask`).
+            CliKind::Declared => {
+                if let Some(d) = &self.declaration {
+                    spec.args = d.read_only_args.clone().unwrap_or_default();
+                }
+                return spec;
+            }
         };
-        let mut spec = self.clone();
         spec.permission_mode = Some(mode.to_owned());
         spec
     }
@@ -224,8 +176,15 @@ impl CliSpec {
             CliKind::ClaudeCode => claude::args(self.permission_mode(), resume),
             CliKind::Codex => codex::args(self.permission_mode(), in_git),
             CliKind::Opencode => opencode::args(self.permission_mode(), resume),
+            // Its own arguments; the prompt's place is added by the run.
+            CliKind::Declared => Vec::new(),
         };
-        if let Some(m) = &self.model {
+        // A declared program's model flag is its own (in `args`); `model` only prices it.
+        if let Some(m) = self
+            .model
+            .as_ref()
+            .filter(|_| self.kind != CliKind::Declared)
+        {
             args.push("--model".into());
             args.push(m.clone());
         }
@@ -316,34 +275,50 @@ impl CliAgent {
             // Only existing directories can be made writable in the kernel sandbox, and an agent
             // run for the first time (a fresh HOME) fails when it cannot create its state.
             if let Some((_, home)) = env.iter().find(|(k, _)| k == "HOME") {
-                for dir in self.spec.kind.state_dirs() {
+                for dir in self.spec.state_dirs() {
                     let _ = std::fs::create_dir_all(Path::new(home).join(dir));
                 }
             }
         }
-        let sandbox = sandbox.map(|s| s.clone().with_home_dirs(self.spec.kind.state_dirs()));
+        let sandbox = sandbox.map(|s| s.clone().with_home_dirs(&self.spec.state_dirs()));
         // Silent and changing no file in the project for `idle`: stalled.
         let idle = idle.map(|after| IdleLimit {
             after,
             tree: Some(root),
         });
+        let mut args = if read_only {
+            self.spec.read_only().invocation(resume, in_git_repo(root))
+        } else {
+            self.spec
+                .for_sandbox(sandbox.as_ref())
+                .invocation(resume, in_git_repo(root))
+        };
+        let mut stdin = prompt.into_bytes();
+        if let Some(d) = &self.spec.declaration {
+            let prompt = String::from_utf8(std::mem::take(&mut stdin)).unwrap_or_default();
+            args = match d.invocation(&args, &prompt) {
+                Ok(args) => args,
+                Err(message) => {
+                    return RunOutcome {
+                        result: Err(TaskFailure::new(ErrorCode::Validation, message)),
+                        session: None,
+                        usage: Usage::default(),
+                    };
+                }
+            };
+            stdin = d.stdin(prompt);
+        }
         let run = process::run_captured_watched(
             RunSpec {
                 program: &program,
-                args: if read_only {
-                    self.spec.read_only().invocation(resume, in_git_repo(root))
-                } else {
-                    self.spec
-                        .for_sandbox(sandbox.as_ref())
-                        .invocation(resume, in_git_repo(root))
-                },
+                args,
                 cwd: root,
                 env,
                 timeout: Some(timeout),
                 cap: OUTPUT_CAP,
                 owner: Some(caller),
                 sandbox: sandbox.as_ref(),
-                stdin: Some(prompt.into_bytes()),
+                stdin: Some(stdin),
                 kill_grace,
                 interleave: false,
             },
@@ -476,6 +451,12 @@ impl CliAgent {
             CliKind::ClaudeCode => claude::parse(&values),
             CliKind::Codex => codex::parse(&values),
             CliKind::Opencode => opencode::parse(&values),
+            CliKind::Declared => self
+                .spec
+                .declaration
+                .as_ref()
+                .map(|d| d.parse(stdout))
+                .unwrap_or_default(),
         }
     }
 
@@ -558,6 +539,17 @@ impl CliAgent {
         policy: &EnvPolicy,
         sandbox: Option<&SandboxPolicy>,
     ) -> Reply<Result<AgentAnswer, TaskFailure>> {
+        if let Some(d) = &self.spec.declaration
+            && d.read_only_args.is_none()
+        {
+            return Reply::new(Err(TaskFailure::new(
+                ErrorCode::Validation,
+                format!(
+                    "`{}` answers no questions: declare `cli.read_only_args` (the program's flags for a run that changes nothing) to ask it",
+                    self.spec.program
+                ),
+            )));
+        }
         let resume = match request.session {
             None => None,
             Some(id) => match self.native_session(id) {

@@ -37,7 +37,8 @@ impl CliAgent {
             CliKind::ClaudeCode | CliKind::Codex => {
                 id.to_string().strip_prefix("sess_").map(str::to_owned)
             }
-            CliKind::Opencode => None,
+            // A declared program keeps no session orca knows of.
+            CliKind::Opencode | CliKind::Declared => None,
         }
     }
 
@@ -47,6 +48,7 @@ impl CliAgent {
             CliKind::ClaudeCode => format!("claude --resume {native}"),
             CliKind::Codex => format!("codex resume {native}"),
             CliKind::Opencode => format!("opencode --session {native}"),
+            CliKind::Declared => format!("{} (its own session {native})", self.spec.program),
         };
         format!(
             "{} session {native} (resume: `{how}`)",

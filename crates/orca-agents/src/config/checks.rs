@@ -35,6 +35,31 @@ impl Config {
                 ),
             ));
         }
+        if s.cli.is_some() && s.backend.as_deref() != Some("cli") {
+            return Err(invalid(
+                "cli",
+                "declares how a program is run, which only `backend = \"cli\"` uses".to_owned(),
+            ));
+        }
+        if s.backend.as_deref() == Some("cli") {
+            if s.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                return Err(invalid(
+                    "command",
+                    "backend \"cli\" runs the program named here (\"gemini\", \"aider\")"
+                        .to_owned(),
+                ));
+            }
+            if s.permission_mode.is_some() {
+                return Err(invalid(
+                    "permission_mode",
+                    "backend \"cli\" has no permission modes: put the program's own flags in `args` (and `cli.read_only_args` for questions)".to_owned(),
+                ));
+            }
+            if let Some(cli) = &s.cli {
+                cli.validate()
+                    .map_err(|(sub, message)| invalid(&format!("cli.{sub}"), message))?;
+            }
+        }
         if let Some(url) = &s.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
@@ -138,7 +163,7 @@ impl Config {
                     format!("only the scripted backend takes a script, not \"{b}\""),
                 ));
             }
-            if s.command.is_some() && !["claude-code", "codex", "opencode"].contains(&b) {
+            if s.command.is_some() && !["claude-code", "codex", "opencode", "cli"].contains(&b) {
                 return Err(invalid(
                     "command",
                     format!("only command-line backends take a command, not \"{b}\""),
@@ -218,6 +243,37 @@ impl Config {
         let model = |default: &str| s.model.clone().unwrap_or_else(|| default.to_owned());
         let url = |default: &str| s.base_url.clone().unwrap_or_else(|| default.to_owned());
         Ok(match s.backend.as_deref() {
+            Some("cli") => {
+                let program = s
+                    .command
+                    .clone()
+                    .filter(|c| !c.trim().is_empty())
+                    .ok_or_else(|| {
+                        invalid(
+                            "command",
+                            "backend \"cli\" runs the program named here (\"gemini\", \"aider\")"
+                                .to_owned(),
+                        )
+                    })?;
+                if s.timeout_secs == Some(0) {
+                    return Err(invalid("timeout_secs", "must be at least 1".to_owned()));
+                }
+                let declaration = s
+                    .cli
+                    .clone()
+                    .unwrap_or_default()
+                    .validate()
+                    .map_err(|(field, m)| invalid(&format!("cli.{field}"), m))?;
+                let spec = CliSpec {
+                    model: s.model.clone(),
+                    args: s.args.clone().unwrap_or_default(),
+                    permission_mode: s.permission_mode.clone(),
+                    timeout: s.timeout_secs.map(std::time::Duration::from_secs),
+                    ..CliSpec::declared(program, declaration)
+                };
+                spec.validate().map_err(|m| invalid("permission_mode", m))?;
+                BackendSpec::Cli(spec)
+            }
             None => {
                 // The backend found in the environment, with what the settings name over it.
                 let mut spec = BackendSpec::default_from_env(env);

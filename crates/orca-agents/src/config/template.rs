@@ -118,4 +118,17 @@ pub const CONFIG_TEMPLATE: &str = r#"# orca configuration. Every setting is opti
 # permission_mode = "acceptEdits"   # codex: "workspace-write", opencode: "auto" (the defaults)
 # args = ["--max-turns", "30"]      # extra flags, after orca's own
 # timeout_secs = 1800                # hard timeout per run
+
+# Any other command-line agent, declared (examples/agents/ has Gemini CLI and Aider).
+# [agents.gemini]
+# description = "Gemini CLI"
+# backend = "cli"
+# command = "gemini"
+# args = ["--output-format", "json", "--approval-mode", "yolo"]   # non-interactive
+# env = ["GEMINI_API_KEY"]
+# [agents.gemini.cli]
+# prompt_via = "stdin"                # or "argument" / "file", with prompt_flag = "..."
+# answer = "json:/response"           # or "last-line", "stdout", "regex:..."
+# output_tokens = "json:/stats/models/*/tokens/candidates"
+# state_dirs = [".gemini"]            # under HOME, writable in the sandbox
 "#;

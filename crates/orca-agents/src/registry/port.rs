@@ -1,8 +1,6 @@
 //! The agent port of the registry: running a step, its checks, a question and the planner
 //! through the runtime each agent has (the shell, a model loop, a command-line agent).
 
-use std::time::Instant;
-
 use async_trait::async_trait;
 use orca_core::{
     AgentAnswer, AgentId, AgentInfo, AgentPort, ErrorCode, PlannerRequest, PlannerResponse,
@@ -62,7 +60,6 @@ impl AgentPort for Agents {
                 self.traced(&request, run).await
             }
             Runtime::Chat(backend) => {
-                let started = Instant::now();
                 // `run_command` calls made by this step's agent get its names too.
                 let mut names = self.env.agent_names(&request.agent).to_vec();
                 names.extend(request.step.env.iter().cloned());
@@ -79,21 +76,9 @@ impl AgentPort for Agents {
                 );
                 let run = step_env::STEP_NAMES.scope((request.agent.clone(), names), run);
                 let run = self.reporting(request.step.id.as_str(), &request.agent, run);
-                let run = self.traced(&request, run);
-                match request.timeout {
-                    Some(t) => match tokio::time::timeout(t, run).await {
-                        Ok(reply) => reply,
-                        Err(_) => Reply::new(TaskResult::Failure(TaskFailure::new(
-                            ErrorCode::Timeout,
-                            format!(
-                                "agent `{}` timed out after {}s",
-                                request.agent,
-                                started.elapsed().as_secs()
-                            ),
-                        ))),
-                    },
-                    None => run.await,
-                }
+                // The step's timeout is the loop's own: a timed-out attempt keeps the usage of
+                // the turns the model answered.
+                self.traced(&request, run).await
             }
         }
     }

@@ -320,6 +320,41 @@ async fn task_timeout_is_a_timeout_failure() {
     assert_eq!(failure_code(&reply.outcome), ErrorCode::Timeout);
 }
 
+/// A step that times out keeps the usage the model already reported: two answered turns, then
+/// a third that never comes back before the timeout. The reply (what the attempt's audit entry
+/// records) counts the two turns, not zeros.
+#[tokio::test]
+async fn a_timed_out_task_keeps_the_usage_already_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = agents(
+        dir.path(),
+        "coder",
+        Role::Specialist,
+        json!([
+            {"tool_calls": [{"name": "lookup", "arguments": {"key": "a"}}], "usage": {"input_tokens": 100, "output_tokens": 10}},
+            {"tool_calls": [{"name": "lookup", "arguments": {"key": "b"}}], "usage": {"input_tokens": 150, "output_tokens": 20}},
+            {"error": {"kind": "overloaded", "retry_after_ms": 60000}},
+        ]),
+        Budget::UNLIMITED,
+    );
+    let mut req = task("coder", Budget::UNLIMITED);
+    req.timeout = Some(std::time::Duration::from_millis(300));
+    let reply = a.run_task(req, &TestTools::new()).await;
+    println!(
+        "timed out: {:?}; usage kept: {:?}",
+        reply.outcome, reply.usage
+    );
+    assert_eq!(failure_code(&reply.outcome), ErrorCode::Timeout);
+    assert!(
+        matches!(&reply.outcome, TaskResult::Failure(f) if f.message.contains("agent `coder` timed out")),
+        "{:?}",
+        reply.outcome
+    );
+    assert_eq!(reply.usage.turns, 2);
+    assert_eq!(reply.usage.input_tokens, 250);
+    assert_eq!(reply.usage.output_tokens, 30);
+}
+
 #[test]
 fn invalid_scripts_are_rejected_with_the_file_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -35,7 +35,7 @@ fn check_err_contains(text: &str, expected: &str) {
 fn errors_name_the_field() {
     check_err(
         "[agents.reviewer]\nbackend = \"gpt\"\n",
-        ".orca/config.toml: agents.reviewer.backend: unknown backend \"gpt\" (expected one of: anthropic, openai, ollama, claude-code, codex, opencode, scripted, shell)",
+        ".orca/config.toml: agents.reviewer.backend: unknown backend \"gpt\" (expected one of: anthropic, openai, ollama, claude-code, codex, opencode, cli, scripted, shell)",
     );
     check_err_contains(
         "[agents.reviewer]\nmodle = \"x\"\n",
@@ -103,7 +103,7 @@ fn template_parses_and_empty_config_is_fine() {
         .map(|l| format!("{l}\n"))
         .collect();
     let config = Config::parse(&uncommented, Path::new("t")).unwrap();
-    assert_eq!(config.agents.len(), 3, "{uncommented}");
+    assert_eq!(config.agents.len(), 4, "{uncommented}");
     let env = |k: &str| (k == "ANTHROPIC_API_KEY" || k == "OPENAI_API_KEY").then(|| "k".to_owned());
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".orca/prompts")).unwrap();

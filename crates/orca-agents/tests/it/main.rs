@@ -6,6 +6,7 @@ mod answers;
 mod anthropic_cache;
 mod cli;
 mod cli_answers;
+mod cli_declared;
 mod cli_invocation;
 mod common;
 mod config;

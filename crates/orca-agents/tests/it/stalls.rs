@@ -44,6 +44,34 @@ impl wiremock::Respond for Model {
 /// Runs one task of `coder` (with the workspace tools) against a fake server playing
 /// `script`, under `limits`; the outcome and the number of requests the server received.
 async fn run(root: &Path, script: Script, limits: StallLimits) -> (TaskResult, usize, u32) {
+    let (outcome, requests, turns) = run_recorded(root, script, limits).await;
+    (outcome, requests.len(), turns)
+}
+
+/// Keeps the refused calls reported to the progress display (what the terminal shows).
+#[derive(Debug, Default)]
+struct Refusals(std::sync::Mutex<Vec<(String, u32)>>);
+
+impl orca_agents::ProgressSink for Refusals {
+    fn report(&self, p: &orca_agents::ModelProgress) {
+        if let orca_agents::ModelProgress::ToolRefused { tool, times, .. } = p {
+            self.0.lock().unwrap().push((tool.clone(), *times));
+        }
+    }
+}
+
+thread_local! {
+    /// The refusals the last [`run_recorded`] of this thread showed.
+    static LAST_REFUSALS: std::cell::RefCell<Vec<(String, u32)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`run`], with the bodies of the requests the server received.
+async fn run_recorded(
+    root: &Path,
+    script: Script,
+    limits: StallLimits,
+) -> (TaskResult, Vec<Value>, u32) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
@@ -60,14 +88,25 @@ async fn run(root: &Path, script: Script, limits: StallLimits) -> (TaskResult, u
         default_max_turns: 100,
         ..fast_settings(0)
     };
-    let mut agents = Agents::new(root, [profile], settings).unwrap();
+    let refusals = Arc::new(Refusals::default());
+    let mut agents = Agents::new(root, [profile], settings)
+        .unwrap()
+        .with_progress(refusals.clone());
     agents.set_stall_limits(&AgentId::parse("coder").unwrap(), limits);
     let tools =
         WorkspaceTools::new(root, &["read_file".to_owned(), "write_file".to_owned()]).unwrap();
     let reply = agents
         .run_task(task("coder", Budget::UNLIMITED), &tools)
         .await;
-    let requests = server.received_requests().await.unwrap_or_default().len();
+    let requests = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
+        .collect();
+    let shown = refusals.0.lock().unwrap().clone();
+    LAST_REFUSALS.with(|l| *l.borrow_mut() = shown);
     (reply.outcome, requests, reply.usage.turns)
 }
 
@@ -134,6 +173,93 @@ async fn the_same_read_twenty_times_stalls_at_the_third() {
     println!("checks off: {requests} requests");
     succeeded(&outcome);
     assert_eq!(requests, 21, "20 reads, then the submit");
+}
+
+/// A small model repeats a refused call between calls that make progress (what a 1.5B model
+/// did 23 and 36 times): no two alike in a row, never an idle turn, so only counting refusals
+/// over the whole conversation stops it. The second refusal tells the model it is repeating
+/// itself; the third ends the attempt, naming the call and the error.
+#[tokio::test]
+async fn a_refused_call_repeated_between_progress_stalls_at_the_third_refusal() {
+    let dir = project();
+    // `run_command` is not granted (the coder here has read_file and write_file only).
+    let script: Script = Arc::new(|turn| {
+        (turn < 46).then(|| {
+            if turn % 2 == 0 {
+                ("run_command", json!({"command": "cargo test"}))
+            } else {
+                (
+                    "write_file",
+                    json!({"path": "notes.txt", "content": format!("version {turn}\n")}),
+                )
+            }
+        })
+    });
+    let (outcome, requests, _) = run_recorded(dir.path(), script, StallLimits::DEFAULT).await;
+    let f = stalled(&outcome);
+    let told: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, body)| {
+            body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("This exact call was refused 2 times"))
+                })
+        })
+        .map(|(i, _)| i + 1)
+        .collect();
+    println!(
+        "requests to the fake server: {} (the script had 46 turns); told of the repeat in request {told:?}; failure: {}",
+        requests.len(),
+        f.message
+    );
+    assert_eq!(
+        requests.len(),
+        5,
+        "refused at turns 1, 3 and 5: ended at the fifth"
+    );
+    assert_eq!(
+        told,
+        [4],
+        "the request after the second refusal says it was repeated"
+    );
+    // The refusal says how to fix the call: which tools there are.
+    assert!(
+        f.message.contains("call one of read_file, write_file"),
+        "{}",
+        f.message
+    );
+    // The progress display shows each refusal, with its count: not normal progress.
+    let shown = LAST_REFUSALS.with(|l| l.borrow().clone());
+    println!("refusals shown: {shown:?}");
+    let run_command = |n| ("run_command".to_owned(), n);
+    assert_eq!(shown, [run_command(1), run_command(2), run_command(3)]);
+    assert!(
+        f.message.contains("`run_command`") && f.message.contains("3 times and it was refused"),
+        "{}",
+        f.message
+    );
+    // The control: the same calls with the checks off run the whole script.
+    let script: Script = Arc::new(|turn| {
+        (turn < 46).then(|| {
+            if turn % 2 == 0 {
+                ("run_command", json!({"command": "cargo test"}))
+            } else {
+                (
+                    "write_file",
+                    json!({"path": "notes.txt", "content": format!("v{turn}\n")}),
+                )
+            }
+        })
+    });
+    let (outcome, requests, _) = run_recorded(dir.path(), script, StallLimits::OFF).await;
+    println!("checks off: {} requests", requests.len());
+    succeeded(&outcome);
+    assert_eq!(requests.len(), 47);
 }
 
 #[tokio::test]

@@ -267,7 +267,7 @@ pub(crate) async fn exchange(
         }
         if last_report.elapsed() >= REPORT_EVERY {
             last_report = Instant::now();
-            crate::progress::streaming(assembler.produced().tokens(), sent.elapsed());
+            crate::progress::streaming(assembler.produced().tokens(), sent.elapsed(), false);
         }
     }
     let estimate = assembler.produced().tokens();
@@ -276,6 +276,7 @@ pub(crate) async fn exchange(
     crate::progress::streaming(
         if reported > 0 { reported } else { estimate },
         sent.elapsed(),
+        reported > 0,
     );
     Ok(answer)
 }

@@ -12,6 +12,9 @@ use super::state::{Mode, Recording, Run, Slot, StartWritten};
 use crate::error::Result;
 use crate::{RunEvent, Runner, ServiceError, StartedAttempt};
 
+/// How long after a step's timeout the runner itself gives up on the agent's reply.
+const BACKSTOP_GRACE: Duration = Duration::from_secs(2);
+
 /// A task decided to start now: its position, and the step's locks if it has any.
 type Decided = (usize, Option<ResourceGuard>);
 
@@ -368,8 +371,13 @@ impl Runner {
                 let call = move |sink| async move {
                     let call =
                         dispatch.dispatch_task_owned(request, Some(scope), Some(sink), held_fds);
+                    // The agent ends its own attempt at `limit`, keeping the usage its model
+                    // already reported; this backstop, a little later, only catches an agent
+                    // that does not (its reply, and so its usage, is lost).
                     match timeout {
-                        Some(limit) => match tokio::time::timeout(limit, call).await {
+                        Some(limit) => match tokio::time::timeout(limit + BACKSTOP_GRACE, call)
+                            .await
+                        {
                             Ok(reply) => reply,
                             Err(_) => {
                                 // Its processes are being ended: wait for them before the

@@ -111,10 +111,14 @@ impl Gate {
         mode: CallMode,
         scope: Option<AuditScope>,
     ) -> Self {
+        let mut granted = grants(info, mode);
+        if !ctx.hitl.answers_agents() {
+            granted.remove(super::table::names::ASK_USER);
+        }
         Self {
             ctx,
             agent: info.id.clone(),
-            granted: grants(info, mode),
+            granted,
             scope,
             depth: 0,
             step: None,
@@ -257,9 +261,13 @@ impl ToolHost for Gate {
                 transcript::refused_data(&self.agent, call, None),
             )
             .await;
+            // The fix is in the message: the tools it may call, and submit_result to finish.
+            let given: Vec<&str> = self.granted.iter().map(String::as_str).collect();
             return Err(ToolError::new(format!(
-                "tool `{}` is not granted to agent `{}`; use only the tools you were given",
-                call.name, self.agent
+                "tool `{}` is not granted to agent `{}`; do not call it again: call one of {} or finish with `submit_result`",
+                call.name,
+                self.agent,
+                given.join(", ")
             )));
         }
         debug!(agent = %self.agent, tool = %call.name, "tool call");

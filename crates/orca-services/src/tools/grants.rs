@@ -14,8 +14,12 @@ use super::table::{TABLE, names};
 pub enum CallMode {
     /// The relay forwarding a message.
     Relay,
-    /// The planner handling a message.
+    /// The planner handling a new request (no plan yet): it drafts, so it gets no tools to
+    /// read other plans or executions.
     Planning,
+    /// The planner revising or replanning the plan it is given: it also reads plans and
+    /// executions.
+    Revising,
     /// A specialist carrying out a step.
     Task,
     /// A specialist answering a read-only question.
@@ -49,13 +53,20 @@ pub fn grants(info: &AgentInfo, mode: CallMode) -> BTreeSet<String> {
     let profile = info.workspace_tools.iter();
     match (info.role, mode) {
         (Role::Relay, _) | (_, CallMode::Relay) => out.extend(orca_tools(&[ToolAccess::Relay])),
-        (Role::Planner, _) | (_, CallMode::Planning) => {
+        (Role::Planner, _) | (_, CallMode::Planning | CallMode::Revising) => {
             // Research is read-only, whatever the profile says; plans are drafted, never run.
+            // A new request needs no other plan or execution: each tool offered is one more
+            // a small model may call instead of drafting.
             out.extend(orca_tools(&[
                 ToolAccess::Read,
                 ToolAccess::AskHuman,
                 ToolAccess::EditDraft,
             ]));
+            if mode != CallMode::Revising {
+                for t in [PLANS_LIST, PLANS_GET, EXECUTIONS_LIST, EXECUTION_GET] {
+                    out.remove(t);
+                }
+            }
             out.extend(profile.filter(|t| only_reads(t)).cloned());
         }
         // Lean lists: a specialist's step message already carries the plan and the

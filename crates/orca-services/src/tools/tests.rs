@@ -35,11 +35,34 @@ fn role_grants() {
     ];
     // The relay only forwards.
     check(Role::Relay, &all, CallMode::Relay, &[INVOKE]);
-    // The planner researches read-only and builds plans; it never gets write tools.
+    // The planner researches read-only and builds plans; it never gets write tools. A new
+    // request reads no other plan or execution.
     check(
         Role::Planner,
         &all,
         CallMode::Planning,
+        &[
+            ASK_AGENT,
+            ASK_USER,
+            PLAN_CREATE_DRAFT,
+            PLAN_SET_GOAL,
+            PLAN_SET_ASSUMPTIONS,
+            PLAN_SET_RISKS,
+            PLAN_SET_VERIFICATION,
+            PLAN_SET_CHECKS,
+            PLAN_ADD_STEP,
+            PLAN_UPDATE_STEP,
+            PLAN_REMOVE_STEP,
+            PLAN_SUBMIT,
+            "list_files",
+            "read_file",
+            "search_text",
+        ],
+    );
+    check(
+        Role::Planner,
+        &all,
+        CallMode::Revising,
         &[
             ASK_AGENT,
             ASK_USER,

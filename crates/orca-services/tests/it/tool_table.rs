@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use orca_core::tool_access::WORKSPACE_TOOLS;
 use orca_core::{AgentInfo, Role, ToolAccess, ToolCall, ToolError, ToolHost, ToolSpec};
 use orca_services::tools::{TABLE, definitions, names};
-use orca_services::{CallMode, Gate, NoHuman, ToolContext};
+use orca_services::{CallMode, Gate, NoHuman, ScriptedHitl, ToolContext};
 use serde_json::{Value, json};
 use support::*;
 
@@ -39,11 +39,12 @@ impl ToolHost for CountingWorkspace {
     }
 }
 
+/// A context with a human attached (so `orca_ask_user` is offered).
 fn context(ws: &Arc<CountingWorkspace>) -> ToolContext {
     let orca = orca(
         Arc::new(orca_store::MemoryStore::new()),
         ScriptedAgents::new(),
-        Arc::new(NoHuman),
+        Arc::new(ScriptedHitl::new([])),
     );
     ToolContext {
         workspace: Some(ws.clone()),
@@ -128,7 +129,7 @@ async fn every_table_tool_is_dispatched_by_its_own_handler() {
     let planner = Gate::new(
         ctx.clone(),
         &every_tool_agent(Role::Planner),
-        CallMode::Planning,
+        CallMode::Revising,
         None,
     );
     let relay = Gate::new(ctx, &every_tool_agent(Role::Relay), CallMode::Relay, None);
@@ -171,7 +172,7 @@ async fn plan_mode_refuses_every_writing_tool_and_nothing_read_only() {
         .chain(WORKSPACE_TOOLS.iter().map(|t| (t.name, t.access)))
         .collect();
     for (role, mode) in [
-        (Role::Planner, CallMode::Planning),
+        (Role::Planner, CallMode::Revising),
         (Role::Specialist, CallMode::Question),
     ] {
         let gate = Gate::new(ctx.clone(), &every_tool_agent(role), mode, None);
@@ -185,7 +186,7 @@ async fn plan_mode_refuses_every_writing_tool_and_nothing_read_only() {
             // Plan mode gets every read-only tool; a question gets the read-only workspace
             // tools (its orca tools are the role's choice: `orca_plans_get` only).
             let must_have = access.is_read_only()
-                && (mode == CallMode::Planning || WORKSPACE_TOOLS.iter().any(|t| t.name == *name));
+                && (mode == CallMode::Revising || WORKSPACE_TOOLS.iter().any(|t| t.name == *name));
             if must_have && refused {
                 reads_refused += 1;
             }
@@ -291,4 +292,39 @@ async fn the_planner_sets_a_steps_and_the_plans_checks() {
     assert_eq!(commands(&c.steps[1].checks), ["make linkcheck"]);
     assert_eq!(commands(&c.checks), ["make all"]);
     assert_eq!(c.checks[0].timeout_secs, Some(60));
+}
+
+/// The tools each role is offered, with their count: the contract of what a model sees (a
+/// small model does better with fewer). With no human attached `orca_ask_user` is not offered.
+#[test]
+fn the_tools_each_role_is_offered() {
+    let ws = Arc::new(CountingWorkspace::default());
+    let with_human = context(&ws);
+    let without = ToolContext {
+        hitl: Arc::new(NoHuman),
+        ..with_human.clone()
+    };
+    // The coder's profile grants every workspace tool; the planner's too (it gets the reads).
+    let coder = every_tool_agent(Role::Specialist);
+    let planner = every_tool_agent(Role::Planner);
+    let mut out = String::new();
+    for (who, info, mode) in [
+        ("planner, a new request", &planner, CallMode::Planning),
+        ("planner, revising a plan", &planner, CallMode::Revising),
+        ("coder, a step", &coder, CallMode::Task),
+        ("coder, a question", &coder, CallMode::Question),
+    ] {
+        for (human, ctx) in [("a human attached", &with_human), ("no human", &without)] {
+            let gate = Gate::new(ctx.clone(), info, mode, None);
+            // `submit_result` is added by the agent loop to every call.
+            let names: Vec<&str> = gate.granted().iter().map(String::as_str).collect();
+            out.push_str(&format!(
+                "{who}, {human}: {} (+ submit_result)\n  {}\n",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+    }
+    println!("{out}");
+    insta::assert_snapshot!(out);
 }

@@ -21,7 +21,17 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
         Arc::new(NoHuman)
     };
     let orca = app.orca(hitl);
-    let reply = orca.relay().invoke(message).await?;
+    // Ctrl-C while the planner works ends the conversation (its model request is dropped):
+    // nothing was approved or run, and the process says so instead of dying silently.
+    let reply = tokio::select! {
+        reply = orca.relay().invoke(message) => reply?,
+        _ = tokio::signal::ctrl_c() => {
+            return Err(CliError::with(
+                Exit::Interrupted,
+                "interrupted (Ctrl-C) while the planner was working: nothing was approved or run; a draft it made stays in `orca plan list`",
+            ));
+        }
+    };
     if let PlannerResponse::Plan { plan_id, .. } = &reply.outcome {
         crate::ids::learn_plan(*plan_id);
     }
@@ -79,9 +89,12 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
         PlannerResponse::Failure(failure) if failure.code == ErrorCode::BackendUnavailable => Err(
             CliError::bad_input(format!("the planner cannot run: {failure}")),
         ),
-        PlannerResponse::Failure(failure) => {
-            Err(CliError::internal(format!("the planner failed: {failure}")))
-        }
+        // The model failed (an error status after retries, a timeout, an answer that could
+        // not be used): the work failed, not orca (exit 3, as a failed execution).
+        PlannerResponse::Failure(failure) => Err(CliError::with(
+            Exit::ExecutionFailed,
+            format!("the planner failed: {failure}"),
+        )),
     }
 }
 

@@ -63,11 +63,19 @@ impl Project {
         std::fs::write(p.path("five.json"), script(5, 100).to_string()).unwrap();
         std::fs::write(p.path("two.json"), script(1, 100).to_string()).unwrap();
         std::fs::write(p.path("other.json"), script(1, 100).to_string()).unwrap();
+        // Two answered turns, then a model that does not answer within a minute.
+        let mut slow = script(2, 100);
+        slow["turns"].as_array_mut().unwrap().insert(
+            2,
+            json!({ "error": { "kind": "overloaded", "retry_after_ms": 60_000 } }),
+        );
+        std::fs::write(p.path("slow.json"), slow.to_string()).unwrap();
         std::fs::write(
             p.path(".orca/config.toml"),
             "[agents.five]\nbackend = \"scripted\"\nscript = \"five.json\"\ntools = [\"list_files\"]\ndescription = \"five turns of 100 tokens\"\nmodel = \"gpt-4o\"\n\n\
              [agents.two]\nbackend = \"scripted\"\nscript = \"two.json\"\ntools = [\"list_files\"]\ndescription = \"two turns of 100 tokens\"\n\n\
-             [agents.other]\nbackend = \"scripted\"\nscript = \"other.json\"\ntools = [\"list_files\"]\ndescription = \"two turns of 100 tokens\"\n",
+             [agents.other]\nbackend = \"scripted\"\nscript = \"other.json\"\ntools = [\"list_files\"]\ndescription = \"two turns of 100 tokens\"\n\n\
+             [agents.slow]\nbackend = \"scripted\"\nscript = \"slow.json\"\ntools = [\"list_files\"]\ndescription = \"two turns, then silence\"\n",
         )
         .unwrap();
         p
@@ -196,6 +204,31 @@ fn a_step_crossing_its_budget_stops_at_that_turn_and_the_human_decides() {
         ),
         "{text}"
     );
+}
+
+/// A step that times out keeps the usage its model already reported: the attempt's audit
+/// entry counts the two answered turns (200 tokens), not zeros.
+#[test]
+fn a_timed_out_step_keeps_the_usage_already_reported() {
+    let p = Project::new();
+    let plan = p.plan(&doc(
+        vec![json!({ "id": "wait", "agent": "slow", "description": "wait", "timeout_secs": 2 })],
+        None,
+    ));
+    // The timed-out attempt is retried (the script then submits): the first one is checked.
+    let (c, v, err) = p.json(&["run", &plan, "--yes", "--on-failure", "stop"]);
+    let exec = v["execution_id"].as_str().unwrap().to_owned();
+    let failed: Vec<Value> = p
+        .log(&exec)
+        .into_iter()
+        .filter(|e| e["data"]["step_id"] == "wait" && e["data"]["usage"].is_object())
+        .collect();
+    println!("exit {c}; attempts with usage: {failed:?}");
+    assert!(!failed.is_empty(), "{v} {err}");
+    let entry = &failed[0];
+    assert!(entry.to_string().contains("timed out"), "{entry}");
+    assert_eq!(entry["data"]["usage"]["turns"], 2, "{entry}");
+    assert_eq!(entry["data"]["usage"]["input_tokens"], 200, "{entry}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod web_support;
 
 mod accept;
 mod approval_binding;
+mod ask_failures;
 mod ask_tty;
 mod browser;
 mod browser_pages;

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::common::project::Project;
 
-/// A model that streams 30 words of text, 40 ms apart, then calls `submit_result`.
-fn stream_body() -> Vec<String> {
+/// A model that streams `words` words of text, 40 ms apart, then calls `submit_result`.
+fn stream_body(words: usize) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\r\n\r\n",
@@ -29,7 +29,7 @@ fn stream_body() -> Vec<String> {
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
-    for i in 0..30 {
+    for i in 0..words {
         parts.push(chunk(json!({"content": format!("wörd{i} ")}), Value::Null));
     }
     let args = json!({"status": "success", "summary": "streamed and done"}).to_string();
@@ -46,8 +46,13 @@ fn stream_body() -> Vec<String> {
     parts
 }
 
-/// Serves every request with the slow stream; counts them.
+/// Serves every request with the slow stream of 30 words; counts them.
 fn start_model() -> (String, Arc<AtomicUsize>) {
+    start_model_of(30)
+}
+
+/// Serves every request with a slow stream of `words` words; counts them.
+fn start_model_of(words: usize) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let count = Arc::new(AtomicUsize::new(0));
@@ -79,7 +84,7 @@ fn start_model() -> (String, Arc<AtomicUsize>) {
                 let _ = socket.write_all(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
                 );
-                for part in stream_body() {
+                for part in stream_body(words) {
                     if socket.write_all(part.as_bytes()).is_err() {
                         return;
                     }
@@ -131,8 +136,10 @@ fn piped_stderr_has_no_progress_control_codes_and_json_logs_stay_json() {
         "{err}"
     );
 
-    // --log-format json: every line JSON, progress among them.
-    let (p, plan) = project(&url);
+    // --log-format json: every line JSON, progress among them. A stream of 10 words ends
+    // about 0.2 s after its first progress line, well within the one-a-second limit.
+    let (short_url, short_requests) = start_model_of(10);
+    let (p, plan) = project(&short_url);
     let out = p.run(&["--log-format", "json", "run", &plan, "--yes"]);
     let err = common::project::stderr(&out);
     assert_eq!(common::project::code(&out), 0, "{err}");
@@ -157,11 +164,21 @@ fn piped_stderr_has_no_progress_control_codes_and_json_logs_stay_json() {
     );
     assert_eq!(parsed.len(), lines.len(), "{err}");
     assert!(progress >= 1, "{err}");
+    // The last progress line of the turn is the server's count (45), not the estimate made
+    // while it streamed (one a content event, or a token per four characters), whatever the
+    // one-a-second limit of progress lines.
+    let shown: Vec<&Value> = parsed
+        .iter()
+        .filter(|v| v["fields"]["message"] == "model progress")
+        .map(|v| &v["fields"]["output_tokens"])
+        .collect();
+    println!("progress lines' output tokens: {shown:?} (the server reported 45)");
+    assert_eq!(shown.last().copied(), Some(&json!(45)), "{err}");
     assert_eq!(usage.len(), 1, "{err}");
     assert_eq!(usage[0]["fields"]["output_tokens"], 45);
     assert_eq!(usage[0]["fields"]["step"], "work");
     assert_eq!(
-        requests.load(Ordering::SeqCst),
+        requests.load(Ordering::SeqCst) + short_requests.load(Ordering::SeqCst),
         2,
         "one streamed turn per run"
     );
