@@ -28,6 +28,7 @@ mod hostile;
 mod mcp;
 mod model_progress;
 mod net;
+mod notify_delivery;
 mod pg_store;
 mod pg_tls;
 mod pg_workers;
