@@ -7,6 +7,7 @@ use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor};
 use serde_json::Value;
 
@@ -82,6 +83,11 @@ impl Email {
             .port(config.port())
             .tls(tls)
             .timeout(Some(timeout));
+        // EHLO names this host (RFC 5321 4.1.4); lettre's own lookup is a feature (and a
+        // crate) left out, and its fallback is the address literal `[127.0.0.1]`.
+        if let Some(host) = host_name() {
+            builder = builder.hello_name(ClientId::Domain(host));
+        }
         match (&config.username, &password) {
             (Some(user), Some(secret)) => {
                 builder = builder.credentials(Credentials::new(user.clone(), secret.0.clone()));
@@ -146,4 +152,16 @@ impl Email {
             _ => text,
         }
     }
+}
+
+/// This machine's host name, when the kernel has a plausible one.
+fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim();
+    let plausible = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    plausible.then(|| name.to_owned())
 }

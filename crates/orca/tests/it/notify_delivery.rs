@@ -489,6 +489,41 @@ async fn email_reaches_a_real_smtp_server_and_the_password_nothing_else() {
     assert!(files_holding(&q, WRONG).is_empty());
 }
 
+/// `tls = "starttls"` against a server that offers no STARTTLS (a downgrade): no login, so the
+/// password never crosses in plain text, and no mail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starttls_required_means_no_login_and_no_mail_without_it() {
+    const VAR: &str = "NOTIFY_SMTP_PW";
+    const PLANTED: &str = "pw-Downgrade-93c1f0a7b2";
+    let p = Project::new();
+    let _token = p.token("me");
+    let smtp = Smtp::start(p.dir.path(), "orca-bot", PLANTED);
+    p.config(&format!(
+        "{}\n[notify]\nattempts = 2\nbackoff_secs = 1\n",
+        email_config(smtp.port, VAR).replace("tls = \"none\"", "tls = \"starttls\"")
+    ));
+    let _ = p.proposal("downgraded", &plan(&[("one", "true", &[])]));
+    let server = Server::start_env(&p, &[], &[(VAR, PLANTED)]);
+    let log = eventually(Duration::from_secs(60), "the notifier to give up", || {
+        let log = server.log();
+        async move { log.contains("gave up").then_some(log) }
+    })
+    .await;
+    let records = smtp.records();
+    println!(
+        "SMTP server without STARTTLS: {} login(s), {} message(s); attempts logged: {}",
+        records.iter().filter(|r| r.get("auth").is_some()).count(),
+        records
+            .iter()
+            .filter(|r| r.get("subject").is_some())
+            .count(),
+        log.matches("attempt ").count()
+    );
+    assert!(records.is_empty(), "{records:?}");
+    assert!(log.contains("attempt 2 of 2 failed"), "{log}");
+    assert!(!log.contains(PLANTED), "{log}");
+}
+
 /// A wrong `[notify]` is refused before the server starts, naming the field; a password
 /// variable that is not set is named, never guessed.
 #[test]
