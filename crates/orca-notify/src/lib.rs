@@ -23,3 +23,4 @@ pub use config::{
 pub use deliver::{Notifier, Retry};
 pub use email::Password;
 pub use error::ConfigError;
+pub use webhook::shown_url;

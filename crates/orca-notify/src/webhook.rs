@@ -42,12 +42,7 @@ impl Webhook {
             WebhookFormat::Json => "json",
             WebhookFormat::Slack => "slack",
         };
-        let name = format!(
-            "webhook {index} ({format}, {}://{}{})",
-            url.scheme(),
-            url.host_str().unwrap_or(""),
-            url.port().map(|p| format!(":{p}")).unwrap_or_default()
-        );
+        let name = format!("webhook {index} ({format}, {})", host_of(&url));
         Ok(Self {
             url,
             format: config.format,
@@ -84,5 +79,45 @@ impl Webhook {
             message: format!("answered HTTP {status}"),
             permanent,
         })
+    }
+}
+
+/// `scheme://host[:port]`: what may be shown of a webhook's URL.
+fn host_of(url: &reqwest::Url) -> String {
+    format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default()
+    )
+}
+
+/// A webhook's URL as it may be shown (`orca config show`): its scheme and host, the rest —
+/// path, query, user and password, where a webhook keeps its secret — as `/[redacted]`.
+#[must_use]
+pub fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.path() == "/" && u.query().is_none() && u.username().is_empty() => host_of(&u),
+        Ok(u) => format!("{}/[redacted]", host_of(&u)),
+        Err(_) => "[redacted]".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_url_is_shown_to_its_host() {
+        for (url, shown) in [
+            (
+                "https://hooks.slack.com/services/T0/B0/XXXX",
+                "https://hooks.slack.com/[redacted]",
+            ),
+            ("http://127.0.0.1:9000/", "http://127.0.0.1:9000"),
+            ("https://u:p@h.example/", "https://h.example/[redacted]"),
+            ("https://h.example/?token=x", "https://h.example/[redacted]"),
+            ("not a url SECRET", "[redacted]"),
+        ] {
+            assert_eq!(super::shown_url(url), shown);
+        }
     }
 }

@@ -666,3 +666,19 @@ async fn a_hanging_receiver_delays_neither_approving_nor_running() {
         took[1].as_secs_f64() / took[0].as_secs_f64()
     );
 }
+
+/// `orca config show` names a webhook by its host: its path may be its secret.
+#[test]
+fn config_show_shows_a_webhook_to_its_host_only() {
+    let p = Project::new();
+    p.config(
+        "[[notify.webhook]]\nurl = \"https://hooks.slack.com/services/T0/B0/sEcReTpAtH\"\nformat = \"slack\"\n",
+    );
+    for args in [&["config", "show"][..], &["--json", "config", "show"][..]] {
+        let out = p.orca(args);
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("https://hooks.slack.com/[redacted]"), "{text}");
+        assert!(!text.contains("sEcReTpAtH"), "{text}");
+    }
+}
