@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::Decision;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
@@ -22,19 +21,14 @@ use crate::views::{self, InboxItem};
 /// The actor recorded for a decision made by expiry.
 pub const EXPIRY_ACTOR: &str = "expiry:default-deny";
 
-/// `[notify]` in `.orca/config.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The command hook of `[notify]` (the binary reads and validates the whole table, with its
+/// webhooks and email, as `orca_notify::NotifyConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyConfig {
     /// Run with `sh -c`, the notification as JSON on stdin.
     pub command: String,
-    /// Seconds it may take before it is killed (default 10).
-    #[serde(default = "default_timeout")]
+    /// Seconds it may take before it is killed (at least 1).
     pub timeout_secs: u64,
-}
-
-const fn default_timeout() -> u64 {
-    10
 }
 
 /// Built-in delivery of notifications (webhooks, email), chosen by the binary: every
