@@ -74,6 +74,12 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("orca-web", &["orca-agents", "reqwest"]),
     // The MCP server names no concrete store or agent backend, and speaks no HTTP itself.
     ("orca-mcp", &["orca-agents", "reqwest", "hyper"]),
+    // Delivering a notification knows nothing of plans, stores, services or the web server:
+    // it gets JSON and sends it.
+    (
+        "orca-notify",
+        &["orca-store", "orca-services", "orca-web", "orca-agents"],
+    ),
 ];
 
 /// Source text that must not appear in a crate's `src/` (I/O in the pure domain, concrete

@@ -43,7 +43,7 @@ pub mod tokens;
 pub mod views;
 
 pub use error::WebError;
-pub use notify::NotifyConfig;
+pub use notify::{Deliver, NotifyConfig};
 pub use server::{TlsFiles, check_bind, router, serve};
 pub use state::{NoRuns, RunStarter, Settings, Web};
 pub use tokens::{TokenFile, TokenName};

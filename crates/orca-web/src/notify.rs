@@ -1,8 +1,9 @@
 //! The watcher beside the server: when a decision becomes pending it runs the `[notify]`
-//! command (JSON on stdin, with the inbox link), and it applies default-deny expiry: a
-//! proposal unanswered for longer than the expiry is rejected, a step decision stops its
-//! execution. A notifier that fails or hangs is logged and killed after its time limit; it
-//! never blocks the watcher, the server or a run.
+//! command (JSON on stdin, with the inbox link) and hands the same JSON to the built-in
+//! delivery ([`Deliver`]: webhooks, email), and it applies default-deny expiry: a proposal
+//! unanswered for longer than the expiry is rejected, a step decision stops its execution. A
+//! notifier that fails or hangs is logged and killed after its time limit; no notification
+//! ever blocks the watcher, the server or a run.
 
 use std::collections::BTreeSet;
 use std::process::Stdio;
@@ -10,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orca_core::Decision;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
@@ -21,19 +21,43 @@ use crate::views::{self, InboxItem};
 /// The actor recorded for a decision made by expiry.
 pub const EXPIRY_ACTOR: &str = "expiry:default-deny";
 
-/// `[notify]` in `.orca/config.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The command hook of `[notify]` (the binary reads and validates the whole table, with its
+/// webhooks and email, as `orca_notify::NotifyConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyConfig {
     /// Run with `sh -c`, the notification as JSON on stdin.
     pub command: String,
-    /// Seconds it may take before it is killed (default 10).
-    #[serde(default = "default_timeout")]
+    /// Seconds it may take before it is killed (at least 1).
     pub timeout_secs: u64,
 }
 
-const fn default_timeout() -> u64 {
-    10
+/// Built-in delivery of notifications (webhooks, email), chosen by the binary: every
+/// notification [`send`] hands out, whatever its `event`, goes to every target it has.
+pub trait Deliver: Send + Sync + std::fmt::Debug {
+    /// Starts delivering `payload` and returns at once (delivery runs in tasks of its own,
+    /// each bounded in time).
+    fn deliver(&self, payload: &serde_json::Value);
+    /// The server is stopping: deliveries under way are abandoned; the future ends when they
+    /// have (promptly: it bounds its own wait).
+    fn close(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+/// Sends one notification (`payload`, any `event`): the `[notify]` command in a task of its
+/// own, and the built-in delivery. Returns at once. `key` names it in the log.
+pub(crate) fn send(web: &Web, input: &serde_json::Value, key: String) {
+    if let Some(deliver) = &web.settings.deliver {
+        deliver.deliver(input);
+    }
+    if let Some(config) = web.settings.notify.clone() {
+        let input = input.clone();
+        let notifiers = web.notifiers.clone();
+        tokio::spawn(async move {
+            match notifiers.run(&config, &input).await {
+                Ok(()) => tracing::info!("notified: {key}"),
+                Err(e) => tracing::warn!("notifier: {e}"),
+            }
+        });
+    }
 }
 
 /// The JSON a notifier receives.
@@ -172,17 +196,7 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
                     if seen.contains(&item.key()) {
                         continue;
                     }
-                    if let Some(config) = web.settings.notify.clone() {
-                        let input = payload(item, &web.settings.public_url);
-                        let key = item.key();
-                        let notifiers = web.notifiers.clone();
-                        tokio::spawn(async move {
-                            match notifiers.run(&config, &input).await {
-                                Ok(()) => tracing::info!("notified: {key}"),
-                                Err(e) => tracing::warn!("notifier: {e}"),
-                            }
-                        });
-                    }
+                    send(&web, &payload(item, &web.settings.public_url), item.key());
                 }
                 seen = now;
             }
@@ -190,6 +204,9 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
         }
         tokio::select! {
             () = shutdown.cancelled() => {
+                if let Some(deliver) = &web.settings.deliver {
+                    deliver.close().await;
+                }
                 web.notifiers.kill_all().await;
                 return;
             }
@@ -199,7 +216,7 @@ pub async fn watch(web: Arc<Web>, shutdown: CancellationToken) {
 }
 
 /// Applies an approval policy's due reminders, escalations and expiry to a proposal, and
-/// sends each through the notifier (its payload's `event` says which).
+/// sends each to every notification target (its payload's `event` says which).
 async fn policy_timers(web: &Web, item: &InboxItem) {
     let InboxItem::PlanApproval { plan_id, .. } = item else {
         return;
@@ -215,14 +232,8 @@ async fn policy_timers(web: &Web, item: &InboxItem) {
             let base = web.settings.public_url.trim_end_matches('/');
             obj.insert("url".to_owned(), json!(format!("{base}/plans/{plan_id}")));
         }
-        if let Some(config) = web.settings.notify.clone() {
-            let notifiers = web.notifiers.clone();
-            tokio::spawn(async move {
-                if let Err(e) = notifiers.run(&config, &input).await {
-                    tracing::warn!("notifier: {e}");
-                }
-            });
-        }
+        // Every target: the command, webhooks, email.
+        send(web, &input, format!("{} of plan {plan_id}", event.event()));
     }
 }
 

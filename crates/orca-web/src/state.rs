@@ -10,7 +10,7 @@ use orca_services::Orca;
 use orca_store::Store;
 
 use crate::action_tokens::ActionTokens;
-use crate::notify::NotifyConfig;
+use crate::notify::{Deliver, NotifyConfig};
 use crate::tokens::TokenFile;
 
 /// Continues an execution after a decision made here (or starts a newly created one): the
@@ -50,6 +50,8 @@ pub struct Settings {
     pub expiry: Option<Duration>,
     /// What to run when a decision becomes pending.
     pub notify: Option<NotifyConfig>,
+    /// Where else notifications go (webhooks, email): the binary's choice.
+    pub deliver: Option<Arc<dyn Deliver>>,
     /// How often the inbox is checked for new and expired decisions, and live pages for
     /// changes.
     pub poll: Duration,
@@ -63,6 +65,7 @@ impl Default for Settings {
             secure_cookie: false,
             expiry: None,
             notify: None,
+            deliver: None,
             poll: Duration::from_millis(500),
         }
     }

@@ -28,6 +28,16 @@ pub(crate) fn show(global: &Global) -> Result<Exit, CliError> {
         {
             *url = orca_store_postgres::redacted_url(url);
         }
+        // A webhook's URL may be its credential (a Slack webhook's path is; ADR 0049).
+        if key == "notify.webhook"
+            && let Some(toml::Value::Array(hooks)) = value
+        {
+            for hook in hooks {
+                if let Some(toml::Value::String(url)) = hook.get_mut("url") {
+                    *url = orca_notify::shown_url(url);
+                }
+            }
+        }
         // Telemetry headers carry the collector's credentials (ADR 0048): never shown.
         if key.starts_with("telemetry.headers")
             && let Some(v) = value

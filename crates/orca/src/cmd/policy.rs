@@ -214,6 +214,8 @@ async fn check(app: &App, target: &str) -> Result<Exit, CliError> {
 async fn timers(app: &App) -> Result<Exit, CliError> {
     configured(app)?;
     let (_, notify) = crate::cmd::serve::sections(app)?;
+    // Every target of `[notify]`: the command, webhooks, email.
+    let (command, notifier) = crate::cmd::serve::notifiers(app, notify.as_ref())?;
     let orca = app.orca(Arc::new(NoHuman));
     let p = orca.planning();
     let now = time::OffsetDateTime::now_utc();
@@ -224,13 +226,20 @@ async fn timers(app: &App) -> Result<Exit, CliError> {
         }
         for event in p.apply_timers(summary.plan_id, now).await? {
             let payload = event.payload(summary.plan_id);
-            if let Some(config) = &notify
+            if let Some(config) = &command
                 && let Err(e) = orca_web::notify::run_notifier(config, &payload, None).await
             {
                 crate::term::say(&format!("warning: notifier: {e}"));
             }
+            if let Some(notifier) = &notifier {
+                notifier.deliver(&payload);
+            }
             sent.push(payload);
         }
+    }
+    if let Some(notifier) = &notifier {
+        // Delivered (or given up, each attempt bounded) before the command ends.
+        notifier.finish(notifier.retry().worst_case()).await;
     }
     if app.json {
         out_json(&json!(sent));

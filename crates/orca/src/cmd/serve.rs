@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use clap::Args;
 use orca_core::ExecutionId;
+use orca_notify::{Notifier, NotifyConfig};
 use orca_services::NoHuman;
-use orca_web::{NotifyConfig, RunStarter, Settings, TlsFiles, TokenFile, TokenName, Web};
+use orca_web::{Deliver, RunStarter, Settings, TlsFiles, TokenFile, TokenName, Web};
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -67,14 +68,10 @@ pub(crate) struct ServeConfig {
 }
 
 /// The `[serve]` and `[notify]` sections of the settings (read once, with the rest of the
-/// config, by [`crate::settings::Settings::load`]).
+/// config, by [`crate::settings::Settings::load`]); `[notify]` validated, every error naming
+/// its field.
 pub(crate) fn sections(app: &App) -> Result<(ServeConfig, Option<NotifyConfig>), CliError> {
-    let files = app
-        .config_files
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" + ");
+    let files = config_files(app);
     let bad = |what: &str, e: &dyn std::fmt::Display| {
         CliError::bad_input(format!("{files}: [{what}]: {e}"))
     };
@@ -83,10 +80,81 @@ pub(crate) fn sections(app: &App) -> Result<(ServeConfig, Option<NotifyConfig>),
         None => ServeConfig::default(),
     };
     let notify = match app.notify.clone() {
-        Some(v) => Some(v.try_into().map_err(|e| bad("notify", &e))?),
+        Some(v) => {
+            let config: NotifyConfig = v.try_into().map_err(|e| bad("notify", &e))?;
+            config
+                .validate()
+                .map_err(|e| CliError::bad_input(format!("{files}: {e}")))?;
+            Some(config)
+        }
         None => None,
     };
     Ok((serve, notify))
+}
+
+fn config_files(app: &App) -> String {
+    app.config_files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// The notifier's two halves: the command hook (run by `orca-web`) and the built-in targets.
+pub(crate) type Notifiers = (Option<orca_web::NotifyConfig>, Option<Notifier>);
+
+/// The [`Notifiers`] of `[notify]`, with the SMTP password resolved from its secret source.
+pub(crate) fn notifiers(app: &App, notify: Option<&NotifyConfig>) -> Result<Notifiers, CliError> {
+    let Some(notify) = notify else {
+        return Ok((None, None));
+    };
+    let files = config_files(app);
+    let bad = |e: &dyn std::fmt::Display| CliError::bad_input(format!("{files}: {e}"));
+    let password = match &notify.email {
+        Some(email) => {
+            crate::settings::notify::smtp_password(email, app.root()).map_err(|e| bad(&e))?
+        }
+        None => None,
+    };
+    let notifier = Notifier::new(notify, password).map_err(|e| bad(&e))?;
+    let command = notify
+        .command
+        .clone()
+        .map(|command| orca_web::NotifyConfig {
+            command,
+            timeout_secs: notify.timeout_secs,
+        });
+    if notifier.is_empty() {
+        return Ok((command, None));
+    }
+    let retry = notifier.retry();
+    tracing::info!(
+        "notifications go to {} ({} attempts each, the first retry after {}s, each attempt at most {}s)",
+        notifier.target_names().join(", "),
+        retry.attempts,
+        retry.first_backoff.as_secs(),
+        retry.timeout.as_secs()
+    );
+    Ok((command, Some(notifier)))
+}
+
+/// The built-in targets as the web server's delivery port.
+fn delivery(notifier: Option<Notifier>) -> Option<Arc<dyn Deliver>> {
+    notifier.map(|n| Arc::new(Delivery(n)) as Arc<dyn Deliver>)
+}
+
+/// The built-in targets, as the web server's delivery port.
+#[derive(Debug)]
+struct Delivery(Notifier);
+
+impl Deliver for Delivery {
+    fn deliver(&self, payload: &serde_json::Value) {
+        self.0.deliver(payload);
+    }
+
+    fn close(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.0.close())
+    }
 }
 
 /// Where access tokens live: outside every project.
@@ -212,6 +280,8 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
     }
     let app = App::open(global, false, KeyUse::Sign, false).await?;
     let (config, notify) = sections(&app)?;
+    let (notify, notifier) = notifiers(&app, notify.as_ref())?;
+    let deliver = delivery(notifier);
     let addr = args
         .addr
         .or(config.addr)
@@ -260,6 +330,7 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
             .or(config.expire_after_secs)
             .map(Duration::from_secs),
         notify,
+        deliver,
         poll: Duration::from_millis(500),
     };
     let web = Arc::new(Web::new(

@@ -17,6 +17,7 @@ use crate::exit::CliError;
 use crate::redact::learn;
 
 pub(crate) mod layers;
+pub(crate) mod notify;
 pub(crate) mod step_env;
 
 /// Refuses a config file that holds something secret-looking while others can read it.
@@ -116,6 +117,7 @@ fn load(root: &Path) -> Result<Settings, CliError> {
     };
     let agents = agents.with_env_policy(policy);
     remember_keys(&agents);
+    notify::learn_password(layers.merged.get("notify"), root);
     Ok(Settings {
         agents,
         config: Some(config),

@@ -31,6 +31,7 @@ mod mcp;
 mod mcp_clients;
 mod model_progress;
 mod net;
+mod notify_delivery;
 mod pg_chaos;
 mod pg_store;
 mod pg_tls;

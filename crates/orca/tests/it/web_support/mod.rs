@@ -97,7 +97,13 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(project: &Project, extra: &[&str]) -> Self {
+        Self::start_env(project, extra, &[])
+    }
+
+    /// [`Server::start`] with these environment variables set.
+    pub(crate) fn start_env(project: &Project, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = isolated(&project.root, &project.home);
+        cmd.envs(env.iter().copied());
         cmd.args(["-v", "serve"]);
         if !extra.contains(&"--addr") {
             cmd.args(["--addr", "127.0.0.1:0"]);
