@@ -10,6 +10,20 @@ use crate::error::BackendError;
 /// The default time limit of one HTTP request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// A reqwest client builder whose TLS uses ring, rustls's crypto provider for the whole
+/// process (installed once, here, as the process default: reqwest is built without one of
+/// its own, so that one provider serves the model backends, the telemetry exporter, the
+/// PostgreSQL store and the web server). Every HTTP client orca builds starts here.
+#[must_use]
+pub fn client_builder() -> reqwest::ClientBuilder {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Err only when another provider was installed first: that one serves, as it should.
+        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+}
+
 /// The client of a backend built directly (`OpenAiBackend::new`…), outside a config: the
 /// system's roots and reqwest's own reading of the proxy variables. Agents built from a
 /// config get theirs from [`crate::net::Net::client`] instead (a `ca_file`, explicit proxies).
@@ -17,7 +31,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// warning says why) rather than the whole client silently becoming another one.
 pub(crate) fn client(timeout: Duration) -> reqwest::Client {
     let builder = || {
-        reqwest::Client::builder()
+        client_builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(10))
     };

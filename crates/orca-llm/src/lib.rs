@@ -45,6 +45,7 @@ pub use backend::{
 };
 pub use error::{BackendError, ScriptError};
 pub use http::DEFAULT_REQUEST_TIMEOUT;
+pub use http::client_builder as http_client_builder;
 pub use http::probe as probe_endpoint;
 pub use net::{CaFile, Net, NetError};
 pub use ollama::OllamaBackend;

@@ -118,7 +118,7 @@ impl CaFile {
             setting: setting.to_owned(),
             certs,
         };
-        reqwest::Client::builder()
+        crate::http::client_builder()
             .no_proxy()
             .tls_certs_only(ca.certs.clone())
             .build()
@@ -301,7 +301,7 @@ impl Net {
     }
 
     fn builder(&self, timeout: Duration) -> reqwest::ClientBuilder {
-        let mut b = reqwest::Client::builder()
+        let mut b = crate::http::client_builder()
             .timeout(timeout)
             .connect_timeout(CONNECT_TIMEOUT)
             // Only the proxies read through the caller's lookup; never the process's own.

@@ -32,7 +32,7 @@ use tokio_rustls::rustls::client::danger::{
     HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
 };
 use tokio_rustls::rustls::crypto::{
-    CryptoProvider, aws_lc_rs, verify_tls12_signature, verify_tls13_signature,
+    CryptoProvider, ring, verify_tls12_signature, verify_tls13_signature,
 };
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -110,7 +110,7 @@ fn read_certs(setting: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
 }
 
 fn client_config(settings: &TlsSettings) -> Result<ClientConfig, StoreError> {
-    let provider = Arc::new(aws_lc_rs::default_provider());
+    let provider = Arc::new(ring::default_provider());
     let verifier = if settings.verifying() {
         let path = root_cert_path(settings)?;
         let mut roots = RootCertStore::empty();

@@ -59,7 +59,7 @@ impl Telemetry {
         runtime: tokio::runtime::Handle,
     ) -> Result<Self, String> {
         tracing::debug!("telemetry: starting");
-        let http = reqwest::Client::builder()
+        let http = orca_llm::http_client_builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(3)))
             .build()
@@ -258,7 +258,7 @@ pub async fn probe(settings: &TelemetrySettings, timeout: Duration) -> Result<u1
         Protocol::HttpProtobuf => ("application/x-protobuf", Vec::new()),
         Protocol::HttpJson => ("application/json", b"{}".to_vec()),
     };
-    let client = reqwest::Client::builder()
+    let client = orca_llm::http_client_builder()
         .timeout(timeout)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;

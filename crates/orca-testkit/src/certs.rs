@@ -163,7 +163,7 @@ hostnossl all all 0.0.0.0/0 reject
 hostnossl all all ::/0 reject
 ";
 
-/// A TLS server configuration (rustls, aws-lc) presenting `cert` with `key` and asking no client
+/// A TLS server configuration (rustls, ring) presenting `cert` with `key` and asking no client
 /// certificate: for a local HTTPS fake server.
 ///
 /// # Errors
@@ -180,7 +180,7 @@ pub fn server_config(
         .map_err(|e| failed(format!("reading {}", cert.display()), e))?;
     let key = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| failed(format!("reading {}", key.display()), e))?;
-    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| failed("rustls protocol versions", e))?

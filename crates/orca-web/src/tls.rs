@@ -33,7 +33,7 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, WebError> {
     }
     let key = PrivateKeyDer::from_pem_file(&files.key)
         .map_err(|e| WebError::BadInput(format!("--tls-key {}: {e}", files.key.display())))?;
-    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| WebError::Internal(format!("tls: {e}")))?

@@ -69,7 +69,7 @@ fn request_bodies() {
         "http://127.0.0.1:11434/v1",
         "qwen2.5-coder:1.5b",
         None,
-        reqwest::Client::new(),
+        orca_llm::http_client_builder().build().unwrap(),
     );
     insta::assert_json_snapshot!(
         "ollama_native_tools",

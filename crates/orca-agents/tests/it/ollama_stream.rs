@@ -30,9 +30,14 @@ fn streaming(idle: Duration) -> Streaming {
 }
 
 fn backend(url: &str, s: Streaming) -> OllamaBackend {
-    OllamaBackend::new(url, "qwen2.5-coder:1.5b", None, reqwest::Client::new())
-        .with_context_window(Some(8192))
-        .with_streaming(s)
+    OllamaBackend::new(
+        url,
+        "qwen2.5-coder:1.5b",
+        None,
+        orca_llm::http_client_builder().build().unwrap(),
+    )
+    .with_context_window(Some(8192))
+    .with_streaming(s)
 }
 
 fn request() -> ChatRequest {

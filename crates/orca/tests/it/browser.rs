@@ -81,7 +81,7 @@ impl Driver {
             .spawn()
             .expect("chromedriver starts");
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::builder()
+        let http = orca_llm::http_client_builder()
             .timeout(Duration::from_secs(90))
             .build()
             .unwrap();

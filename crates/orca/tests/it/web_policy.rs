@@ -63,7 +63,7 @@ async fn tls_serves_on_any_address() {
         server.base
     );
     let url = server.base.replace("0.0.0.0", "127.0.0.1");
-    let c = reqwest::Client::builder()
+    let c = orca_llm::http_client_builder()
         .danger_accept_invalid_certs(true)
         .build()
         .unwrap();

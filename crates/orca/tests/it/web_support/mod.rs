@@ -166,7 +166,7 @@ impl Drop for Server {
 }
 
 pub(crate) fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    orca_llm::http_client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(60))
         .build()
