@@ -14,7 +14,6 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// process (installed once, here, as the process default: reqwest is built without one of
 /// its own, so that one provider serves the model backends, the telemetry exporter, the
 /// PostgreSQL store and the web server). Every HTTP client orca builds starts here.
-#[must_use]
 pub fn client_builder() -> reqwest::ClientBuilder {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
