@@ -15,8 +15,9 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{isolated, orca};
-use orca_testkit::postgres::Throwaway;
 use serde_json::{Value, json};
+
+use crate::pg_workers::{detached, on, own_server, verify_exported};
 
 const EXECUTIONS: usize = 4;
 const LAYERS: usize = 5;
@@ -25,12 +26,6 @@ const TASKS: usize = EXECUTIONS * LAYERS * WIDTH;
 const WORKERS: usize = 8;
 const KILLS: usize = 5;
 const KILL_EVERY: Duration = Duration::from_secs(3);
-
-fn on(url: &str, root: &Path, cfg: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec!["--store", url];
-    all.extend_from_slice(args);
-    orca(root, cfg, &all)
-}
 
 fn worker(url: &str, root: &Path, cfg: &Path) -> Child {
     let mut cmd = isolated(root, cfg);
@@ -70,26 +65,6 @@ fn plan(p: usize, runs: &Path) -> Value {
         "goal": format!("chaos {p}"), "summary": "s", "assumptions": ["a"], "risks": ["r"],
         "verification": ["v"], "steps": steps
     })
-}
-
-/// Creates, approves and detaches plan `p`; returns its execution id.
-fn detached(url: &str, root: &Path, cfg: &Path, p: usize, runs: &Path) -> String {
-    let name = format!("chaos{p}.json");
-    std::fs::write(root.join(&name), plan(p, runs).to_string()).unwrap();
-    let out = on(url, root, cfg, &["--json", "plan", "create", &name]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let plan = serde_json::from_slice::<Value>(&out.stdout).unwrap()["plan_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let out = on(url, root, cfg, &["plan", "approve", &plan]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let out = on(url, root, cfg, &["--json", "run", &plan, "--detach"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    serde_json::from_slice::<Value>(&out.stdout).unwrap()["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// Every attempt the steps recorded: id → [(start, end if it ended)].
@@ -148,18 +123,14 @@ fn all_done(url: &str, root: &Path, cfg: &Path, execs: &[String]) -> bool {
 
 #[test]
 fn eight_workers_killed_and_a_restarted_server_lose_and_double_nothing() {
-    let server = Throwaway::start(true).unwrap_or_else(|e| panic!("{e}"));
-    let url = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(server.create_database())
-        .unwrap();
+    let (server, url) = own_server(true);
     let project = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
     let (root, cfg) = (project.path(), config.path());
     assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
     let runs = root.join("runs.log");
     let execs: Vec<String> = (0..EXECUTIONS)
-        .map(|p| detached(&url, root, cfg, p, &runs))
+        .map(|p| detached(&url, root, cfg, &format!("chaos{p}.json"), &plan(p, &runs)))
         .collect();
 
     let start = Instant::now();
@@ -250,18 +221,8 @@ fn eight_workers_killed_and_a_restarted_server_lose_and_double_nothing() {
     assert_eq!((completed, lost, doubled, overlapping), (TASKS, 0, 0, 0));
 
     // Every chain verifies.
-    let dir = tempfile::tempdir().unwrap();
-    let out = on(
-        &url,
-        root,
-        cfg,
-        &["store", "export", "--to", dir.path().to_str().unwrap()],
-    );
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let out = orca(dir.path(), cfg, &["audit", "verify", "--all"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    verify_exported(&url, root, cfg);
 }
-
 /// The control of the overlap count: two attempts of one task that ran at once are counted,
 /// one cut off (no end) before the next began is not.
 #[test]

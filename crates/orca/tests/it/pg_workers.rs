@@ -19,6 +19,16 @@ use common::{isolated, orca};
 use orca_testkit::postgres::Throwaway;
 use serde_json::{Value, json};
 
+/// A throwaway server of the test's own (to stop or restart) and a database on it.
+pub(crate) fn own_server(durable: bool) -> (Throwaway, String) {
+    let server = Throwaway::start(durable).unwrap_or_else(|e| panic!("{e}"));
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(server.create_database())
+        .unwrap();
+    (server, url)
+}
+
 fn database() -> String {
     let server = Throwaway::shared().unwrap_or_else(|e| panic!("{e}"));
     tokio::runtime::Runtime::new()
@@ -27,14 +37,14 @@ fn database() -> String {
         .unwrap()
 }
 
-fn on(url: &str, root: &Path, cfg: &Path, args: &[&str]) -> std::process::Output {
+pub(crate) fn on(url: &str, root: &Path, cfg: &Path, args: &[&str]) -> std::process::Output {
     let mut all = vec!["--store", url];
     all.extend_from_slice(args);
     orca(root, cfg, &all)
 }
 
 /// Creates and approves a plan, starts it detached; returns the execution id.
-fn detached(url: &str, root: &Path, cfg: &Path, name: &str, doc: &Value) -> String {
+pub(crate) fn detached(url: &str, root: &Path, cfg: &Path, name: &str, doc: &Value) -> String {
     std::fs::write(root.join(name), doc.to_string()).unwrap();
     let out = on(
         url,
@@ -89,7 +99,8 @@ fn stage(url: &str, root: &Path, cfg: &Path, exec: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn verify_exported(url: &str, root: &Path, cfg: &Path) {
+/// Exports the shared store and verifies every chain in the export.
+pub(crate) fn verify_exported(url: &str, root: &Path, cfg: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().to_str().unwrap();
     let out = on(url, root, cfg, &["store", "export", "--to", to]);
@@ -314,11 +325,7 @@ fn killed_mid_task(claim: &str) {
 #[test]
 fn workers_reconnect_when_the_database_restarts_mid_run() {
     // A server of its own: this test restarts it.
-    let server = Throwaway::start(false).unwrap_or_else(|e| panic!("{e}"));
-    let url = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(server.create_database())
-        .unwrap();
+    let (server, url) = own_server(false);
     let project = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
     let (root, cfg) = (project.path(), config.path());
