@@ -28,7 +28,7 @@ impl Webhook {
             field: field(),
             message: format!("not a URL: {e}"),
         })?;
-        let client = reqwest::Client::builder()
+        let client = client_builder()
             .timeout(timeout)
             .connect_timeout(timeout)
             // A webhook answers where it is; a redirect would carry the notification elsewhere.
@@ -103,8 +103,27 @@ pub fn shown_url(url: &str) -> String {
     }
 }
 
+/// A reqwest client builder with ring installed as the process's rustls provider (once): reqwest
+/// is built without a provider of its own (ADR 0053), and this crate depends on no orca crate
+/// that would have installed it.
+fn client_builder() -> reqwest::ClientBuilder {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Err only when a provider was installed first: that one serves.
+        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+}
+
 #[cfg(test)]
 mod tests {
+    /// reqwest has no provider of its own: a client built here must not depend on another
+    /// crate having installed one first (it panicked: "No rustls crypto provider").
+    #[test]
+    fn a_webhook_client_builds_in_a_process_that_installed_no_provider() {
+        assert!(super::client_builder().build().is_ok());
+    }
+
     #[test]
     fn a_url_is_shown_to_its_host() {
         for (url, shown) in [
