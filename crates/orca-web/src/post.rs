@@ -18,6 +18,11 @@ use crate::state::Web;
 use crate::tokens::TokenName;
 use crate::views;
 
+/// A form's optional text, `None` when left blank.
+pub(crate) fn given(text: Option<String>) -> Option<String> {
+    text.filter(|t| !t.trim().is_empty())
+}
+
 fn refused(message: &str) -> Response {
     status_page(StatusCode::CONFLICT, "Refused", message)
 }
@@ -42,7 +47,8 @@ fn parse_exec(id: &str) -> Result<ExecutionId, Response> {
     })
 }
 
-fn redeem(web: &Web, me: &TokenName, nonce: &str, action: &str) -> Result<(), Response> {
+/// Spends an action token (one-shot, bound to this person and this action); a refusal is a 409.
+pub(crate) fn redeem(web: &Web, me: &TokenName, nonce: &str, action: &str) -> Result<(), Response> {
     web.actions
         .redeem(nonce, me, action)
         .map_err(|r| refused(&r.to_string()))
@@ -111,7 +117,7 @@ pub(crate) async fn approve(
         )
     })?;
     redeem(&web, &me, &f.nonce, &approve_action(id, &shown))?;
-    let note = f.note.filter(|n| !n.trim().is_empty());
+    let note = given(f.note);
     match web
         .orca
         .planning()
@@ -149,7 +155,7 @@ pub(crate) async fn reject(
 ) -> Reply {
     let id = parse_plan(&id)?;
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject"))?;
-    let reason = f.reason.filter(|n| !n.trim().is_empty());
+    let reason = given(f.reason);
     match web.orca.planning().reject(id, &me.actor(), reason).await {
         Ok(_) => Ok(status_page(
             StatusCode::OK,
@@ -267,7 +273,7 @@ pub(crate) async fn decide(
     Form(f): Form<DecideForm>,
 ) -> Reply {
     let id = parse_exec(&id)?;
-    let guidance = f.guidance.filter(|g| !g.trim().is_empty());
+    let guidance = given(f.guidance);
     let decision = match f.decision.as_str() {
         "retry" => Decision::Retry { guidance },
         "replan" => Decision::Replan { guidance },

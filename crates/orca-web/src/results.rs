@@ -18,6 +18,8 @@ use orca_core::{ExecutionId, ExecutionStage, Merged, RecordedChanges, StepWorksp
 use orca_services::acceptance::{self, ResultState};
 use serde::Deserialize;
 
+use crate::post::{given, redeem};
+
 use crate::html::{esc, nonce_field, page};
 use crate::pages::{Reply, service_error, status_page};
 use crate::state::Web;
@@ -248,11 +250,9 @@ pub(crate) async fn accept(
             "the form's tree is not an object id",
         ));
     }
-    web.actions
-        .redeem(&f.nonce, &me, &accept_action(id, &f.tree))
-        .map_err(|r| status_page(StatusCode::CONFLICT, "Refused", &r.to_string()))?;
+    redeem(&web, &me, &f.nonce, &accept_action(id, &f.tree))?;
     let ws = workspaces(&web).ok_or_else(no_repository)?;
-    let note = f.note.filter(|n| !n.trim().is_empty());
+    let note = given(f.note);
     let (merged, _) = acceptance::accept(
         web.orca.executions(),
         ws,
@@ -297,11 +297,9 @@ pub(crate) async fn discard(
     Form(f): Form<DiscardForm>,
 ) -> Reply {
     let id = parse_exec(&id)?;
-    web.actions
-        .redeem(&f.nonce, &me, &discard_action(id))
-        .map_err(|r| status_page(StatusCode::CONFLICT, "Refused", &r.to_string()))?;
+    redeem(&web, &me, &f.nonce, &discard_action(id))?;
     let ws = workspaces(&web).ok_or_else(no_repository)?;
-    let note = f.note.filter(|n| !n.trim().is_empty());
+    let note = given(f.note);
     let removed = acceptance::discard(web.orca.executions(), ws, id, &me.actor(), note.as_deref())
         .await
         .map_err(refusal)?;
