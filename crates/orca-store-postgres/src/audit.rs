@@ -7,6 +7,7 @@ use orca_store::audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 use orca_store::{AuditLogId, AuditStore, Authority, StoreError};
 use time::OffsetDateTime;
 
+use crate::chain;
 use crate::codec::{corrupt, encode, log_key};
 use crate::{PgStore, db};
 
@@ -72,26 +73,42 @@ impl AuditStore for PgStore {
         let id = encode(&log, &log.to_string())?;
         let sealing = format!("sealing the {log}");
         let mut conn = self.conn().await?;
-        let mut statements = Vec::with_capacity(4);
-        for sql in [NEW_LOG, LOCK_LOG, LINES, SET_SEAL] {
+        let mut statements = Vec::with_capacity(8);
+        for sql in [
+            NEW_LOG,
+            LOCK_LOG,
+            LINES,
+            SET_SEAL,
+            chain::LOCK,
+            chain::STAGED,
+            chain::INSERT,
+            chain::UNSTAGE,
+        ] {
             statements.push(conn.prepared(sql).await.map_err(db(sealing.clone()))?);
         }
-        let [new_log, lock, lines, set] = &statements[..] else {
+        let [new_log, lock, lines, set, chainer, staged, insert, unstage] = &statements[..] else {
             return Err(StoreError::backend(sealing, "statements missing"));
         };
-        // Pipelined, in one transaction begun by hand: the log's row made if missing and
-        // locked (appends wait), then its lines. Dropped before the transaction is closed (an
-        // error), the connection is closed rather than pooled.
+        let (class, lock_id) = chain::lock_keys(&key);
+        // Pipelined, in one transaction begun by hand: the log's chainer lock (staged entries
+        // are chained here, by nobody else), its row made if missing and locked (appends and
+        // stagings wait), then its lines and what is staged. Dropped before the transaction is
+        // closed (an error), the connection is closed rather than pooled.
         conn.set_dirty(true);
         let client: &tokio_postgres::Client = &conn;
-        let (begun, made, locked, rows) = futures_util::future::join4(
+        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&class, &lock_id];
+        let log_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &id];
+        let key_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&key];
+        let (begun, chaining, made, locked, rows, staged) = futures_util::join!(
             client.batch_execute("BEGIN"),
-            client.execute(new_log, &[&key, &id]),
-            client.query_one(lock, &[&key]),
-            client.query(lines, &[&key]),
-        )
-        .await;
+            client.execute(chainer, &lock_params),
+            client.execute(new_log, &log_params),
+            client.query_one(lock, &key_param),
+            client.query(lines, &key_param),
+            client.query(staged, &key_param),
+        );
         begun.map_err(db(sealing.clone()))?;
+        chaining.map_err(db(sealing.clone()))?;
         made.map_err(db(format!("creating the {log}")))?;
         let seal: Option<String> = locked
             .and_then(|r| r.try_get(0))
@@ -106,7 +123,27 @@ impl AuditStore for PgStore {
             conn.set_dirty(false);
             return parse_seal(&key, &seal);
         }
-        let entries = parsed(&key, log, &rows)?;
+        let mut entries = parsed(&key, log, &rows)?;
+        let staged = staged
+            .map_err(db(format!("reading the staged entries of the {log}")))?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<Vec<(i64, String)>, tokio_postgres::Error>>()
+            .map_err(db(format!("reading the staged entries of the {log}")))?;
+        if !staged.is_empty() {
+            // Written by writers whose chaining has not happened yet: chained before the seal.
+            let hashed = chain::hash_after(log, &key, entries.last(), &staged)?;
+            let (seqs, lines, ids) = chain::insert_columns(log, &hashed)?;
+            let (inserted, unstaged) = futures_util::future::join(
+                client.execute(insert, &[&key, &seqs, &lines, &ids]),
+                client.execute(unstage, &[&ids]),
+            )
+            .await;
+            inserted
+                .and(unstaged)
+                .map_err(db(format!("chaining the staged entries of the {log}")))?;
+            entries.extend(hashed.into_iter().map(|(e, _, _)| e));
+        }
         let seal = orca_store::verify::signed_seal(
             log,
             &entries,
@@ -128,6 +165,9 @@ impl AuditStore for PgStore {
 
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
         let key = log_key(log);
+        // What a writer staged and did not live to chain is chained first: readers (a resumed
+        // runner among them) see every entry written.
+        chain::chain_leftovers(self, log, &key).await?;
         let rows = self
             .conn()
             .await?

@@ -12,10 +12,10 @@
 //! again. Another process appending after the same head makes our insert collide on the
 //! entries' primary key: the whole round rolls back and is written again after re-reading the
 //! head. A cut connection fails every request of the round (it may or may not have committed:
-//! the head is re-read). A turn that has been losing rounds for [`LOCK_AFTER`] writes the next
-//! one under the log's row lock (`FOR UPDATE`, the head read under it), which no other process
-//! can move: so many processes on one log never starve one of them (a turn used to give up
-//! after 200 lost rounds).
+//! the head is re-read). A turn that lost a round — and every turn of that log for
+//! [`STAGE_FOR`] after — stages its requests and chains them instead (`chain`, ADR 0057): it
+//! cannot lose again, and N processes on one log cost N commits and a few chainings, not N²
+//! lost rounds (12-14 calls per transition with 16 workers before).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,8 +25,8 @@ use orca_store::audit::{self, AuditEntry, NewAuditEntry};
 use orca_store::{AuditLogId, Revision, StoreError};
 use time::OffsetDateTime;
 use tokio::sync::oneshot;
-use tokio_postgres::error::SqlState;
 
+use crate::chain::{describe, retryable};
 use crate::codec::{encode, log_key};
 use crate::pool::Conn;
 use crate::write::{self, EntryPart, Params, Prepared, WRITE, parse_entry, refused};
@@ -37,23 +37,13 @@ pub(crate) const NEW_LOG: &str =
     "INSERT INTO audit_logs (log_key, log_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 
 /// How many rounds one turn tries at most before giving up on the requests left: a bound
-/// against a loop that never ends, not a rule (a turn that keeps losing to other processes
-/// takes the log's lock after LOCK_AFTER, and a locked round cannot lose).
+/// against a loop that never ends (a turn that lost a round stages, and staging cannot lose).
 const ATTEMPTS: usize = 100_000;
 /// Logs whose head is remembered (an unbounded worker sees many executions).
 const HEADS_KEPT: usize = 4096;
-/// A turn that has been losing rounds for this long takes the log's row lock for the next one:
-/// it cannot lose again. Many workers on one execution could otherwise starve one of them (a
-/// turn gave up after 200 lost rounds, seen once in 15 runs of 8 workers); taking the lock
-/// sooner — after 4 or 32 lost rounds — cost a third of the 4-worker throughput (the lock is
-/// held across three round trips and a commit, and everyone else queues behind it), so it is
-/// the way out of starvation only.
-pub(crate) const LOCK_AFTER: Duration = Duration::from_secs(1);
-/// Locks a log's row for the round's transaction and reads its head: no row if the log is
-/// new; `seq`/`line` null if it is empty.
-const LOCKED_HEAD: &str = "SELECT e.seq, e.line FROM audit_logs l LEFT JOIN LATERAL \
-     (SELECT seq, line FROM audit_entries WHERE log_key = l.log_key ORDER BY seq DESC LIMIT 1) e \
-     ON true WHERE l.log_key = $1 FOR UPDATE OF l";
+/// After a lost round, how long the turns of that log stage their requests rather than try an
+/// optimistic round first: other processes are writing it.
+pub(crate) const STAGE_FOR: Duration = Duration::from_secs(1);
 
 /// What this store knows of a log's head: `None` unknown (read it), `Some(None)` empty.
 type Known = Option<Option<(AuditEntry, String)>>;
@@ -77,11 +67,78 @@ struct Request {
     reply: oneshot::Sender<Reply>,
 }
 
+/// Stages `pending` and chains it (`chain`), answering each request. A failure after the
+/// staging committed leaves the transitions written and their entries staged: the next chaining
+/// of the log (any writer's, a seal's, a reader's) chains them.
+async fn staged(
+    store: &PgStore,
+    conn: &mut Conn<'_>,
+    log: AuditLogId,
+    key: &str,
+    known: &mut Known,
+    mut pending: VecDeque<Request>,
+) {
+    *known = None;
+    let items: Vec<&[Item]> = pending.iter().map(|r| &r.items[..]).collect();
+    let staged = match crate::chain::stage(conn, store, log, key, &items).await {
+        Ok(s) => s,
+        Err(e) => return fail_all(&mut pending, "staging audit entries", &e.to_string()),
+    };
+    let own: Vec<i64> = staged.iter().flatten().flatten().copied().collect();
+    let chained = if own.is_empty() {
+        None
+    } else {
+        match crate::chain::chain(conn, log, key, &own).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                return fail_all(
+                    &mut pending,
+                    "chaining staged audit entries (the transitions are written; the entries \
+                     are chained by the log's next write)",
+                    &e.to_string(),
+                );
+            }
+        }
+    };
+    if let Some(c) = &chained {
+        *known = Some(c.head.clone());
+    }
+    for (req, staged) in pending.drain(..).zip(staged) {
+        let answer = staged.and_then(|ids| {
+            req.items
+                .iter()
+                .zip(ids)
+                .map(|(item, id)| {
+                    let entry = chained.as_ref().and_then(|c| c.own.get(&id)).cloned();
+                    entry.map(|e| (item.task.as_ref().map(|t| t.next), e))
+                })
+                .collect::<Option<Vec<Done>>>()
+                .ok_or_else(|| (0, abandoned()))
+        });
+        let _ = req.reply.send(answer);
+    }
+}
+
 /// One log's queue and its turn (which holds the head this store last saw).
 #[derive(Default)]
 struct Slot {
     queue: Mutex<Vec<Request>>,
     turn: tokio::sync::Mutex<Known>,
+    /// When a round of this log was last lost to another process.
+    lost_at: Mutex<Option<Instant>>,
+}
+
+impl Slot {
+    fn contended(&self) -> bool {
+        self.lost_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|at| at.elapsed() < STAGE_FOR)
+    }
+
+    fn lost(&self) {
+        *self.lost_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
 }
 
 /// Per log: its queue and the last entry this store saw.
@@ -132,7 +189,7 @@ pub(crate) async fn write(store: &PgStore, log: AuditLogId, items: Vec<Item>) ->
                 let queued = std::mem::take(
                     &mut *slot.queue.lock().unwrap_or_else(PoisonError::into_inner),
                 );
-                lead(store, log, &key, &mut known, queued.into()).await;
+                lead(store, &slot, log, &key, &mut known, queued.into()).await;
             }
         }
     }
@@ -165,6 +222,7 @@ struct Hashed {
 /// Writes `pending` (this turn's requests, in order), answering each.
 async fn lead(
     store: &PgStore,
+    slot: &Slot,
     log: AuditLogId,
     key: &str,
     known: &mut Known,
@@ -184,59 +242,37 @@ async fn lead(
         Ok(s) => s,
         Err(e) => return fail_all(&mut pending, "preparing a write", &describe(&e)),
     };
-    let lock_stmt = match conn.prepared(LOCKED_HEAD).await {
-        Ok(s) => s,
-        Err(e) => return fail_all(&mut pending, "preparing a write", &describe(&e)),
-    };
-    let began = Instant::now();
     let mut lost = 0;
     for _ in 0..ATTEMPTS {
         if pending.is_empty() {
             return;
         }
+        if lost > 0 || store.stage_first() || slot.contended() {
+            if lost > 0 {
+                slot.lost();
+            }
+            return staged(store, &mut conn, log, key, known, pending).await;
+        }
         // Optimistic: hashed after the head this store last saw, no lock, no read (one round
-        // trip for one write); a round lost to another process is written again. After losing
-        // for LOCK_AFTER, the round locks the log's row first and hashes after the head read
-        // under that lock: it cannot lose.
-        let mut done = None;
-        if lost > 0 && began.elapsed() >= store.lock_after() {
-            match locked_round(&mut conn, &lock_stmt, &stmt, store, log, key, &pending).await {
-                Ok(Some(d)) => done = Some(d),
-                // No row for the log yet: the optimistic round below creates it.
-                Ok(None) => *known = None,
-                Err(Round::Failed(context, message)) => {
+        // trip for one write); a round lost to another process is staged instead.
+        // Taken out: a turn cancelled mid-way leaves the head unknown (read again).
+        let start = match known.take() {
+            Some(h) => h,
+            None => match write::head(&mut conn, log, key).await {
+                Ok(h) => h,
+                Err(e) => {
+                    return fail_all(&mut pending, "reading a log's head", &e.to_string());
+                }
+            },
+        };
+        let (hashed, owners, params) =
+            match prepare_round(store, log, key, &pending, start.as_ref()) {
+                Ok(p) => p,
+                Err((context, message)) => {
                     return fail_all(&mut pending, &context, &message);
                 }
-                Err(_) => {
-                    lost += 1;
-                    continue;
-                }
-            }
-        }
-        let (start, hashed, owners, outcome) = match done {
-            Some(d) => d,
-            None => {
-                // Taken out: a turn cancelled mid-way leaves the head unknown (read again).
-                let start = match known.take() {
-                    Some(h) => h,
-                    None => match write::head(&mut conn, log, key).await {
-                        Ok(h) => h,
-                        Err(e) => {
-                            return fail_all(&mut pending, "reading a log's head", &e.to_string());
-                        }
-                    },
-                };
-                let (hashed, owners, params) =
-                    match prepare_round(store, log, key, &pending, start.as_ref()) {
-                        Ok(p) => p,
-                        Err((context, message)) => {
-                            return fail_all(&mut pending, &context, &message);
-                        }
-                    };
-                let outcome = round(&mut conn, &stmt, &params, &owners).await;
-                (start, hashed, owners, outcome)
-            }
-        };
+            };
+        let outcome = round(&mut conn, &stmt, &params, &owners).await;
         let (answers, committed) = match outcome {
             Round::Retry => {
                 lost += 1;
@@ -332,51 +368,6 @@ async fn lead(
     );
 }
 
-/// What a round wrote from: the head it hashed after, the hashed items, their owners
-/// (request, item), and how it went.
-type Written = (
-    Option<(AuditEntry, String)>,
-    Vec<Hashed>,
-    Vec<(usize, usize)>,
-    Round,
-);
-
-/// A round under the log's row lock: the head read under the lock, every item hashed after
-/// it, written in the same transaction. `Ok(None)`: the log has no row yet.
-async fn locked_round(
-    conn: &mut Conn<'_>,
-    lock_stmt: &tokio_postgres::Statement,
-    stmt: &tokio_postgres::Statement,
-    store: &PgStore,
-    log: AuditLogId,
-    key: &str,
-    pending: &VecDeque<Request>,
-) -> Result<Option<Written>, Round> {
-    let tx = conn.transaction().await.map_err(|e| failed(&e))?;
-    let Some(row) = tx
-        .query_opt(lock_stmt, &[&key])
-        .await
-        .map_err(|e| failed(&e))?
-    else {
-        return Ok(None);
-    };
-    let head = match (
-        row.get::<_, Option<i64>>(0),
-        row.get::<_, Option<String>>(1),
-    ) {
-        (Some(seq), Some(line)) => {
-            let entry = parse_entry(key, seq, &line)
-                .map_err(|e| Round::Failed("reading a log's head".to_owned(), e.to_string()))?;
-            Some((entry, line))
-        }
-        _ => None,
-    };
-    let (hashed, owners, params) = prepare_round(store, log, key, pending, head.as_ref())
-        .map_err(|(context, message)| Round::Failed(context, message))?;
-    let outcome = in_transaction(tx, stmt, &params, &owners).await;
-    Ok(Some((head, hashed, owners, outcome)))
-}
-
 /// A round ready to send: the hashed items, their owners (request, item), each call's
 /// parameters.
 type ReadyRound = (Vec<Hashed>, Vec<(usize, usize)>, Vec<Params>);
@@ -456,32 +447,12 @@ enum Round {
     },
 }
 
-fn retryable(e: &tokio_postgres::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(c) if *c == SqlState::UNIQUE_VIOLATION
-            || *c == SqlState::T_R_DEADLOCK_DETECTED
-            || *c == SqlState::T_R_SERIALIZATION_FAILURE
-    )
-}
-
 fn failed(e: &tokio_postgres::Error) -> Round {
     if retryable(e) {
         Round::Retry
     } else {
         Round::Failed("writing to the postgres store".to_owned(), describe(e))
     }
-}
-
-/// The error with its causes (the driver's own message is only "db error").
-fn describe(e: &tokio_postgres::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text = format!("{text}: {s}");
-        source = s.source();
-    }
-    text
 }
 
 /// Writes one round: one statement (one item), or one transaction of pipelined calls.
@@ -609,7 +580,11 @@ fn parse_head(key: &str, answer: &str) -> Known {
     }
 }
 
-async fn new_log(conn: &mut Conn<'_>, log: AuditLogId, key: &str) -> Result<(), StoreError> {
+pub(crate) async fn new_log(
+    conn: &mut Conn<'_>,
+    log: AuditLogId,
+    key: &str,
+) -> Result<(), StoreError> {
     let id = encode(&log, &log.to_string())?;
     let stmt = conn
         .prepared(NEW_LOG)

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod chain;
 mod codec;
 mod executions;
 mod group;
@@ -68,9 +69,9 @@ struct Inner {
     heads: group::Heads,
     /// How long a claimed task's lease lasts without a heartbeat.
     task_lease: std::time::Duration,
-    /// How long a writer of an audit log loses rounds to other processes before it takes the
-    /// log's row lock (`group`), in microseconds.
-    lock_after_us: std::sync::atomic::AtomicU64,
+    /// Every audit write is staged and chained (`chain`), none appended optimistically first
+    /// (tests).
+    stage_first: std::sync::atomic::AtomicBool,
     url: String,
     /// The schema was brought up to date by this store (on its first connection).
     migrated: tokio::sync::OnceCell<MigrationReport>,
@@ -162,9 +163,7 @@ impl PgStore {
                 releases: Arc::new(locks::Releases::default()),
                 heads: group::Heads::default(),
                 task_lease: DEFAULT_TASK_LEASE,
-                lock_after_us: std::sync::atomic::AtomicU64::new(
-                    u64::try_from(group::LOCK_AFTER.as_micros()).unwrap_or(u64::MAX),
-                ),
+                stage_first: std::sync::atomic::AtomicBool::new(false),
                 url: url.to_owned(),
                 migrated: tokio::sync::OnceCell::new(),
             }),
@@ -204,23 +203,19 @@ impl PgStore {
             .cloned()
     }
 
-    /// How long a writer of an audit log may lose rounds to other processes' writes before it
-    /// takes the log's row lock for its next round (default one second: ADR 0036). Shorter
-    /// costs throughput when many processes write one execution; tests use zero to exercise
-    /// the locked round.
-    pub fn set_lock_after(&self, after: std::time::Duration) {
-        self.inner.lock_after_us.store(
-            u64::try_from(after.as_micros()).unwrap_or(u64::MAX),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+    /// Stages every audit write and chains it (ADR 0057) instead of appending it after the
+    /// head this store last saw first and staging only after losing that race (the default).
+    /// Tests use it to exercise staging beside optimistic appends.
+    pub fn set_stage_first(&self, stage_first: bool) {
+        self.inner
+            .stage_first
+            .store(stage_first, std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub(crate) fn lock_after(&self) -> std::time::Duration {
-        std::time::Duration::from_micros(
-            self.inner
-                .lock_after_us
-                .load(std::sync::atomic::Ordering::Relaxed),
-        )
+    pub(crate) fn stage_first(&self) -> bool {
+        self.inner
+            .stage_first
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The URL this store was opened with, password hidden.

@@ -14,6 +14,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0002_transitions.sql"),
     ),
     ("storage", include_str!("../migrations/0003_storage.sql")),
+    (
+        "staged audit",
+        include_str!("../migrations/0004_staged_audit.sql"),
+    ),
 ];
 
 /// Serialises migrations of one database across processes (an advisory transaction lock).

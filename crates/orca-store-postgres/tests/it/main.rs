@@ -9,5 +9,6 @@ mod conformance;
 mod db;
 mod group;
 mod schema;
+mod staged;
 mod tamper;
 mod tls;

@@ -1,0 +1,205 @@
+//! Staged audit entries (ADR 0057), against a real throwaway server: what a writer staged and
+//! did not live to chain (killed between its staging's commit and its chaining) is chained by
+//! the log's next reader, writer or seal, in staging order, and the chain verifies; a staged
+//! row that is not an entry is named and changes nothing; a store that stages every write and
+//! one that appends optimistically share one chain, and what each was answered is what is
+//! stored.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::HashMap;
+
+use orca_core::PlanId;
+use orca_store::{AuditLogId, AuditStore, NewAuditEntry, StoreError};
+use serde_json::json;
+
+use crate::db::{database, store_on};
+
+async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// Stages an entry as a writer killed right after its staging committed leaves it.
+async fn leave_staged(db: &tokio_postgres::Client, kind: &str, i: u64) {
+    let key: String = db
+        .query_one("SELECT log_key FROM audit_logs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let entry = json!({
+        "at": "2026-12-07T08:00:00Z",
+        "entry": { "parent": null, "kind": kind, "data": { "i": i } },
+    });
+    db.execute(
+        "INSERT INTO audit_staged (log_key, entry) VALUES ($1, $2)",
+        &[&key, &entry.to_string()],
+    )
+    .await
+    .unwrap();
+}
+
+async fn staged_rows(db: &tokio_postgres::Client) -> i64 {
+    db.query_one("SELECT count(*) FROM audit_staged", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_seal() {
+    let url = database().await;
+    let store = store_on(&url).await;
+    let db = client(&url).await;
+    let log = AuditLogId::Plan {
+        plan_id: PlanId::new(),
+    };
+    for i in 0..2 {
+        store
+            .append(log, NewAuditEntry::new("written", json!({ "i": i })))
+            .await
+            .unwrap();
+    }
+
+    // A reader: `entries` chains what is staged before reading.
+    leave_staged(&db, "left.by.reader", 2).await;
+    let entries = store.entries(log).await.unwrap();
+    let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["written", "written", "left.by.reader"]);
+    assert_eq!(staged_rows(&db).await, 0);
+
+    // A writer: its own staged write chains the leftovers first (staging order).
+    leave_staged(&db, "left.by.writer", 3).await;
+    let other = store_on(&url).await;
+    other.set_stage_first(true);
+    let mine = other
+        .append(log, NewAuditEntry::new("staged", json!({ "i": 4 })))
+        .await
+        .unwrap();
+    assert_eq!(mine.seq, 4);
+    let entries = store.entries(log).await.unwrap();
+    assert_eq!(entries[3].kind, "left.by.writer");
+    assert_eq!(entries[4], mine, "answered what is stored");
+
+    // A seal: chains what is staged and seals over it.
+    leave_staged(&db, "left.by.seal", 5).await;
+    leave_staged(&db, "left.by.seal", 6).await;
+    let seal = store.seal(log).await.unwrap();
+    assert_eq!(seal.entries, 7);
+    assert_eq!(staged_rows(&db).await, 0);
+    let (report, entries) = store.verified_entries(log).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    let is: Vec<u64> = entries
+        .iter()
+        .map(|e| e.data["i"].as_u64().unwrap())
+        .collect();
+    assert_eq!(is, [0, 1, 2, 3, 4, 5, 6]);
+    // After the seal nothing more can be staged.
+    let refused = other
+        .append(log, NewAuditEntry::new("late", json!({})))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Immutable(_))),
+        "{refused:?}"
+    );
+    println!("leftovers chained by a reader 1, a writer 1, a seal 2; 7 entries, chain intact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_row_that_is_not_an_entry_is_named_and_changes_nothing() {
+    let url = database().await;
+    let store = store_on(&url).await;
+    let db = client(&url).await;
+    let log = AuditLogId::Plan {
+        plan_id: PlanId::new(),
+    };
+    store
+        .append(log, NewAuditEntry::new("written", json!({})))
+        .await
+        .unwrap();
+    let key: String = db
+        .query_one("SELECT log_key FROM audit_logs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    db.execute(
+        "INSERT INTO audit_staged (log_key, entry) VALUES ($1, 'not json')",
+        &[&key],
+    )
+    .await
+    .unwrap();
+    let err = store.entries(log).await.unwrap_err().to_string();
+    assert!(err.contains("audit_staged"), "{err}");
+    assert!(err.contains("not a staged entry"), "{err}");
+    assert_eq!(staged_rows(&db).await, 1, "the bad row is left for a human");
+    let lines: i64 = db
+        .query_one("SELECT count(*) FROM audit_entries", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(lines, 1, "nothing chained after a row that is not an entry");
+    println!("{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staging_and_optimistic_stores_share_one_chain_and_answer_what_is_stored() {
+    let url = database().await;
+    let optimistic = store_on(&url).await;
+    let staging = store_on(&url).await;
+    staging.set_stage_first(true);
+    let log = AuditLogId::Plan {
+        plan_id: PlanId::new(),
+    };
+    optimistic
+        .append(log, NewAuditEntry::new("first", json!({})))
+        .await
+        .unwrap();
+    let per_writer = 60u64;
+    let mut joins = tokio::task::JoinSet::new();
+    for w in 0..6u64 {
+        let store = if w % 2 == 0 {
+            optimistic.clone()
+        } else {
+            staging.clone()
+        };
+        joins.spawn(async move {
+            let mut answered = Vec::new();
+            let mut parent = None;
+            for i in 0..per_writer {
+                let e = store
+                    .append(
+                        log,
+                        NewAuditEntry::new("n", json!({ "w": w, "i": i })).with_parent(parent),
+                    )
+                    .await
+                    .unwrap();
+                parent = Some(e.seq);
+                answered.push(e);
+            }
+            answered
+        });
+    }
+    let answered: Vec<_> = joins.join_all().await.into_iter().flatten().collect();
+    let (report, stored) = optimistic.verified_entries(log).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(stored.len(), 1 + 6 * 60);
+    let by_seq: HashMap<u64, _> = stored.iter().map(|e| (e.seq, e)).collect();
+    let differ = answered
+        .iter()
+        .filter(|a| by_seq.get(&a.seq) != Some(a))
+        .count();
+    assert_eq!(differ, 0, "every answer is the entry stored at its number");
+    // Each writer's entries are in its order, each after the one it named as parent.
+    let after_parent = stored
+        .iter()
+        .filter(|e| e.parent.is_some_and(|p| p < e.seq))
+        .count();
+    assert_eq!(after_parent, 6 * 59);
+    println!(
+        "{} entries from 3 optimistic and 3 staging writers: 0 answers differ from the store",
+        stored.len()
+    );
+}
