@@ -99,14 +99,20 @@ impl AuditStore for PgStore {
         let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&class, &lock_id];
         let log_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &id];
         let key_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&key];
-        let (begun, chaining, made, locked, rows, staged) = futures_util::join!(
-            client.batch_execute("BEGIN"),
-            client.execute(chainer, &lock_params),
-            client.execute(new_log, &log_params),
-            client.query_one(lock, &key_param),
-            client.query(lines, &key_param),
-            client.query(staged, &key_param),
-        );
+        // Sent in the order polled first: `join` and `join3` poll in order.
+        let ((begun, chaining, made), (locked, rows, staged)) = futures_util::future::join(
+            futures_util::future::join3(
+                client.batch_execute("BEGIN"),
+                client.execute(chainer, &lock_params),
+                client.execute(new_log, &log_params),
+            ),
+            futures_util::future::join3(
+                client.query_one(lock, &key_param),
+                client.query(lines, &key_param),
+                client.query(staged, &key_param),
+            ),
+        )
+        .await;
         begun.map_err(db(sealing.clone()))?;
         chaining.map_err(db(sealing.clone()))?;
         made.map_err(db(format!("creating the {log}")))?;

@@ -143,10 +143,13 @@ pub(crate) fn hash_after(
 }
 
 /// The columns of an insert of chained entries: sequence numbers, lines, staged ids.
+pub(crate) type Columns = (Vec<i64>, Vec<String>, Vec<i64>);
+
+/// The columns of an insert of `chained` entries.
 pub(crate) fn insert_columns(
     log: AuditLogId,
     chained: &[(AuditEntry, String, i64)],
-) -> Result<(Vec<i64>, Vec<String>, Vec<i64>), StoreError> {
+) -> Result<Columns, StoreError> {
     let mut seqs = Vec::with_capacity(chained.len());
     for (e, _, _) in chained {
         seqs.push(

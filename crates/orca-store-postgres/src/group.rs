@@ -12,14 +12,14 @@
 //! again. Another process appending after the same head makes our insert collide on the
 //! entries' primary key: the whole round rolls back and is written again after re-reading the
 //! head. A cut connection fails every request of the round (it may or may not have committed:
-//! the head is re-read). A turn that lost a round — and every turn of that log for
-//! [`STAGE_FOR`] after — stages its requests and chains them instead (`chain`, ADR 0057): it
-//! cannot lose again, and N processes on one log cost N commits and a few chainings, not N²
-//! lost rounds (12-14 calls per transition with 16 workers before).
+//! the head is re-read). A turn that lost a round stages its requests and chains them instead
+//! (`chain`, ADR 0057): it cannot lose again, and N processes on one log cost N commits and a
+//! few chainings, not N² lost rounds (12-14 calls per transition with 16 workers before). The
+//! next turn tries an optimistic round again (staging for a second after a loss measured
+//! slower at every worker count: two commits per write where one would often have done).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use orca_store::audit::{self, AuditEntry, NewAuditEntry};
 use orca_store::{AuditLogId, Revision, StoreError};
@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 use crate::chain::{describe, retryable};
 use crate::codec::{encode, log_key};
 use crate::pool::Conn;
-use crate::write::{self, EntryPart, Params, Prepared, WRITE, parse_entry, refused};
+use crate::write::{self, APPEND, EntryPart, Params, Prepared, parse_entry, refused};
 use crate::{PgStore, db};
 
 /// Creates a log's row if it is missing.
@@ -41,10 +41,6 @@ pub(crate) const NEW_LOG: &str =
 const ATTEMPTS: usize = 100_000;
 /// Logs whose head is remembered (an unbounded worker sees many executions).
 const HEADS_KEPT: usize = 4096;
-/// After a lost round, how long the turns of that log stage their requests rather than try an
-/// optimistic round first: other processes are writing it.
-pub(crate) const STAGE_FOR: Duration = Duration::from_secs(1);
-
 /// What this store knows of a log's head: `None` unknown (read it), `Some(None)` empty.
 type Known = Option<Option<(AuditEntry, String)>>;
 
@@ -124,21 +120,6 @@ async fn staged(
 struct Slot {
     queue: Mutex<Vec<Request>>,
     turn: tokio::sync::Mutex<Known>,
-    /// When a round of this log was last lost to another process.
-    lost_at: Mutex<Option<Instant>>,
-}
-
-impl Slot {
-    fn contended(&self) -> bool {
-        self.lost_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some_and(|at| at.elapsed() < STAGE_FOR)
-    }
-
-    fn lost(&self) {
-        *self.lost_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-    }
 }
 
 /// Per log: its queue and the last entry this store saw.
@@ -189,7 +170,7 @@ pub(crate) async fn write(store: &PgStore, log: AuditLogId, items: Vec<Item>) ->
                 let queued = std::mem::take(
                     &mut *slot.queue.lock().unwrap_or_else(PoisonError::into_inner),
                 );
-                lead(store, &slot, log, &key, &mut known, queued.into()).await;
+                lead(store, log, &key, &mut known, queued.into()).await;
             }
         }
     }
@@ -222,7 +203,6 @@ struct Hashed {
 /// Writes `pending` (this turn's requests, in order), answering each.
 async fn lead(
     store: &PgStore,
-    slot: &Slot,
     log: AuditLogId,
     key: &str,
     known: &mut Known,
@@ -238,7 +218,7 @@ async fn lead(
             );
         }
     };
-    let stmt = match conn.prepared(WRITE).await {
+    let stmt = match conn.prepared(APPEND).await {
         Ok(s) => s,
         Err(e) => return fail_all(&mut pending, "preparing a write", &describe(&e)),
     };
@@ -247,10 +227,7 @@ async fn lead(
         if pending.is_empty() {
             return;
         }
-        if lost > 0 || store.stage_first() || slot.contended() {
-            if lost > 0 {
-                slot.lost();
-            }
+        if lost > 0 || store.stage_first() {
             return staged(store, &mut conn, log, key, known, pending).await;
         }
         // Optimistic: hashed after the head this store last saw, no lock, no read (one round
@@ -339,6 +316,8 @@ async fn lead(
                     None
                 };
             }
+            // Entries are staged: this round's are staged after them.
+            "staged" => lost += 1,
             "no_log" => {
                 if let Err(e) = new_log(&mut conn, log, key).await {
                     return fail_all(&mut pending, "creating a log", &e.to_string());

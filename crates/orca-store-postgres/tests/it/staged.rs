@@ -1,6 +1,6 @@
 //! Staged audit entries (ADR 0057), against a real throwaway server: what a writer staged and
 //! did not live to chain (killed between its staging's commit and its chaining) is chained by
-//! the log's next reader, writer or seal, in staging order, and the chain verifies; a staged
+//! the log's next reader, writer or seal, in staging order and before any later append, and the chain verifies; a staged
 //! row that is not an entry is named and changes nothing; a store that stages every write and
 //! one that appends optimistically share one chain, and what each was answered is what is
 //! stored.
@@ -71,7 +71,7 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
     assert_eq!(kinds, ["written", "written", "left.by.reader"]);
     assert_eq!(staged_rows(&db).await, 0);
 
-    // A writer: its own staged write chains the leftovers first (staging order).
+    // A writer that stages: its own staged write chains the leftovers first (staging order).
     leave_staged(&db, "left.by.writer", 3).await;
     let other = store_on(&url).await;
     other.set_stage_first(true);
@@ -84,11 +84,20 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
     assert_eq!(entries[3].kind, "left.by.writer");
     assert_eq!(entries[4], mine, "answered what is stored");
 
+    // A writer that appends optimistically, after the head it knows: it never goes before what
+    // is staged (a writer whose chaining failed and that wrote again finds its entries in order).
+    leave_staged(&db, "left.by.appender", 5).await;
+    let appended = store
+        .append(log, NewAuditEntry::new("appended", json!({ "i": 6 })))
+        .await
+        .unwrap();
+    assert_eq!(appended.seq, 6, "after the leftover");
+
     // A seal: chains what is staged and seals over it.
-    leave_staged(&db, "left.by.seal", 5).await;
-    leave_staged(&db, "left.by.seal", 6).await;
+    leave_staged(&db, "left.by.seal", 7).await;
+    leave_staged(&db, "left.by.seal", 8).await;
     let seal = store.seal(log).await.unwrap();
-    assert_eq!(seal.entries, 7);
+    assert_eq!(seal.entries, 9);
     assert_eq!(staged_rows(&db).await, 0);
     let (report, entries) = store.verified_entries(log).await.unwrap();
     assert!(report.is_intact(), "{report:?}");
@@ -96,7 +105,7 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
         .iter()
         .map(|e| e.data["i"].as_u64().unwrap())
         .collect();
-    assert_eq!(is, [0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(is, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
     // After the seal nothing more can be staged.
     let refused = other
         .append(log, NewAuditEntry::new("late", json!({})))
@@ -105,7 +114,10 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
         matches!(refused, Err(StoreError::Immutable(_))),
         "{refused:?}"
     );
-    println!("leftovers chained by a reader 1, a writer 1, a seal 2; 7 entries, chain intact");
+    println!(
+        "leftovers chained by a reader 1, a staging writer 1, an appender 1, a seal 2: \
+         9 entries in order, chain intact"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
