@@ -302,7 +302,10 @@ mod tests {
             Ok(()),
         );
         check(EMAIL, Ok(()));
-        check(&format!("{EMAIL}ca_file = \"/etc/company-ca.pem\"\n"), Ok(()));
+        check(
+            &format!("{EMAIL}ca_file = \"/etc/company-ca.pem\"\n"),
+            Ok(()),
+        );
         check(
             &format!("{EMAIL}username = \"me\"\npassword_env = \"SMTP_PASSWORD\"\n"),
             Ok(()),

@@ -77,9 +77,10 @@ impl Email {
             EmailTls::Starttls => {
                 let mut params = TlsParameters::builder(server.to_owned());
                 if let Some(path) = &config.ca_file {
-                    params = params.add_root_certificate(ca_file(path).map_err(|m| {
-                        bad("ca_file", format!("{}: {m}", path.display()))
-                    })?);
+                    params = params.add_root_certificate(
+                        ca_file(path)
+                            .map_err(|m| bad("ca_file", format!("{}: {m}", path.display())))?,
+                    );
                 }
                 Tls::Required(
                     params
