@@ -166,7 +166,14 @@ pub(crate) async fn reject(
     let id = parse_plan(&id)?;
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject"))?;
     let reason = given(f.reason);
-    match web.orca.planning().reject(id, &me.actor(), reason).await {
+    // Recorded as the token, never as the server user (an approver, perhaps): a rejection in
+    // the web is not an approver's signed act.
+    match web
+        .orca
+        .planning()
+        .reject_for(id, &me.actor(), reason)
+        .await
+    {
         Ok(_) => Ok(status_page(
             StatusCode::OK,
             "Rejected",

@@ -521,8 +521,40 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     assert_eq!(t.stage(&second), "proposal");
     assert_eq!(code(&t.run("bob", &["plan", "approve", &second])), 0);
     assert_eq!(t.stage(&second), "approved");
+
+    // A rejection through another token on carol's server is that token's, not carol's.
+    let out = t.run(
+        "carol",
+        &["serve", "--new-token", "bob-phone", "--approver", "bob"],
+    );
+    let bob_token = stdout(&out).trim().to_owned();
+    let third = t.propose("alice", &infra_plan());
+    let (_, page) = get(&c, &server.url(&format!("/plans/{third}")), &bob_token).await;
+    let url = server.url(&format!("/plans/{third}/reject"));
+    let form = [
+        (
+            "nonce",
+            nonce(&page, Some(&format!("/plans/{third}/reject"))),
+        ),
+        ("reason", "not now".to_owned()),
+    ];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, body, _) = post(&c, &url, &bob_token, &form).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(t.stage(&third), "rejected");
+    let by: Vec<Value> = t
+        .plan_log(&third)
+        .iter()
+        .filter(|e| e["kind"] == "plan.rejected")
+        .map(|e| e["data"]["by"].clone())
+        .collect();
+    assert_eq!(
+        by,
+        [Value::from("web:bob-phone")],
+        "not recorded as the server's user"
+    );
     println!(
-        "CLI (bob) + web inbox (carol's own signature, `orca policy vote`), both orders: 2 signed approvals by 2 keys each; approved and ran"
+        "CLI (bob) + web inbox (carol's own signature, `orca policy vote`), both orders: 2 signed approvals by 2 keys each; approved and ran; a rejection with bob's token on carol's server recorded as {by:?}"
     );
 }
 
