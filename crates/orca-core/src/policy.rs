@@ -271,11 +271,33 @@ impl Policy {
     /// from any approver) when none matches.
     #[must_use]
     pub fn requirements(&self, facts: &PlanFacts<'_>) -> Vec<Requirement> {
+        self.requirements_seen(facts, true)
+    }
+
+    /// What `content` needs when nobody trusted attests the surroundings (project, backends,
+    /// default isolation): every rule whose conditions on the content hold, its conditions on
+    /// the surroundings taken as holding. Never less than [`Policy::requirements`] asks for any
+    /// surroundings: a rule matched there is matched here.
+    #[must_use]
+    pub fn requirements_unattested(&self, content: &PlanContent) -> Vec<Requirement> {
+        let none = BTreeSet::new();
+        self.requirements_seen(
+            &PlanFacts {
+                content,
+                project: None,
+                backends: &none,
+                isolation_fallback: None,
+            },
+            false,
+        )
+    }
+
+    fn requirements_seen(&self, facts: &PlanFacts<'_>, attested: bool) -> Vec<Requirement> {
         let matched: Vec<Requirement> = self
             .rules
             .iter()
             .filter_map(|rule| {
-                let because = matches(&rule.when, facts)?;
+                let because = matches(&rule.when, facts, attested)?;
                 Some(Requirement {
                     rule: rule.name.clone(),
                     because,
@@ -318,7 +340,9 @@ fn cost_ceiling(content: &PlanContent) -> Option<u64> {
 }
 
 /// Why `when` matches the plan (one phrase per condition), or `None` when it does not.
-fn matches(when: &When, facts: &PlanFacts<'_>) -> Option<Vec<String>> {
+/// Whether a rule's `when` holds. Without `attested` surroundings, its conditions on them
+/// (backends, isolation by the project's default, project) are taken as holding.
+fn matches(when: &When, facts: &PlanFacts<'_>, attested: bool) -> Option<Vec<String>> {
     let content = facts.content;
     let mut because = Vec::new();
     if !when.writes.is_empty() {
@@ -340,7 +364,9 @@ fn matches(when: &When, facts: &PlanFacts<'_>) -> Option<Vec<String>> {
             .find(|a| when.agents.contains(a))?;
         because.push(format!("uses agent {hit}"));
     }
-    if !when.backends.is_empty() {
+    if !when.backends.is_empty() && !attested {
+        because.push("may use a backend it names (surroundings not attested)".to_owned());
+    } else if !when.backends.is_empty() {
         let hit = when.backends.iter().find(|b| facts.backends.contains(*b))?;
         because.push(format!("uses backend {hit}"));
     }
@@ -367,13 +393,22 @@ fn matches(when: &When, facts: &PlanFacts<'_>) -> Option<Vec<String>> {
         }
     }
     if let Some(iso) = when.isolation {
-        content
-            .steps
-            .iter()
-            .find(|s| Isolation::of(s, content, facts.isolation_fallback) == iso)?;
+        // Unattested, the project's default could be any isolation.
+        let fallbacks = if attested {
+            vec![facts.isolation_fallback]
+        } else {
+            vec![None, Some(iso)]
+        };
+        content.steps.iter().find(|s| {
+            fallbacks
+                .iter()
+                .any(|f| Isolation::of(s, content, *f) == iso)
+        })?;
         because.push(format!("runs {}", iso_name(iso)));
     }
-    if !when.project.is_empty() {
+    if !when.project.is_empty() && !attested {
+        because.push("may be in a project it names (surroundings not attested)".to_owned());
+    } else if !when.project.is_empty() {
         let hit = facts
             .project
             .filter(|p| when.project.iter().any(|w| w == p))?;

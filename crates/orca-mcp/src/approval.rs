@@ -167,11 +167,20 @@ pub(crate) async fn ask_human(
     }
     let by = elicitation_actor(context);
     let digest = shown.content().digest();
+    let planning = server.inner.orca.planning();
+    let effect = match planning.policy_tally(&shown) {
+        Some(tally) => format!(
+            "Approving signs one approval with your key, as your approver name in the team's approval policy; the plan runs once the policy is satisfied ({})",
+            orca_services::policy::summaries(&tally)
+        ),
+        None => format!(
+            "Approving records your approval as {by}, signed with your key, and lets the plan run exactly as shown"
+        ),
+    };
     let message = server.inner.settings.redactor.redact(&format!(
         "orca asks YOU (not the agent) to approve plan {id}.\n\n{}\nDigest: {digest}\n\n\
-         Approving records your approval as {by}, signed with your key, and lets the plan run \
-         exactly as shown (content with this digest; if it changes before you answer, nothing \
-         is approved).",
+         {effect} (content with this digest; if it changes before you answer, nothing is \
+         approved).",
         server.inner.host.describe_plan(&shown)
     ));
     let pending = PendingApproval { shown, digest, by };
@@ -319,6 +328,17 @@ async fn record(server: &OrcaMcp, pending: &PendingApproval, answer: Answer) -> 
             "by": pending.by,
             "digest": approved.digest().to_string(),
             "next": "plan_run",
+        })),
+        // Under an approval policy: this server user's approval is recorded, signed with their
+        // key as one approver; the plan waits for the others.
+        Err(orca_services::ServiceError::AwaitingApprovals { needs, .. }) => server.ok(json!({
+            "plan_id": id,
+            "approved": false,
+            "recorded": true,
+            "why": format!(
+                "the human's approval is recorded as one approver's (signed with the key of the user running this MCP server); the approval policy needs more before the plan can run: {needs}"
+            ),
+            "approval_policy": { "needs": needs },
         })),
         Err(e) => server.service_error(&e),
     }

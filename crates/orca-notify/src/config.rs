@@ -99,6 +99,10 @@ pub struct EmailConfig {
     /// nothing is sent) or `none` (plain text, only to a server on this machine).
     #[serde(default)]
     pub tls: EmailTls,
+    /// A PEM file of CA certificates trusted for the server's certificate, besides the
+    /// system's (a company CA, a test server's): only with STARTTLS.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// How the SMTP connection is protected.
@@ -252,6 +256,12 @@ impl EmailConfig {
                 "must be the NAME of an environment variable, never the password".to_owned(),
             );
         }
+        if self.ca_file.is_some() && self.tls == EmailTls::None {
+            return bad(
+                "ca_file",
+                "trusts certificates for STARTTLS, but tls is \"none\"".to_owned(),
+            );
+        }
         if self.tls == EmailTls::None && !is_this_machine(server) {
             return bad(
                 "tls",
@@ -292,6 +302,10 @@ mod tests {
             Ok(()),
         );
         check(EMAIL, Ok(()));
+        check(
+            &format!("{EMAIL}ca_file = \"/etc/company-ca.pem\"\n"),
+            Ok(()),
+        );
         check(
             &format!("{EMAIL}username = \"me\"\npassword_env = \"SMTP_PASSWORD\"\n"),
             Ok(()),
@@ -343,6 +357,10 @@ mod tests {
             Err(
                 "notify.email.password_env: must be the NAME of an environment variable, never the password",
             ),
+        );
+        check(
+            "[email]\nserver = \"127.0.0.1\"\nfrom = \"o@x.test\"\nto = [\"a@x.test\"]\ntls = \"none\"\nca_file = \"/etc/ca.pem\"\n",
+            Err("notify.email.ca_file: trusts certificates for STARTTLS, but tls is \"none\""),
         );
     }
 }

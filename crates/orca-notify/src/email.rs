@@ -1,12 +1,13 @@
 //! Email over SMTP: STARTTLS required (or plain text to a server on this machine, when
 //! configured so), the password from a secret source the binary resolved.
 
+use std::path::Path;
 use std::time::Duration;
 
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor};
 use serde_json::Value;
@@ -73,10 +74,20 @@ impl Email {
             );
         }
         let tls = match config.tls {
-            EmailTls::Starttls => Tls::Required(
-                TlsParameters::new(server.to_owned())
-                    .map_err(|e| bad("tls", format!("cannot set up TLS: {}", chain(&e))))?,
-            ),
+            EmailTls::Starttls => {
+                let mut params = TlsParameters::builder(server.to_owned());
+                if let Some(path) = &config.ca_file {
+                    params = params.add_root_certificate(
+                        ca_file(path)
+                            .map_err(|m| bad("ca_file", format!("{}: {m}", path.display())))?,
+                    );
+                }
+                Tls::Required(
+                    params
+                        .build()
+                        .map_err(|e| bad("tls", format!("cannot set up TLS: {}", chain(&e))))?,
+                )
+            }
             EmailTls::None => Tls::None,
         };
         let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(server)
@@ -106,6 +117,7 @@ impl Email {
             if config.to.len() == 1 { "" } else { "s" },
             config.port(),
             match config.tls {
+                EmailTls::Starttls if config.ca_file.is_some() => ", STARTTLS, ca_file",
                 EmailTls::Starttls => ", STARTTLS",
                 EmailTls::None => ", plain text",
             }
@@ -152,6 +164,29 @@ impl Email {
             _ => text,
         }
     }
+}
+
+/// Largest `ca_file` read (a full system bundle is about 250 KB).
+const CA_FILE_MAX: u64 = 4 * 1024 * 1024;
+
+/// The certificates of a PEM `ca_file` (at least one).
+fn ca_file(path: &Path) -> Result<Certificate, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut pem = Vec::new();
+    file.take(CA_FILE_MAX + 1)
+        .read_to_end(&mut pem)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if pem.len() as u64 > CA_FILE_MAX {
+        return Err(format!("larger than {CA_FILE_MAX} bytes: not a CA file"));
+    }
+    if !pem
+        .windows(b"-----BEGIN CERTIFICATE-----".len())
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+    {
+        return Err("holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_owned());
+    }
+    Certificate::from_pem(&pem).map_err(|e| format!("not PEM certificates: {}", chain(&e)))
 }
 
 /// This machine's host name, when the kernel has a plausible one.

@@ -391,10 +391,27 @@ impl PlanningService {
     /// The human rejects a proposal.
     #[instrument(skip(self, reason))]
     pub async fn reject(&self, id: PlanId, by: &str, reason: Option<String>) -> Result<Plan> {
+        self.reject_recorded(id, by, reason, true).await
+    }
+
+    /// Someone who is not this process's user rejects a proposal (a web access token): it is
+    /// recorded as `by`, never under the name of the approver whose key this process holds.
+    #[instrument(skip(self, reason))]
+    pub async fn reject_for(&self, id: PlanId, by: &str, reason: Option<String>) -> Result<Plan> {
+        self.reject_recorded(id, by, reason, false).await
+    }
+
+    async fn reject_recorded(
+        &self,
+        id: PlanId,
+        by: &str,
+        reason: Option<String>,
+        as_me: bool,
+    ) -> Result<Plan> {
         let (proposal, revision) = self.proposal(id).await?;
         // Under a policy, a rejection by one of its approvers is recorded under their name:
         // any required approver's rejection rejects.
-        let approver = self.policy().and_then(|ctx| {
+        let approver = self.policy().filter(|_| as_me).and_then(|ctx| {
             let key = self.store.authority().public_key()?;
             Some((
                 ctx.signed.approver(&key)?.to_string(),

@@ -19,9 +19,11 @@ use serde::{Deserialize, Serialize};
 
 mod decide;
 mod verify;
+mod vote;
 
 pub use decide::{EXPIRY_ACTOR, PolicyDecision, TimerEvent, summaries};
 pub use verify::{PolicyExplanation, SignerEntry, check_policy_approval, explain};
+pub use vote::{SignedVote, VOTE_MAX_AGE, VOTE_MAX_SKEW};
 
 /// A policy file that verified: its text, digest, parsed content and admin signature.
 #[derive(Debug, Clone)]

@@ -35,6 +35,7 @@ mod pages;
 mod post;
 mod results;
 pub mod server;
+mod signed_approval;
 pub mod state;
 mod steps;
 pub mod svg;

@@ -182,7 +182,7 @@ pub(crate) async fn resolve_exec(web: &Web, text: &str) -> Result<ExecutionId, R
         .map_err(service_error)
 }
 
-fn steps_table(plan: &Plan) -> String {
+pub(crate) fn steps_table(plan: &Plan) -> String {
     let steps = &plan.content().steps;
     let deps = graph::dependency_indices(steps);
     let mut out = String::from(
@@ -438,6 +438,9 @@ pub(crate) async fn approve_confirm(
     let nonce = web
         .actions
         .issue(&me, &crate::post::approve_action(id, &digest));
+    if web.orca.planning().policy().is_some() {
+        return crate::signed_approval::confirm_page(&web, &me, &plan, &nonce);
+    }
     let body = format!(
         "<h1>Approve this plan?</h1><div class=\"card\"><p><strong>{}</strong></p>\
 <dl class=\"kv\"><dt>plan</dt><dd class=\"id\">{id}</dd><dt>steps</dt><dd>{}</dd><dt>digest</dt><dd><code>{}</code></dd>\

@@ -56,7 +56,11 @@ pub(crate) fn redeem(web: &Web, me: &TokenName, nonce: &str, action: &str) -> Re
 
 /// After a plan decision failed: if someone else decided first, say who; content changed
 /// since the page was shown is refused as a conflict.
-async fn plan_conflict(web: &Web, id: PlanId, e: orca_services::ServiceError) -> Response {
+pub(crate) async fn plan_conflict(
+    web: &Web,
+    id: PlanId,
+    e: orca_services::ServiceError,
+) -> Response {
     if matches!(e, orca_services::ServiceError::ContentChanged { .. }) {
         return status_page(StatusCode::CONFLICT, "Changed since shown", &e.to_string());
     }
@@ -80,6 +84,8 @@ pub(crate) struct ApproveForm {
     /// The digest of the content the confirmation page showed: the approval binds it.
     digest: Option<String>,
     note: Option<String>,
+    /// Under an approval policy: the approver's signed approval (`orca policy vote`).
+    vote: Option<String>,
 }
 
 /// The action an approve form's token is issued for: the plan and the digest of the content
@@ -117,6 +123,10 @@ pub(crate) async fn approve(
         )
     })?;
     redeem(&web, &me, &f.nonce, &approve_action(id, &shown))?;
+    // Under a policy the approver's own signature is recorded; this server signs nothing.
+    if web.orca.planning().policy().is_some() {
+        return crate::signed_approval::record(&web, &me, id, &shown, f.vote.as_deref()).await;
+    }
     let note = given(f.note);
     match web
         .orca
@@ -156,7 +166,14 @@ pub(crate) async fn reject(
     let id = parse_plan(&id)?;
     redeem(&web, &me, &f.nonce, &format!("plan:{id}:reject"))?;
     let reason = given(f.reason);
-    match web.orca.planning().reject(id, &me.actor(), reason).await {
+    // Recorded as the token, never as the server user (an approver, perhaps): a rejection in
+    // the web is not an approver's signed act.
+    match web
+        .orca
+        .planning()
+        .reject_for(id, &me.actor(), reason)
+        .await
+    {
         Ok(_) => Ok(status_page(
             StatusCode::OK,
             "Rejected",

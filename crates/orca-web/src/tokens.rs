@@ -67,6 +67,9 @@ struct StoredToken {
     sha256: String,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
+    /// Under an approval policy: the one approver this token may bring signed approvals of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approver: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -179,6 +182,21 @@ impl TokenFile {
     ///
     /// An unreadable or unwritable file.
     pub fn create(&self, name: TokenName) -> Result<NewToken, WebError> {
+        self.create_for(name, None)
+    }
+
+    /// Creates (or replaces) the token `name`, bound to the policy approver `approver` when
+    /// given: under an approval policy it can record approvals signed by that approver's key
+    /// only, and no other token can.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable or unwritable file.
+    pub fn create_for(
+        &self,
+        name: TokenName,
+        approver: Option<String>,
+    ) -> Result<NewToken, WebError> {
         let mut doc = self.read()?;
         let before = doc.tokens.len();
         doc.tokens.retain(|t| t.name != name);
@@ -188,6 +206,7 @@ impl TokenFile {
             name: name.clone(),
             sha256: hash(&secret),
             created_at: OffsetDateTime::now_utc(),
+            approver,
         });
         self.write(&doc)?;
         Ok(NewToken {
@@ -224,6 +243,34 @@ impl TokenFile {
             .tokens
             .into_iter()
             .map(|t| (t.name, t.created_at))
+            .collect())
+    }
+
+    /// The approver the token `name` is bound to, if any (read from the file on every call).
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file.
+    pub fn approver(&self, name: &TokenName) -> Result<Option<String>, WebError> {
+        Ok(self
+            .read()?
+            .tokens
+            .into_iter()
+            .find(|t| t.name == *name)
+            .and_then(|t| t.approver))
+    }
+
+    /// The names of the tokens, with when each was created and the approver each is bound to.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file.
+    pub fn list_bound(&self) -> Result<Vec<(TokenName, OffsetDateTime, Option<String>)>, WebError> {
+        Ok(self
+            .read()?
+            .tokens
+            .into_iter()
+            .map(|t| (t.name, t.created_at, t.approver))
             .collect())
     }
 
@@ -289,6 +336,22 @@ mod tests {
         assert!(
             file.check(&new.secret).unwrap().is_none(),
             "replaced token is dead"
+        );
+        assert_eq!(file.approver(&new.name).unwrap(), None);
+        let bound = file
+            .create_for(
+                TokenName::try_from("alice-web".to_owned()).unwrap(),
+                Some("alice".to_owned()),
+            )
+            .unwrap();
+        assert_eq!(
+            file.approver(&bound.name).unwrap().as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            file.approver(&new.name).unwrap(),
+            None,
+            "other tokens stay unbound"
         );
     }
 

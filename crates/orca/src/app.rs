@@ -412,6 +412,9 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Policy(crate::cli::PolicyCommand::Sign { file, key }) => {
             return cmd::policy::sign(&file, key.as_deref(), global);
         }
+        Command::Policy(crate::cli::PolicyCommand::Vote { plan, digest, note }) => {
+            return cmd::vote::vote(&plan, &digest, note, global);
+        }
         _ => {}
     }
     // Commands that create something may create the `--root` directory. So may the MCP server

@@ -529,6 +529,22 @@ pub(crate) enum PolicyCommand {
     /// and sends them through the notifier (`orca serve` does this on its own).
     #[command(after_help = "Exit codes: 0, 2 no policy configured.")]
     Timers,
+    /// Sign your approval of a plan on this machine, with your key, and print it: for an
+    /// inbox under the policy (`orca serve`), which records it only if it verifies with your
+    /// key in the policy. Needs no store; the policy is the one your config names.
+    #[command(
+        after_help = "Example (the inbox shows this command with the plan's digest):\n  orca policy vote plan_01a2… --digest sha256:94e6… --note \"ok for prod\"\n  # paste the line it prints into the inbox's approval page\n\nExit codes: 0 signed (printed), 2 no policy configured, a bad id or digest, or your key is no approver's, 5 a policy that does not verify."
+    )]
+    Vote {
+        /// The plan's full id (`plan_…`, as the inbox shows it).
+        plan: String,
+        /// The digest of the plan's content you approve (`sha256:…`, as the inbox shows it).
+        #[arg(long, value_name = "DIGEST")]
+        digest: String,
+        /// A note, signed with the approval.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -315,3 +315,56 @@ fn the_requester_and_repeated_approvals_do_not_count() {
     );
     assert_eq!(t.outcome, Outcome::Approved);
 }
+
+/// Without attested surroundings every rule that could match counts: for each condition on the
+/// surroundings (backend, isolation by default, project) and every surroundings tried, a rule
+/// matched with them is matched unattested; a condition on the content alone is not widened.
+#[test]
+fn unattested_surroundings_never_need_less() {
+    let mut writer = step("a", "coder");
+    writer.writes = vec!["infra/main.tf".into()];
+    let plan = content(vec![writer]);
+    let rules = json!([
+        { "name": "backend", "require": 2, "when": { "backends": ["openai"] } },
+        { "name": "worktree", "require": 2, "when": { "isolation": "worktree" } },
+        { "name": "in-place", "require": 2, "when": { "isolation": "in_place" } },
+        { "name": "project", "require": 2, "when": { "project": ["prod"] } },
+        { "name": "env", "require": 3, "when": { "env": ["AWS_SECRET"] } },
+    ]);
+    let p = policy(rules);
+    let unattested: BTreeSet<String> = p
+        .requirements_unattested(&plan)
+        .into_iter()
+        .map(|r| r.rule)
+        .collect();
+    let mut tried = 0;
+    for project in ["prod", "dev"] {
+        for backends in [vec!["openai"], vec!["ollama"], vec![]] {
+            for fallback in [None, Some(Isolation::Worktree), Some(Isolation::InPlace)] {
+                let backends: BTreeSet<String> = backends.iter().map(|b| (*b).to_owned()).collect();
+                let seen = p.requirements(&PlanFacts {
+                    content: &plan,
+                    project: Some(project),
+                    backends: &backends,
+                    isolation_fallback: fallback,
+                });
+                tried += 1;
+                for r in seen.iter().filter(|r| r.rule != "default") {
+                    assert!(
+                        unattested.contains(&r.rule),
+                        "{} with {project} {backends:?} {fallback:?}",
+                        r.rule
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "unattested surroundings: rules counted {unattested:?}; {tried} surroundings tried, none needed a rule the unattested count left out"
+    );
+    assert!(
+        !unattested.contains("env"),
+        "a condition on the content alone is not widened"
+    );
+    assert!(unattested.contains("backend") && unattested.contains("project"));
+}

@@ -9,12 +9,12 @@ use orca_core::{
     ApprovedPlan, AuditKind, Digest, GivenApproval, Plan, PlanId, ProposalPlan, Requester,
 };
 use orca_store::signing::policy_vote_statement;
-use orca_store::{AuditLogId, NewAuditEntry, Versioned};
+use orca_store::{AuditLogId, NewAuditEntry, SignatureRecord, Versioned};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::{PolicyContext, SignedPolicy};
+use super::{PolicyContext, SignedPolicy, SignedVote};
 use crate::error::{Result, ServiceError};
 use crate::planning::PlanningService;
 
@@ -141,7 +141,19 @@ impl PlanningService {
     }
 
     fn tally_of(&self, ctx: &PolicyContext, p: &ProposalPlan, votes: &[Vote]) -> Tally {
-        let reqs = ctx.around.requirements(&ctx.signed.policy, p.content());
+        // The surroundings count as this process sees them only if its key is an approver's:
+        // it signs the approval that records them. A server recording approvers' own signed
+        // votes attests nothing, so every rule that could match counts (ADR 0054).
+        let attests = self
+            .store()
+            .authority()
+            .public_key()
+            .is_some_and(|k| ctx.signed.approver(&k).is_some());
+        let reqs = if attests {
+            ctx.around.requirements(&ctx.signed.policy, p.content())
+        } else {
+            ctx.signed.policy.requirements_unattested(p.content())
+        };
         let requester = ctx.signed.requester(p.requested_by());
         tally(&reqs, requester.as_ref(), votes, &escalated(p))
     }
@@ -178,6 +190,70 @@ impl PlanningService {
     ) -> Result<PolicyDecision> {
         let ctx = self.policy_ctx()?;
         let me = self.me(ctx)?;
+        let at = OffsetDateTime::now_utc();
+        let authority = self.store().authority();
+        self.cast(ctx, id, me, note, shown, at, |statement| {
+            authority.sign(statement)
+        })
+        .await
+    }
+
+    /// Records an approval the approver signed on their own machine ([`SignedVote`], from
+    /// `orca policy vote`), brought by someone allowed to approve only as `bound` (a web access
+    /// token bound to that approver): the same `plan.approval.given` entry as
+    /// [`PlanningService::approve_as_approver`], carrying the approver's signature. This
+    /// process's key signs nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`PlanningService::approve_as_approver`], and a vote that is not `bound`'s, not for
+    /// this plan, this policy or the plan's content now, not signed by the approver's key in
+    /// the policy, or older than an hour; nothing is written then.
+    pub async fn approve_with_vote(
+        &self,
+        id: PlanId,
+        vote: &SignedVote,
+        bound: &ApproverName,
+    ) -> Result<PolicyDecision> {
+        let ctx = self.policy_ctx()?;
+        let at = vote
+            .check(id, &ctx.signed, bound, OffsetDateTime::now_utc())
+            .map_err(|e| ServiceError::BadInput(format!("plan {id}: {e}; nothing was recorded")))?;
+        let signature = vote.signature.clone();
+        self.cast(
+            ctx,
+            id,
+            vote.approver.clone(),
+            vote.note.clone(),
+            Some(&vote.digest),
+            at,
+            |_| Some(signature),
+        )
+        .await
+        .map_err(|e| match e {
+            ServiceError::ContentChanged { shown, now, .. } => ServiceError::BadInput(format!(
+                "plan {id}: this signed approval is over the digest {shown}, but the plan's content has the digest {now}; nothing was recorded"
+            )),
+            other => other,
+        })
+    }
+
+    /// `me`'s approval at `at`, signed by `sign` (given the statement): checked, recorded, and
+    /// the plan approved when that satisfies the policy.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private step shared by the two ways of approving"
+    )]
+    async fn cast(
+        &self,
+        ctx: &PolicyContext,
+        id: PlanId,
+        me: ApproverName,
+        note: Option<String>,
+        shown: Option<&Digest>,
+        at: OffsetDateTime,
+        sign: impl FnOnce(&[u8]) -> Option<SignatureRecord>,
+    ) -> Result<PolicyDecision> {
         let Versioned { value, revision } = self.store().plan(id).await?;
         let Plan::Proposal(proposal) = value else {
             return Err(crate::planning::wrong_stage(&value, "proposal"));
@@ -207,7 +283,6 @@ impl PlanningService {
                 summaries(&after)
             )));
         }
-        let at = OffsetDateTime::now_utc();
         let policy = &ctx.signed.digest;
         let statement = policy_vote_statement(
             id,
@@ -221,7 +296,7 @@ impl PlanningService {
         let entry = json!({
             "approver": me, "verdict": "approve", "digest": digest, "policy": policy,
             "at": rfc3339(at), "note": note,
-            "signature": self.store().authority().sign(&statement),
+            "signature": sign(&statement),
         });
         let given = GivenApproval {
             approver: me,

@@ -179,19 +179,9 @@ pub fn check_policy_approval(
             entry: e.seq,
         });
     }
-    let reqs = around.requirements(&signed.policy, plan.content());
-    let who = signed.requester(requester.as_ref());
-    let counted = tally(&reqs, who.as_ref(), &votes, &escalated);
-    if counted.outcome != Outcome::Approved {
-        return bad(
-            at,
-            &format!(
-                "its signed approvals do not satisfy the recorded policy ({})",
-                super::decide::summaries(&counted)
-            ),
-        );
-    }
-    // The entry that approved is signed by the last approver (or a key trusted directly).
+    // The entry that approved is signed by the last approver (or a key trusted directly): the
+    // surroundings it records are then theirs. Signed by another key (a server that recorded
+    // approvers' own votes), they are not trusted: every rule that could match counts.
     let approver_keys: BTreeSet<&String> = signed.policy.approvers.values().collect();
     let sig = parse::<SignatureRecord>(data.get("signature"));
     let approval = plan.approval();
@@ -202,17 +192,33 @@ pub fn check_policy_approval(
         approval.at,
         approval.note.as_deref(),
     );
-    match sig {
-        Some(s)
-            if s.is_valid_for(&statement)
-                && (approver_keys.contains(&s.key.to_string()) || authority.trusts(&s.key)) => {}
-        None if !authority.requires_signatures() => {}
+    let attested = match sig {
+        Some(s) if s.is_valid_for(&statement) => {
+            approver_keys.contains(&s.key.to_string()) || authority.trusts(&s.key)
+        }
+        None if !authority.requires_signatures() => true,
         _ => {
             return bad(
                 at,
-                "its approval is not signed by one of the policy's approvers",
+                "its approval is not signed, or its signature does not verify",
             );
         }
+    };
+    let reqs = if attested {
+        around.requirements(&signed.policy, plan.content())
+    } else {
+        signed.policy.requirements_unattested(plan.content())
+    };
+    let who = signed.requester(requester.as_ref());
+    let counted = tally(&reqs, who.as_ref(), &votes, &escalated);
+    if counted.outcome != Outcome::Approved {
+        return bad(
+            at,
+            &format!(
+                "its signed approvals do not satisfy the recorded policy ({})",
+                super::decide::summaries(&counted)
+            ),
+        );
     }
     Ok(PolicyExplanation {
         policy: signed.digest,

@@ -129,3 +129,116 @@ async fn two_of_three_approve_and_the_check_per_approval_is_cheap() {
         m / 2.0
     );
 }
+
+/// Votes signed on the approvers' machines, recorded by another person's service (a web
+/// server run by the requester, whose own approval never counts): only each approver's own
+/// signature, for this plan, this content, this policy and recently, counts; the recorded plan
+/// passes the check before a run.
+#[tokio::test]
+async fn votes_signed_elsewhere_count_only_as_their_signers() {
+    use orca_services::policy::SignedVote;
+    let shared = MemoryStore::new();
+    let (alice, _) = as_person(&shared, "alice");
+    let (server, _) = as_person(&shared, "alice");
+    let ctx_digest = server.policy().unwrap().signed.digest.clone();
+    let [_, (_, bob_key), (_, carol_key)] = keys();
+    let one = alice
+        .create_proposal(content(vec![step("a", "shell").with_command("true")]), None)
+        .await
+        .unwrap();
+    let two = alice
+        .create_proposal(content(vec![step("a", "shell").with_command("true")]), None)
+        .await
+        .unwrap();
+    let (id, digest) = (one.id(), one.content().digest());
+    let name = |n: &str| n.parse::<orca_core::policy::ApproverName>().unwrap();
+    let vote = |key: &SigningKey, who: &str, plan, digest: &orca_core::Digest| {
+        SignedVote::sign(
+            key,
+            plan,
+            digest.clone(),
+            ctx_digest.clone(),
+            name(who),
+            None,
+        )
+    };
+    let mut refused = Vec::new();
+    // bob's vote through carol's binding.
+    let bobs = vote(&bob_key, "bob", id, &digest);
+    refused.push(server.approve_with_vote(id, &bobs, &name("carol")).await);
+    // bob's vote for the other plan (same content, same digest).
+    let other = vote(&bob_key, "bob", two.id(), &digest);
+    refused.push(server.approve_with_vote(id, &other, &name("bob")).await);
+    // bob's name, carol's key.
+    let forged = vote(&carol_key, "bob", id, &digest);
+    refused.push(server.approve_with_vote(id, &forged, &name("bob")).await);
+    // Another content digest.
+    let elsewhere = orca_core::Digest::of_bytes(b"other content");
+    let wrong = vote(&bob_key, "bob", id, &elsewhere);
+    refused.push(server.approve_with_vote(id, &wrong, &name("bob")).await);
+    // Another policy.
+    let mut under_other = bobs.clone();
+    under_other.policy = orca_core::Digest::of_bytes(b"another policy");
+    refused.push(
+        server
+            .approve_with_vote(id, &under_other, &name("bob"))
+            .await,
+    );
+    // Two hours old (re-signed, so only its age is wrong).
+    let old = time::OffsetDateTime::now_utc() - time::Duration::hours(2);
+    let old = old.replace_nanosecond(0).unwrap();
+    let mut stale = bobs.clone();
+    stale.at = old
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    stale.signature = bob_key.sign(&stale.statement().unwrap());
+    refused.push(server.approve_with_vote(id, &stale, &name("bob")).await);
+    let n = refused.len();
+    let errors: Vec<String> = refused
+        .into_iter()
+        .map(|r| r.err().map(|e| e.to_string()).unwrap_or_default())
+        .collect();
+    for e in &errors {
+        println!("refused: {e}");
+    }
+    assert!(
+        errors.iter().all(|e| e.contains("nothing was recorded")),
+        "{errors:?}"
+    );
+    assert!(
+        matches!(server.plan(id).await.unwrap(), orca_core::Plan::Proposal(p) if p.approvals().is_none())
+    );
+
+    // The control: bob's and carol's own votes.
+    assert!(matches!(
+        server
+            .approve_with_vote(id, &bobs, &name("bob"))
+            .await
+            .unwrap(),
+        PolicyDecision::Pending(..)
+    ));
+    assert!(
+        server
+            .approve_with_vote(id, &bobs, &name("bob"))
+            .await
+            .is_err(),
+        "twice"
+    );
+    let carols = vote(&carol_key, "carol", id, &digest);
+    assert!(matches!(
+        server
+            .approve_with_vote(id, &carols, &name("carol"))
+            .await
+            .unwrap(),
+        PolicyDecision::Approved(..)
+    ));
+    let approved = alice.approved(id).await.unwrap();
+    let store = shared.clone().with_authority(as_person(&shared, "alice").1);
+    orca_services::approval::check(&store, &approved)
+        .await
+        .unwrap()
+        .unwrap();
+    println!(
+        "votes signed elsewhere: {n} hostile refused (nothing recorded); bob + carol approved; the check before a run passes"
+    );
+}

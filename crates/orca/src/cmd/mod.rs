@@ -22,5 +22,6 @@ pub(crate) mod serve;
 pub(crate) mod setup;
 pub(crate) mod store;
 pub(crate) mod transcript;
+pub(crate) mod vote;
 pub(crate) mod watch;
 pub(crate) mod worker;

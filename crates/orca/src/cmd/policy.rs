@@ -68,7 +68,7 @@ fn configured(app: &App) -> Result<&PolicyContext, CliError> {
 
 pub(crate) async fn policy(app: &App, cmd: PolicyCommand) -> Result<Exit, CliError> {
     match cmd {
-        PolicyCommand::Sign { .. } => crate::app::unreachable_init(),
+        PolicyCommand::Sign { .. } | PolicyCommand::Vote { .. } => crate::app::unreachable_init(),
         PolicyCommand::Show => {
             let ctx = configured(app)?;
             show(app, &ctx.signed);

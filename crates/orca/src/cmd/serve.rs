@@ -35,6 +35,11 @@ pub(crate) struct ServeArgs {
     /// `web:NAME`.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["revoke_token", "list_tokens"])]
     pub(crate) new_token: Option<String>,
+    /// With --new-token: bind the token to this approver of the approval policy. Under a
+    /// policy, a token approves only by bringing that approver's own signature (made with
+    /// `orca policy vote` where their key is); an unbound token cannot approve.
+    #[arg(long, value_name = "APPROVER", requires = "new_token")]
+    pub(crate) approver: Option<String>,
     /// Remove the access token NAME (it stops working at once), and exit.
     #[arg(long, value_name = "NAME", conflicts_with = "list_tokens")]
     pub(crate) revoke_token: Option<String>,
@@ -116,6 +121,20 @@ pub(crate) fn notifiers(app: &App, notify: Option<&NotifyConfig>) -> Result<Noti
         }
         None => None,
     };
+    // A relative `ca_file` is inside the project, like a relative `password_file`.
+    let resolved = notify
+        .email
+        .as_ref()
+        .and_then(|e| e.ca_file.as_ref())
+        .filter(|ca| ca.is_relative())
+        .map(|ca| {
+            let mut copy = notify.clone();
+            if let Some(email) = copy.email.as_mut() {
+                email.ca_file = Some(app.root().join(ca));
+            }
+            copy
+        });
+    let notify = resolved.as_ref().unwrap_or(notify);
     let notifier = Notifier::new(notify, password).map_err(|e| bad(&e))?;
     let command = notify
         .command
@@ -223,10 +242,19 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
     let tokens = token_file()?;
     if let Some(name) = args.new_token {
         let name = TokenName::try_from(name).map_err(web_error)?;
-        let new = tokens.create(name).map_err(web_error)?;
+        let approver = args
+            .approver
+            .map(|a| {
+                a.parse::<orca_core::policy::ApproverName>()
+                    .map(|n| n.as_str().to_owned())
+                    .map_err(|e| CliError::bad_input(format!("--approver: {e}")))
+            })
+            .transpose()?;
+        let bound = approver.clone();
+        let new = tokens.create_for(name, approver).map_err(web_error)?;
         if global.json {
             out_json(
-                &json!({ "name": new.name, "token": new.secret, "replaced": new.replaced, "file": tokens.path() }),
+                &json!({ "name": new.name, "token": new.secret, "replaced": new.replaced, "file": tokens.path(), "approver": bound }),
             );
         } else {
             out(&new.secret);
@@ -241,6 +269,11 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
                 tokens.path().display(),
                 new.name.actor()
             ));
+            if let Some(who) = &bound {
+                say(&format!(
+                    "under an approval policy it approves only as {who}, with {who}'s own signature: `orca policy vote PLAN --digest …` where {who}'s key is"
+                ));
+            }
         }
         return Ok(Exit::Ok);
     }
@@ -260,11 +293,11 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         return Ok(Exit::Ok);
     }
     if args.list_tokens {
-        let list = tokens.list().map_err(web_error)?;
+        let list = tokens.list_bound().map_err(web_error)?;
         if global.json {
             let items: Vec<serde_json::Value> = list
                 .iter()
-                .map(|(n, at)| json!({ "name": n, "created_at": orca_web::html::when(*at) }))
+                .map(|(n, at, who)| json!({ "name": n, "created_at": orca_web::html::when(*at), "approver": who }))
                 .collect();
             out_json(&json!(items));
         } else if list.is_empty() {
@@ -272,7 +305,15 @@ pub(crate) async fn run(args: ServeArgs, global: &Global) -> Result<Exit, CliErr
         } else {
             let lines: Vec<String> = list
                 .iter()
-                .map(|(n, at)| format!("{n}  created {}", orca_web::html::when(*at)))
+                .map(|(n, at, who)| {
+                    format!(
+                        "{n}  created {}{}",
+                        orca_web::html::when(*at),
+                        who.as_ref()
+                            .map(|w| format!("  approver {w}"))
+                            .unwrap_or_default()
+                    )
+                })
                 .collect();
             out(&lines.join("\n"));
         }

@@ -147,3 +147,85 @@ async fn the_user_turns_approvals_through_hosts_off() {
     assert_eq!(approved + asked_hosts, 0);
     assert_eq!(told, tries);
 }
+
+/// Under a 2-of-{alice, bob, carol} policy an approval accepted in an agent host is exactly one
+/// approver's signature: the user running `orca mcp` (bob). The requester's own acceptance in
+/// her host is not counted, the plan does not run on one signature, `plan_show` says what it
+/// still needs, and it runs once carol signs with her own key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_through_a_host_under_a_policy_is_one_approvers_signature() {
+    use crate::common::project::code;
+    use crate::mcp_support::{call, text};
+    use crate::team_approvals::{TWO_OF_THREE, Team, infra_plan};
+    let t = Team::new();
+    t.policy(TWO_OF_THREE, "admin");
+    // The test host checks the question shows the plan (its step "say hello").
+    let mut doc: serde_json::Value = serde_json::from_str(&infra_plan()).unwrap();
+    doc["steps"][0]["description"] = json!("say hello");
+    let plan = t.propose("alice", &doc.to_string());
+    let given = |t: &Team| -> Vec<String> {
+        t.plan_log(&plan)
+            .iter()
+            .filter(|e| e["kind"] == "plan.approval.given")
+            .map(|e| e["data"]["signature"]["key"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // The requester accepts in her host (the newest protocol's rounds): refused, nothing written.
+    let alice = Project::sharing(t.project.path(), t.home("alice"));
+    let (host, asked) = alice.connect_rounds("claude-code", Human::Accepts).await;
+    let refused = call(&host, "plan_ask_human", json!({"plan": plan}))
+        .await
+        .unwrap();
+    let why = text(&refused);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(refused.is_error, Some(true), "{why}");
+    assert!(why.contains("nobody approves their own request"), "{why}");
+    host.cancel().await.unwrap();
+    let after_requester = given(&t).len();
+    assert_eq!(after_requester, 0);
+
+    // bob accepts in his host: one signature, his key's.
+    let bob = Project::sharing(t.project.path(), t.home("bob"));
+    let (host, asked) = bob.connect("codex", Human::Accepts).await;
+    let answer = ok(&host, "plan_ask_human", json!({"plan": plan})).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(answer["approved"], false, "{answer}");
+    assert_eq!(answer["recorded"], true, "{answer}");
+    let shown = ok(&host, "plan_show", json!({"plan": plan})).await;
+    let needs = shown["approval_policy"]["needs"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Asking again in the same host is not a second signature.
+    let again = call(&host, "plan_ask_human", json!({"plan": plan}))
+        .await
+        .unwrap();
+    host.cancel().await.unwrap();
+    assert_eq!(
+        needs, "infra: needs 2 of {bob, carol}; 1 given (bob)",
+        "{shown}"
+    );
+    assert_eq!(given(&t), [t.key("bob")]);
+    assert_eq!(t.stage(&plan), "proposal");
+    assert_eq!(given(&t).len(), 1, "{}", text(&again));
+
+    // One signature does not run.
+    let run = t.run("alice", &["run", &plan, "--yes"]);
+    let ran_early = code(&run) == 0 || t.stage(&plan) != "proposal";
+    assert!(!ran_early, "{}", crate::team_approvals::text(&run));
+
+    // carol signs with her own key at her terminal: approved, and it runs.
+    let out = t.run("carol", &["plan", "approve", &plan]);
+    assert_eq!(code(&out), 0, "{}", crate::team_approvals::text(&out));
+    assert_eq!(t.stage(&plan), "approved");
+    let keys = given(&t);
+    assert_eq!(keys, [t.key("bob"), t.key("carol")]);
+    let run = t.run("alice", &["run", &plan]);
+    assert_eq!(code(&run), 0, "{}", crate::team_approvals::text(&run));
+    println!(
+        "MCP elicitation under 2 of {{alice, bob, carol}}: requester's acceptance counted {after_requester}; bob's host: 1 signature (key {}); plan_show: \"{needs}\"; ran before a second signer: {ran_early}; after carol: {} signatures, ran",
+        keys[0],
+        keys.len()
+    );
+}

@@ -24,7 +24,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::web_support::{self, Project, Server, client, eventually, get, nonce, plan, post};
 
-const PUBLIC: &str = "https://orca.example:7777";
+pub(crate) const PUBLIC: &str = "https://orca.example:7777";
 
 /// One request a webhook receiver got.
 #[derive(Debug, Clone)]
@@ -240,7 +240,7 @@ url = "{gone}"
 }
 
 /// Where `.ci/smtp-venv.sh` installs aiosmtpd: `<target>/smtp-venv` (installed now if missing).
-fn smtp_python() -> PathBuf {
+pub(crate) fn smtp_python() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
         PathBuf::from,
@@ -381,7 +381,7 @@ tls = "none"
 }
 
 /// Every file under `.orca/` that holds `needle`.
-fn files_holding(p: &Project, needle: &str) -> Vec<PathBuf> {
+pub(crate) fn files_holding(p: &Project, needle: &str) -> Vec<PathBuf> {
     web_support::walk(&p.root.join(".orca"))
         .into_iter()
         .filter(|f| {

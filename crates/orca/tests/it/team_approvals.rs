@@ -17,8 +17,8 @@ use tempfile::TempDir;
 use crate::common::project::{code, plan_doc, stderr, stdout};
 
 /// A project, a team directory holding the policy, and one config home per person.
-struct Team {
-    project: TempDir,
+pub(crate) struct Team {
+    pub(crate) project: TempDir,
     shared: TempDir,
     homes: Vec<(&'static str, TempDir)>,
 }
@@ -26,7 +26,7 @@ struct Team {
 const PEOPLE: [&str; 5] = ["alice", "bob", "carol", "dave", "admin"];
 
 impl Team {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let t = Self {
             project: tempfile::tempdir().unwrap(),
             shared: tempfile::tempdir().unwrap(),
@@ -42,15 +42,15 @@ impl Team {
         t
     }
 
-    fn home(&self, who: &str) -> &Path {
+    pub(crate) fn home(&self, who: &str) -> &Path {
         self.homes.iter().find(|(n, _)| *n == who).unwrap().1.path()
     }
 
-    fn run(&self, who: &str, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, who: &str, args: &[&str]) -> Output {
         crate::common::orca(self.project.path(), self.home(who), args)
     }
 
-    fn key(&self, who: &str) -> String {
+    pub(crate) fn key(&self, who: &str) -> String {
         let text = std::fs::read_to_string(self.home(who).join("orca/signing.key")).unwrap();
         text.lines()
             .find_map(|l| l.strip_prefix("# public key: "))
@@ -58,13 +58,13 @@ impl Team {
             .to_owned()
     }
 
-    fn policy_path(&self) -> PathBuf {
+    pub(crate) fn policy_path(&self) -> PathBuf {
         self.shared.path().join("policy.toml")
     }
 
     /// Writes the policy (approvers alice, bob, carol, dave) with `rules`, signed by `signer`,
     /// and points every person's config at it, trusting admin's key.
-    fn policy(&self, rules: &str, signer: &str) {
+    pub(crate) fn policy(&self, rules: &str, signer: &str) {
         let mut text = "format_version = 1\n\n[approvers]\n".to_owned();
         for who in ["alice", "bob", "carol", "dave"] {
             text.push_str(&format!("{who} = \"{}\"\n", self.key(who)));
@@ -86,7 +86,7 @@ impl Team {
     }
 
     /// `who` creates a proposal from `doc`; its id.
-    fn propose(&self, who: &str, doc: &str) -> String {
+    pub(crate) fn propose(&self, who: &str, doc: &str) -> String {
         let file = self.project.path().join("plan.json");
         std::fs::write(&file, doc).unwrap();
         let out = self.run(who, &["plan", "create", "--quiet", file.to_str().unwrap()]);
@@ -94,13 +94,13 @@ impl Team {
         stdout(&out).trim().to_owned()
     }
 
-    fn stage(&self, plan: &str) -> String {
+    pub(crate) fn stage(&self, plan: &str) -> String {
         let out = self.run("alice", &["--json", "plan", "show", plan]);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         v["stage"].as_str().unwrap().to_owned()
     }
 
-    fn plan_log(&self, plan: &str) -> Vec<Value> {
+    pub(crate) fn plan_log(&self, plan: &str) -> Vec<Value> {
         let dir = self.project.path().join(".orca/plans");
         let full = std::fs::read_dir(&dir)
             .unwrap()
@@ -123,16 +123,16 @@ impl Team {
 }
 
 /// A shell plan writing under `infra/`.
-fn infra_plan() -> String {
+pub(crate) fn infra_plan() -> String {
     let mut doc: Value =
         serde_json::from_str(&plan_doc("change infra", &[("a", "true", &[])])).unwrap();
     doc["steps"][0]["writes"] = serde_json::json!(["infra/main.tf"]);
     doc.to_string()
 }
 
-const TWO_OF_THREE: &str = "[[rule]]\nname = \"infra\"\nrequire = 2\nfrom = [\"alice\", \"bob\", \"carol\"]\n[rule.when]\nwrites = [\"infra/**\"]\n";
+pub(crate) const TWO_OF_THREE: &str = "[[rule]]\nname = \"infra\"\nrequire = 2\nfrom = [\"alice\", \"bob\", \"carol\"]\n[rule.when]\nwrites = [\"infra/**\"]\n";
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!("{}{}", stdout(out), stderr(out))
 }
 
@@ -446,13 +446,19 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     t.policy(TWO_OF_THREE, "admin");
     let plan = t.propose("alice", &infra_plan());
     assert_eq!(code(&t.run("bob", &["plan", "approve", &plan])), 0);
-    // Carol serves the inbox from her own config home: the server signs with her key.
+    // Carol serves the inbox from her own config home, with a token bound to her name; her
+    // approval there is the one she signs with `orca policy vote`.
     let carol = crate::web_support::Project {
         dir: tempfile::tempdir().unwrap(),
         root: t.project.path().to_path_buf(),
         home: t.home("carol").to_path_buf(),
     };
-    let token = carol.token("carol-phone");
+    let out = t.run(
+        "carol",
+        &["serve", "--new-token", "carol-phone", "--approver", "carol"],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let token = stdout(&out).trim().to_owned();
     let server = Server::start(&carol, &[]);
     let c = client();
     let (_, page) = get(&c, &server.url(&format!("/plans/{plan}")), &token).await;
@@ -460,18 +466,38 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
         page.contains("needs 2 of {bob, carol}; 1 given (bob)"),
         "the web plan page says what the plan needs: {page}"
     );
-    let url = server.url(&format!("/plans/{plan}/approve"));
-    let (_, confirm) = get(&c, &url, &token).await;
-    let form = [
-        (
-            "nonce",
-            nonce(&confirm, Some(&format!("/plans/{plan}/approve"))),
-        ),
-        ("confirm", "yes".to_owned()),
-        ("digest", shown_digest(&confirm)),
-    ];
-    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (status, body, _) = post(&c, &url, &token, &form).await;
+    let web_approve = |plan: String| {
+        let (c, url, token) = (
+            c.clone(),
+            server.url(&format!("/plans/{plan}/approve")),
+            token.clone(),
+        );
+        let t = &t;
+        async move {
+            let (_, confirm) = get(&c, &url, &token).await;
+            let digest = shown_digest(&confirm);
+            let id = confirm
+                .split("orca policy vote ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap()
+                .to_owned();
+            let vote = t.run("carol", &["policy", "vote", &id, "--digest", &digest]);
+            assert_eq!(code(&vote), 0, "{}", text(&vote));
+            let form = [
+                (
+                    "nonce",
+                    nonce(&confirm, Some(&format!("/plans/{plan}/approve"))),
+                ),
+                ("confirm", "yes".to_owned()),
+                ("digest", digest),
+                ("vote", stdout(&vote).trim().to_owned()),
+            ];
+            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            post(&c, &url, &token, &form).await
+        }
+    };
+    let (status, body, _) = web_approve(plan.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(t.stage(&plan), "approved");
     let keys: Vec<String> = t
@@ -486,18 +512,7 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
 
     // The other order: the web first (recorded, not approved), then the terminal.
     let second = t.propose("alice", &infra_plan());
-    let url = server.url(&format!("/plans/{second}/approve"));
-    let (_, confirm) = get(&c, &url, &token).await;
-    let form = [
-        (
-            "nonce",
-            nonce(&confirm, Some(&format!("/plans/{second}/approve"))),
-        ),
-        ("confirm", "yes".to_owned()),
-        ("digest", shown_digest(&confirm)),
-    ];
-    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (status, body, _) = post(&c, &url, &token, &form).await;
+    let (status, body, _) = web_approve(second.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert!(
         body.contains("Approval recorded") && body.contains("1 given (carol)"),
@@ -506,8 +521,40 @@ async fn one_signer_at_the_terminal_and_one_in_the_web_inbox_approve_together() 
     assert_eq!(t.stage(&second), "proposal");
     assert_eq!(code(&t.run("bob", &["plan", "approve", &second])), 0);
     assert_eq!(t.stage(&second), "approved");
+
+    // A rejection through another token on carol's server is that token's, not carol's.
+    let out = t.run(
+        "carol",
+        &["serve", "--new-token", "bob-phone", "--approver", "bob"],
+    );
+    let bob_token = stdout(&out).trim().to_owned();
+    let third = t.propose("alice", &infra_plan());
+    let (_, page) = get(&c, &server.url(&format!("/plans/{third}")), &bob_token).await;
+    let url = server.url(&format!("/plans/{third}/reject"));
+    let form = [
+        (
+            "nonce",
+            nonce(&page, Some(&format!("/plans/{third}/reject"))),
+        ),
+        ("reason", "not now".to_owned()),
+    ];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, body, _) = post(&c, &url, &bob_token, &form).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(t.stage(&third), "rejected");
+    let by: Vec<Value> = t
+        .plan_log(&third)
+        .iter()
+        .filter(|e| e["kind"] == "plan.rejected")
+        .map(|e| e["data"]["by"].clone())
+        .collect();
+    assert_eq!(
+        by,
+        [Value::from("web:bob-phone")],
+        "not recorded as the server's user"
+    );
     println!(
-        "CLI (bob) + web inbox (carol's server), both orders: 2 signed approvals by 2 keys each; approved and ran"
+        "CLI (bob) + web inbox (carol's own signature, `orca policy vote`), both orders: 2 signed approvals by 2 keys each; approved and ran; a rejection with bob's token on carol's server recorded as {by:?}"
     );
 }
 

@@ -123,6 +123,16 @@ impl Project {
         p
     }
 
+    /// An MCP server for a project that exists, run by the user whose config home is
+    /// `config_home` (nothing is initialised or configured).
+    pub(crate) fn sharing(root: &std::path::Path, config_home: &std::path::Path) -> Self {
+        Self {
+            _dir: tempfile::tempdir().unwrap(),
+            root: root.to_path_buf(),
+            config_home: config_home.to_path_buf(),
+        }
+    }
+
     pub(crate) fn orca(&self, args: &[&str]) -> std::process::Output {
         crate::common::orca(&self.root, &self.config_home, args)
     }
