@@ -16,6 +16,7 @@ use opentelemetry_sdk::trace::{
 
 use crate::client::{self, Client};
 use crate::config::{Protocol, TelemetrySettings};
+use crate::ledger::{Acking, Ledger};
 use crate::metrics::Instruments;
 
 /// Spans queued at most before new ones are dropped (bounded memory when the collector is
@@ -39,6 +40,10 @@ struct Inner {
     /// Where following an execution starts, when this process wrote to its log before driving
     /// it (`exec decide`): the last `seq` before that write.
     marks: std::sync::Mutex<std::collections::BTreeMap<orca_core::ExecutionId, Option<u64>>>,
+    /// What the collector acknowledged, per execution.
+    ledger: Arc<Ledger>,
+    /// Held while spans are counted and queued, so the count matches the queue's order.
+    queueing: std::sync::Mutex<()>,
 }
 
 fn protocol(p: Protocol) -> opentelemetry_otlp::Protocol {
@@ -49,7 +54,9 @@ fn protocol(p: Protocol) -> opentelemetry_otlp::Protocol {
 }
 
 impl Telemetry {
-    /// Starts the exporters (nothing is sent until spans or metrics are recorded).
+    /// Starts the exporters (nothing is sent until spans or metrics are recorded). `marks`: the
+    /// directory where what the collector acknowledged of each execution is kept, so the next
+    /// process that follows it sends what this one could not (`None`: not kept).
     ///
     /// # Errors
     ///
@@ -57,6 +64,7 @@ impl Telemetry {
     pub fn start(
         settings: TelemetrySettings,
         runtime: tokio::runtime::Handle,
+        marks: Option<std::path::PathBuf>,
     ) -> Result<Self, String> {
         tracing::debug!("telemetry: starting");
         let http = orca_llm::http_client_builder()
@@ -101,6 +109,11 @@ impl Telemetry {
             )
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
             .build();
+        let ledger = Arc::new(Ledger::new(marks));
+        let span_exporter = Acking {
+            inner: span_exporter,
+            ledger: Arc::clone(&ledger),
+        };
         let mut spans = BatchSpanProcessor::builder(span_exporter)
             .with_batch_config(
                 BatchConfigBuilder::default()
@@ -158,6 +171,8 @@ impl Telemetry {
                 health,
                 started,
                 marks: std::sync::Mutex::default(),
+                ledger,
+                queueing: std::sync::Mutex::default(),
             }),
         })
     }
@@ -194,12 +209,45 @@ impl Telemetry {
         self.inner.instruments.decisions(delta);
     }
 
+    /// When `exec`'s oldest open decision was asked (`None`: none is open), for the age of
+    /// the decisions pending.
+    pub fn open_decision(
+        &self,
+        exec: orca_core::ExecutionId,
+        asked: Option<std::time::SystemTime>,
+    ) {
+        self.inner.instruments.open_decision(exec, asked);
+    }
+
     /// Queues spans (and their metrics) for export; never blocks (a full queue drops them).
     pub fn record(&self, spans: Vec<SpanData>) {
+        self.queue(None, spans);
+    }
+
+    /// Queues the spans of `exec`'s log up to `seq`: once all are exported, the next process
+    /// that follows `exec` starts after `seq` ([`Telemetry::acknowledged`]).
+    pub fn record_window(&self, exec: orca_core::ExecutionId, seq: u64, spans: Vec<SpanData>) {
+        self.queue(Some((exec, seq)), spans);
+    }
+
+    fn queue(&self, window: Option<(orca_core::ExecutionId, u64)>, spans: Vec<SpanData>) {
         self.inner.instruments.record(&spans);
+        let _order = self
+            .inner
+            .queueing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.ledger.queued(window, spans.len());
         for span in spans {
             self.inner.spans.on_end(span);
         }
+    }
+
+    /// The `seq` of `exec`'s log up to which every span was acknowledged by the collector, by
+    /// this process or an earlier one.
+    #[must_use]
+    pub fn acknowledged(&self, exec: orca_core::ExecutionId) -> Option<u64> {
+        self.inner.ledger.acknowledged(exec)
     }
 
     /// Sends what is queued, waiting at most the flush bound (2 s) for a collector that has
