@@ -113,14 +113,17 @@ pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) ->
     Some(Follower::start(app.store.clone(), telemetry, run).await)
 }
 
+/// What a worker's followers share: the store, the exporter, the agents' models.
+type Following = (
+    std::sync::Arc<dyn orca_store::Store>,
+    Telemetry,
+    BTreeMap<String, ModelInfo>,
+);
+
 /// The followers of a worker's drives: one per execution it drives, from the drive's start to
 /// its end (the trace is the execution's, whichever worker drives it).
 pub(crate) struct Drives {
-    follow: Option<(
-        std::sync::Arc<dyn orca_store::Store>,
-        Telemetry,
-        BTreeMap<String, ModelInfo>,
-    )>,
+    follow: Option<Following>,
     live: std::sync::Mutex<BTreeMap<ExecutionId, tokio::task::JoinHandle<Option<Follower>>>>,
     ending: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }

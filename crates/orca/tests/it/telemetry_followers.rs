@@ -4,8 +4,6 @@
 //! waits for the first); a decision made on `orca serve`'s web page is its span, with the
 //! actor, exported by the run it restarts, without a span sent twice.
 
-#![expect(clippy::unwrap_used, reason = "tests")]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -32,13 +30,12 @@ fn by_name<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
     spans.iter().filter(|s| s.name == name).collect()
 }
 
-/// The spans of `exec`'s trace; asserts none was sent twice.
-fn trace_of(receiver: &Receiver, exec: &str) -> Vec<Span> {
+/// The spans of `exec`'s trace, and what to print of them; asserts none was sent twice.
+fn trace_of(receiver: &Receiver, exec: &str) -> (Vec<Span>, String) {
     let got = receiver.received();
     assert_eq!(got.undecodable, 0);
     let uuid = exec.trim_start_matches("exec_").replace('-', "");
     let traces: BTreeSet<String> = got.spans.iter().map(|(s, _)| hex(&s.trace_id)).collect();
-    println!("trace ids: {traces:?} (execution {exec})");
     assert_eq!(traces, BTreeSet::from([uuid]), "one trace: the execution's");
     let spans: Vec<Span> = got.spans.into_iter().map(|(s, _)| s).collect();
     let ids: BTreeSet<Vec<u8>> = spans.iter().map(|s| s.span_id.clone()).collect();
@@ -46,9 +43,13 @@ fn trace_of(receiver: &Receiver, exec: &str) -> Vec<Span> {
         *m.entry(s.name.as_str()).or_default() += 1;
         m
     });
-    println!("{} spans, {} distinct: {names:?}", spans.len(), ids.len());
-    assert_eq!(ids.len(), spans.len(), "a span was exported twice");
-    spans
+    let said = format!(
+        "trace {traces:?} (execution {exec}): {} spans, {} distinct: {names:?}",
+        spans.len(),
+        ids.len()
+    );
+    assert_eq!(ids.len(), spans.len(), "a span was exported twice: {said}");
+    (spans, said)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,7 +104,8 @@ async fn a_worker_exports_the_trace_with_its_queue_and_lock_waits() {
         (exec, dir, receiver.received().metrics)
     });
     drop(root_dir);
-    let spans = trace_of(&receiver, &exec);
+    let (spans, said) = trace_of(&receiver, &exec);
+    println!("{said}");
     let root = by_name(&spans, "invoke_workflow");
     assert_eq!(root.len(), 1, "the worker's run has its root span");
     let root = root[0];
@@ -200,7 +202,8 @@ async fn a_decision_made_on_the_web_is_its_span_with_the_actor() {
         "spans before the decision: {before}; the root arrived {:.1} s after it",
         start.elapsed().as_secs_f64()
     );
-    let spans = trace_of(&receiver, &exec);
+    let (spans, said) = trace_of(&receiver, &exec);
+    println!("{said}");
     let decisions = by_name(&spans, "human_decision");
     assert_eq!(decisions.len(), 1, "the decision's span");
     let d = decisions[0];
