@@ -2,7 +2,8 @@
 //! OTLP receiver: a run driven by `orca worker` on a shared PostgreSQL store is the
 //! execution's trace, with its queue and lock waits (two steps that need one lock: the second
 //! waits for the first); a decision made on `orca serve`'s web page is its span, with the
-//! actor, exported by the run it restarts, without a span sent twice.
+//! actor, exported by the run it restarts, without a span sent twice; so is one answered by an
+//! agent over MCP.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
@@ -220,4 +221,69 @@ async fn a_decision_made_on_the_web_is_its_span_with_the_actor() {
         .map(|s| attr(s, "orca.attempt").unwrap())
         .collect();
     assert_eq!(attempts, BTreeSet::from(["1".to_owned(), "2".to_owned()]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_answered_over_mcp_is_its_span_with_the_actor() {
+    use crate::mcp_support::{self, Human, ok, watch_until};
+    let receiver = Receiver::start().await;
+    let endpoint = receiver.url.clone();
+    let p = mcp_support::Project::new();
+    let (client, _) = p
+        .connect_with(
+            "otel-client",
+            Human::Absent,
+            &[],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+        )
+        .await;
+    let doc = mcp_support::plan_doc(json!([
+        {"id": "flaky", "agent": "shell", "description": "fails once, then succeeds",
+         "command": "if [ -f .failed-once ]; then echo recovered; else touch .failed-once; exit 1; fi",
+         "max_attempts": 1}
+    ]));
+    let created = ok(&client, "plan_create", json!({"document": doc.to_string()})).await;
+    let plan = created["plan_id"].as_str().unwrap().to_owned();
+    assert!(p.orca(&["plan", "approve", &plan]).status.success());
+    // The driver the MCP server starts inherits its environment: it exports.
+    let run = ok(&client, "plan_run", json!({"plan": plan})).await;
+    let exec = run["execution_id"].as_str().unwrap().to_owned();
+    let mut events = Vec::new();
+    watch_until(&client, &exec, &mut events, |w| {
+        w["decision"].is_object() || w["ended"] == true
+    })
+    .await;
+    let answered = ok(
+        &client,
+        "decision_answer",
+        json!({"execution": exec, "action": "retry"}),
+    )
+    .await;
+    assert_eq!(answered["by"], "mcp:otel-client");
+    let ended = watch_until(&client, &exec, &mut events, |w| w["ended"] == true).await;
+    assert_eq!(ended["stage"], "completed", "{ended}");
+    eventually(Duration::from_secs(60), "the root span", || {
+        let got = receiver.received();
+        async move {
+            got.spans
+                .iter()
+                .any(|(s, _)| s.name == "invoke_workflow")
+                .then_some(())
+        }
+    })
+    .await;
+    let (spans, said) = trace_of(&receiver, &exec);
+    println!("{said}");
+    let decisions = by_name(&spans, "human_decision");
+    assert_eq!(decisions.len(), 1, "the decision's span");
+    println!(
+        "decision span: actor {:?}, {:.3} s",
+        attr(decisions[0], "orca.decision.actor"),
+        secs(decisions[0])
+    );
+    assert_eq!(
+        attr(decisions[0], "orca.decision.actor").as_deref(),
+        Some("mcp:otel-client")
+    );
+    client.cancel().await.unwrap();
 }
