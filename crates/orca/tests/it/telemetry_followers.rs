@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as NumberValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use orca_testkit::otlp::{Receiver, attr};
 use serde_json::{Value, json};
@@ -172,7 +174,26 @@ async fn a_decision_made_on_the_web_is_its_span_with_the_actor() {
         .as_str()
         .unwrap()
         .to_owned();
-    let before = receiver.received().spans.len();
+    let got = receiver.received();
+    let before = got.spans.len();
+    // The run that stopped to ask exported the decision pending and its age.
+    let names: BTreeSet<&str> = got.metrics.iter().map(|m| m.name.as_str()).collect();
+    println!("metrics of the run that asked: {names:?}");
+    assert!(names.contains("orca.decisions.pending"), "{names:?}");
+    let age = got
+        .metrics
+        .iter()
+        .find(|m| m.name == "orca.decisions.pending.age")
+        .and_then(|m| match &m.data {
+            Some(Data::Gauge(g)) => g.data_points.last().and_then(|p| match p.value {
+                Some(NumberValue::AsDouble(v)) => Some(v),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .expect("the age of the decision pending");
+    println!("age of the decision pending at the run's exit: {age:.3} s");
+    assert!(age > 0.0, "{age}");
     std::fs::write(p.root.join("ok"), "").unwrap();
     let server = Server::start_env(&p, &[], &env);
     let c = client();
