@@ -214,6 +214,11 @@ impl Run<'_> {
                 self.tools
                     .model_answered(usage.turns, answer, &turn_usage)
                     .await;
+            } else {
+                let finish = response.stop_reason.finish_reason();
+                self.tools
+                    .model_turn(usage.turns, finish, &turn_usage)
+                    .await;
             }
             let mut limits = self.budget;
             limits.max_turns = None;

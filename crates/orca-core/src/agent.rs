@@ -165,6 +165,13 @@ pub trait ToolHost: Send + Sync {
         let _ = (turn, text, usage);
     }
 
+    /// The model answered no text in turn `turn` (1-based): it only called tools, ending the
+    /// turn for `finish` (`tool_calls`, `length`…) and spending `usage`. The caller may record
+    /// it (the gate of a step's attempt writes an `agent.turn` entry). By default ignored.
+    async fn model_turn(&self, turn: u32, finish: &str, usage: &Usage) {
+        let _ = (turn, finish, usage);
+    }
+
     /// The agent's own program ran one of its built-in tools (a command-line agent's shell,
     /// edit or search tool — not offered, gated nor run by these tools): the caller may record
     /// it (the gate of a step's attempt writes an `agent.tool` entry, bounded and redacted).

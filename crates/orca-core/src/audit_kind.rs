@@ -137,6 +137,9 @@ audit_kinds! {
     ToolRefused = "tool.refused",
     /// A model's text answer in one turn of an agent's conversation (bounded).
     AgentAnswer = "agent.answer",
+    /// One turn of an agent's conversation that answered no text (it only called tools): the
+    /// turn, why it ended and its tokens (no prompt, no answer).
+    AgentTurn = "agent.turn",
     /// A tool a command-line agent's own program ran (its built-in shell, edit or search
     /// tools: not offered, gated nor run by orca), read from the program's output once it
     /// exited: the tool, its input and its output (bounded).

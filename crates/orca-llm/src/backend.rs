@@ -145,6 +145,21 @@ pub enum StopReason {
     Other(String),
 }
 
+impl StopReason {
+    /// The reason in the words of the GenAI semantic conventions'
+    /// `gen_ai.response.finish_reasons`.
+    #[must_use]
+    pub fn finish_reason(&self) -> &str {
+        match self {
+            Self::EndTurn => "stop",
+            Self::ToolUse => "tool_calls",
+            Self::MaxTokens => "length",
+            Self::ContentFilter => "content_filter",
+            Self::Other(other) => other,
+        }
+    }
+}
+
 /// One model turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatResponse {

@@ -47,9 +47,29 @@ pub struct PreparedStart {
     execution: ExecutionId,
     pub(crate) task: Task,
     pub(crate) expected: Revision,
+    pub(crate) wait: StartWait,
+}
+
+/// What a step waited for before it started, recorded in its `task.attempt.started` entry
+/// (`ready_at`, `lock_wait`): the runner saw it ready to run (its dependencies done, or its
+/// retry due) at `ready_at`, and found a resource lock it needs held by someone else from the
+/// first time of `lock_wait` until it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartWait {
+    /// When the runner first saw the step ready to start.
+    pub ready_at: Option<OffsetDateTime>,
+    /// Since when it waited for its locks, and which.
+    pub lock_wait: Option<(OffsetDateTime, Vec<String>)>,
 }
 
 impl PreparedStart {
+    /// The start, with what the step waited for before it.
+    #[must_use]
+    pub fn with_wait(mut self, wait: StartWait) -> Self {
+        self.wait = wait;
+        self
+    }
+
     /// The running task to write.
     #[must_use]
     pub const fn task(&self) -> &Task {
@@ -315,6 +335,7 @@ impl ExecutionService {
             execution: execution.id(),
             task: Task::Running(running),
             expected: current.revision,
+            wait: StartWait::default(),
         })
     }
 
@@ -328,6 +349,7 @@ impl ExecutionService {
             execution,
             task,
             expected,
+            wait: _,
         } = start;
         let revision = self.store.update_task(execution, &task, expected).await?;
         Ok(Versioned {

@@ -45,7 +45,7 @@ use orca_store::Store;
 
 pub use dispatch::DispatchService;
 pub use error::{Result, ServiceError};
-pub use execution::{Claim, ExecutionService, PreparedStart};
+pub use execution::{Claim, ExecutionService, PreparedStart, StartWait};
 pub use hitl::{Hitl, NoHuman, ScriptedHitl};
 pub use locks::LockHolder;
 pub use orca_service::{ApprovalOutcome, OrcaService};

@@ -205,11 +205,19 @@ impl ExecutionService {
             Task::Running(r) => r.attempt,
             _ => 0,
         };
-        let entry = NewAuditEntry::new(
-            AuditKind::TaskAttemptStarted,
-            json!({ "step_id": step, "agent": agent, "attempt": attempt }),
-        )
-        .with_parent(UNDER_EXECUTION);
+        let mut data = json!({ "step_id": step, "agent": agent, "attempt": attempt });
+        let rfc3339 = |t: time::OffsetDateTime| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        };
+        if let Some(ready) = start.wait.ready_at {
+            data["ready_at"] = json!(rfc3339(ready));
+        }
+        if let Some((since, locks)) = &start.wait.lock_wait {
+            data["lock_wait"] = json!({ "since": rfc3339(*since), "locks": locks });
+        }
+        let entry =
+            NewAuditEntry::new(AuditKind::TaskAttemptStarted, data).with_parent(UNDER_EXECUTION);
         let claimed = Versioned {
             value: start.task,
             revision: start.expected,

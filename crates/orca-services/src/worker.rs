@@ -95,6 +95,16 @@ pub trait Notifications: Send + Sync {
 pub enum WorkerEvent<'a> {
     /// It listens (or polls) and is about to look for work.
     Started,
+    /// A drive of this execution starts.
+    Driving {
+        /// The execution.
+        execution: ExecutionId,
+    },
+    /// A drive ended without an outcome (another worker led it first, or the store failed).
+    NotDriven {
+        /// The execution.
+        execution: ExecutionId,
+    },
     /// A drive ended. (Drives still going when the worker stops are counted, not reported.)
     Drove {
         /// The execution.
@@ -216,7 +226,7 @@ impl Worker {
             }
             if relist && drives.len() < self.config.executions {
                 ready = self
-                    .start_ready(&mut drives, &mut joins, &stop, &mut tally)
+                    .start_ready(&mut drives, &mut joins, &stop, &mut tally, &report)
                     .await;
             }
             if self.config.until_idle && drives.is_empty() && ready == 0 {
@@ -259,6 +269,7 @@ impl Worker {
         joins: &mut JoinSet<(ExecutionId, Result<DriveOutcome>)>,
         stop: &CancellationToken,
         tally: &mut WorkerTally,
+        report: &impl Fn(&WorkerEvent<'_>),
     ) -> usize {
         let list = match self.store.list_executions(None).await {
             Ok(list) => list,
@@ -292,6 +303,7 @@ impl Worker {
             let wake = Arc::clone(drives.entry(id).or_default());
             let (worker, token) = (self.clone(), stop.child_token());
             let pending = s.stage == ExecutionStage::Pending;
+            report(&WorkerEvent::Driving { execution: id });
             joins.spawn(async move { (id, worker.drive(id, pending, &token, wake).await) });
         }
         ready
@@ -317,7 +329,10 @@ impl Worker {
                 });
             }
             // Another worker took it first (LeaseHeld), or the store failed.
-            Err(e) => info!(execution = %id, error = %e, "not driven"),
+            Err(e) => {
+                info!(execution = %id, error = %e, "not driven");
+                report(&WorkerEvent::NotDriven { execution: id });
+            }
         }
     }
 }

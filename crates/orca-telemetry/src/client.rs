@@ -17,7 +17,11 @@ pub(crate) const FAILED: u8 = 2;
 pub(crate) struct Client {
     inner: reqwest::Client,
     runtime: tokio::runtime::Handle,
+    /// What is known of this signal's endpoint (traces and metrics apart: a collector that
+    /// takes traces and refuses metrics must not cost the traces their flush).
     health: Arc<AtomicU8>,
+    /// Whether the one warning was given (shared by the signals).
+    warned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Client {
@@ -25,16 +29,19 @@ impl Client {
         inner: reqwest::Client,
         runtime: tokio::runtime::Handle,
         health: Arc<AtomicU8>,
+        warned: Arc<std::sync::atomic::AtomicBool>,
     ) -> Self {
         Self {
             inner,
             runtime,
             health,
+            warned,
         }
     }
 
     fn warn_once(&self, url: &str, what: &str) {
-        if self.health.swap(FAILED, Ordering::Relaxed) != FAILED {
+        self.health.store(FAILED, Ordering::Relaxed);
+        if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "telemetry: export to {url} failed ({what}); the run goes on, further export failures are not reported"
             );

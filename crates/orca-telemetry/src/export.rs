@@ -16,6 +16,7 @@ use opentelemetry_sdk::trace::{
 
 use crate::client::{self, Client};
 use crate::config::{Protocol, TelemetrySettings};
+use crate::ledger::{Acking, Ledger};
 use crate::metrics::Instruments;
 
 /// Spans queued at most before new ones are dropped (bounded memory when the collector is
@@ -35,10 +36,15 @@ struct Inner {
     meters: SdkMeterProvider,
     instruments: Instruments,
     health: Arc<AtomicU8>,
+    metrics_health: Arc<AtomicU8>,
     started: std::time::Instant,
     /// Where following an execution starts, when this process wrote to its log before driving
     /// it (`exec decide`): the last `seq` before that write.
     marks: std::sync::Mutex<std::collections::BTreeMap<orca_core::ExecutionId, Option<u64>>>,
+    /// What the collector acknowledged, per execution.
+    ledger: Arc<Ledger>,
+    /// Held while spans are counted and queued, so the count matches the queue's order.
+    queueing: std::sync::Mutex<()>,
 }
 
 fn protocol(p: Protocol) -> opentelemetry_otlp::Protocol {
@@ -49,7 +55,9 @@ fn protocol(p: Protocol) -> opentelemetry_otlp::Protocol {
 }
 
 impl Telemetry {
-    /// Starts the exporters (nothing is sent until spans or metrics are recorded).
+    /// Starts the exporters (nothing is sent until spans or metrics are recorded). `marks`: the
+    /// directory where what the collector acknowledged of each execution is kept, so the next
+    /// process that follows it sends what this one could not (`None`: not kept).
     ///
     /// # Errors
     ///
@@ -57,6 +65,7 @@ impl Telemetry {
     pub fn start(
         settings: TelemetrySettings,
         runtime: tokio::runtime::Handle,
+        marks: Option<std::path::PathBuf>,
     ) -> Result<Self, String> {
         tracing::debug!("telemetry: starting");
         let http = orca_llm::http_client_builder()
@@ -65,7 +74,15 @@ impl Telemetry {
             .build()
             .map_err(|e| format!("telemetry: cannot build the HTTP client: {e}"))?;
         let health = Arc::new(AtomicU8::new(client::UNKNOWN));
-        let client = Client::new(http, runtime, Arc::clone(&health));
+        let metrics_health = Arc::new(AtomicU8::new(client::UNKNOWN));
+        let warned = Arc::default();
+        let client = Client::new(
+            http.clone(),
+            runtime.clone(),
+            Arc::clone(&health),
+            Arc::clone(&warned),
+        );
+        let metrics_client = Client::new(http, runtime, Arc::clone(&metrics_health), warned);
         let headers: std::collections::HashMap<String, String> = settings
             .headers
             .0
@@ -83,7 +100,7 @@ impl Telemetry {
             .map_err(|e| format!("telemetry: {}: {e}", settings.traces_endpoint))?;
         let metric_exporter = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
-            .with_http_client(client.clone())
+            .with_http_client(metrics_client)
             .with_protocol(protocol(settings.protocol))
             .with_endpoint(settings.metrics_endpoint.clone())
             .with_headers(headers)
@@ -101,6 +118,11 @@ impl Telemetry {
             )
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
             .build();
+        let ledger = Arc::new(Ledger::new(marks));
+        let span_exporter = Acking {
+            inner: span_exporter,
+            ledger: Arc::clone(&ledger),
+        };
         let mut spans = BatchSpanProcessor::builder(span_exporter)
             .with_batch_config(
                 BatchConfigBuilder::default()
@@ -156,8 +178,11 @@ impl Telemetry {
                 meters,
                 instruments,
                 health,
+                metrics_health,
                 started,
                 marks: std::sync::Mutex::default(),
+                ledger,
+                queueing: std::sync::Mutex::default(),
             }),
         })
     }
@@ -194,55 +219,106 @@ impl Telemetry {
         self.inner.instruments.decisions(delta);
     }
 
+    /// When `exec`'s oldest open decision was asked (`None`: none is open), for the age of
+    /// the decisions pending.
+    pub fn open_decision(
+        &self,
+        exec: orca_core::ExecutionId,
+        asked: Option<std::time::SystemTime>,
+    ) {
+        self.inner.instruments.open_decision(exec, asked);
+    }
+
     /// Queues spans (and their metrics) for export; never blocks (a full queue drops them).
     pub fn record(&self, spans: Vec<SpanData>) {
+        self.queue(None, spans);
+    }
+
+    /// Queues the spans of `exec`'s log up to `seq`: once all are exported, the next process
+    /// that follows `exec` starts after `seq` ([`Telemetry::acknowledged`]).
+    pub fn record_window(&self, exec: orca_core::ExecutionId, seq: u64, spans: Vec<SpanData>) {
+        self.queue(Some((exec, seq)), spans);
+    }
+
+    fn queue(&self, window: Option<(orca_core::ExecutionId, u64)>, spans: Vec<SpanData>) {
         self.inner.instruments.record(&spans);
+        let _order = self
+            .inner
+            .queueing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.ledger.queued(window, spans.len());
         for span in spans {
             self.inner.spans.on_end(span);
         }
     }
 
+    /// The `seq` of `exec`'s log up to which every span was acknowledged by the collector, by
+    /// this process or an earlier one.
+    #[must_use]
+    pub fn acknowledged(&self, exec: orca_core::ExecutionId) -> Option<u64> {
+        self.inner.ledger.acknowledged(exec)
+    }
+
     /// Sends what is queued, waiting at most the flush bound (2 s) for a collector that has
     /// answered, until a second after the start for one that has not answered yet, and not at
-    /// all for one that failed: what is not sent by then is abandoned, so a collector that is down or hanging
-    /// costs the exit almost nothing.
+    /// all for one that failed: what is not sent by then is abandoned, so a collector that is
+    /// down or hanging costs the exit almost nothing. Traces and metrics are judged apart (a
+    /// collector that refuses metrics still gets the last spans).
     pub async fn shutdown(&self) {
         let inner = Arc::clone(&self.inner);
-        let bound = match inner.health.load(Ordering::Relaxed) {
-            client::ANSWERED => inner.settings.flush_bound,
+        let span_health = inner.health.load(Ordering::Relaxed);
+        // Metrics not sent yet: judged by what the traces' endpoint did.
+        let metric_health = match inner.metrics_health.load(Ordering::Relaxed) {
+            client::UNKNOWN => span_health,
+            known => known,
+        };
+        let (span_bound, metric_bound) = (self.bound(span_health), self.bound(metric_health));
+        tracing::debug!(?span_bound, ?metric_bound, "telemetry: flushing");
+        let other = Arc::clone(&inner);
+        // Spans and metrics flush side by side, each within its bound, on threads of their own:
+        // a flush still waiting when the bound passes is left behind (the process's exit ends
+        // it), never waited for by the runtime's shutdown.
+        let spans = detached(move || {
+            let _ = inner.spans.shutdown_with_timeout(span_bound);
+        });
+        let meters = detached(move || {
+            let _ = other.meters.shutdown_with_timeout(metric_bound);
+        });
+        // Each done when flushed, its bound passed, or an export of it failed meanwhile (the
+        // rest would fail too: abandoned at once).
+        let wait = |done: tokio::sync::oneshot::Receiver<()>, bound, health: Arc<AtomicU8>| async move {
+            let failed = async {
+                while health.load(Ordering::Relaxed) != client::FAILED {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            let _ = tokio::time::timeout(bound + Duration::from_millis(20), async {
+                tokio::select! {
+                    _ = done => {}
+                    () = failed => {}
+                }
+            })
+            .await;
+        };
+        tokio::join!(
+            wait(spans, span_bound, Arc::clone(&self.inner.health)),
+            wait(meters, metric_bound, Arc::clone(&self.inner.metrics_health)),
+        );
+        tracing::debug!("telemetry: flushed or abandoned");
+    }
+
+    /// How long the exit waits for a signal whose endpoint is in `health`.
+    fn bound(&self, health: u8) -> Duration {
+        match health {
+            client::ANSWERED => self.inner.settings.flush_bound,
             client::FAILED => Duration::from_millis(1),
             // Not answered yet: a collector that has not answered the first request within a
             // second hangs; what is left of that second is the bound.
             _ => Duration::from_secs(1)
-                .saturating_sub(inner.started.elapsed())
+                .saturating_sub(self.inner.started.elapsed())
                 .max(Duration::from_millis(1)),
-        };
-        tracing::debug!(?bound, "telemetry: flushing");
-        let other = Arc::clone(&inner);
-        // Spans and metrics flush side by side, each within the bound, on threads of their own:
-        // a flush still waiting when the bound passes is left behind (the process's exit ends
-        // it), never waited for by the runtime's shutdown.
-        let spans = detached(move || {
-            let _ = inner.spans.shutdown_with_timeout(bound);
-        });
-        let meters = detached(move || {
-            let _ = other.meters.shutdown_with_timeout(bound);
-        });
-        // Done when both are flushed, the bound passed, or an export failed meanwhile (the
-        // rest would fail too: abandoned at once).
-        let failed = async {
-            while inner_health(&self.inner) != client::FAILED {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
-        let _ = tokio::time::timeout(bound + Duration::from_millis(20), async {
-            tokio::select! {
-                _ = async { let _ = spans.await; let _ = meters.await; } => {}
-                () = failed => {}
-            }
-        })
-        .await;
-        tracing::debug!("telemetry: flushed or abandoned");
+        }
     }
 }
 
@@ -273,10 +349,6 @@ pub async fn probe(settings: &TelemetrySettings, timeout: Duration) -> Result<u1
         Err(e) if e.is_timeout() => Err("no answer in time".to_owned()),
         Err(_) => Err("cannot connect".to_owned()),
     }
-}
-
-fn inner_health(inner: &Inner) -> u8 {
-    inner.health.load(Ordering::Relaxed)
 }
 
 /// Runs `f` on a thread of its own; the receiver answers once it returned (or at once when no

@@ -1,7 +1,9 @@
 //! Following an execution's audit log while a process drives it: every second, the spans ended
 //! by entries appended since the last look are derived and queued; a last look when the run
-//! ends. Only entries appended while this process follows are exported, so a resumed run adds
-//! to the trace the first process started without repeating it.
+//! ends. A follower starts where the collector's acknowledgements of the execution stop (kept
+//! on disk by whichever process sent them), else at the log's start: a resumed run, a
+//! worker or the run a decision restarts sends what a killed process never sent and adds to
+//! the trace the first process started without repeating what was acknowledged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,7 +67,7 @@ async fn look(
         models: &run.models,
         capture_content: telemetry.settings().capture_content,
     });
-    telemetry.record(spans);
+    telemetry.record_window(run.execution_id, last, spans);
     let delta: i64 = events
         .iter()
         .filter(|e| after.is_none_or(|a| e.seq > a))
@@ -76,16 +78,38 @@ async fn look(
         })
         .sum();
     telemetry.decisions(delta);
+    // The oldest decision asked and not answered yet (an answer answers the latest asked).
+    let mut open: Vec<time::OffsetDateTime> = Vec::new();
+    for e in &events {
+        match e.kind.as_str() {
+            "decision.requested" => open.push(e.at),
+            "decision.answered" => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    telemetry.open_decision(
+        run.execution_id,
+        open.first().map(|t| std::time::SystemTime::from(*t)),
+    );
     Some(last)
 }
 
 impl Follower {
-    /// Starts following from the entries appended after now (or after the mark this process
-    /// set before it wrote to the log: [`Telemetry::mark`]).
+    /// Starts following after the last entry whose spans the collector acknowledged (or after
+    /// the mark this process set before it wrote to the log, [`Telemetry::mark`], or from the
+    /// start).
     pub async fn start(store: Arc<dyn Store>, telemetry: Telemetry, run: Run) -> Self {
-        let start = match telemetry.mark_of(run.execution_id) {
-            Some(marked) => marked,
-            None => last_seq(store.as_ref(), run.plan_id, run.execution_id).await,
+        let start = match (
+            telemetry.acknowledged(run.execution_id),
+            telemetry.mark_of(run.execution_id),
+        ) {
+            (Some(acknowledged), _) => Some(acknowledged),
+            (None, Some(marked)) => marked,
+            // Nobody's export of it was acknowledged here: all of it (an execution started
+            // now, or one whose earlier runs had export off).
+            (None, None) => None,
         };
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
@@ -95,13 +119,36 @@ impl Follower {
                     () = tokio::time::sleep(Duration::from_secs(1)) => false,
                     _ = stopped.changed() => true,
                 };
-                after = look(store.as_ref(), &telemetry, &run, after).await;
+                // Another process following the same execution (a worker beside a web
+                // decision's run) may have sent some of it already.
+                let after_acknowledged = after.max(telemetry.acknowledged(run.execution_id));
+                after = look(store.as_ref(), &telemetry, &run, after_acknowledged).await;
                 if done {
                     break;
                 }
             }
         });
         Self { stop, task }
+    }
+
+    /// Follows `exec` from its plan (read from the store): for a process that learns only the
+    /// execution's id (a worker). `None` when the execution or its plan cannot be read.
+    pub async fn of_execution(
+        store: Arc<dyn Store>,
+        telemetry: Telemetry,
+        exec: ExecutionId,
+        models: BTreeMap<String, ModelInfo>,
+    ) -> Option<Self> {
+        let header = store.execution_header(exec).await.ok()?;
+        let plan_id = header.value.info().plan_id;
+        let goal = store.plan(plan_id).await.ok()?.value.content().goal.clone();
+        let run = Run {
+            plan_id,
+            execution_id: exec,
+            goal,
+            models,
+        };
+        Some(Self::start(store, telemetry, run).await)
     }
 
     /// Makes the last look (the entries the run's end appended).

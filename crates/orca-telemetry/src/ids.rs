@@ -37,6 +37,12 @@ pub fn entry_span(exec: ExecutionId, seq: u64) -> SpanId {
     span_id(exec, &format!("seq\0{seq}"))
 }
 
+/// A wait before the attempt that the entry `seq` starts (`what`: `queue` or `lock`).
+#[must_use]
+pub fn wait_span(exec: ExecutionId, what: &str, seq: u64) -> SpanId {
+    span_id(exec, &format!("{what}\0{seq}"))
+}
+
 /// The W3C `traceparent` of a step attempt: what its model requests and its command-line
 /// agent's own spans hang under.
 #[must_use]

@@ -15,8 +15,10 @@ pub mod config;
 mod export;
 pub mod follow;
 pub mod ids;
+mod ledger;
 mod metrics;
 pub mod spans;
+mod waits;
 
 pub use config::{ConfigError, Protocol, TelemetrySettings};
 pub use export::{Telemetry, probe};

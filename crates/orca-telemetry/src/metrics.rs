@@ -1,10 +1,16 @@
 //! Metrics, recorded from the spans as they are made: the GenAI client metrics
 //! (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`) and orca's own (attempts by
-//! outcome, step duration, decision wait, cost), with the spans' attributes.
+//! outcome, step duration, queue wait, lock wait, decision wait, decisions pending and the age
+//! of the oldest, cost), with the spans' attributes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
+use opentelemetry::metrics::{Counter, Histogram, Meter, ObservableGauge, UpDownCounter};
 use opentelemetry_sdk::trace::SpanData;
+use orca_core::ExecutionId;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Instruments {
@@ -15,6 +21,11 @@ pub(crate) struct Instruments {
     decision_wait: Histogram<f64>,
     decisions_pending: UpDownCounter<i64>,
     cost: Counter<f64>,
+    queue_wait: Histogram<f64>,
+    lock_wait: Histogram<f64>,
+    /// When each followed execution's oldest open decision was asked.
+    open_decisions: Arc<Mutex<BTreeMap<ExecutionId, SystemTime>>>,
+    _decision_age: ObservableGauge<f64>,
 }
 
 fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a opentelemetry::Value> {
@@ -42,7 +53,38 @@ fn dims(span: &SpanData, keys: &[&str]) -> Vec<KeyValue> {
 
 impl Instruments {
     pub(crate) fn new(meter: &Meter) -> Self {
+        let open_decisions: Arc<Mutex<BTreeMap<ExecutionId, SystemTime>>> = Arc::default();
+        let open = Arc::clone(&open_decisions);
+        let decision_age = meter
+            .f64_observable_gauge("orca.decisions.pending.age")
+            .with_unit("s")
+            .with_description("Age of the oldest decision asked and not answered yet")
+            .with_callback(move |gauge| {
+                let oldest = open
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .values()
+                    .min()
+                    .copied();
+                let age = oldest
+                    .and_then(|t| SystemTime::now().duration_since(t).ok())
+                    .map_or(0.0, |d| d.as_secs_f64());
+                gauge.observe(age, &[]);
+            })
+            .build();
         Self {
+            queue_wait: meter
+                .f64_histogram("orca.queue.wait")
+                .with_unit("s")
+                .with_description("Time from a step ready to run to its attempt's start")
+                .build(),
+            lock_wait: meter
+                .f64_histogram("orca.lock.wait")
+                .with_unit("s")
+                .with_description("Time a step waited for a resource lock held elsewhere")
+                .build(),
+            open_decisions,
+            _decision_age: decision_age,
             token_usage: meter
                 .u64_histogram("gen_ai.client.token.usage")
                 .with_unit("{token}")
@@ -86,6 +128,18 @@ impl Instruments {
         if delta != 0 {
             self.decisions_pending.add(delta, &[]);
         }
+    }
+
+    /// When `exec`'s oldest open decision was asked (`None`: none is open).
+    pub(crate) fn open_decision(&self, exec: ExecutionId, asked: Option<SystemTime>) {
+        let mut open = self
+            .open_decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match asked {
+            Some(t) => open.insert(exec, t),
+            None => open.remove(&exec),
+        };
     }
 
     pub(crate) fn record(&self, spans: &[SpanData]) {
@@ -136,6 +190,13 @@ impl Instruments {
                         self.cost
                             .add(*usd, &dims(span, &["gen_ai.agent.name", "orca.step.id"]));
                     }
+                }
+                "queue_wait" => {
+                    self.queue_wait
+                        .record(secs, &dims(span, &["gen_ai.agent.name", "orca.step.id"]));
+                }
+                "lock_wait" => {
+                    self.lock_wait.record(secs, &dims(span, &["orca.step.id"]));
                 }
                 "human_decision" => {
                     self.decision_wait

@@ -53,7 +53,7 @@ fn scope() -> InstrumentationScope {
         .build()
 }
 
-struct Builder {
+pub(crate) struct Builder {
     exec: ExecutionId,
     spans: Vec<SpanData>,
     scope: InstrumentationScope,
@@ -61,7 +61,7 @@ struct Builder {
 
 impl Builder {
     #[expect(clippy::too_many_arguments, reason = "a span is these eight things")]
-    fn push(
+    pub(crate) fn push(
         &mut self,
         id: SpanId,
         parent: SpanId,
@@ -102,7 +102,7 @@ impl Builder {
     }
 }
 
-fn text(data: &Value, key: &str) -> Option<String> {
+pub(crate) fn text(data: &Value, key: &str) -> Option<String> {
     data.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
@@ -186,6 +186,9 @@ pub fn derive(input: &SpanInput<'_>) -> Vec<SpanData> {
                 if let Some(k) = key.clone() {
                     starts.insert(k, (e, text(&e.data, "agent").unwrap_or_default()));
                 }
+                if fresh(e) {
+                    crate::waits::push(&mut b, e, root, &base);
+                }
             }
             kind if ATTEMPT_ENDS.contains(&kind) && fresh(e) => {
                 let Some((step, attempt)) = key.clone() else {
@@ -224,7 +227,7 @@ pub fn derive(input: &SpanInput<'_>) -> Vec<SpanData> {
                     Vec::new(),
                 );
             }
-            "agent.answer" if fresh(e) => {
+            "agent.answer" | "agent.turn" if fresh(e) => {
                 let info = input.models.get(&agent).cloned().unwrap_or_default();
                 let mut attrs = base("chat");
                 attrs.push(KeyValue::new("gen_ai.agent.name", agent.clone()));
@@ -234,12 +237,16 @@ pub fn derive(input: &SpanInput<'_>) -> Vec<SpanData> {
                 if let Some(u) = usage_of(&e.data) {
                     usage_attributes(&u, &mut attrs);
                 }
-                // A turn recorded with its text answered (a turn that only called tools is in
-                // the attempt's totals).
+                if let Some(turn) = e.data.get("turn").and_then(Value::as_u64) {
+                    attrs.push(KeyValue::new("orca.turn", i64_of(turn)));
+                }
+                // A turn that answered text ended it (`agent.answer`); one that only called
+                // tools says why it ended (`agent.turn`).
+                let finish = text(&e.data, "finish_reason").unwrap_or_else(|| "stop".to_owned());
                 attrs.push(KeyValue::new(
                     "gen_ai.response.finish_reasons",
                     opentelemetry::Value::Array(
-                        vec![opentelemetry::StringValue::from("stop")].into(),
+                        vec![opentelemetry::StringValue::from(finish)].into(),
                     ),
                 ));
                 if input.capture_content
@@ -452,188 +459,4 @@ fn forked_from(events: &[ExecEvent]) -> Option<ExecutionId> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use serde_json::json;
-
-    use super::*;
-
-    fn event(
-        exec: ExecutionId,
-        seq: u64,
-        kind: &str,
-        step: Option<(&str, u32)>,
-        data: Value,
-    ) -> ExecEvent {
-        ExecEvent {
-            format_version: 1,
-            seq,
-            at: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(i64_of(seq)),
-            execution_id: exec,
-            plan_id: PlanId::from_uuid(exec.uuid()),
-            kind: kind.to_owned(),
-            parent: None,
-            step_id: step.map(|s| s.0.to_owned()),
-            attempt: step.map(|s| s.1),
-            data,
-        }
-    }
-
-    fn log(exec: ExecutionId, from: ExecutionId) -> Vec<ExecEvent> {
-        let a = Some(("build", 1));
-        vec![
-            event(exec, 0, "execution.created", None, json!({})),
-            event(
-                exec,
-                1,
-                "execution.forked",
-                None,
-                json!({"from_execution": from.to_string()}),
-            ),
-            event(
-                exec,
-                2,
-                "task.attempt.started",
-                a,
-                json!({"agent": "coder"}),
-            ),
-            event(
-                exec,
-                3,
-                "agent.answer",
-                a,
-                json!({"agent": "coder", "text": "SAID-THIS",
-                "usage": {"input_tokens": 7, "output_tokens": 3}}),
-            ),
-            event(
-                exec,
-                4,
-                "tool.call",
-                a,
-                json!({"tool": "read_file", "ok": true,
-                "arguments": {"path": "ARG-THIS"}}),
-            ),
-            event(
-                exec,
-                5,
-                "task.attempt.failed",
-                a,
-                json!({"failure": {"code": "check_failed"}}),
-            ),
-            event(exec, 6, "decision.requested", Some(("build", 1)), json!({})),
-            event(exec, 7, "decision.answered", None, json!({"by": "alice"})),
-            event(exec, 8, "execution.completed", None, json!({})),
-        ]
-    }
-
-    fn derive_all(events: &[ExecEvent], after: Option<u64>, capture: bool) -> Vec<SpanData> {
-        let models = BTreeMap::from([(
-            "coder".to_owned(),
-            ModelInfo {
-                provider: "openai".to_owned(),
-                model: "m1".to_owned(),
-            },
-        )]);
-        derive(&SpanInput {
-            events,
-            after,
-            goal: "the goal",
-            models: &models,
-            capture_content: capture,
-        })
-    }
-
-    fn attr(span: &SpanData, key: &str) -> Option<String> {
-        span.attributes
-            .iter()
-            .find(|kv| kv.key.as_str() == key)
-            .map(|kv| kv.value.to_string())
-    }
-
-    #[test]
-    fn a_log_becomes_one_trace_of_genai_spans() {
-        let (exec, from) = (ExecutionId::new(), ExecutionId::new());
-        let spans = derive_all(&log(exec, from), None, false);
-        let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
-        assert_eq!(
-            names,
-            [
-                "chat m1",
-                "execute_tool read_file",
-                "invoke_agent coder",
-                "human_decision",
-                "invoke_workflow"
-            ]
-        );
-        assert!(
-            spans
-                .iter()
-                .all(|s| s.span_context.trace_id() == ids::trace_id(exec))
-        );
-        let root = spans.last().unwrap();
-        assert_eq!(root.parent_span_id, SpanId::INVALID);
-        assert_eq!(
-            root.links.links[0].span_context.trace_id(),
-            ids::trace_id(from)
-        );
-        assert_eq!(
-            attr(root, "gen_ai.workflow.name").as_deref(),
-            Some("the goal")
-        );
-        let attempt = &spans[2];
-        assert_eq!(attempt.parent_span_id, ids::root_span(exec));
-        assert_eq!(
-            attempt.span_context.span_id(),
-            ids::attempt_span(exec, "build", 1)
-        );
-        assert_eq!(attr(attempt, "error.type").as_deref(), Some("check_failed"));
-        for child in &spans[..2] {
-            assert_eq!(
-                child.parent_span_id,
-                attempt.span_context.span_id(),
-                "{}",
-                child.name
-            );
-        }
-        assert_eq!(
-            attr(&spans[0], "gen_ai.usage.input_tokens").as_deref(),
-            Some("7")
-        );
-        assert_eq!(
-            attr(&spans[0], "gen_ai.provider.name").as_deref(),
-            Some("openai")
-        );
-        assert_eq!(
-            attr(&spans[3], "orca.decision.actor").as_deref(),
-            Some("alice")
-        );
-        let text = format!("{spans:?}");
-        assert!(!text.contains("SAID-THIS") && !text.contains("ARG-THIS"));
-        let captured = format!("{:?}", derive_all(&log(exec, from), None, true));
-        assert!(captured.contains("SAID-THIS") && captured.contains("ARG-THIS"));
-    }
-
-    #[test]
-    fn windows_of_the_log_make_each_span_once() {
-        let exec = ExecutionId::new();
-        let events = log(exec, ExecutionId::new());
-        let whole: BTreeSet<[u8; 8]> = derive_all(&events, None, false)
-            .iter()
-            .map(|s| s.span_context.span_id().to_bytes())
-            .collect();
-        // A process that saw entries 0..=4, then one that started after entry 4.
-        let first = derive_all(&events[..5], None, false);
-        let second = derive_all(&events, Some(4), false);
-        let mut ids: Vec<[u8; 8]> = first
-            .iter()
-            .chain(&second)
-            .map(|s| s.span_context.span_id().to_bytes())
-            .collect();
-        let n = ids.len();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), n, "no span twice");
-        assert_eq!(ids.into_iter().collect::<BTreeSet<_>>(), whole);
-    }
-}
+mod tests;

@@ -75,7 +75,8 @@ pub(crate) enum Outcome {
     RolledBack(Vec<Rollback>),
 }
 
-fn state_dir() -> Option<PathBuf> {
+/// orca's state directory (`ORCA_STATE_DIR`, `$XDG_STATE_HOME/orca`, `~/.local/state/orca`).
+pub(crate) fn state_dir() -> Option<PathBuf> {
     let set = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())

@@ -33,7 +33,9 @@ pub(crate) fn start(table: Option<&toml::Value>) -> Result<Option<Telemetry>, Cl
     };
     let runtime = tokio::runtime::Handle::current();
     // Export never stops a run: an exporter that cannot be built is a warning.
-    match Telemetry::start(settings, runtime) {
+    // What the collector acknowledged of each execution, for the next process that follows it.
+    let marks = crate::checkpoint::state_dir().map(|d| d.join("telemetry"));
+    match Telemetry::start(settings, runtime, marks) {
         Ok(t) => Ok(Some(t)),
         Err(e) => {
             tracing::warn!("{e}; the run goes on without export");
@@ -72,7 +74,7 @@ pub(crate) async fn planner(app: &App, plan: orca_core::PlanId, goal: &str) {
     telemetry.record(spans);
 }
 
-fn models(app: &App) -> BTreeMap<String, ModelInfo> {
+pub(crate) fn models(app: &App) -> BTreeMap<String, ModelInfo> {
     app.agents
         .agents()
         .into_iter()
@@ -109,4 +111,86 @@ pub(crate) async fn follow(app: &App, plan: Option<&Plan>, exec: ExecutionId) ->
         models,
     };
     Some(Follower::start(app.store.clone(), telemetry, run).await)
+}
+
+/// What a worker's followers share: the store, the exporter, the agents' models.
+type Following = (
+    std::sync::Arc<dyn orca_store::Store>,
+    Telemetry,
+    BTreeMap<String, ModelInfo>,
+);
+
+/// The followers of a worker's drives: one per execution it drives, from the drive's start to
+/// its end (the trace is the execution's, whichever worker drives it).
+pub(crate) struct Drives {
+    follow: Option<Following>,
+    live: std::sync::Mutex<BTreeMap<ExecutionId, tokio::task::JoinHandle<Option<Follower>>>>,
+    ending: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drives {
+    pub(crate) fn new(app: &App) -> Self {
+        Self {
+            follow: app
+                .telemetry
+                .clone()
+                .map(|t| (app.store.clone(), t, models(app))),
+            live: std::sync::Mutex::default(),
+            ending: std::sync::Mutex::default(),
+        }
+    }
+
+    /// A drive of `exec` starts: follow it.
+    pub(crate) fn driving(&self, exec: ExecutionId) {
+        let Some((store, telemetry, models)) = self.follow.clone() else {
+            return;
+        };
+        let started = tokio::spawn(Follower::of_execution(store, telemetry, exec, models));
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(exec, started);
+    }
+
+    /// The drive of `exec` ended: a last look at its log.
+    pub(crate) fn ended(&self, exec: ExecutionId) {
+        let started = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&exec);
+        if let Some(started) = started {
+            let ending = tokio::spawn(async move {
+                if let Ok(Some(follower)) = started.await {
+                    follower.finish().await;
+                }
+            });
+            self.ending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(ending);
+        }
+    }
+
+    /// The worker stopped: every follower makes its last look.
+    pub(crate) async fn finish(self) {
+        let live = self
+            .live
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ending = self
+            .ending
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (_, started) in live {
+            ending.push(tokio::spawn(async move {
+                if let Ok(Some(follower)) = started.await {
+                    follower.finish().await;
+                }
+            }));
+        }
+        for e in ending {
+            let _ = e.await;
+        }
+    }
 }

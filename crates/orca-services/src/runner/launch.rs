@@ -44,11 +44,16 @@ impl Runner {
         }
         candidates.sort_by_key(|(i, _)| *i);
         candidates.dedup_by_key(|(i, _)| *i);
+        let now = time::OffsetDateTime::now_utc();
+        for (i, _) in &candidates {
+            run.waits.entry(*i).or_default().ready_at.get_or_insert(now);
+        }
         run.mode.order(&mut candidates);
         // A wait for a step that no longer wants to start ends.
         for i in run.where_slot(|s| matches!(s, Slot::WaitingForLock { .. })) {
             if !candidates.iter().any(|(c, _)| *c == i) {
                 run.set(i, Slot::Idle);
+                run.waits.remove(&i);
             }
         }
 
@@ -77,6 +82,10 @@ impl Runner {
                     Some(guard) => Some(guard),
                     None => {
                         let (step_id, locks) = (step.id.clone(), step.locks.clone());
+                        let wait = run.waits.entry(index).or_default();
+                        if wait.lock_wait.is_none() {
+                            wait.lock_wait = Some((now, locks.clone()));
+                        }
                         let was = run.set(index, Slot::WaitingForLock { guidance });
                         if !matches!(was, Slot::WaitingForLock { .. }) {
                             let holding: Vec<usize> = run
@@ -121,8 +130,9 @@ impl Runner {
                 guidance,
                 &self.config.context_limits,
             )?;
+            let wait = run.waits.remove(&index).unwrap_or_default();
             decided.push((index, locks));
-            starts.push(start);
+            starts.push(start.with_wait(wait));
         }
         if decided.is_empty() {
             return Ok(());

@@ -222,6 +222,8 @@ pub(super) struct Run {
     pub(super) mode: Mode,
     /// Agents returned, replies still being written.
     pub(super) returns: Returns,
+    /// What each step that wants to start has waited for so far (by plan index).
+    pub(super) waits: std::collections::BTreeMap<usize, crate::StartWait>,
 }
 
 impl Run {
@@ -251,6 +253,7 @@ impl Run {
             stop_after_drain: None,
             mode,
             returns: Returns::default(),
+            waits: std::collections::BTreeMap::new(),
         }
     }
 

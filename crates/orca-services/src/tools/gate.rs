@@ -307,6 +307,19 @@ impl ToolHost for Gate {
         .await;
     }
 
+    async fn model_turn(&self, turn: u32, finish: &str, usage: &Usage) {
+        self.audit(
+            AuditKind::AgentTurn,
+            serde_json::json!({
+                "agent": self.agent,
+                "turn": turn,
+                "finish_reason": finish,
+                "usage": usage,
+            }),
+        )
+        .await;
+    }
+
     async fn agent_tool_used(&self, used: &orca_core::AgentToolUse) {
         self.audit(
             AuditKind::AgentToolUsed,

@@ -204,8 +204,11 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
         }
     };
     let worker = Worker::new(&orca, config, runners);
+    let traces = crate::telemetry::Drives::new(app);
     let tally = worker
         .run(&notifications, &cancel, |event| match event {
+            WorkerEvent::Driving { execution } => traces.driving(*execution),
+            WorkerEvent::NotDriven { execution } => traces.ended(*execution),
             WorkerEvent::Started => app.info(&format!(
                 "worker {} started: up to {limit} executions at once, {} tasks each, claiming {}",
                 std::process::id(),
@@ -216,11 +219,13 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
                 }
             )),
             WorkerEvent::Drove { execution, outcome } => {
+                traces.ended(*execution);
                 app.info(&format!("worker: {execution} {}", drive_text(outcome)));
             }
             _ => {}
         })
         .await;
+    traces.finish().await;
     let (driven, errors) = (tally.driven, tally.store_errors);
     orca_os::process_group::settle(app.agents.kill_grace() + Duration::from_secs(5)).await;
     if app.json() {

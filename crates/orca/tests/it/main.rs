@@ -57,6 +57,7 @@ mod tamper;
 mod tamper_wal;
 mod team_approvals;
 mod telemetry;
+mod telemetry_followers;
 mod transcript;
 mod weak_model;
 mod web;

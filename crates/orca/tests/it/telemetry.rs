@@ -1,7 +1,8 @@
 //! OpenTelemetry export on the real binary, into a real OTLP receiver (`orca_testkit::otlp`,
 //! built on the official wire types): a run whose scripted model step calls a tool, fails its
 //! check once and passes on the retry, then a shell step during which the run is killed with
-//! SIGKILL and resumed. The spans arrive with the GenAI names, attributes and parent links, in
+//! SIGKILL, a moment after the step before it ended, and resumed: the resume sends what the
+//! killed process never did. The spans arrive with the GenAI names, attributes and parent links, in
 //! one trace whose id is the execution's, without a span sent twice; token counts equal what
 //! the fake model reported; no prompt or answer text unless opted in; no planted secret in any
 //! exported byte. And a collector that is down or hangs costs the run nothing.
@@ -27,7 +28,8 @@ const PROMPT_MARKER: &str = "PROMPT-MARKER-7c1";
 const ANSWER_MARKER: &str = "ANSWER-MARKER-3b9";
 
 /// The scripted model: its first turn writes `greeting.txt` (`hello` once told what the check
-/// said, else a typo), its second submits a success; every turn says something.
+/// said, else a typo) and says nothing (a turn that only calls a tool), its second submits a
+/// success and says something.
 struct Fixer;
 
 impl wiremock::Respond for Fixer {
@@ -55,9 +57,11 @@ impl wiremock::Respond for Fixer {
         };
         let mut answer =
             orca_testkit::fake_model::tool_calls("chatcmpl-otel", &body["model"], vec![call]);
-        answer["choices"][0]["message"]["content"] = json!(format!(
-            "{ANSWER_MARKER}: turn {turns}, my key is {PLANTED}"
-        ));
+        if turns > 0 {
+            answer["choices"][0]["message"]["content"] = json!(format!(
+                "{ANSWER_MARKER}: turn {turns}, my key is {PLANTED}"
+            ));
+        }
         wiremock::ResponseTemplate::new(200).set_body_json(answer)
     }
 }
@@ -70,8 +74,10 @@ fn plan(wait_cmd: &str) -> String {
             { "id": "greet", "agent": "coder", "max_attempts": 2,
               "description": format!("write hello into greeting.txt ({PROMPT_MARKER})"),
               "checks": [{ "command": "grep -qx hello greeting.txt || { echo \"greeting.txt holds '$(cat greeting.txt)'\"; exit 1; }" }] },
+            { "id": "pause", "agent": "shell", "description": "pause",
+              "command": "sleep 1.2", "depends_on": ["greet"] },
             { "id": "wait", "agent": "shell", "description": "wait for go",
-              "command": wait_cmd, "depends_on": ["greet"] }
+              "command": wait_cmd, "depends_on": ["pause"] }
         ]
     })
     .to_string()
@@ -132,8 +138,15 @@ fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
-/// Runs the plan with export on: to the shell step, SIGKILL, `exec resume`. The execution id.
-fn killed_and_resumed(p: &Project, env: &[(&str, String)]) -> String {
+/// Runs the plan with export on: to the shell step, SIGKILL (at once: what the killed process
+/// derived in its last second or two was never sent), `exec resume`. The execution id, and the
+/// spans the receiver had before the resume.
+fn killed_and_resumed(
+    p: &Project,
+    env: &[(&str, String)],
+    receiver: &Receiver,
+    resume_env: &[(&str, String)],
+) -> (String, usize, u64) {
     let wait = "if [ -e go ]; then echo done; else echo started > wait.pid; exec sleep 60; fi";
     let file = p.write("greet.json", &plan(wait));
     let mut run = orca_cmd(
@@ -153,21 +166,48 @@ fn killed_and_resumed(p: &Project, env: &[(&str, String)]) -> String {
     .spawn()
     .unwrap();
     wait_for_file(p, "wait.pid");
-    // The follower looks every second and the batch goes out a second later.
-    std::thread::sleep(Duration::from_millis(3500));
+    // Killed as soon as it has sent something: what it derived since is lost with it.
+    let start = Instant::now();
+    while receiver.received().spans.is_empty() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     run.kill().unwrap(); // SIGKILL
+    let killed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     let _ = run.wait();
+    let before = receiver.received().spans.len();
+    assert!(before > 0, "the killed process sent some spans");
     std::fs::write(p.root().join("go"), "").unwrap();
     let (c, listed) = p.json(&["exec", "list"]);
     assert_eq!(c, 0);
     let exec = listed[0]["execution_id"].as_str().unwrap().to_owned();
-    let out = orca_cmd(p, env, &["--json", "exec", "resume", &exec])
+    let env: Vec<(&str, String)> = env.iter().chain(resume_env).cloned().collect();
+    let out = orca_cmd(p, &env, &["--json", "exec", "resume", &exec])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "resume: {}", stderr(&out));
     let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(shown["stage"], "completed", "{shown}");
-    exec
+    (exec, before, u64::try_from(killed_at).unwrap())
+}
+
+/// Every step attempt the execution's audit log records: (step, attempt).
+fn attempts_in_log(p: &Project, exec: &str) -> BTreeSet<(String, String)> {
+    let out = p.run(&["events", exec]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "task.attempt.started")
+        .map(|e| {
+            (
+                e["step_id"].as_str().unwrap().to_owned(),
+                e["attempt"].to_string(),
+            )
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,7 +223,8 @@ async fn a_killed_and_resumed_run_is_one_trace_with_genai_spans_and_no_secret() 
     let receiver = Receiver::start().await;
     let p = project(&format!("{}/v1", model.uri()));
     let env = otel_env(&receiver, false);
-    let exec = tokio::task::block_in_place(|| killed_and_resumed(&p, &env));
+    let (exec, before, killed_at) =
+        tokio::task::block_in_place(|| killed_and_resumed(&p, &env, &receiver, &[]));
     let got = receiver.received();
     let bytes: usize = got.bodies.iter().map(Vec::len).sum();
     println!(
@@ -218,6 +259,22 @@ async fn a_killed_and_resumed_run_is_one_trace_with_genai_spans_and_no_secret() 
     // No span sent twice (the resumed process continued the trace, it did not repeat it).
     let ids: Vec<String> = got.spans.iter().map(|(s, _)| hex(&s.span_id)).collect();
     let unique: BTreeSet<&String> = ids.iter().collect();
+    // What the killed process never sent (spans that ended before it was killed) was sent by
+    // the resume.
+    let late = got.spans[before..]
+        .iter()
+        .filter(|(s, _)| s.end_time_unix_nano < killed_at)
+        .count();
+    println!(
+        "spans: {before} sent by the killed process, {late} that ended before the kill sent by the resume, {} in all, {} distinct",
+        ids.len(),
+        unique.len()
+    );
+    // The pause step's attempt and the wait step's queue wait ended a moment before the kill.
+    assert!(
+        late > 0,
+        "the resume sent nothing the killed process had not"
+    );
     assert_eq!(unique.len(), ids.len(), "a span was exported twice");
     assert!(
         got.spans
@@ -283,6 +340,29 @@ async fn a_killed_and_resumed_run_is_one_trace_with_genai_spans_and_no_secret() 
         seen.iter().any(|s| s.0 == "wait" && s.2 == "completed"),
         "{seen:?}"
     );
+    // Every attempt the audit log records has its span, and its queue wait before it (the
+    // ones the killed process derived but never sent were sent by the resume).
+    let logged = tokio::task::block_in_place(|| attempts_in_log(&p, &exec));
+    let spanned: BTreeSet<(String, String)> =
+        seen.iter().map(|s| (s.0.clone(), s.1.clone())).collect();
+    let queued: BTreeSet<(String, String)> = by_name("queue wait")
+        .iter()
+        .map(|s| {
+            assert_eq!(s.parent_span_id, root.span_id);
+            (
+                attr(s, "orca.step.id").unwrap(),
+                attr(s, "orca.attempt").unwrap(),
+            )
+        })
+        .collect();
+    println!(
+        "attempts in the audit log: {}, with a span: {}, with a queue wait span: {}",
+        logged.len(),
+        logged.intersection(&spanned).count(),
+        logged.intersection(&queued).count()
+    );
+    assert_eq!(logged, spanned, "an attempt of the log has no span");
+    assert_eq!(logged, queued, "an attempt of the log has no queue wait");
     let failed = attempts
         .iter()
         .find(|s| attr(s, "orca.outcome").as_deref() == Some("failed"))
@@ -308,14 +388,45 @@ async fn a_killed_and_resumed_run_is_one_trace_with_genai_spans_and_no_secret() 
         "{names:?}"
     );
     assert_eq!(checks.len(), 2, "a failed and a passed check: {names:?}");
-    let chat = chats.first().expect("chat spans");
-    assert_eq!(chat.name, "chat fixer");
-    assert_eq!(attr(chat, "gen_ai.request.model").as_deref(), Some("fixer"));
-    assert_eq!(
-        attr(chat, "gen_ai.response.finish_reasons").as_deref(),
-        Some("stop")
-    );
-    assert!(attr(chat, "gen_ai.provider.name").is_some_and(|p| !p.is_empty()));
+    // Every model request is a chat span, the turns that only called a tool too.
+    let mut finishes: BTreeMap<String, usize> = BTreeMap::new();
+    for chat in &chats {
+        assert_eq!(chat.name, "chat fixer");
+        assert_eq!(attr(chat, "gen_ai.request.model").as_deref(), Some("fixer"));
+        assert!(attr(chat, "gen_ai.provider.name").is_some_and(|p| !p.is_empty()));
+        assert!(attr(chat, "orca.turn").is_some(), "{chat:?}");
+        *finishes
+            .entry(attr(chat, "gen_ai.response.finish_reasons").unwrap())
+            .or_default() += 1;
+    }
+    println!("chat spans by finish reason: {finishes:?}");
+    assert!(finishes.contains_key("tool_calls"), "{finishes:?}");
+    // Each attempt of the model step: a tool-only turn, then the answer; the tool call runs
+    // between them, under the same attempt.
+    for attempt in attempts.iter().filter(|a| a.name == "invoke_agent coder") {
+        let mine = |list: &[&opentelemetry_proto::tonic::trace::v1::Span]| -> Vec<(u64, String)> {
+            let mut v: Vec<(u64, String)> = list
+                .iter()
+                .filter(|s| s.parent_span_id == attempt.span_id)
+                .map(|s| (s.end_time_unix_nano, s.name.clone()))
+                .collect();
+            v.sort();
+            v
+        };
+        let (turns, calls) = (mine(&chats), mine(&tools));
+        assert_eq!(
+            turns.len(),
+            2,
+            "two model requests in {}: {turns:?}",
+            attr(attempt, "orca.attempt").unwrap()
+        );
+        assert!(
+            calls
+                .iter()
+                .any(|(end, _)| *end >= turns[0].0 && *end <= turns[1].0),
+            "the write_file call ends between the two turns: {turns:?} {calls:?}"
+        );
+    }
 
     // Tokens: what the fake model reported (10 in, 5 out per request), request by request.
     // The chat requests (not the empty probes of the endpoint).
@@ -381,6 +492,37 @@ async fn a_killed_and_resumed_run_is_one_trace_with_genai_spans_and_no_secret() 
     ] {
         assert!(!contains(&all, needle), "{what} was exported");
     }
+}
+
+/// The control: a resume that cannot read what the collector acknowledged (another state
+/// directory) sends the whole log again — duplicates with the same ids, which the test above
+/// shows the marks prevent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_acknowledgements_a_resume_sends_spans_again() {
+    let model = wiremock::MockServer::start().await;
+    model
+        .register(
+            wiremock::Mock::given(wiremock::matchers::method("POST"))
+                .and(wiremock::matchers::path("/v1/chat/completions"))
+                .respond_with(Fixer),
+        )
+        .await;
+    let receiver = Receiver::start().await;
+    let p = project(&format!("{}/v1", model.uri()));
+    let env = otel_env(&receiver, false);
+    let elsewhere = p.root().join("other-state");
+    let other = [("XDG_STATE_HOME", elsewhere.to_string_lossy().into_owned())];
+    let (_, before, _) =
+        tokio::task::block_in_place(|| killed_and_resumed(&p, &env, &receiver, &other));
+    let got = receiver.received();
+    let ids: Vec<String> = got.spans.iter().map(|(s, _)| hex(&s.span_id)).collect();
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    println!(
+        "control: {before} spans sent by the killed process, {} in all, {} distinct",
+        ids.len(),
+        unique.len()
+    );
+    assert!(unique.len() < ids.len(), "the control sends spans twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
