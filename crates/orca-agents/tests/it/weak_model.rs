@@ -275,3 +275,60 @@ fn json_mode_request_bodies() {
     );
     insta::assert_json_snapshot!("json_mode_responses_body", responses.request_body(&request));
 }
+
+/// What a small model reads in json mode: the task's first message lists the project's files
+/// (a 1.5B model told "fix calc.py" otherwise edits whatever it read first), and a command's
+/// output comes back with its own lines, not as a JSON string of `\n` escapes. With real
+/// workspace tools; without `list_files` granted, no listing is made.
+#[tokio::test]
+async fn json_mode_lists_the_project_and_shows_output_as_text() {
+    use orca_agents::workspace::WorkspaceTools;
+    let script = json!([
+        text_turn(
+            "{\"tool\": \"run_command\", \"arguments\": {\"command\": \"printf 'F.\\\\nAssertionError: -1 != 5\\\\n'; exit 1\"}}"
+        ),
+        text_turn(
+            "{\"tool\": \"submit_result\", \"arguments\": {\"status\": \"success\", \"summary\": \"ok\"}}"
+        ),
+    ]);
+    let mut seen = Vec::new();
+    for granted in [
+        vec!["list_files", "read_file", "run_command"],
+        vec!["read_file", "run_command"],
+    ] {
+        let (agents, backend, _dir) = weak(script.clone(), ToolMode::Json);
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(
+            project.path().join("calc.py"),
+            "def add(a, b):\n    return a - b\n",
+        )
+        .unwrap();
+        std::fs::write(project.path().join("test_calc.py"), "import calc\n").unwrap();
+        let granted: Vec<String> = granted.into_iter().map(str::to_owned).collect();
+        let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+        let reply = agents
+            .run_task(task("coder", Budget::UNLIMITED), &tools)
+            .await;
+        assert!(
+            matches!(&reply.outcome, TaskResult::Success(_)),
+            "{:?}",
+            reply.outcome
+        );
+        let requests = backend.requests();
+        let first = match requests[0].messages.first() {
+            Some(Message::User { text }) => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        let result = match requests[1].messages.last() {
+            Some(Message::User { text }) => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        seen.push((
+            first.contains("## Files in the project\n- calc.py\n- test_calc.py\n"),
+            result.contains("exit_code: 1\noutput:\nF.\nAssertionError: -1 != 5"),
+            result.contains("\\n"),
+        ));
+    }
+    println!("(listed, output as lines, escaped newlines) with list_files, without: {seen:?}");
+    assert_eq!(seen, [(true, true, false), (false, true, false)]);
+}
