@@ -154,8 +154,38 @@ impl WorkspaceTools {
                 if !rel.is_empty() {
                     self.writable(rel)?;
                 }
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    return Err(ToolError::new(self.not_found(rel)));
+                }
                 Err(ToolError::new(format!("cannot open `{rel}`: {e}")))
             }
+        }
+    }
+
+    /// What a model reads for a path that does not exist: the project's files of the same name,
+    /// so that a guessed directory (`src/greet.py` for `greet.py`) is corrected in one turn.
+    fn not_found(&self, rel: &str) -> String {
+        let name = Path::new(rel)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let mut same = Vec::new();
+        if let Some(name) = &name {
+            self.walk(&self.root, |p, _| {
+                if p.file_name().is_some_and(|n| n.to_string_lossy() == *name) {
+                    same.push(format!("`{}`", self.display(p)));
+                }
+                same.len() < 5
+            });
+        }
+        if same.is_empty() {
+            format!(
+                "`{rel}` does not exist (paths are relative to the project root; `list_files` shows what there is)"
+            )
+        } else {
+            format!(
+                "`{rel}` does not exist; the project has {}: use that path",
+                same.join(", ")
+            )
         }
     }
 

@@ -332,3 +332,44 @@ async fn json_mode_lists_the_project_and_shows_output_as_text() {
     println!("(listed, output as lines, escaped newlines) with list_files, without: {seen:?}");
     assert_eq!(seen, [(true, true, false), (false, true, false)]);
 }
+
+/// A guessed path is corrected in the error a model reads: `src/greet.py` for the project's
+/// `greet.py` names the real path (a 1.5B model, told "cannot open … (os error 2)", wrote a
+/// new `src/greet.py` instead); a name found nowhere points at `list_files`.
+#[tokio::test]
+async fn a_missing_path_names_the_files_of_that_name() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("greet.py"), "print('hi')\n").unwrap();
+    std::fs::create_dir(project.path().join("lib")).unwrap();
+    std::fs::write(project.path().join("lib/greet.py"), "x = 1\n").unwrap();
+    let granted = ["read_file", "edit_file"].map(str::to_owned);
+    let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+    let call = |name: &str, arguments: Value| ToolCall {
+        id: "c".into(),
+        name: name.into(),
+        arguments,
+    };
+    let mut errors = Vec::new();
+    for c in [
+        call("read_file", json!({"path": "src/greet.py"})),
+        call(
+            "edit_file",
+            json!({"path": "src/greet.py", "old": "a", "new": "b"}),
+        ),
+        call("read_file", json!({"path": "nowhere.py"})),
+    ] {
+        errors.push(tools.call(&c).await.unwrap_err().message);
+    }
+    println!("{errors:#?}");
+    for e in &errors[..2] {
+        assert!(
+            e.contains("`src/greet.py` does not exist")
+                && e.contains("`greet.py`")
+                && e.contains("`lib/greet.py`"),
+            "{e}"
+        );
+    }
+    assert!(errors[2].contains("`list_files`"), "{}", errors[2]);
+}
