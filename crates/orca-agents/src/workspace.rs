@@ -354,6 +354,16 @@ impl WorkspaceTools {
     fn write_file(&self, args: &Value) -> Result<Value, ToolError> {
         let a: WriteArgs = parse(args)?;
         let path = self.writable(&a.path)?;
+        // A model that rewrites a file unchanged believes it fixed something: say it did not.
+        if let Ok((file, len)) = self.guard.open_read(&a.path, &path)
+            && len == a.content.len() as u64
+            && read_bounded(file, len, &a.path).is_ok_and(|b| b == a.content.as_bytes())
+        {
+            return Ok(json!({
+                "written": a.path,
+                "unchanged": "the file already had exactly this content: nothing changed",
+            }));
+        }
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(ToolError::new(format!("`{}` is not a file path", a.path)));
         };

@@ -373,3 +373,29 @@ async fn a_missing_path_names_the_files_of_that_name() {
     }
     assert!(errors[2].contains("`list_files`"), "{}", errors[2]);
 }
+
+/// A file rewritten with the content it already has is reported unchanged: a 1.5B model
+/// rewrote an unfixed `src/lib.rs` five times, each time told only "written".
+#[tokio::test]
+async fn rewriting_a_file_unchanged_says_nothing_changed() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("lib.rs"), "fn a() {}\n").unwrap();
+    let tools = WorkspaceTools::new(project.path(), &["write_file".to_owned()]).unwrap();
+    let mut said = Vec::new();
+    for content in ["fn a() {}\n", "fn b() {}\n", "fn b() {}\n"] {
+        let call = ToolCall {
+            id: "c".into(),
+            name: "write_file".into(),
+            arguments: json!({"path": "lib.rs", "content": content}),
+        };
+        said.push(tools.call(&call).await.unwrap().get("unchanged").is_some());
+    }
+    println!("unchanged reported (same, new, same again): {said:?}");
+    assert_eq!(said, [true, false, true]);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
+        "fn b() {}\n"
+    );
+}
