@@ -381,6 +381,11 @@ impl WorkspaceTools {
         if a.old.is_empty() {
             return Err(ToolError::new("`old` must not be empty"));
         }
+        if a.old == a.new {
+            return Err(ToolError::new(
+                "`old` and `new` are the same text: nothing would change; put the changed text in `new`",
+            ));
+        }
         let path = self.existing(&a.path)?;
         let (mut file, len) = self.guard.open_rw(&a.path, &path)?;
         if len > MAX_EDIT_BYTES {

@@ -375,9 +375,10 @@ async fn a_missing_path_names_the_files_of_that_name() {
 }
 
 /// A file rewritten with the content it already has is reported unchanged: a 1.5B model
-/// rewrote an unfixed `src/lib.rs` five times, each time told only "written".
+/// rewrote an unfixed `src/lib.rs` five times, each time told only "written". An edit of
+/// equal texts is refused.
 #[tokio::test]
-async fn rewriting_a_file_unchanged_says_nothing_changed() {
+async fn a_write_or_edit_that_changes_nothing_says_so() {
     use orca_agents::workspace::WorkspaceTools;
     use orca_core::{ToolCall, ToolHost};
     let project = tempfile::tempdir().unwrap();
@@ -397,5 +398,21 @@ async fn rewriting_a_file_unchanged_says_nothing_changed() {
     assert_eq!(
         std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
         "fn b() {}\n"
+    );
+    // An edit whose `old` and `new` are equal (a 1.5B model made 6 of them, renaming nothing)
+    // is refused, naming the fix; a real edit still goes through.
+    let tools = WorkspaceTools::new(project.path(), &["edit_file".to_owned()]).unwrap();
+    let edit = |old: &str, new: &str| ToolCall {
+        id: "e".into(),
+        name: "edit_file".into(),
+        arguments: json!({"path": "lib.rs", "old": old, "new": new}),
+    };
+    let same = tools.call(&edit("fn b", "fn b")).await.unwrap_err().message;
+    println!("an edit of equal texts: {same}");
+    assert!(same.contains("nothing would change"), "{same}");
+    tools.call(&edit("fn b", "fn c")).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
+        "fn c() {}\n"
     );
 }
