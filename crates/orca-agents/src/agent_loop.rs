@@ -16,6 +16,8 @@ use crate::generation::ToolMode;
 use crate::profile::Profile;
 use crate::schema::{self, SUBMIT_TOOL};
 use crate::stall::{self, StallLimits};
+use crate::task_message::project_files;
+pub use crate::task_message::task_message;
 use crate::tool_mode;
 use orca_llm::BackendError;
 use orca_llm::backend::{
@@ -400,7 +402,11 @@ impl Run<'_> {
                 let mut text = String::new();
                 for r in &results {
                     let status = if r.is_error { "error" } else { "result" };
-                    text.push_str(&format!("{status} of `{}`:\n{}\n\n", r.name, r.content));
+                    text.push_str(&format!(
+                        "{status} of `{}`:\n{}\n\n",
+                        r.name,
+                        tool_mode::result_text(&r.content)
+                    ));
                 }
                 messages.push(Message::User {
                     text: text.trim_end().to_owned(),
@@ -501,63 +507,6 @@ async fn join_all<'a, T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + Send 
     out.into_iter().flatten().collect()
 }
 
-/// The first message of a task: the step and its context.
-#[must_use]
-pub fn task_message(request: &TaskRequest) -> String {
-    let step = &request.step;
-    let ctx = &request.context;
-    let mut m = String::new();
-    m.push_str(&format!(
-        "# Step `{}` ({} of {}), attempt {}\n\n{}\n",
-        step.id,
-        ctx.step_index + 1,
-        ctx.total_steps,
-        request.attempt,
-        step.description
-    ));
-    if let Some(cmd) = &step.command {
-        m.push_str(&format!("\nSuggested command: `{cmd}`\n"));
-    }
-    let list = |m: &mut String, title: &str, items: &[String]| {
-        if !items.is_empty() {
-            m.push_str(&format!("\n## {title}\n"));
-            for i in items {
-                m.push_str(&format!("- {i}\n"));
-            }
-        }
-    };
-    list(&mut m, "Assumptions", &step.assumptions);
-    list(&mut m, "Risks", &step.risks);
-    list(&mut m, "How to verify", &step.verification);
-    m.push_str(&format!(
-        "\n## Plan\nPlan `{}`: {}\n",
-        ctx.plan_id, ctx.plan_goal
-    ));
-    if !ctx.dependencies.is_empty() {
-        m.push_str("\n## Earlier steps\n");
-        for d in &ctx.dependencies {
-            m.push_str(&format!("- `{}` ({}): {}\n", d.step_id, d.agent, d.summary));
-            for f in &d.key_findings {
-                m.push_str(&format!("  - {f}\n"));
-            }
-        }
-    }
-    list(&mut m, "Relevant files", &ctx.relevant_files);
-    if !ctx.previous_attempts.is_empty() {
-        m.push_str("\n## Earlier attempts of this step\n");
-        for a in &ctx.previous_attempts {
-            m.push_str(&format!("- attempt {}: {}\n", a.attempt, a.error));
-            if let Some(g) = &a.guidance {
-                m.push_str(&format!("  - guidance from the human: {g}\n"));
-            }
-        }
-    }
-    if ctx.omitted > 0 {
-        m.push_str(&format!("\n({} older items were left out.)\n", ctx.omitted));
-    }
-    m
-}
-
 /// Runs a task through the loop.
 pub(crate) async fn run_task(
     backend: &dyn ChatBackend,
@@ -580,9 +529,9 @@ pub(crate) async fn run_task(
             .timeout
             .map(|t| (t, request.agent.as_str().to_owned())),
     };
-    let (result, usage) = run
-        .go(task_message(request), schema::parse_task_result)
-        .await;
+    let mut first = task_message(request);
+    first.push_str(&project_files(tools).await);
+    let (result, usage) = run.go(first, schema::parse_task_result).await;
     Reply {
         outcome: result.unwrap_or_else(TaskResult::Failure),
         usage,

@@ -29,6 +29,7 @@ pub mod registry;
 pub mod schema;
 pub mod shell;
 pub mod stall;
+mod task_message;
 pub mod tool_mode;
 pub mod tools;
 pub mod workspace;

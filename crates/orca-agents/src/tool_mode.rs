@@ -47,6 +47,27 @@ pub fn instructions(tools: &[ToolSpec]) -> String {
     s
 }
 
+/// A tool's result as the model reads it in `json` mode: an object's fields one per line, a
+/// text field's own lines kept (a command's output, a file), not a JSON string of `\n` escapes
+/// that a small model must decode to read a traceback. Anything else is returned as it is.
+#[must_use]
+pub fn result_text(content: &str) -> String {
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(content) else {
+        return content.to_owned();
+    };
+    let mut out = String::new();
+    for (key, value) in &fields {
+        match value {
+            Value::String(s) if s.contains('\n') => {
+                out.push_str(&format!("{key}:\n{}\n", s.trim_end()));
+            }
+            Value::String(s) => out.push_str(&format!("{key}: {s}\n")),
+            other => out.push_str(&format!("{key}: {other}\n")),
+        }
+    }
+    out.trim_end().to_owned()
+}
+
 /// A call found in text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TextCall {
@@ -189,5 +210,21 @@ mod tests {
         assert!(calls_in_text("no json here", &t).is_empty());
         assert!(calls_in_text("```\nnot json\n```", &t).is_empty());
         assert!(calls_in_text("{ unbalanced", &t).is_empty());
+    }
+
+    #[test]
+    fn results_read_as_text_with_their_own_lines() {
+        let run = json!({"exit_code": 1, "output": "F.\nAssertionError: -1 != 5\n"}).to_string();
+        assert_eq!(
+            result_text(&run),
+            "exit_code: 1\noutput:\nF.\nAssertionError: -1 != 5"
+        );
+        let listed = json!({"files": ["a.py", "b.py"], "truncated": false}).to_string();
+        assert_eq!(
+            result_text(&listed),
+            "files: [\"a.py\",\"b.py\"]\ntruncated: false"
+        );
+        assert_eq!(result_text("def f():\n    pass\n"), "def f():\n    pass\n");
+        assert_eq!(result_text("[1, 2]"), "[1, 2]");
     }
 }

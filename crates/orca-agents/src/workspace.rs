@@ -154,8 +154,38 @@ impl WorkspaceTools {
                 if !rel.is_empty() {
                     self.writable(rel)?;
                 }
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    return Err(ToolError::new(self.not_found(rel)));
+                }
                 Err(ToolError::new(format!("cannot open `{rel}`: {e}")))
             }
+        }
+    }
+
+    /// What a model reads for a path that does not exist: the project's files of the same name,
+    /// so that a guessed directory (`src/greet.py` for `greet.py`) is corrected in one turn.
+    fn not_found(&self, rel: &str) -> String {
+        let name = Path::new(rel)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let mut same = Vec::new();
+        if let Some(name) = &name {
+            self.walk(&self.root, |p, _| {
+                if p.file_name().is_some_and(|n| n.to_string_lossy() == *name) {
+                    same.push(format!("`{}`", self.display(p)));
+                }
+                same.len() < 5
+            });
+        }
+        if same.is_empty() {
+            format!(
+                "`{rel}` does not exist (paths are relative to the project root; `list_files` shows what there is)"
+            )
+        } else {
+            format!(
+                "`{rel}` does not exist; the project has {}: use that path",
+                same.join(", ")
+            )
         }
     }
 
@@ -324,6 +354,16 @@ impl WorkspaceTools {
     fn write_file(&self, args: &Value) -> Result<Value, ToolError> {
         let a: WriteArgs = parse(args)?;
         let path = self.writable(&a.path)?;
+        // A model that rewrites a file unchanged believes it fixed something: say it did not.
+        if let Ok((file, len)) = self.guard.open_read(&a.path, &path)
+            && len == a.content.len() as u64
+            && read_bounded(file, len, &a.path).is_ok_and(|b| b == a.content.as_bytes())
+        {
+            return Ok(json!({
+                "written": a.path,
+                "unchanged": "the file already had exactly this content: nothing changed",
+            }));
+        }
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(ToolError::new(format!("`{}` is not a file path", a.path)));
         };
@@ -340,6 +380,11 @@ impl WorkspaceTools {
         let a: EditArgs = parse(args)?;
         if a.old.is_empty() {
             return Err(ToolError::new("`old` must not be empty"));
+        }
+        if a.old == a.new {
+            return Err(ToolError::new(
+                "`old` and `new` are the same text: nothing would change; put the changed text in `new`",
+            ));
         }
         let path = self.existing(&a.path)?;
         let (mut file, len) = self.guard.open_rw(&a.path, &path)?;

@@ -275,3 +275,144 @@ fn json_mode_request_bodies() {
     );
     insta::assert_json_snapshot!("json_mode_responses_body", responses.request_body(&request));
 }
+
+/// What a small model reads in json mode: the task's first message lists the project's files
+/// (a 1.5B model told "fix calc.py" otherwise edits whatever it read first), and a command's
+/// output comes back with its own lines, not as a JSON string of `\n` escapes. With real
+/// workspace tools; without `list_files` granted, no listing is made.
+#[tokio::test]
+async fn json_mode_lists_the_project_and_shows_output_as_text() {
+    use orca_agents::workspace::WorkspaceTools;
+    let script = json!([
+        text_turn(
+            "{\"tool\": \"run_command\", \"arguments\": {\"command\": \"printf 'F.\\\\nAssertionError: -1 != 5\\\\n'; exit 1\"}}"
+        ),
+        text_turn(
+            "{\"tool\": \"submit_result\", \"arguments\": {\"status\": \"success\", \"summary\": \"ok\"}}"
+        ),
+    ]);
+    let mut seen = Vec::new();
+    for granted in [
+        vec!["list_files", "read_file", "run_command"],
+        vec!["read_file", "run_command"],
+    ] {
+        let (agents, backend, _dir) = weak(script.clone(), ToolMode::Json);
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(
+            project.path().join("calc.py"),
+            "def add(a, b):\n    return a - b\n",
+        )
+        .unwrap();
+        std::fs::write(project.path().join("test_calc.py"), "import calc\n").unwrap();
+        let granted: Vec<String> = granted.into_iter().map(str::to_owned).collect();
+        let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+        let reply = agents
+            .run_task(task("coder", Budget::UNLIMITED), &tools)
+            .await;
+        assert!(
+            matches!(&reply.outcome, TaskResult::Success(_)),
+            "{:?}",
+            reply.outcome
+        );
+        let requests = backend.requests();
+        let first = match requests[0].messages.first() {
+            Some(Message::User { text }) => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        let result = match requests[1].messages.last() {
+            Some(Message::User { text }) => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        seen.push((
+            first.contains("## Files in the project\n- calc.py\n- test_calc.py\n"),
+            result.contains("exit_code: 1\noutput:\nF.\nAssertionError: -1 != 5"),
+            result.contains("\\n"),
+        ));
+    }
+    println!("(listed, output as lines, escaped newlines) with list_files, without: {seen:?}");
+    assert_eq!(seen, [(true, true, false), (false, true, false)]);
+}
+
+/// A guessed path is corrected in the error a model reads: `src/greet.py` for the project's
+/// `greet.py` names the real path (a 1.5B model, told "cannot open … (os error 2)", wrote a
+/// new `src/greet.py` instead); a name found nowhere points at `list_files`.
+#[tokio::test]
+async fn a_missing_path_names_the_files_of_that_name() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("greet.py"), "print('hi')\n").unwrap();
+    std::fs::create_dir(project.path().join("lib")).unwrap();
+    std::fs::write(project.path().join("lib/greet.py"), "x = 1\n").unwrap();
+    let granted = ["read_file", "edit_file"].map(str::to_owned);
+    let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+    let call = |name: &str, arguments: Value| ToolCall {
+        id: "c".into(),
+        name: name.into(),
+        arguments,
+    };
+    let mut errors = Vec::new();
+    for c in [
+        call("read_file", json!({"path": "src/greet.py"})),
+        call(
+            "edit_file",
+            json!({"path": "src/greet.py", "old": "a", "new": "b"}),
+        ),
+        call("read_file", json!({"path": "nowhere.py"})),
+    ] {
+        errors.push(tools.call(&c).await.unwrap_err().message);
+    }
+    println!("{errors:#?}");
+    for e in &errors[..2] {
+        assert!(
+            e.contains("`src/greet.py` does not exist")
+                && e.contains("`greet.py`")
+                && e.contains("`lib/greet.py`"),
+            "{e}"
+        );
+    }
+    assert!(errors[2].contains("`list_files`"), "{}", errors[2]);
+}
+
+/// A file rewritten with the content it already has is reported unchanged: a 1.5B model
+/// rewrote an unfixed `src/lib.rs` five times, each time told only "written". An edit of
+/// equal texts is refused.
+#[tokio::test]
+async fn a_write_or_edit_that_changes_nothing_says_so() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("lib.rs"), "fn a() {}\n").unwrap();
+    let tools = WorkspaceTools::new(project.path(), &["write_file".to_owned()]).unwrap();
+    let mut said = Vec::new();
+    for content in ["fn a() {}\n", "fn b() {}\n", "fn b() {}\n"] {
+        let call = ToolCall {
+            id: "c".into(),
+            name: "write_file".into(),
+            arguments: json!({"path": "lib.rs", "content": content}),
+        };
+        said.push(tools.call(&call).await.unwrap().get("unchanged").is_some());
+    }
+    println!("unchanged reported (same, new, same again): {said:?}");
+    assert_eq!(said, [true, false, true]);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
+        "fn b() {}\n"
+    );
+    // An edit whose `old` and `new` are equal (a 1.5B model made 6 of them, renaming nothing)
+    // is refused, naming the fix; a real edit still goes through.
+    let tools = WorkspaceTools::new(project.path(), &["edit_file".to_owned()]).unwrap();
+    let edit = |old: &str, new: &str| ToolCall {
+        id: "e".into(),
+        name: "edit_file".into(),
+        arguments: json!({"path": "lib.rs", "old": old, "new": new}),
+    };
+    let same = tools.call(&edit("fn b", "fn b")).await.unwrap_err().message;
+    println!("an edit of equal texts: {same}");
+    assert!(same.contains("nothing would change"), "{same}");
+    tools.call(&edit("fn b", "fn c")).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
+        "fn c() {}\n"
+    );
+}
