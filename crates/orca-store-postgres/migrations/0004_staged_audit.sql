@@ -1,4 +1,4 @@
--- orca's PostgreSQL store, schema version 4 (ADR 0057): audit entries staged by writers that
+-- orca's PostgreSQL store, schema version 4 (ADR 0055): audit entries staged by writers that
 -- lost the race for a log's head, and chained in batches.
 --
 -- Many processes writing one execution's log each hashed their entry after the head they

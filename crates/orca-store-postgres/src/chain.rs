@@ -1,4 +1,4 @@
-//! Staged audit entries, chained in batches (migration 0004, ADR 0057).
+//! Staged audit entries, chained in batches (migration 0004, ADR 0055).
 //!
 //! A writer of a log that lost the race for its head (another process appended after the head
 //! it hashed from) does not hash again and race again: it STAGES its entries — each with its

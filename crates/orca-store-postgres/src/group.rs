@@ -13,7 +13,7 @@
 //! entries' primary key: the whole round rolls back and is written again after re-reading the
 //! head. A cut connection fails every request of the round (it may or may not have committed:
 //! the head is re-read). A turn that lost a round stages its requests and chains them instead
-//! (`chain`, ADR 0057): it cannot lose again, and N processes on one log cost N commits and a
+//! (`chain`, ADR 0055): it cannot lose again, and N processes on one log cost N commits and a
 //! few chainings, not N² lost rounds (12-14 calls per transition with 16 workers before). The
 //! next turn tries an optimistic round again (staging for a second after a loss measured
 //! slower at every worker count: two commits per write where one would often have done).

@@ -203,7 +203,7 @@ impl PgStore {
             .cloned()
     }
 
-    /// Stages every audit write and chains it (ADR 0057) instead of appending it after the
+    /// Stages every audit write and chains it (ADR 0055) instead of appending it after the
     /// head this store last saw first and staging only after losing that race (the default).
     /// Tests use it to exercise staging beside optimistic appends.
     pub fn set_stage_first(&self, stage_first: bool) {

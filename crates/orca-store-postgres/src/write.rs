@@ -18,7 +18,7 @@ pub(crate) const WRITE: &str = "SELECT orca_write($1, $2, $3, $4, $5, $6, $7, $8
                                 $12, $13, $14, $15, $16)";
 /// An optimistic append (`group`): refused as `staged` while the log has staged entries not
 /// yet chained, so an append never goes before them — a writer whose chaining failed (a cut
-/// connection) and that wrote again must find its earlier entry first (ADR 0057).
+/// connection) and that wrote again must find its earlier entry first (ADR 0055).
 pub(crate) const APPEND: &str = "SELECT CASE WHEN EXISTS \
      (SELECT 1 FROM audit_staged WHERE log_key = $12) THEN 'staged' ELSE orca_write($1, $2, $3, \
      $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) END";

@@ -1,4 +1,4 @@
-//! Staged audit entries (ADR 0057), against a real throwaway server: what a writer staged and
+//! Staged audit entries (ADR 0055), against a real throwaway server: what a writer staged and
 //! did not live to chain (killed between its staging's commit and its chaining) is chained by
 //! the log's next reader, writer or seal, in staging order and before any later append, and the chain verifies; a staged
 //! row that is not an entry is named and changes nothing; a store that stages every write and
