@@ -531,7 +531,7 @@ pub(crate) async fn run_task(
     };
     let mut first = task_message(request);
     first.push_str(&project_files(tools).await);
-    let (result, usage) = run.go(first, schema::parse_task_result).await;
+    let (result, usage) = run.go(first, schema::parse_submitted_task_result).await;
     Reply {
         outcome: result.unwrap_or_else(TaskResult::Failure),
         usage,
@@ -599,7 +599,9 @@ pub(crate) async fn plan(
     if let Some(plan) = &request.plan_id {
         first.push_str(&format!("\n\n(The plan being worked on: `{plan}`.)"));
     }
-    let (result, usage) = run.go(first, schema::parse_planner_response).await;
+    let (result, usage) = run
+        .go(first, schema::parse_submitted_planner_response)
+        .await;
     Reply {
         outcome: result.unwrap_or_else(PlannerResponse::Failure),
         usage,

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 /// The name of the forced submit tool.
 pub const SUBMIT_TOOL: &str = "submit_result";
 
+/// Every failure code ([`orca_core::ErrorCode`]), for the tests that keep the lists in step.
+#[cfg(test)]
 const ERROR_CODES: &[&str] = &[
     "validation",
     "unknown_agent",
@@ -27,6 +29,13 @@ const ERROR_CODES: &[&str] = &[
     "tool_refused",
     "task_failed",
 ];
+
+/// The failure codes a model may report of its own work. The others name what orca itself
+/// enforces or observes — a budget run out, a timeout, a cancellation, an answer it could not
+/// parse — and are orca's to give: a small model that picked `budget_exceeded` for "I could not
+/// do it" was counted as a budget failure in an evaluation.
+pub const MODEL_ERROR_CODES: &[&str] =
+    &["task_failed", "validation", "tool_refused", "agent_error"];
 
 /// A string field.
 fn text(description: &str) -> Value {
@@ -53,7 +62,7 @@ pub fn task_result_schema() -> Value {
             "relevant_files": strings("success: files that matter for what follows"),
             "notes": text("success: anything else worth keeping"),
             "output": text("success: full output, if any (not shown to later steps)"),
-            "code": {"type": "string", "enum": ERROR_CODES, "description": "failure: why, as a code (usually task_failed)"},
+            "code": {"type": "string", "enum": MODEL_ERROR_CODES, "description": "failure: why, as a code (usually task_failed)"},
             "message": text("failure: what happened, one line"),
             "cause": text("failure: the underlying cause"),
             "reason": text("interruption: why you stopped"),
@@ -76,7 +85,7 @@ pub fn planner_response_schema() -> Value {
             "plan_id": text("plan: the plan's id (plan_...)"),
             "stage": {"type": "string", "enum": ["draft", "proposal"], "description": "plan: proposal once submitted, else draft"},
             "message": text("plan: a note for the user; failure: what happened"),
-            "code": {"type": "string", "enum": ERROR_CODES, "description": "failure: why, as a code"},
+            "code": {"type": "string", "enum": MODEL_ERROR_CODES, "description": "failure: why, as a code"},
             "cause": text("failure: the underlying cause"),
             "output": text("failure: output, if any")
         },
@@ -107,7 +116,7 @@ fn failure_fields() -> Vec<(&'static str, Value)> {
     vec![
         (
             "code",
-            json!({"type": "string", "enum": ERROR_CODES, "description": "why, as a code (usually task_failed)"}),
+            json!({"type": "string", "enum": MODEL_ERROR_CODES, "description": "why, as a code (usually task_failed)"}),
         ),
         ("message", text("what happened, one line")),
         ("cause", text("the underlying cause")),
@@ -185,6 +194,46 @@ pub fn submit_tool(schema: Value, what: &str) -> ToolSpec {
 /// The serde error, for the model to repair.
 pub fn parse_task_result(value: &Value) -> Result<TaskResult, String> {
     TaskResult::deserialize(value).map_err(|e| e.to_string())
+}
+
+/// Parses a task result a model submitted: [`parse_task_result`], and a failure's code must be
+/// one a model may report of itself ([`MODEL_ERROR_CODES`]).
+///
+/// # Errors
+///
+/// The serde error, or the code that is orca's, with the codes to use — for the model to repair.
+pub fn parse_submitted_task_result(value: &Value) -> Result<TaskResult, String> {
+    let result = parse_task_result(value)?;
+    if let TaskResult::Failure(f) = &result {
+        model_code(f.code.as_str())?;
+    }
+    Ok(result)
+}
+
+/// Parses a planner response a model submitted, its failure code checked as
+/// [`parse_submitted_task_result`] does.
+///
+/// # Errors
+///
+/// As [`parse_submitted_task_result`].
+pub fn parse_submitted_planner_response(value: &Value) -> Result<PlannerResponse, String> {
+    let response = parse_planner_response(value)?;
+    if let PlannerResponse::Failure(f) = &response {
+        model_code(f.code.as_str())?;
+    }
+    Ok(response)
+}
+
+fn model_code(code: &str) -> Result<(), String> {
+    if MODEL_ERROR_CODES.contains(&code) {
+        Ok(())
+    } else {
+        Err(format!(
+            "code `{code}` is orca's own (it gives it when it ends an attempt itself); a failure \
+             you report has code {}: use task_failed if the work could not be done",
+            MODEL_ERROR_CODES.join(", ")
+        ))
+    }
 }
 
 /// Parses a submitted planner response.
@@ -297,6 +346,30 @@ mod tests {
             11,
             "ErrorCode gained a variant: update ERROR_CODES"
         );
+        assert!(MODEL_ERROR_CODES.iter().all(|c| ERROR_CODES.contains(c)));
+    }
+
+    #[test]
+    fn a_model_reports_only_its_own_failure_codes() {
+        let mut refused = Vec::new();
+        for code in ERROR_CODES {
+            let failure = json!({"status": "failure", "code": code, "message": "could not"});
+            let plan = json!({"type": "failure", "code": code, "message": "could not"});
+            let task = parse_submitted_task_result(&failure);
+            let planner = parse_submitted_planner_response(&plan);
+            // The same value is a valid result as such (a command-line agent's, orca's own).
+            assert!(parse_task_result(&failure).is_ok());
+            assert_eq!(task.is_ok(), planner.is_ok(), "{code}");
+            match task {
+                Ok(_) => assert!(MODEL_ERROR_CODES.contains(code), "{code} accepted"),
+                Err(e) => {
+                    assert!(e.contains("use task_failed"), "{e}");
+                    refused.push(*code);
+                }
+            }
+        }
+        assert_eq!(refused.len(), ERROR_CODES.len() - MODEL_ERROR_CODES.len());
+        assert!(refused.contains(&"budget_exceeded"));
     }
 
     #[test]

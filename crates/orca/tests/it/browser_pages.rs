@@ -311,7 +311,10 @@ async fn a_step_page_follows_the_running_step_live() {
     d.click("#confirm").await;
     d.click("#run").await;
     d.click("a[href$=\"/steps/slow\"]").await;
-    let first = d.text("#live").await;
+    // The click navigates: the step page (not the execution page still shown) before reading it.
+    let first = d
+        .wait_text("#live", "Attempt 1", Duration::from_secs(30))
+        .await;
     println!("step page when opened: {first:?}");
     assert!(
         !first.contains("finally"),
