@@ -32,6 +32,17 @@ pub trait Host: Send + Sync + std::fmt::Debug + 'static {
         lease: Option<&LeaseInfo>,
     ) -> Option<Value>;
 
+    /// The planner made `plan` from a request (`plan_from_request`), its conversation recorded
+    /// in the plan's log: the binary exports it as the planner's trace when telemetry is on.
+    /// Nothing by default.
+    fn planned<'a>(
+        &'a self,
+        plan: &'a Plan,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        let _ = plan;
+        Box::pin(async {})
+    }
+
     /// The plan as a human approves it (what the terminal shows before its approval
     /// question: the steps, and what each step's environment will hold).
     fn describe_plan(&self, plan: &Plan) -> String {

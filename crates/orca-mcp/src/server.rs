@@ -185,6 +185,7 @@ impl OrcaMcp {
                 plan_id, message, stage,
             } => {
                 let plan = tri!(self, self.inner.orca.planning().plan(plan_id).await);
+                self.inner.host.planned(&plan).await;
                 if stage == PlanRefStage::Draft {
                     return self.ok(json!({
                         "plan_id": plan_id, "stage": "draft", "message": message,

@@ -47,31 +47,61 @@ pub(crate) fn start(table: Option<&toml::Value>) -> Result<Option<Telemetry>, Cl
 /// Exports the planner's conversation that made `plan` (`orca ask`) as its own trace, when
 /// export is on: from the plan's log, where the conversation was recorded.
 pub(crate) async fn planner(app: &App, plan: orca_core::PlanId, goal: &str) {
-    let Some(telemetry) = &app.telemetry else {
-        return;
-    };
-    let Ok(entries) = app
-        .store
-        .entries(orca_store::AuditLogId::Plan { plan_id: plan })
-        .await
-    else {
-        return;
-    };
-    // The plan's trace: its id's 128 bits, named as an execution's would be.
-    let trace = ExecutionId::from_uuid(plan.uuid());
-    let events = orca_services::events::from_entries(plan, trace, &entries);
-    let spans = orca_telemetry::spans::derive_planner(
-        plan,
-        "planner",
-        &orca_telemetry::SpanInput {
-            events: &events,
-            after: None,
-            goal,
-            models: &models(app),
-            capture_content: telemetry.settings().capture_content,
-        },
-    );
-    telemetry.record(spans);
+    if let Some(traces) = PlannerTraces::of(app) {
+        traces.export(plan, goal).await;
+    }
+}
+
+/// What exports a planner's conversation where there is no `App` at hand (the MCP server's
+/// host, for `plan_from_request`).
+#[derive(Clone)]
+pub(crate) struct PlannerTraces {
+    store: std::sync::Arc<dyn orca_store::Store>,
+    telemetry: orca_telemetry::Telemetry,
+    models: BTreeMap<String, ModelInfo>,
+}
+
+impl std::fmt::Debug for PlannerTraces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannerTraces").finish_non_exhaustive()
+    }
+}
+
+impl PlannerTraces {
+    /// `None` when export is off.
+    pub(crate) fn of(app: &App) -> Option<Self> {
+        app.telemetry.clone().map(|telemetry| Self {
+            store: std::sync::Arc::clone(&app.store),
+            telemetry,
+            models: models(app),
+        })
+    }
+
+    /// The trace of the conversation that made `plan`, queued for export.
+    pub(crate) async fn export(&self, plan: orca_core::PlanId, goal: &str) {
+        let Ok(entries) = self
+            .store
+            .entries(orca_store::AuditLogId::Plan { plan_id: plan })
+            .await
+        else {
+            return;
+        };
+        // The plan's trace: its id's 128 bits, named as an execution's would be.
+        let trace = ExecutionId::from_uuid(plan.uuid());
+        let events = orca_services::events::from_entries(plan, trace, &entries);
+        let spans = orca_telemetry::spans::derive_planner(
+            plan,
+            "planner",
+            &orca_telemetry::SpanInput {
+                events: &events,
+                after: None,
+                goal,
+                models: &self.models,
+                capture_content: self.telemetry.settings().capture_content,
+            },
+        );
+        self.telemetry.record(spans);
+    }
 }
 
 pub(crate) fn models(app: &App) -> BTreeMap<String, ModelInfo> {

@@ -40,6 +40,8 @@ struct Drivers {
     root: PathBuf,
     trusted_keys: Vec<PathBuf>,
     env_policy: EnvPolicy,
+    /// The planner's traces of `plan_from_request`, when export is on.
+    traces: Option<crate::telemetry::PlannerTraces>,
 }
 
 impl Host for Drivers {
@@ -81,6 +83,17 @@ impl Host for Drivers {
         crate::cmd::driver::driver_json(execution, stage, lease)
     }
 
+    fn planned<'a>(
+        &'a self,
+        plan: &'a Plan,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if let Some(traces) = &self.traces {
+                traces.export(plan.id(), &plan.content().goal).await;
+            }
+        })
+    }
+
     fn describe_plan(&self, plan: &Plan) -> String {
         let mut text = render_plan(plan);
         text.push_str(&crate::settings::step_env::step_env_text(
@@ -101,6 +114,7 @@ pub(crate) async fn serve(app: &App, global: &Global, args: &McpArgs) -> Result<
         root: root.clone(),
         trusted_keys: global.trusted_key.clone(),
         env_policy: app.env_policy().clone(),
+        traces: crate::telemetry::PlannerTraces::of(app),
     });
     let approval = &app.approval;
     let elicitation = match (&approval.mcp_elicitation_off, args.no_elicitation) {

@@ -308,3 +308,82 @@ async fn a_decision_answered_over_mcp_is_its_span_with_the_actor() {
     );
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_made_over_mcp_is_the_planners_trace_named_by_the_plan() {
+    use crate::mcp_support::{self, Human, ok};
+    let model = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(mcp_support::planner::FakePlanner)
+        .mount(&model)
+        .await;
+    let receiver = Receiver::start().await;
+    let endpoint = receiver.url.clone();
+    let p = mcp_support::Project::new();
+    std::fs::write(
+        p.root.join(".orca/config.toml"),
+        format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
+            model.uri()
+        ),
+    )
+    .unwrap();
+    let (client, _) = p
+        .connect_with(
+            "otel-client",
+            Human::Absent,
+            &[],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+        )
+        .await;
+    let planned = ok(
+        &client,
+        "plan_from_request",
+        json!({"request": "say hello in hello.txt"}),
+    )
+    .await;
+    let plan = planned["plan_id"].as_str().unwrap().to_owned();
+    let uuid = plan.trim_start_matches("plan_").replace('-', "");
+    // Sent while the session goes on (batched), or at the latest when it closes.
+    client.cancel().await.unwrap();
+    eventually(Duration::from_secs(60), "the planner's root span", || {
+        let got = receiver.received();
+        async move {
+            got.spans
+                .iter()
+                .any(|(s, _)| s.name == "invoke_agent planner")
+                .then_some(())
+        }
+    })
+    .await;
+    let spans: Vec<Span> = receiver
+        .received()
+        .spans
+        .into_iter()
+        .map(|(s, _)| s)
+        .filter(|s| hex(&s.trace_id) == uuid)
+        .collect();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    println!("plan_from_request's trace {uuid}: {names:?}");
+    let root = by_name(&spans, "invoke_agent planner");
+    assert_eq!(root.len(), 1, "{names:?}");
+    assert_eq!(
+        attr(root[0], "orca.plan.id").as_deref(),
+        Some(plan.as_str())
+    );
+    let chats = by_name(&spans, "chat planner-model");
+    assert!(!chats.is_empty(), "the model's requests: {names:?}");
+    let tools: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("execute_tool orca_plan_"))
+        .collect();
+    assert!(!tools.is_empty(), "{names:?}");
+    assert!(
+        chats
+            .iter()
+            .chain(tools.iter())
+            .all(|s| s.parent_span_id == root[0].span_id),
+        "every request and tool call under the planner's span"
+    );
+}
