@@ -478,21 +478,8 @@ async fn secrets_never_reach_the_host() {
 // is a proposal, which the agent cannot run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_becomes_a_proposal_through_the_planner() {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path("/v1/chat/completions"))
-        .respond_with(mcp_support::planner::FakePlanner)
-        .mount(&server)
-        .await;
     let p = Project::new();
-    std::fs::write(
-        p.root.join(".orca/config.toml"),
-        format!(
-            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    let _planner = mcp_support::planner::serve_for(&p.root).await;
     let (client, _) = p.connect("orca-test-client", Human::Absent).await;
     let planned = ok(
         &client,

@@ -308,27 +308,40 @@ while True:
 "#;
 
 /// A running aiosmtpd; killed on drop.
-struct Smtp {
+pub(crate) struct Smtp {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
     out: PathBuf,
 }
 
 impl Smtp {
     fn start(dir: &Path, user: &str, password: &str) -> Self {
+        Self::spawn(dir, ("smtp_server.py", SMTP_SERVER), user, password, &[])
+    }
+
+    /// Runs `script` (name, text) with the venv's Python: its arguments are a free port, the
+    /// file it records into, then `args`; it prints `ready` once it listens.
+    pub(crate) fn spawn(
+        dir: &Path,
+        script: (&str, &str),
+        user: &str,
+        password: &str,
+        args: &[String],
+    ) -> Self {
         let python = smtp_python();
-        let script = dir.join("smtp_server.py");
-        std::fs::write(&script, SMTP_SERVER).unwrap();
+        let path = dir.join(script.0);
+        std::fs::write(&path, script.1).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let out = dir.join("smtp-received.jsonl");
+        let out = dir.join(format!("smtp-{port}.jsonl"));
         let mut child = std::process::Command::new(python)
-            .arg(&script)
+            .arg(&path)
             .arg(port.to_string())
             .arg(&out)
+            .args(args)
             .env("SMTP_TEST_USER", user)
             .env("SMTP_TEST_PASSWORD", password)
             .stdin(Stdio::null())
@@ -351,7 +364,7 @@ impl Smtp {
         Self { child, port, out }
     }
 
-    fn records(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn records(&self) -> Vec<serde_json::Value> {
         web_support::read(&self.out)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

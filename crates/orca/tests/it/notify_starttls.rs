@@ -12,13 +12,11 @@
     reason = "tests print what they count"
 )]
 
-use std::io::BufRead as _;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::Duration;
 
-use crate::notify_delivery::{PUBLIC, files_holding, smtp_python};
-use crate::web_support::{self, Project, Server, eventually, plan};
+use crate::notify_delivery::{PUBLIC, Smtp, files_holding};
+use crate::web_support::{Project, Server, eventually, plan};
 
 /// aiosmtpd requiring STARTTLS (when given a certificate) and AUTH; one JSON line per login and
 /// per message, each saying whether the session was encrypted.
@@ -73,70 +71,20 @@ while True:
     time.sleep(3600)
 "#;
 
-/// A running aiosmtpd; killed on drop.
-struct Smtp {
-    child: std::process::Child,
-    port: u16,
-    out: PathBuf,
-}
-
-impl Smtp {
-    /// With `tls` (certificate, key): STARTTLS required before AUTH and MAIL; without: none
-    /// offered.
-    fn start(dir: &Path, password: &str, tls: Option<(&Path, &Path)>) -> Self {
-        let python = smtp_python();
-        let script = dir.join("smtp_tls_server.py");
-        std::fs::write(&script, SMTP_TLS_SERVER).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let out = dir.join(format!("smtp-{port}.jsonl"));
-        let (cert, key) = tls.map_or((String::new(), String::new()), |(c, k)| {
-            (c.display().to_string(), k.display().to_string())
-        });
-        let mut child = std::process::Command::new(python)
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(&out)
-            .arg(cert)
-            .arg(key)
-            .env("SMTP_TEST_USER", "orca-bot")
-            .env("SMTP_TEST_PASSWORD", password)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let _ = tx.send(line);
-            }
-        });
-        let ready = rx.recv_timeout(Duration::from_secs(60));
-        assert_eq!(ready.as_deref(), Ok("ready"), "the SMTP server started");
-        Self { child, port, out }
-    }
-
-    fn records(&self) -> Vec<serde_json::Value> {
-        web_support::read(&self.out)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for Smtp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The TLS-capable aiosmtpd. With `tls` (certificate, key): STARTTLS required before AUTH
+/// and MAIL; without: none offered.
+fn tls_smtp(dir: &Path, password: &str, tls: Option<(&Path, &Path)>) -> Smtp {
+    let args: Vec<String> = tls.map_or_else(
+        || vec![String::new(), String::new()],
+        |(c, k)| vec![c.display().to_string(), k.display().to_string()],
+    );
+    Smtp::spawn(
+        dir,
+        ("smtp_tls_server.py", SMTP_TLS_SERVER),
+        "orca-bot",
+        password,
+        &args,
+    )
 }
 
 const VAR: &str = "NOTIFY_SMTP_PW";
@@ -189,7 +137,7 @@ async fn email_over_starttls_with_a_trusted_ca_upgrades_logs_in_and_delivers() {
 
     let p = Project::new();
     let _token = p.token("me");
-    let smtp = Smtp::start(p.dir.path(), PLANTED, tls);
+    let smtp = tls_smtp(p.dir.path(), PLANTED, tls);
     p.config(&config(smtp.port, Some(&files.ca)));
     let id = p.proposal("mailed over tls", &plan(&[("one", "true", &[])]));
     let server = Server::start_env(&p, &["--public-url", PUBLIC], &[(VAR, PLANTED)]);
@@ -263,7 +211,7 @@ async fn email_over_starttls_with_a_trusted_ca_upgrades_logs_in_and_delivers() {
     assert!(log.contains("attempt 2 of 2 failed"), "{log}");
 
     // Control: a server offering no STARTTLS, with the CA trusted: no login, no mail.
-    let plain = Smtp::start(p.dir.path(), PLANTED, None);
+    let plain = tls_smtp(p.dir.path(), PLANTED, None);
     let log = refused(&plain, Some(&files.ca), PLANTED).await;
     println!(
         "server without STARTTLS: {} record(s) at the server, attempts logged {}",

@@ -8,7 +8,6 @@
 //! tool it has no use for.
 
 use crate::common::project::{Project, code, stderr, stdout};
-use crate::mcp_support::planner::FakePlanner;
 
 use serde_json::Value;
 
@@ -68,20 +67,8 @@ impl Sizes {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_planners_tokens_per_request_and_per_step_are_measured() {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path("/v1/chat/completions"))
-        .respond_with(FakePlanner)
-        .mount(&server)
-        .await;
     let p = Project::new();
-    p.write(
-        ".orca/config.toml",
-        &format!(
-            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
-            server.uri()
-        ),
-    );
+    let server = crate::mcp_support::planner::serve_for(p.root()).await;
     let root = p.root().to_path_buf();
     let config = p.config.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {

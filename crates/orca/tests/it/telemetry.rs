@@ -711,21 +711,9 @@ async fn what_export_costs_per_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_planners_conversation_is_its_own_trace_named_by_the_plan() {
-    let model = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path("/v1/chat/completions"))
-        .respond_with(crate::mcp_support::planner::FakePlanner)
-        .mount(&model)
-        .await;
     let receiver = Receiver::start().await;
     let p = Project::new();
-    p.write(
-        ".orca/config.toml",
-        &format!(
-            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
-            model.uri()
-        ),
-    );
+    let _planner = crate::mcp_support::planner::serve_for(p.root()).await;
     let env = otel_env(&receiver, false);
     let out = tokio::task::block_in_place(|| {
         orca_cmd(&p, &env, &["--json", "ask", "say hello in hello.txt"])

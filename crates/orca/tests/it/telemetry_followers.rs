@@ -312,23 +312,10 @@ async fn a_decision_answered_over_mcp_is_its_span_with_the_actor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_made_over_mcp_is_the_planners_trace_named_by_the_plan() {
     use crate::mcp_support::{self, Human, ok};
-    let model = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path("/v1/chat/completions"))
-        .respond_with(mcp_support::planner::FakePlanner)
-        .mount(&model)
-        .await;
     let receiver = Receiver::start().await;
     let endpoint = receiver.url.clone();
     let p = mcp_support::Project::new();
-    std::fs::write(
-        p.root.join(".orca/config.toml"),
-        format!(
-            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
-            model.uri()
-        ),
-    )
-    .unwrap();
+    let _planner = mcp_support::planner::serve_for(&p.root).await;
     let (client, _) = p
         .connect_with(
             "otel-client",

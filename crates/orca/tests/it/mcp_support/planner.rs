@@ -70,3 +70,22 @@ impl wiremock::Respond for FakePlanner {
         ))
     }
 }
+
+/// A started fake planner, and the project at `root` configured to plan with it.
+pub(crate) async fn serve_for(root: &std::path::Path) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(FakePlanner)
+        .mount(&server)
+        .await;
+    std::fs::write(
+        root.join(".orca/config.toml"),
+        format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"planner-model\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    server
+}
