@@ -46,10 +46,13 @@ use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The tuning loops: `--claims-only` and `--makespans N` (one figure, several times).
+#[path = "runner_bench/overhead.rs"]
+mod overhead;
 /// (g): orca's workers against a bare job queue on the same server.
 #[path = "runner_bench/queue.rs"]
 mod queue;
-/// The tuning loops: `--claims-only` and `--makespans N` (one figure, several times).
+
 #[path = "runner_bench/tuning.rs"]
 mod tuning;
 /// (f): workers on one wide DAG on postgres.
@@ -467,23 +470,16 @@ async fn figures(sizes: &Sizes) -> Result<Vec<Figure>, BoxError> {
     });
 
     // (c) Orchestration overhead: CPU per task, instant agent, file store.
-    let before = cpu_time();
-    run(
-        &Backend::File,
-        BenchAgent::new(Duration::ZERO),
-        lanes(sizes.overhead_tasks)?,
-        8,
-    )
-    .await?;
-    let cpu = cpu_time().saturating_sub(before);
+    let cost = overhead::overhead(sizes.overhead_tasks).await?;
     out.push(Figure {
         name: "overhead_cpu_us_per_task",
-        value: cpu.as_secs_f64() * 1e6 / sizes.overhead_tasks as f64,
+        value: cost.per_task_us(),
         unit: "us",
-        target: None,
+        target: Some(500.0),
         description: format!(
-            "CPU time (user+sys) per task, instant agent, file store, {} tasks",
-            sizes.overhead_tasks
+            "CPU time (user+sys) per task, instant agent, file store, {} tasks: {}",
+            sizes.overhead_tasks,
+            cost.split()
         ),
     });
 
@@ -651,18 +647,12 @@ fn real_main() -> Result<(), BoxError> {
     if args.iter().any(|a| a == "--overhead-only") {
         // (c) alone, for a profiler: CPU per task, instant agent, file store.
         let tasks = sizes.overhead_tasks;
-        let before = cpu_time();
-        let wall = runtime.block_on(run(
-            &Backend::File,
-            BenchAgent::new(Duration::ZERO),
-            lanes(tasks)?,
-            8,
-        ))?;
-        let cpu = cpu_time().saturating_sub(before);
+        let cost = runtime.block_on(overhead::overhead(tasks))?;
         say(&format!(
-            "overhead_cpu_us_per_task {:.1} us ({tasks} tasks, wall {:.3} s)",
-            cpu.as_secs_f64() * 1e6 / tasks as f64,
-            wall.as_secs_f64()
+            "overhead_cpu_us_per_task {:.1} us ({tasks} tasks: {}; run wall {:.3} s)",
+            cost.per_task_us(),
+            cost.split(),
+            cost.wall.as_secs_f64()
         ));
         return Ok(());
     }
