@@ -210,6 +210,24 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
         ));
     }
     let last_completed = last_completed(entries);
+    // A completed task never changes again: a completion the log records whose task is not
+    // completed was rolled back behind orca's back (e.g. the task records of a file store's
+    // write-ahead log cut), and running on would do that step's work twice.
+    for task in &tasks {
+        if task.status() != TaskStatus::Completed
+            && let Some(logged) = last_completed.get(task.step_id().as_str())
+        {
+            out.push(finding(
+                Place::Task(task.step_id().clone()),
+                Some(logged.seq),
+                format!(
+                    "the log records its completion at entry {}, but its stored state is {} (rolled back)",
+                    logged.seq,
+                    task.status()
+                ),
+            ));
+        }
+    }
     for task in &tasks {
         let Task::Completed(done) = task else {
             continue;

@@ -11,8 +11,9 @@
 //!   process reads the execution and verifies its audit log in a loop (as `exec show`,
 //!   `watch` or `audit verify` from another shell would) and counts failed reads and tasks
 //!   that went BACKWARDS.
-//! - `log_tampering_is_repaired_or_detected`: a task file rolled back, a rolled-back file that
-//!   was also edited, a garbage line, a torn tail, reordered / truncated / edited records.
+//! - `log_tampering_is_repaired_or_detected`: the task snapshot emptied, a record in it edited
+//!   (superseded, or at a logged revision: detected), a garbage line, a torn tail, reordered
+//!   records, an emptied log (the task back at the snapshot's revision), a deleted snapshot.
 //!
 //! `ORCA_CRASH_TRIALS=50 cargo test -p orca-store --test wal` runs the long version.
 
@@ -352,14 +353,15 @@ fn sigkilled_batch_writer_loses_nothing_acknowledged(rt: &tokio::runtime::Runtim
     );
 }
 
-/// A store with one execution whose step `s0` went through three transitions (revision 4).
+/// A store with one execution whose step `s0` went through three transitions (revision 4):
+/// its snapshot holds revision 1, its write-ahead log revisions 2 to 4.
 struct Fixture {
     _dir: tempfile::TempDir,
     store: FileStore,
     id: ExecutionId,
     step: StepId,
-    /// The task file's bytes at each revision.
-    files: BTreeMap<u64, Vec<u8>>,
+    /// The snapshot as written when the execution was created.
+    snapshot: Vec<u8>,
     wal: PathBuf,
 }
 
@@ -372,15 +374,13 @@ async fn fixture() -> Fixture {
     store.create_execution(&exec, &tasks).await.unwrap();
     let id = exec.id();
     let step = tasks[0].step_id().clone();
-    let path = store.task_path(plan.id(), id, &step);
-    let mut files = BTreeMap::from([(1, std::fs::read(&path).unwrap())]);
+    let snapshot = std::fs::read(store.tasks_path(plan.id(), id)).unwrap();
     let me = holder("t");
     let mut rev = Revision::FIRST;
     for _ in 0..3 {
         let next = next_task(&plan, &tasks, 0, &me);
         rev = store.update_task(id, &next, rev).await.unwrap();
         tasks[0] = next;
-        files.insert(rev.0, std::fs::read(&path).unwrap());
     }
     let wal = wal_path(&store, id);
     Fixture {
@@ -388,22 +388,39 @@ async fn fixture() -> Fixture {
         store,
         id,
         step,
-        files,
+        snapshot,
         wal,
     }
 }
 
 impl Fixture {
-    fn task_file(&self) -> PathBuf {
-        let snap_plan = std::fs::read_to_string(
-            self.store
-                .root()
-                .join("executions")
-                .join(self.id.to_string()),
-        )
-        .unwrap();
-        self.store
-            .task_path(snap_plan.trim().parse().unwrap(), self.id, &self.step)
+    fn snapshot_file(&self) -> PathBuf {
+        self.wal.with_file_name("tasks.json")
+    }
+
+    /// The snapshot with `s0`'s record replaced by `record`.
+    fn snapshot_with(&self, record: serde_json::Value) -> String {
+        let mut doc: serde_json::Value = serde_json::from_slice(&self.snapshot).unwrap();
+        let tasks = doc["tasks"].as_array_mut().unwrap();
+        let at = tasks
+            .iter()
+            .position(|t| t["step_id"] == self.step.as_str())
+            .unwrap();
+        tasks[at] = record;
+        serde_json::to_string_pretty(&doc).unwrap()
+    }
+
+    /// The write-ahead log's record of `s0` at `revision`, as a snapshot record.
+    fn logged(&self, revision: u64) -> serde_json::Value {
+        let line = lines(&self.wal)
+            .into_iter()
+            .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+            .find(|r| r["step"] == self.step.as_str() && r["revision"] == revision)
+            .unwrap();
+        let mut record = serde_json::Map::new();
+        record.insert("revision".into(), revision.into());
+        record.extend(line["task"].as_object().unwrap().clone());
+        serde_json::Value::Object(record)
     }
 
     /// What a fresh store (another process) reads.
@@ -436,38 +453,53 @@ fn log_tampering_is_repaired_or_detected(rt: &tokio::runtime::Runtime) {
         let mut detected = 0;
         let mut harmless = 0;
 
-        // A writer killed between its append and its rename: the file is one revision behind.
+        // The snapshot emptied (a file lost behind orca's back): the task the log holds is
+        // read from the log.
         let f = fixture().await;
         let (_, good) = f.read().await.unwrap();
-        std::fs::write(f.task_file(), &f.files[&3]).unwrap();
+        std::fs::write(f.snapshot_file(), b"").unwrap();
         assert_eq!(
             f.read().await.unwrap(),
             (4, good.clone()),
-            "rolled-back file repaired"
+            "emptied snapshot repaired"
         );
         repaired += 1;
 
-        // A task file lost to a power failure (empty): repaired from the log.
-        std::fs::write(f.task_file(), b"").unwrap();
-        assert_eq!(
-            f.read().await.unwrap(),
-            (4, good.clone()),
-            "empty file repaired"
-        );
-        repaired += 1;
+        // The snapshot's record replaced (a valid task, another state) at a revision the log
+        // has gone past: superseded.
+        let mut edited = f.logged(2);
+        edited["revision"] = serde_json::json!(1);
+        std::fs::write(f.snapshot_file(), f.snapshot_with(edited)).unwrap();
+        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "superseded");
+        harmless += 1;
+        // Control: the replaced record is a valid task (read as it is when the log is empty).
+        let log = std::fs::read(&f.wal).unwrap();
+        std::fs::write(&f.wal, b"").unwrap();
+        let (rev, control) = f.read().await.unwrap();
+        assert_eq!(rev, 1);
+        assert_ne!(control, good);
+        std::fs::write(&f.wal, &log).unwrap();
 
-        // A rolled-back file that was also edited: not what the log recorded at that revision.
-        let forged = String::from_utf8(f.files[&3].clone()).unwrap();
-        assert!(forged.contains("boom"));
-        std::fs::write(f.task_file(), forged.replace("boom", "forged")).unwrap();
+        // A record of a revision the log holds, but not what the log recorded: detected.
+        let three = f.logged(3);
+        let forged = three.to_string();
+        assert!(forged.contains("boom"), "{forged}");
+        let forged: serde_json::Value =
+            serde_json::from_str(&forged.replace("boom", "forged")).unwrap();
+        std::fs::write(f.snapshot_file(), f.snapshot_with(forged)).unwrap();
         match f.read().await {
             Err(StoreError::Corrupt { path, message }) => {
-                assert_eq!(path, f.task_file(), "{message}");
+                assert_eq!(path, f.snapshot_file(), "{message}");
+                assert!(message.contains("task s0"), "{message}");
                 detected += 1;
             }
-            other => panic!("an edited, rolled-back task file was read: {other:?}"),
+            other => panic!("an edited record of a logged revision was read: {other:?}"),
         }
-        std::fs::write(f.task_file(), &f.files[&4]).unwrap();
+        // The log's own record of that revision in the snapshot: the same, read as the log's.
+        std::fs::write(f.snapshot_file(), f.snapshot_with(three)).unwrap();
+        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "same record");
+        harmless += 1;
+        std::fs::write(f.snapshot_file(), &f.snapshot).unwrap();
 
         // A complete line that is not a record: corruption, naming the log.
         let orig = lines(&f.wal);
@@ -498,21 +530,14 @@ fn log_tampering_is_repaired_or_detected(rt: &tokio::runtime::Runtime) {
         assert_eq!(f.read().await.unwrap(), (4, good.clone()), "reordered");
         harmless += 1;
 
-        // Truncated log: the task files hold every acknowledged transition.
+        // An emptied log takes the task back to the snapshot's revision: the store cannot
+        // tell an older state from a rolled-back one. The audit log's copy of every entry and
+        // the service's checks against it do (the tamper catalogue's "roll back the
+        // write-ahead log of a running execution"); an ended execution's log is empty (below).
         std::fs::write(&f.wal, b"").unwrap();
-        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "truncated");
-        harmless += 1;
-
-        // A record edited at a revision the file already has: the file wins.
-        let mut edited = orig.clone();
-        let last = edited.len() - 1;
-        edited[last] = edited[last].replace("test-host", "forged-host");
-        write_lines(&f.wal, &edited);
-        assert_eq!(f.read().await.unwrap(), (4, good.clone()), "edited record");
-        harmless += 1;
-
-        // A forged record with a newer revision is read like an edited task file: the audit
-        // log's checks (result digest, reachable states) judge it, as for the file.
+        assert_eq!(f.read().await.unwrap().0, 1, "emptied log");
+        // A forged or edited record is read like an edited snapshot record: the audit log's
+        // checks (result digest, reachable states) judge it.
         write_lines(&f.wal, &orig);
 
         // The next update after a torn tail works, and the log stays readable.
@@ -534,13 +559,13 @@ fn log_tampering_is_repaired_or_detected(rt: &tokio::runtime::Runtime) {
         assert_eq!(f.read().await.unwrap(), (5, next), "after a cut torn tail");
         assert!(std::fs::read(&f.wal).unwrap().ends_with(b"\n"));
 
-        // A deleted task file is not recreated by the compaction a new lease runs.
-        std::fs::remove_file(f.task_file()).unwrap();
+        // A deleted snapshot is not recreated by the compaction a new lease runs.
+        std::fs::remove_file(f.snapshot_file()).unwrap();
         match f.store.acquire_lease(f.id, &holder("t")).await {
-            Err(StoreError::Corrupt { path, .. }) if path == f.task_file() => detected += 1,
-            other => panic!("a deleted task file was recreated: {other:?}"),
+            Err(StoreError::Corrupt { path, .. }) if path == f.snapshot_file() => detected += 1,
+            other => panic!("a deleted snapshot was recreated: {other:?}"),
         }
-        assert!(!f.task_file().exists());
+        assert!(!f.snapshot_file().exists());
 
         eprint!("(repaired {repaired}, detected {detected}, harmless {harmless}) ");
     });

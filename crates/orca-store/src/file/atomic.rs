@@ -3,7 +3,6 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -200,45 +199,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Atomic replace WITHOUT an fsync, reusing one spare file per target instead of a new
-    /// temp file each time: the bytes go into `.NAME.spare` (created once, then truncated and
-    /// rewritten), which is then exchanged with the target (`renameat2(RENAME_EXCHANGE)`), so
-    /// the spare keeps the old content for next time. A reader sees the old file or the new
-    /// one, whole, as with a rename — but no inode is created or freed per write (on ext4
-    /// without a journal, finding a free inode scans the recently deleted ones: a cost that
-    /// grew with every temp file a run had renamed away). Callers serialize writers of one
-    /// target (its lock). Where the exchange is not supported, a plain rename.
-    pub(super) fn replace_unsynced(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-        let spare = path.with_file_name(format!(".{}.spare", file_name(path)));
-        // Overwritten in place and cut to length, not truncated first: emptying a file frees
-        // its block and the write allocates another.
-        let written = perms::open(
-            perms::options().write(true).create(true).truncate(false),
-            &spare,
-        )
-        .and_then(|f| {
-            f.write_all_at(bytes, 0)?;
-            f.set_len(bytes.len() as u64)
-        });
-        written.map_err(io_err(format!("writing {}", spare.display())))?;
-        match exchange(&spare, path) {
-            Ok(()) => Ok(()),
-            // No exchange on this system or file system: a plain rename.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
-                ) =>
-            {
-                fs::rename(&spare, path)
-                    .map_err(io_err(format!("renaming into {}", path.display())))
-            }
-            // A missing target (removed behind orca's back) is not recreated: an exchange
-            // needs both names.
-            Err(e) => Err(io_err(format!("replacing {}", path.display()))(e)),
-        }
-    }
-
     /// Atomic, durable create that never replaces: temp file, fsync, hard link to the final
     /// name (fails if it exists), unlink the temp, fsync the directory.
     pub(super) fn create_atomic(
@@ -267,16 +227,4 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-/// Swaps two names atomically (both must exist).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn exchange(a: &Path, b: &Path) -> io::Result<()> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE).map_err(io::Error::from)
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn exchange(_: &Path, _: &Path) -> io::Result<()> {
-    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }

@@ -254,8 +254,20 @@ impl Inner {
 
     pub(super) fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
         let path = self.audit_file(log);
-        let mut file = open_log(&path)?;
         let seal_path = seal_file(&path);
+        if let AuditLogId::Execution {
+            plan_id,
+            execution_id,
+        } = log
+            && !seal_path.exists()
+            && self.exec_file(plan_id, execution_id).is_file()
+        {
+            // The execution has ended: its write-ahead log is folded into the task snapshot and
+            // emptied (one file each, ADR 0056), so an ended execution's tasks are whole in its
+            // snapshot. Before the audit file's lock: compaction takes it itself.
+            self.compact_wal(plan_id, execution_id)?;
+        }
+        let mut file = open_log(&path)?;
         if let Some(seal) = read_seal(&seal_path)? {
             return Ok(seal);
         }

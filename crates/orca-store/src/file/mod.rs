@@ -9,8 +9,7 @@
 //! .orca/plans/{plan_id}/executions/{exec_id}.audit.jsonl       causal chain (+ .seal.json)
 //! .orca/plans/{plan_id}/executions/{exec_id}.lease             lease (flock held while leased)
 //! .orca/plans/{plan_id}/executions/{exec_id}/exec.lock         CAS lock of the header
-//! .orca/plans/{plan_id}/executions/{exec_id}/tasks/{step}.json one task + "revision"
-//! .orca/plans/{plan_id}/executions/{exec_id}/tasks/{step}.lock CAS lock of the task
+//! .orca/plans/{plan_id}/executions/{exec_id}/tasks.json         every task + "revision" (snapshot)
 //! .orca/plans/{plan_id}/executions/{exec_id}/tasks.wal.jsonl    write-ahead log (tasks + audit)
 //! .orca/executions/{exec_id}                                   index: the plan id (a hint)
 //! .orca/locks/{name}-{hash}.lock                               resource locks
@@ -20,15 +19,17 @@
 //!
 //! Task transitions and the entries of an execution's audit log go through the execution's
 //! write-ahead log first (see [`wal`], [`wal_write`] and `adr/0015-task-write-ahead-log.md`):
-//! one group-committed append per batch, a transition and its entry in ONE record; the task
-//! file and the audit file are then written without an fsync, and the log is compacted into
-//! them when it grows or a lease is taken.
+//! one group-committed append per batch, a transition and its entry in ONE record; the audit
+//! file is then written without an fsync, and the log is compacted into the task snapshot
+//! ([`task_snapshot`], ADR 0056: one file for all of an execution's tasks) and the audit file
+//! when it grows or a lease is taken. Tasks are not copied to a file per transition.
 //!
 //! Modules, one concern each: [`layout`] (paths), [`atomic`] (temp + fsync + rename, locks),
 //! [`codec`] (documents, errors), [`records`] (reading plans, headers and tasks), [`listing`]
 //! (listings and their cache), [`lease`] (leases and resource locks), [`group_commit`] (one
 //! writer per batch), [`audit_log`] (the audit files), [`wal`] (the write-ahead log: format,
-//! reading), [`wal_write`] (writing it, compaction) and [`port_impl`] (the port's traits).
+//! reading), [`wal_write`] (writing it, compaction), [`task_snapshot`] (the execution's tasks
+//! as one file) and [`port_impl`] (the port's traits).
 
 mod atomic;
 mod audit_log;
@@ -39,6 +40,7 @@ mod lease;
 mod listing;
 mod port_impl;
 mod records;
+mod task_snapshot;
 mod wal;
 mod wal_write;
 
@@ -88,6 +90,8 @@ struct Inner {
     /// Task transitions and execution audit entries waiting for their execution's
     /// write-ahead log (group commit).
     wal_queues: GroupCommit<(PlanId, ExecutionId), wal_write::WalRequest, wal_write::WalResponse>,
+    /// Each execution's task snapshot as parsed, valid while its file's stamp is unchanged.
+    snapshots: Mutex<HashMap<ExecutionId, (Stamp, Arc<task_snapshot::Parsed>)>>,
     /// What this process has read of each execution's write-ahead log.
     wal_index: Mutex<HashMap<ExecutionId, wal::Index>>,
     /// The last entry this process appended to each log (sequence, hash): an append that
@@ -158,6 +162,7 @@ impl FileStore {
                 header_facts: Mutex::new(HashMap::new()),
                 log_queues: GroupCommit::default(),
                 wal_queues: GroupCommit::default(),
+                snapshots: Mutex::new(HashMap::new()),
                 wal_index: Mutex::new(HashMap::new()),
                 heads: Mutex::new(HashMap::new()),
                 authority,
@@ -190,10 +195,33 @@ impl FileStore {
         self.inner.exec_file(plan, id)
     }
 
-    /// The path of a task record.
+    /// The path of an execution's task snapshot: every task's record (ADR 0056). Executions
+    /// written before it keep a file per task in a `tasks/` directory beside it until their
+    /// next compaction.
     #[must_use]
-    pub fn task_path(&self, plan: PlanId, id: ExecutionId, step: &orca_core::StepId) -> PathBuf {
-        self.inner.task_file(plan, id, step)
+    pub fn tasks_path(&self, plan: PlanId, id: ExecutionId) -> PathBuf {
+        self.inner.snapshot_file(plan, id)
+    }
+
+    /// The bytes of a task snapshot holding `tasks` as they are (already stored, so already
+    /// redacted) at their revisions: what another store's execution becomes in files.
+    ///
+    /// # Errors
+    ///
+    /// A task cannot be encoded.
+    pub fn encode_task_snapshot(
+        tasks: &[(orca_core::Task, crate::port::Revision)],
+    ) -> Result<Vec<u8>, StoreError> {
+        let path = Path::new(task_snapshot::SNAPSHOT);
+        let docs = tasks
+            .iter()
+            .map(|(t, r)| {
+                serde_json::to_value(t)
+                    .map(|doc| (doc, *r))
+                    .map_err(|e| StoreError::backend("encoding a task", e))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        task_snapshot::encode_snapshot(path, docs)
     }
 
     /// The path of an audit log's JSON lines.

@@ -1,16 +1,15 @@
 //! The port's traits ([`PlanStore`], [`ExecutionStore`], [`AuditStore`]) on [`FileStore`]:
 //! each method runs one blocking operation of [`Inner`] off the async runtime.
 
-use std::fs;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use orca_core::{Execution, ExecutionId, Holder, Plan, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
-use super::atomic::{ensure_dir, sync_dir, with_lock};
+use super::atomic::{ensure_dir, with_lock};
 use super::audit_log::{parse_entries, read_seal};
-use super::codec::{encode, encode_redacted, io_err};
+use super::codec::{encode, encode_redacted, redacted_document};
 use super::layout::seal_file;
 use super::lease::{LeaseFileGuard, LeaseRecord, renew_lease_file};
 use super::{FileStore, Inner};
@@ -102,22 +101,20 @@ impl ExecutionStore for FileStore {
                     what: common::exec_what(id),
                 });
             }
-            // Tasks first (synced, renamed, one directory sync), the header last: an execution
+            // The tasks first (one snapshot file, durable), the header last: an execution
             // exists once its header does.
-            let tasks_dir = inner.tasks_dir(plan, id);
-            ensure_dir(&tasks_dir)?;
-            let mut pending = Vec::with_capacity(tasks.len());
-            for task in &tasks {
-                let path = inner.task_file(plan, id, task.step_id());
-                let bytes = encode_redacted(task, Revision::FIRST, &path, &inner.redactor)?;
-                let tmp = inner.write_tmp(&path, &bytes, true)?;
-                pending.push((tmp, path));
-            }
-            for (tmp, path) in pending {
-                fs::rename(&tmp, &path)
-                    .map_err(io_err(format!("renaming into {}", path.display())))?;
-            }
-            sync_dir(&tasks_dir)?;
+            ensure_dir(&inner.exec_sub(plan, id))?;
+            let path = inner.snapshot_file(plan, id);
+            let docs = tasks
+                .iter()
+                .map(|t| {
+                    Ok((
+                        redacted_document(t, &path, &inner.redactor)?,
+                        Revision::FIRST,
+                    ))
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            inner.write_snapshot(plan, id, docs)?;
             let bytes =
                 encode_redacted(&execution, Revision::FIRST, &header_path, &inner.redactor)?;
             inner.create_atomic(&header_path, &bytes, || common::exec_what(id))?;

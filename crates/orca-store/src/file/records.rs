@@ -6,9 +6,9 @@ use std::sync::{Arc, PoisonError};
 
 use orca_core::{Execution, ExecutionId, Plan, PlanId, StepId, Task};
 
+use super::Inner;
 use super::codec::{corrupt, decode, read_opt};
 use super::listing::Stamp;
-use super::{Inner, wal};
 use crate::common;
 use crate::error::StoreError;
 use crate::port::{ExecutionSnapshot, Versioned};
@@ -166,59 +166,31 @@ impl Inner {
         Ok((plan, header))
     }
 
-    /// A task file as it is on disk. Missing or unreadable → the outer error (the execution
-    /// cannot be read); present but not a task of this step → the inner one (the write-ahead
-    /// log may hold a newer record, see [`wal`]).
-    fn read_task_file(
-        &self,
-        plan: PlanId,
-        id: ExecutionId,
-        step: &StepId,
-    ) -> Result<wal::FileTask, StoreError> {
-        let path = self.task_file(plan, id, step);
-        let bytes = read_opt(&path)?.ok_or_else(|| corrupt(&path, "the task record is missing"))?;
-        Ok(decode(&path, &bytes, Task::from_json).and_then(|task| {
-            if task.value.step_id() == step {
-                Ok(task)
-            } else {
-                Err(corrupt(
-                    &path,
-                    format!("holds task {}, not {step}", task.value.step_id()),
-                ))
-            }
-        }))
-    }
-
-    /// The current task of a step: its file merged with the execution's write-ahead log.
+    /// The current task of a step: its stored record merged with the execution's write-ahead
+    /// log.
     pub(super) fn read_task(
         &self,
         plan: PlanId,
         id: ExecutionId,
         step: &StepId,
     ) -> Result<Versioned<Task>, StoreError> {
-        let file = self.read_task_file(plan, id, step)?;
-        self.merge_tasks(plan, id, vec![(step.clone(), file)])?
+        let stored = self.stored_tasks(plan, id, std::slice::from_ref(step))?;
+        self.merge_tasks(plan, id, stored)?
             .pop()
             .ok_or_else(|| StoreError::NotFound {
                 what: format!("task {step} of {id}"),
             })
     }
 
-    /// An execution with every task: the task files first, then the log, once.
+    /// An execution with every task: the stored records first, then the log, once.
     pub(super) fn snapshot(
         &self,
         plan: PlanId,
         header: Versioned<Execution>,
     ) -> Result<ExecutionSnapshot, StoreError> {
         let id = header.value.id();
-        let files = header
-            .value
-            .info()
-            .steps
-            .iter()
-            .map(|s| Ok((s.clone(), self.read_task_file(plan, id, s)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let tasks = self.merge_tasks(plan, id, files)?;
+        let stored = self.stored_tasks(plan, id, &header.value.info().steps)?;
+        let tasks = self.merge_tasks(plan, id, stored)?;
         Ok(ExecutionSnapshot {
             execution: header,
             tasks,

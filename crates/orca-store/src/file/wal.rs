@@ -255,19 +255,27 @@ impl Inner {
         Ok(f(index))
     }
 
-    /// The current task of each step: its file (read before the log) merged with the log.
+    /// The current task of each step: its stored record (read before the log: the snapshot,
+    /// or a task file of the older layout) merged with the log.
     pub(super) fn merge_tasks(
         &self,
         plan: PlanId,
         id: ExecutionId,
-        files: Vec<(StepId, FileTask)>,
+        stored: super::task_snapshot::Stored,
     ) -> Result<Vec<Versioned<Task>>, StoreError> {
         let wal_path = self.wal_file(plan, id);
+        let snapshot = self.snapshot_file(plan, id);
+        let legacy = stored.legacy;
         self.with_wal(plan, id, |index| {
-            files
+            stored
+                .tasks
                 .into_iter()
                 .map(|(step, file)| {
-                    let path = self.task_file(plan, id, &step);
+                    let path = if legacy {
+                        self.task_file(plan, id, &step)
+                    } else {
+                        snapshot.clone()
+                    };
                     merge(&path, &wal_path, &step, file, index.steps.get(&step))
                 })
                 .collect()
@@ -300,7 +308,7 @@ impl Inner {
     }
 }
 
-/// The current task of one step: the task file unless the log holds a newer revision.
+/// The current task of one step: the stored record unless the log holds a newer revision.
 fn merge(
     path: &Path,
     wal_path: &Path,
@@ -314,8 +322,8 @@ fn merge(
     match &file {
         Ok(f) if f.revision >= latest => return file,
         Ok(f) => {
-            // Behind the log: only a writer that died between its append and its rename (or a
-            // lost unsynced write) leaves that, and then the file is the log's older record.
+            // Behind the log: the log holds the task's transitions since the snapshot was
+            // written. If it also holds the stored revision, the two must be the same record.
             if let Some(same) = log.and_then(|l| l.revisions.get(&f.revision)) {
                 let logged: serde_json::Value = serde_json::from_str(same)
                     .map_err(|e| corrupt(wal_path, format!("a task record: {e}")))?;
@@ -325,7 +333,7 @@ fn merge(
                     return Err(corrupt(
                         path,
                         format!(
-                            "differs from the write-ahead log's record of revision {}: changed behind orca's back",
+                            "its record of task {step} differs from the write-ahead log's record of revision {}: changed behind orca's back",
                             f.revision
                         ),
                     ));

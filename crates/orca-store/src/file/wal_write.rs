@@ -21,9 +21,9 @@ use orca_core::{ExecutionId, PlanId, StepId, Task};
 use time::OffsetDateTime;
 
 use super::Inner;
-use super::atomic::{LockMode, sync_dir, with_lock_file, with_lock_mode, with_task_lock};
+use super::atomic::{LockMode, with_lock_file, with_lock_mode, with_task_lock};
 use super::audit_log::{last_entry, open_log};
-use super::codec::{corrupt, decode, encode, io_err, read_opt, redacted_document};
+use super::codec::{io_err, redacted_document};
 use super::layout::seal_file;
 use super::wal::Line;
 use crate::audit::{self, AuditEntry, NewAuditEntry};
@@ -85,7 +85,10 @@ impl Inner {
             let facts = self.header_facts(plan, execution)?;
             let slot = facts.steps.get(task.step_id()).copied();
             common::check_task_update(execution, facts.stage, slot.is_some(), task)?;
-            let path = self.task_file(plan, execution, task.step_id());
+            // Names the task in errors; where byte locks are missing, its lock file's name.
+            let path = self
+                .exec_sub(plan, execution)
+                .join(format!("{}.json", task.step_id()));
             // The task's own lock: one writer of a task at a time, in any process.
             with_task_lock(header_lock, &exec_lock, slot.unwrap_or(0), &path, || {
                 let stored = self.read_task(plan, execution, task.step_id())?;
@@ -99,16 +102,9 @@ impl Inner {
                     task: Some((task.step_id().clone(), next, doc)),
                     audit,
                 };
-                let doc = request.task.as_ref().map(|(_, _, doc)| doc.clone());
+                // Durable in the log, which is the task's record until the next compaction
+                // writes it into the snapshot: no copy per transition (ADR 0056).
                 let response = self.wal_submit(plan, execution, request)?;
-                // Durable in the log; the file is its readable copy. A copy that cannot be
-                // written (a full disk) is stale until the next read or compaction repairs it,
-                // but the transition happened: it is not an error.
-                if let Some(doc) = doc
-                    && let Err(e) = self.write_copy(&path, &doc, next)
-                {
-                    tracing::warn!(error = %e, "task file not updated; its log record stands");
-                }
                 Ok((next, response))
             })
         })?;
@@ -137,16 +133,6 @@ impl Inner {
                 std::io::Error::other("the batch returned no entry"),
             )
         })
-    }
-
-    /// Replaces a task file without an fsync (the log holds the transition).
-    fn write_copy(
-        &self,
-        path: &Path,
-        doc: &serde_json::Value,
-        revision: Revision,
-    ) -> Result<(), StoreError> {
-        self.replace_unsynced(path, &encode(doc, revision, path)?)
     }
 
     /// Queues one record; returns once it is on disk (group commit, see the module).
@@ -354,29 +340,11 @@ impl Inner {
             let _wal = open_locked(&wal_path)?;
             let (latest, has_audit) =
                 self.with_wal(plan, id, |index| (index.latest(), index.has_audit()))?;
-            for (step, revision, text) in &latest {
-                let path = self.task_file(plan, id, step);
-                // A missing task file is not recreated: its name was durable since creation,
-                // so someone removed it (and reading the execution says so).
-                let bytes =
-                    read_opt(&path)?.ok_or_else(|| corrupt(&path, "the task record is missing"))?;
-                let behind = decode(&path, &bytes, Task::from_json)
-                    .ok()
-                    .is_none_or(|file| file.revision < *revision);
-                if behind {
-                    let doc: serde_json::Value = serde_json::from_str(text)
-                        .map_err(|e| corrupt(&wal_path, format!("a task record: {e}")))?;
-                    let tmp = self.write_tmp(&path, &encode(&doc, *revision, &path)?, true)?;
-                    std::fs::rename(&tmp, &path)
-                        .map_err(io_err(format!("renaming into {}", path.display())))?;
-                } else {
-                    File::open(&path)
-                        .and_then(|f| f.sync_data())
-                        .map_err(io_err(format!("syncing {}", path.display())))?;
-                }
-            }
-            if !latest.is_empty() {
-                sync_dir(&self.tasks_dir(plan, id))?;
+            // A missing snapshot is not recreated: it was durable since creation, so someone
+            // removed it (and reading the execution says so). A task with no usable record
+            // anywhere leaves everything as it is (the evidence).
+            if !self.compact_snapshot(plan, id, &latest)? {
+                return Ok(());
             }
             if has_audit {
                 let log = AuditLogId::Execution {

@@ -130,15 +130,48 @@ async fn corrupt_task_record_is_named() {
     store.create_plan(&plan_of(&plan)).await.unwrap();
     let (exec, tasks) = new_execution(&plan);
     store.create_execution(&exec, &tasks).await.unwrap();
-    let path = store.task_path(plan.id(), exec.id(), tasks[1].step_id());
-    std::fs::write(&path, "{\"revision\": 1, \"status\": \"pending\"").unwrap();
+    let path = store.tasks_path(plan.id(), exec.id());
+    let good = std::fs::read_to_string(&path).unwrap();
+    // Cut short, one record of another step in place of s1's, s1's record missing, the file
+    // removed: each is named, by file and (where it is one task's) by step.
+    let other_step = good.replacen("\"step_id\": \"s1\"", "\"step_id\": \"s9\"", 1);
+    let without_s1 = {
+        let mut doc: serde_json::Value = serde_json::from_str(&good).unwrap();
+        doc["tasks"].as_array_mut().unwrap().pop();
+        doc.to_string()
+    };
+    for (bad, says) in [
+        (
+            "{\"tasks\": [{\"revision\": 1, \"status\": \"pending\"".to_owned(),
+            "not valid JSON",
+        ),
+        (other_step, "no record of task s1"),
+        (without_s1, "no record of task s1"),
+        (String::new(), "not valid JSON"),
+    ] {
+        assert_ne!(bad, good);
+        std::fs::write(&path, &bad).unwrap();
+        match store.execution(exec.id()).await.unwrap_err() {
+            StoreError::Corrupt { path: p, message } => {
+                assert_eq!(p, path);
+                assert!(message.contains(says), "{message}");
+            }
+            other => panic!("{other}"),
+        }
+        let listing = store.list_executions(None).await.unwrap();
+        assert!(listing.items.is_empty());
+        assert_eq!(listing.problems.len(), 1);
+    }
+    std::fs::remove_file(&path).unwrap();
     match store.execution(exec.id()).await.unwrap_err() {
-        StoreError::Corrupt { path: p, .. } => assert_eq!(p, path),
+        StoreError::Corrupt { path: p, message } => {
+            assert_eq!(p, path);
+            assert!(message.contains("missing"), "{message}");
+        }
         other => panic!("{other}"),
     }
-    let listing = store.list_executions(None).await.unwrap();
-    assert!(listing.items.is_empty());
-    assert_eq!(listing.problems.len(), 1);
+    std::fs::write(&path, &good).unwrap();
+    assert_eq!(store.execution(exec.id()).await.unwrap().tasks.len(), 2);
 }
 
 fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -185,8 +218,7 @@ async fn layout_is_human_readable_and_stays_inside_dot_orca() {
     for rel in [
         format!("plans/{p}.json"),
         format!("plans/{p}/executions/{e}.json"),
-        format!("plans/{p}/executions/{e}/tasks/s0.json"),
-        format!("plans/{p}/executions/{e}/tasks/s1.json"),
+        format!("plans/{p}/executions/{e}/tasks.json"),
         format!("plans/{p}/executions/{e}.audit.jsonl"),
         format!("plans/{p}/executions/{e}.audit.seal.json"),
         format!("plans/{p}/executions/{e}.lease"),

@@ -72,8 +72,7 @@ async fn on_disk_format() {
         .create_execution(&pending.clone().into(), &tasks)
         .await
         .unwrap();
-    let task_at_creation =
-        std::fs::read_to_string(store.task_path(plan_id, exec_id, tasks[0].step_id())).unwrap();
+    let task_at_creation = std::fs::read_to_string(store.tasks_path(plan_id, exec_id)).unwrap();
     let log = AuditLogId::Execution {
         plan_id,
         execution_id: exec_id,
@@ -144,7 +143,7 @@ async fn on_disk_format() {
     out.push_str(&read(format!("plans/{plan_id}.json")));
     out.push_str("\n# plans/{plan}/executions/{exec}.json\n");
     out.push_str(&read(format!("plans/{plan_id}/executions/{exec_id}.json")));
-    out.push_str("\n# plans/{plan}/executions/{exec}/tasks/build.json\n");
+    out.push_str("\n# plans/{plan}/executions/{exec}/tasks.json\n");
     out.push_str(&task_at_creation);
     out.push_str("\n# plans/{plan}/executions/{exec}/tasks.wal.jsonl (line 1)\n");
     out.push_str(

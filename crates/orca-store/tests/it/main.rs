@@ -9,3 +9,4 @@ mod entry_hash;
 mod format;
 mod redaction;
 mod task_lock;
+mod task_snapshot;

@@ -279,12 +279,15 @@ pub(crate) async fn export(pg: &PgStore, to: &Path) -> Result<Counts, CliError> 
             &files.execution_path(plan, id),
             &document(&snap.execution.value, snap.execution.revision)?,
         )?;
-        for t in &snap.tasks {
-            write_new(
-                &files.task_path(plan, id, t.value.step_id()),
-                &document(&t.value, t.revision)?,
-            )?;
-        }
+        let tasks: Vec<_> = snap
+            .tasks
+            .iter()
+            .map(|t| (t.value.clone(), t.revision))
+            .collect();
+        write_new(
+            &files.tasks_path(plan, id),
+            &FileStore::encode_task_snapshot(&tasks)?,
+        )?;
         counts.executions += 1;
     }
     for log in pg.audit_logs().await? {

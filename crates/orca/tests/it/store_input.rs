@@ -121,15 +121,15 @@ fn temp_files_left_by_a_dead_process_are_removed_on_open() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let exec = v["execution_id"].as_str().unwrap().to_owned();
-    let tasks = std::fs::read_dir(&plans)
+    let exec_dir = std::fs::read_dir(&plans)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.join("executions").join(&exec).is_dir())
         .unwrap()
         .join("executions")
-        .join(&exec)
-        .join("tasks");
-    let dead_task = tasks.join(".a.json.4999999.3.tmp");
+        .join(&exec);
+    // A temp file of the task snapshot (`tasks.json`) a dead writer left.
+    let dead_task = exec_dir.join(".tasks.json.4999999.3.tmp");
     std::fs::write(&dead_task, "half a task").unwrap();
     let out = orca(root, cfg, &["exec", "resume", &exec]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
@@ -138,7 +138,7 @@ fn temp_files_left_by_a_dead_process_are_removed_on_open() {
         "cleaned when the execution is driven again"
     );
     // Anywhere: `orca init` walks the whole store.
-    let deep = tasks.join(".a.json.4999999.4.tmp");
+    let deep = exec_dir.join(".tasks.json.4999999.4.tmp");
     std::fs::write(&deep, "half a task").unwrap();
     assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
     assert!(!deep.exists(), "init removes every stale temp file");

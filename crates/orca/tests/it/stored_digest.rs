@@ -15,7 +15,7 @@ use orca_core::Digest;
 use serde_json::{Value, json};
 
 use crate::common::project::{Project, code, plan_doc, stdout};
-use crate::tamper_support::{exec_log_id, forge_seal, read_json, rechain, write_json};
+use crate::tamper_support::{exec_log_id, forge_seal, rechain, set_task_record, task_record};
 
 /// 36 letters and digits: the body of a classic GitHub token.
 const GH_BODY: &str = "Zq8Xw2Vb7Nc4Md1Lf6Kg3Jh9Hs5Ra0TyUiOp";
@@ -97,8 +97,13 @@ impl Run {
     fn seal(&self) -> PathBuf {
         self.dir().join(format!("{}.audit.seal.json", self.exec))
     }
-    fn task(&self) -> PathBuf {
-        self.dir().join(&self.exec).join("tasks/leak.json")
+    /// The execution's task snapshot (ADR 0056); the run ended, so it holds `leak` whole.
+    fn tasks(&self) -> PathBuf {
+        self.dir().join(&self.exec).join("tasks.json")
+    }
+    /// The stored record of the step `leak`.
+    fn task(&self) -> Value {
+        task_record(&self.tasks(), "leak")
     }
     fn verify(&self) -> (i32, String) {
         let out = self.p.run(&["audit", "verify", "--all"]);
@@ -146,7 +151,7 @@ fn an_untouched_run_with_secret_shaped_output_verifies() {
         "the output is kept, redacted: {shown}"
     );
     // What the log records is the digest of the stored result.
-    let stored = read_json(&r.task())["result"].clone();
+    let stored = r.task()["result"].clone();
     let completed: Vec<Value> = std::fs::read_to_string(r.log())
         .unwrap()
         .lines()
@@ -185,7 +190,7 @@ fn an_untouched_run_with_secret_shaped_output_verifies() {
 /// result and says nothing of what it covers; the log rechained and sealed with the user's
 /// key, as that code sealed it.
 fn make_old_format(r: &Run) {
-    let stored = read_json(&r.task())["result"].clone();
+    let stored = r.task()["result"].clone();
     let old = Digest::of_canonical_value(&unredacted(&stored));
     let entries = rechain(&r.log(), |entries| {
         for e in entries.iter_mut() {
@@ -222,9 +227,9 @@ fn records_written_before_are_old_format_never_tampered() {
     false_tampered += usize::from(c != 0 || shown.contains("TAMPERED"));
     // A changed result under a current record (whatever it holds) is still tampering.
     let changed = run();
-    let mut task = read_json(&changed.task());
+    let mut task = changed.task();
     task["result"]["summary"] = json!("token [redacted] and key [redacted], and more");
-    write_json(&changed.task(), &task);
+    set_task_record(&changed.tasks(), "leak", task);
     let (c, text) = changed.verify();
     let missed = usize::from(c != 5 || !text.contains("TAMPERED"));
     println!(

@@ -212,7 +212,7 @@ fn catalogue() -> Vec<Case> {
                     truncate(&p.w1_log(), keep);
                     cut_wal_audit(&p.w1_wal(), keep as u64);
                 },
-                |p| p.task(&p.ids.w, &p.ids.w1, "a"),
+                |p| p.tasks(&p.ids.w, &p.ids.w1),
                 None,
             ),
             resume_w1,
@@ -231,13 +231,30 @@ fn catalogue() -> Vec<Case> {
         ),
         gated(
             case(
+                "roll back the write-ahead log of a running execution (its task records)",
+                |p| {
+                    let wal = p.w1_wal();
+                    let kept: Vec<String> = lines(&wal)
+                        .into_iter()
+                        .filter(|l| !l.contains("\"step\""))
+                        .collect();
+                    assert_ne!(kept.len(), lines(&wal).len(), "no task record to roll back");
+                    write_lines(&wal, &kept);
+                },
+                |p| p.tasks(&p.ids.w, &p.ids.w1),
+                None,
+            ),
+            resume_w1,
+        ),
+        gated(
+            case(
                 "cut a running log and restart its chain",
                 |p| {
                     let first = lines(&p.w1_log()).remove(0);
                     write_lines(&p.w1_log(), &[first]);
                     cut_wal_audit(&p.w1_wal(), 1);
                 },
-                |p| p.task(&p.ids.w, &p.ids.w1, "a"),
+                |p| p.tasks(&p.ids.w, &p.ids.w1),
                 None,
             ),
             resume_w1,
@@ -352,7 +369,7 @@ fn catalogue() -> Vec<Case> {
         ),
         case(
             "delete a task's state file",
-            |p| std::fs::remove_file(p.task(&p.ids.a, &p.ids.a1, "a")).unwrap(),
+            |p| std::fs::remove_file(p.tasks(&p.ids.a, &p.ids.a1)).unwrap(),
             |p| p.exec_file(&p.ids.a, &p.ids.a1),
             None,
         ),
@@ -505,12 +522,12 @@ fn catalogue() -> Vec<Case> {
             case(
                 "change a task's recorded result",
                 |p| {
-                    let path = p.task(&p.ids.a, &p.ids.a1, "a");
-                    let mut task = read_json(&path);
+                    let path = p.tasks(&p.ids.a, &p.ids.a1);
+                    let mut task = task_record(&path, "a");
                     task["result"]["summary"] = json!("forged");
-                    write_json(&path, &task);
+                    set_task_record(&path, "a", task);
                 },
-                |p| p.task(&p.ids.a, &p.ids.a1, "a"),
+                |p| p.tasks(&p.ids.a, &p.ids.a1),
                 Some(|p| a_done(&p.a1_log())),
             ),
             show_a1,
@@ -519,20 +536,18 @@ fn catalogue() -> Vec<Case> {
             case(
                 "forge a newer task record in the write-ahead log",
                 |p| {
+                    // The execution ended: its log is empty and its snapshot holds `a`'s last
+                    // record. The forgery: that record one revision on, with another result.
                     let wal = p.wal(&p.ids.a, &p.ids.a1);
+                    let mut task = task_record(&p.tasks(&p.ids.a, &p.ids.a1), "a");
+                    let revision = task["revision"].as_u64().unwrap() + 1;
+                    task.as_object_mut().unwrap().remove("revision");
+                    task["result"]["summary"] = json!("forged");
                     let mut all = lines(&wal);
-                    let mut last: serde_json::Value = all
-                        .iter()
-                        .rev()
-                        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                        .find(|r| r["step"] == "a")
-                        .unwrap();
-                    last["revision"] = json!(last["revision"].as_u64().unwrap() + 1);
-                    last["task"]["result"]["summary"] = json!("forged");
-                    all.push(last.to_string());
+                    all.push(json!({"step": "a", "revision": revision, "task": task}).to_string());
                     write_lines(&wal, &all);
                 },
-                |p| p.task(&p.ids.a, &p.ids.a1, "a"),
+                |p| p.tasks(&p.ids.a, &p.ids.a1),
                 Some(|p| a_done(&p.a1_log())),
             ),
             show_a1,
@@ -541,11 +556,25 @@ fn catalogue() -> Vec<Case> {
             case(
                 "impossible state: header completed, a task failed",
                 |p| {
-                    std::fs::copy(
-                        p.task(&p.ids.w, &p.ids.w1, "b"),
-                        p.task(&p.ids.a, &p.ids.a1, "b"),
-                    )
-                    .unwrap();
+                    // w1's `b` as it stands: the newest record in its write-ahead log (w1 did
+                    // not end, so its snapshot may be older), else its snapshot's.
+                    let logged = lines(&p.wal(&p.ids.w, &p.ids.w1))
+                        .iter()
+                        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                        .filter(|r| r["step"] == "b")
+                        .max_by_key(|r| r["revision"].as_u64());
+                    let failed = logged.map_or_else(
+                        || task_record(&p.tasks(&p.ids.w, &p.ids.w1), "b"),
+                        |r| {
+                            let mut task = r["task"].clone();
+                            let mut record = serde_json::Map::new();
+                            record.insert("revision".into(), r["revision"].clone());
+                            record.extend(task.as_object_mut().unwrap().clone());
+                            serde_json::Value::Object(record)
+                        },
+                    );
+                    assert_eq!(failed["status"], "failed", "{failed}");
+                    set_task_record(&p.tasks(&p.ids.a, &p.ids.a1), "b", failed);
                 },
                 |p| p.exec_file(&p.ids.a, &p.ids.a1),
                 None,
@@ -615,29 +644,39 @@ fn tamper_catalogue_every_kind_is_detected_and_located() {
     assert_eq!(detected, cases.len());
 }
 
-/// Tampering with the task write-ahead log that cannot change what is read (the task files
-/// hold every acknowledged transition at the same revision): `exec show` prints the same, and
-/// `audit verify --all` exits as it did before. Prints `write-ahead log: N/N harmless`.
+/// Tampering with the task write-ahead log of an ended execution that cannot change what is
+/// read (the execution's end folded the log into the task snapshot and emptied it: only a
+/// newer revision could count, and that is the catalogue's forged record): `exec show` prints
+/// the same, and `audit verify --all` exits as it did before. Prints `write-ahead log: N/N
+/// harmless`.
 #[test]
 fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
     let fixture = Fixture::new();
     type WalTamper = fn(&std::path::Path);
+    /// `a`'s record in the snapshot beside the log, as a log line `back` revisions older,
+    /// with another result.
+    fn forged(wal: &std::path::Path, back: u64) -> String {
+        let mut task = task_record(&wal.with_file_name("tasks.json"), "a");
+        let revision = task["revision"].as_u64().unwrap() - back;
+        task.as_object_mut().unwrap().remove("revision");
+        task["result"]["summary"] = json!("forged");
+        json!({"step": "a", "revision": revision, "task": task}).to_string()
+    }
     let cases: [(&str, WalTamper); 4] = [
-        ("truncate the write-ahead log", |w| truncate(w, 1)),
         ("empty the write-ahead log", |w| {
             std::fs::write(w, b"").unwrap()
         }),
-        ("reorder the write-ahead log", |w| {
+        ("remove the write-ahead log", |w| {
+            std::fs::remove_file(w).unwrap()
+        }),
+        ("append an edited record at the snapshot's revision", |w| {
             let mut all = lines(w);
-            all.reverse();
+            all.push(forged(w, 0));
             write_lines(w, &all);
         }),
-        ("edit a record at a revision its task file has", |w| {
+        ("append an edited record older than the snapshot's", |w| {
             let mut all = lines(w);
-            let last = all.iter().rposition(|l| l.contains("\"step\"")).unwrap();
-            let mut r: serde_json::Value = serde_json::from_str(&all[last]).unwrap();
-            r["task"]["result"]["summary"] = json!("forged");
-            all[last] = r.to_string();
+            all.push(forged(w, 1));
             write_lines(w, &all);
         }),
     ];
@@ -650,6 +689,10 @@ fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
         let p = fixture.copy();
         let wal = p.wal(&p.ids.a, &p.ids.a1);
         assert!(wal.is_file(), "{name}: no write-ahead log in the fixture");
+        assert!(
+            lines(&wal).is_empty(),
+            "{name}: an ended execution's log is not empty"
+        );
         tamper(&wal);
         let verify = p.run(&["audit", "verify", "--all"]);
         let same = show(&p) == expected && code(&verify) == verify_code;

@@ -279,8 +279,11 @@ impl Report<'_> {
         if sealed.is_some() {
             let entries = store.entries(log).await?;
             for o in integrity::old_format(&snapshot, &entries) {
-                let file = self.rel(&self.files.task_path(plan, id, &o.step));
-                let what = "old format: its result digest (entry written before digests covered the stored, redacted result) cannot be checked against the stored result";
+                let file = self.rel(&self.files.tasks_path(plan, id));
+                let what = format!(
+                    "old format: task `{}`'s result digest (entry written before digests covered the stored, redacted result) cannot be checked against the stored result",
+                    o.step
+                );
                 if !self.app.json() {
                     out(&format!(
                         "{}  {file}: entry {}: {what}",
@@ -295,7 +298,7 @@ impl Report<'_> {
             for f in integrity::against_log(&snapshot, &entries) {
                 let file = match &f.place {
                     Place::Header => header_path.clone(),
-                    Place::Task(step) => self.files.task_path(plan, id, step),
+                    Place::Task(_) => self.files.tasks_path(plan, id),
                     Place::Log => self.files.audit_path(log),
                 };
                 self.problem(file, f.entry, f.to_string());

@@ -281,13 +281,13 @@ impl Proj {
             .join("executions")
             .join(format!("{x}.audit.seal.json"))
     }
-    pub(crate) fn task(&self, plan: &str, x: &str, step: &str) -> PathBuf {
+    /// An execution's task snapshot: every task's record (ADR 0056).
+    pub(crate) fn tasks(&self, plan: &str, x: &str) -> PathBuf {
         self.plans()
             .join(plan)
             .join("executions")
             .join(x)
-            .join("tasks")
-            .join(format!("{step}.json"))
+            .join("tasks.json")
     }
     /// An execution's task write-ahead log (ADR 0030).
     pub(crate) fn wal(&self, plan: &str, x: &str) -> PathBuf {
@@ -491,4 +491,24 @@ pub(crate) fn recompute_digest(path: &Path) {
     let content: orca_core::PlanContent = serde_json::from_value(plan["content"].clone()).unwrap();
     plan["approval"]["digest"] = json!(content.digest());
     write_json(path, &plan);
+}
+
+/// The record of `step` in the task snapshot at `path`.
+pub(crate) fn task_record(path: &Path, step: &str) -> serde_json::Value {
+    read_json(path)["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["step_id"] == step)
+        .unwrap_or_else(|| panic!("no record of {step} in {}", path.display()))
+        .clone()
+}
+
+/// Replaces the record of `step` in the task snapshot at `path`.
+pub(crate) fn set_task_record(path: &Path, step: &str, record: serde_json::Value) {
+    let mut doc = read_json(path);
+    let tasks = doc["tasks"].as_array_mut().unwrap();
+    let at = tasks.iter().position(|t| t["step_id"] == step).unwrap();
+    tasks[at] = record;
+    write_json(path, &doc);
 }

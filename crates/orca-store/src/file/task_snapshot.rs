@@ -1,0 +1,322 @@
+//! An execution's tasks as one file (ADR 0056): `executions/{exec_id}/tasks.json`, every task
+//! of the execution with its revision, written durably (temp file, fsync, rename, directory
+//! fsync) when the execution is created and when its write-ahead log is compacted — never per
+//! transition. Between the two, a task's newer revisions are in the write-ahead log alone
+//! ([`super::wal`]), and a reader merges the two exactly as it merged a task file with the log.
+//!
+//! ```text
+//! {"tasks": [{"revision": 1, "format_version": 1, "status": "pending", "step_id": "a", …}, …]}
+//! ```
+//!
+//! Executions written before this layout keep a file per task under `tasks/`: they are read as
+//! they are, and their next compaction writes the snapshot and removes the per-task files.
+//!
+//! A reader parses the snapshot once per version of the file (its [`Stamp`]) and keeps each
+//! task's text, so a task update reads one task's record however many tasks the execution has.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
+
+use orca_core::{ExecutionId, PlanId, StepId, Task};
+
+use super::codec::{corrupt, decode, io_err, read_bounded};
+use super::listing::Stamp;
+use super::{Inner, wal};
+use crate::error::StoreError;
+use crate::port::Revision;
+
+/// The snapshot's name in an execution's directory.
+pub(super) const SNAPSHOT: &str = "tasks.json";
+
+/// How many executions' parsed snapshots a process keeps (emptied when full: a run touches one
+/// execution, a listing each once).
+const CACHED_SNAPSHOTS: usize = 64;
+
+/// A parsed snapshot: each task's record (its document with `"revision"`), by step.
+#[derive(Debug, Default)]
+pub(super) struct Parsed {
+    /// Why the whole file cannot be used (not JSON, not a snapshot): every task then reads as
+    /// this error (the write-ahead log may still hold its record).
+    broken: Option<String>,
+    records: HashMap<StepId, Arc<str>>,
+    /// The steps in the file's order.
+    order: Vec<StepId>,
+}
+
+impl Parsed {
+    fn parse(bytes: &[u8]) -> Self {
+        let value: serde_json::Value = match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                return Self::broken(format!(
+                    "not valid JSON ({e}): the file is corrupt or truncated"
+                ));
+            }
+        };
+        let Some(tasks) = value
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.get("tasks"))
+            .and_then(serde_json::Value::as_array)
+        else {
+            return Self::broken("not an orca task snapshot (an object of `tasks` alone)".into());
+        };
+        let mut parsed = Self::default();
+        for (i, record) in tasks.iter().enumerate() {
+            let step = record
+                .get("step_id")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|s| s.parse::<StepId>().ok());
+            let Some(step) = step else {
+                return Self::broken(format!("task record {i} has no valid `step_id`"));
+            };
+            if parsed
+                .records
+                .insert(step.clone(), Arc::from(record.to_string()))
+                .is_some()
+            {
+                return Self::broken(format!("task {step} is recorded twice"));
+            }
+            parsed.order.push(step);
+        }
+        parsed
+    }
+
+    fn broken(why: String) -> Self {
+        Self {
+            broken: Some(why),
+            ..Self::default()
+        }
+    }
+
+    /// One task as the snapshot holds it (the inner error: the log may hold a newer record).
+    fn task(&self, path: &Path, step: &StepId) -> wal::FileTask {
+        if let Some(why) = &self.broken {
+            return Err(corrupt(path, why.clone()));
+        }
+        let text = self
+            .records
+            .get(step)
+            .ok_or_else(|| corrupt(path, format!("holds no record of task {step}")))?;
+        decode(path, text.as_bytes(), Task::from_json).and_then(|task| {
+            if task.value.step_id() == step {
+                Ok(task)
+            } else {
+                Err(corrupt(
+                    path,
+                    format!("the record of {step} holds task {}", task.value.step_id()),
+                ))
+            }
+        })
+    }
+}
+
+/// Steps' records as stored, before the write-ahead log is merged.
+#[derive(Debug)]
+pub(super) struct Stored {
+    /// Read from a file per task (the layout before the snapshot), not from the snapshot.
+    pub(super) legacy: bool,
+    pub(super) tasks: Vec<(StepId, wal::FileTask)>,
+}
+
+/// Encodes a snapshot of `tasks` (each already a redacted document) at their revisions.
+pub(super) fn encode_snapshot(
+    path: &Path,
+    tasks: impl IntoIterator<Item = (serde_json::Value, Revision)>,
+) -> Result<Vec<u8>, StoreError> {
+    let mut records = Vec::new();
+    for (doc, revision) in tasks {
+        let serde_json::Value::Object(fields) = doc else {
+            return Err(StoreError::backend(
+                format!("encoding {}", path.display()),
+                "a task must be a JSON object",
+            ));
+        };
+        // As a document file: `"revision"`, then the task's own fields.
+        let mut record = serde_json::Map::with_capacity(fields.len() + 1);
+        record.insert("revision".into(), revision.0.into());
+        record.extend(fields);
+        records.push(serde_json::Value::Object(record));
+    }
+    let mut bytes = serde_json::to_vec_pretty(&serde_json::json!({ "tasks": records }))
+        .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+impl Inner {
+    pub(super) fn snapshot_file(&self, plan: PlanId, id: ExecutionId) -> PathBuf {
+        self.exec_sub(plan, id).join(SNAPSHOT)
+    }
+
+    /// The snapshot as parsed, from this process's cache while the file is unchanged.
+    /// `Ok(None)`: there is no snapshot (an execution of the per-task layout, or one whose
+    /// snapshot was removed).
+    fn parsed_snapshot(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+    ) -> Result<Option<Arc<Parsed>>, StoreError> {
+        let path = self.snapshot_file(plan, id);
+        let stamp = match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => Stamp::of(&m),
+            Ok(_) => return Err(corrupt(&path, "not a regular file")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(format!("reading {}", path.display()))(e)),
+        };
+        let cached = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .filter(|(s, _)| *s == stamp)
+            .map(|(_, p)| Arc::clone(p));
+        if let Some(parsed) = cached {
+            return Ok(Some(parsed));
+        }
+        let Some(bytes) = read_bounded(&path, crate::bounded::MAX_LOG)? else {
+            return Ok(None);
+        };
+        let parsed = Arc::new(Parsed::parse(&bytes));
+        // Cached under the stamp read before the bytes: a file replaced in between is read
+        // again next time (its stamp differs). A long-lived process (`orca serve`) reads many
+        // executions: the cache keeps the last few dozen read, not every one.
+        let mut cache = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= CACHED_SNAPSHOTS && !cache.contains_key(&id) {
+            cache.clear();
+        }
+        cache.insert(id, (stamp, Arc::clone(&parsed)));
+        Ok(Some(parsed))
+    }
+
+    /// Each step's record as stored (before the log is merged): from the snapshot, or from
+    /// the per-task files of an execution written before it. Missing altogether or unreadable
+    /// → the outer error; a record that is not a task of its step → the inner one.
+    pub(super) fn stored_tasks(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        steps: &[StepId],
+    ) -> Result<Stored, StoreError> {
+        if let Some(parsed) = self.parsed_snapshot(plan, id)? {
+            let path = self.snapshot_file(plan, id);
+            let tasks = steps
+                .iter()
+                .map(|s| (s.clone(), parsed.task(&path, s)))
+                .collect();
+            return Ok(Stored {
+                legacy: false,
+                tasks,
+            });
+        }
+        if !self.tasks_dir(plan, id).is_dir() {
+            return Err(corrupt(
+                &self.snapshot_file(plan, id),
+                "the execution's task records are missing",
+            ));
+        }
+        let tasks = steps
+            .iter()
+            .map(|s| Ok((s.clone(), self.read_task_file(plan, id, s)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Stored {
+            legacy: true,
+            tasks,
+        })
+    }
+
+    /// A task file of the per-task layout as it is on disk.
+    fn read_task_file(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        step: &StepId,
+    ) -> Result<wal::FileTask, StoreError> {
+        let path = self.task_file(plan, id, step);
+        let bytes = super::codec::read_opt(&path)?
+            .ok_or_else(|| corrupt(&path, "the task record is missing"))?;
+        Ok(decode(&path, &bytes, Task::from_json).and_then(|task| {
+            if task.value.step_id() == step {
+                Ok(task)
+            } else {
+                Err(corrupt(
+                    &path,
+                    format!("holds task {}, not {step}", task.value.step_id()),
+                ))
+            }
+        }))
+    }
+
+    /// Writes the snapshot durably (temp file, fsync, rename, directory fsync).
+    pub(super) fn write_snapshot(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        tasks: impl IntoIterator<Item = (serde_json::Value, Revision)>,
+    ) -> Result<(), StoreError> {
+        let path = self.snapshot_file(plan, id);
+        let bytes = encode_snapshot(&path, tasks)?;
+        self.write_atomic(&path, &bytes)
+    }
+
+    /// Compaction's part: every step's newest record (the log's where it is newer) written as
+    /// the snapshot, then the per-task files of the older layout removed. `Ok(false)`: a step
+    /// has no usable record anywhere (the evidence is kept as it is, nothing written).
+    pub(super) fn compact_snapshot(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        latest: &[(StepId, Revision, Arc<str>)],
+    ) -> Result<bool, StoreError> {
+        let facts = self.header_facts(plan, id)?;
+        let mut steps: Vec<(&StepId, u64)> = facts.steps.iter().map(|(s, i)| (s, *i)).collect();
+        steps.sort_by_key(|(_, i)| *i);
+        let steps: Vec<StepId> = steps.into_iter().map(|(s, _)| s.clone()).collect();
+        let Stored {
+            legacy,
+            tasks: stored,
+        } = self.stored_tasks(plan, id, &steps)?;
+        let logged: HashMap<&StepId, (Revision, &Arc<str>)> =
+            latest.iter().map(|(s, r, t)| (s, (*r, t))).collect();
+        let wal_path = self.wal_file(plan, id);
+        let mut changed = legacy;
+        let mut records = Vec::with_capacity(steps.len());
+        for (step, file) in stored {
+            let newer = logged
+                .get(&step)
+                .filter(|(rev, _)| file.as_ref().is_ok_and(|f| f.revision < *rev) || file.is_err());
+            let record = match (newer, file) {
+                (Some((rev, text)), _) => {
+                    changed = true;
+                    let doc: serde_json::Value = serde_json::from_str(text)
+                        .map_err(|e| corrupt(&wal_path, format!("a task record: {e}")))?;
+                    (doc, *rev)
+                }
+                (None, Ok(task)) => {
+                    let doc = serde_json::to_value(&task.value)
+                        .map_err(|e| StoreError::backend("encoding a task", e))?;
+                    (doc, task.revision)
+                }
+                (None, Err(e)) => {
+                    tracing::warn!(error = %e, "write-ahead log not compacted");
+                    return Ok(false);
+                }
+            };
+            records.push(record);
+        }
+        if changed {
+            self.write_snapshot(plan, id, records)?;
+        }
+        if legacy {
+            let dir = self.tasks_dir(plan, id);
+            fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
+            super::atomic::sync_dir(&self.exec_sub(plan, id))?;
+        }
+        Ok(true)
+    }
+}
