@@ -234,12 +234,28 @@ impl Run<'_> {
                     .settings
                     .max_output_tokens
                     .map_or_else(|| turn_usage.output_tokens.to_string(), |c| c.to_string());
-                return Err(failure(
-                    ErrorCode::AgentError,
-                    format!(
+                // A model repeating itself is not helped by a larger cap (the loop only runs
+                // longer); this message also reaches its next attempt, so it says what to do.
+                let looped = response
+                    .text
+                    .as_deref()
+                    .and_then(orca_llm::repetition::looping)
+                    .or_else(|| {
+                        response
+                            .tool_calls
+                            .iter()
+                            .find_map(|c| orca_llm::repetition::looping(&c.arguments.to_string()))
+                    });
+                let message = match looped {
+                    Some(found) => format!(
+                        "the answer repeated {found} (a generation loop) and was stopped after about {} output tokens; a larger `max_output_tokens` would not help: answer with less — change only the lines that must change (`edit_file`), not a whole file written again",
+                        turn_usage.output_tokens
+                    ),
+                    None => format!(
                         "the answer was cut at {cap} output tokens; raise `max_output_tokens` for this agent"
                     ),
-                ));
+                };
+                return Err(failure(ErrorCode::AgentError, message));
             }
             let ChatResponse {
                 text,

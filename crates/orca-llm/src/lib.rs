@@ -30,6 +30,7 @@ pub mod ollama;
 pub mod openai;
 pub mod pricing;
 pub mod progress;
+pub mod repetition;
 pub mod responses;
 pub mod retry;
 pub mod scripted;

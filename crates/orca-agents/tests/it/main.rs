@@ -16,6 +16,7 @@ mod fake_models;
 mod fake_stream;
 mod fuzz;
 mod generation;
+mod generation_loop;
 mod http;
 mod live;
 mod net;

@@ -20,7 +20,7 @@ use crate::common::{TestTools, coder_profile, fast_settings, task};
 use crate::fake_stream::{FakeStream, Reply, sse};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fmt {
+pub(crate) enum Fmt {
     Chat,
     Messages,
     Responses,
@@ -397,7 +397,7 @@ async fn a_server_that_ignores_stream_gets_its_json_read() {
     }
 }
 
-fn agents(fmt: Fmt, url: &str, settings: GenerationSettings) -> Agents {
+pub(crate) fn agents(fmt: Fmt, url: &str, settings: GenerationSettings) -> Agents {
     let key = Some(ApiKey::new("sk-test-stream-key-0123"));
     let spec = match fmt {
         Fmt::Chat | Fmt::Responses => BackendSpec::OpenAi {
@@ -434,7 +434,7 @@ async fn one_turn(agents: &Agents) -> orca_core::Reply<TaskResult> {
         .await
 }
 
-fn failure_of(result: TaskResult) -> orca_core::TaskFailure {
+pub(crate) fn failure_of(result: TaskResult) -> orca_core::TaskFailure {
     match result {
         TaskResult::Failure(f) => f,
         other => panic!("expected a failure, got {other:?}"),

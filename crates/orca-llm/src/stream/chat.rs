@@ -128,6 +128,19 @@ impl Assemble for ChatAssembler {
         self.produced
     }
 
+    fn looping(&self) -> Option<crate::repetition::Loop> {
+        crate::repetition::looping(&self.text).or_else(|| {
+            self.calls
+                .values()
+                .next_back()
+                .and_then(|c| crate::repetition::looping(&c.arguments))
+        })
+    }
+
+    fn cut(&mut self) {
+        self.finish_reason = Some("length".to_owned());
+    }
+
     fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError> {
         if !self.any {
             return Err(BackendError::InvalidResponse {

@@ -96,6 +96,15 @@ pub(crate) trait Assemble: Send {
     /// The output so far.
     fn produced(&self) -> Produced;
 
+    /// Whether the answer so far ends in a generation loop (its text, or the arguments of its
+    /// last tool call). Formats that do not say keep streaming to the cap.
+    fn looping(&self) -> Option<crate::repetition::Loop> {
+        None
+    }
+
+    /// Ends the answer here as if cut at the output cap (`finish_reason` "length").
+    fn cut(&mut self) {}
+
     /// The answer, as the non-streaming body would have given it.
     ///
     /// # Errors
@@ -121,6 +130,11 @@ impl Produced {
     pub(crate) fn text(&mut self, text: &str) {
         self.chars += text.chars().count();
         self.events += 1;
+    }
+
+    /// Characters of output so far.
+    pub(crate) const fn chars(self) -> usize {
+        self.chars
     }
 
     /// One content event whose text is not shown (reasoning).
@@ -194,6 +208,9 @@ impl Reader {
     }
 }
 
+/// How many characters of output between two looks for a generation loop.
+const LOOK_EVERY: usize = 512;
+
 /// How often progress is reported at most.
 const REPORT_EVERY: Duration = Duration::from_millis(250);
 
@@ -240,6 +257,8 @@ pub(crate) async fn exchange(
     let mut parser = Reader::new(wire.framing);
     let mut last_report = Instant::now();
     let mut ended = false;
+    let mut looked_at = 0;
+    let mut looped = None;
     while !ended {
         let chunk = match tokio::time::timeout(idle, response.chunk()).await {
             Err(_) => {
@@ -265,13 +284,32 @@ pub(crate) async fn exchange(
                 break;
             }
         }
+        // A loop is looked for every so often, not at every event (each look reads the tail).
+        let chars = assembler.produced().chars();
+        if !ended && chars >= looked_at + LOOK_EVERY {
+            looked_at = chars;
+            looped = assembler.looping();
+            if looped.is_some() {
+                // Stopped here, not at the cap: the server is left (it stops generating when
+                // the connection closes) and the turn ends as if cut.
+                assembler.cut();
+                ended = true;
+            }
+        }
         if last_report.elapsed() >= REPORT_EVERY {
             last_report = Instant::now();
             crate::progress::streaming(assembler.produced().tokens(), sent.elapsed(), false);
         }
     }
     let estimate = assembler.produced().tokens();
-    let answer = assembler.finish(endpoint)?;
+    let mut answer = assembler.finish(endpoint)?;
+    if let Some(found) = looped {
+        tracing::debug!(endpoint, %found, "stopped a looping answer");
+        // The server's usage never came: the output counted so far stands for it.
+        if answer.usage.output_tokens == 0 {
+            answer.usage.output_tokens = estimate;
+        }
+    }
     let reported = answer.usage.output_tokens;
     crate::progress::streaming(
         if reported > 0 { reported } else { estimate },

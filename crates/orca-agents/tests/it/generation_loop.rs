@@ -1,0 +1,111 @@
+//! A model caught in a generation loop (the same text over and over): the turn is stopped as
+//! soon as the loop is plain, not at the output cap, and the failure says it was a loop and
+//! what to do next, not "raise `max_output_tokens`". The fake server streams a looping answer
+//! and then goes silent: an orca that did not stop would wait for the idle timeout instead.
+
+
+use orca_agents::GenerationSettings;
+use orca_core::{AgentPort, Budget, ErrorCode};
+use serde_json::{Value, json};
+
+use crate::common::{TestTools, task};
+use crate::fake_stream::{FakeStream, Reply, sse};
+use crate::streaming::{Fmt, agents, failure_of};
+
+/// A Chat Completions stream: `blocks` copies of `block` as text deltas, then silence.
+fn looping_stream(block: &str, blocks: usize) -> String {
+    let chunk = |delta: Value| {
+        (
+            "",
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]}),
+        )
+    };
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}))];
+    events.extend((0..blocks).map(|_| chunk(json!({ "content": block }))));
+    sse(&events)
+}
+
+#[tokio::test]
+async fn a_looping_answer_is_stopped_early_and_named_a_loop() {
+    let block = "def main():\n    print(f\"Hello, {args.name}!\")\n\n";
+    let blocks = 2_000;
+    let body = looping_stream(block, blocks);
+    let server = FakeStream::start(vec![Reply::Stream {
+        stall_after: Some(body.len()),
+        pieces: vec![512],
+        body,
+    }])
+    .await;
+    let agents = agents(
+        Fmt::Chat,
+        &server.url,
+        GenerationSettings {
+            idle_timeout_secs: Some(120),
+            max_output_tokens: Some(100_000),
+            ..GenerationSettings::default()
+        },
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    let tokens = reply.usage.output_tokens;
+    let f = failure_of(reply.outcome);
+    assert_eq!(f.code, ErrorCode::AgentError, "{f}");
+    assert!(f.message.contains("generation loop"), "{}", f.message);
+    assert!(f.message.contains("edit_file"), "{}", f.message);
+    assert!(
+        !f.message.contains("raise `max_output_tokens`"),
+        "{}",
+        f.message
+    );
+    // Stopped within a few looks of the loop becoming plain, not after 2,000 copies.
+    let streamed = blocks * block.len() / 4;
+    assert!(
+        tokens > 0 && tokens * 20 < streamed as u64,
+        "{tokens} of {streamed}"
+    );
+    assert_eq!(server.count(), 1, "the looping turn was not sent again");
+    println!(
+        "looping answer: stopped after ~{tokens} output tokens of ~{streamed} the server would send"
+    );
+}
+
+#[tokio::test]
+async fn a_long_answer_cut_at_its_cap_still_says_raise_the_cap() {
+    // Control: varied text up to the cap is a long answer, not a loop.
+    let text: String = (0..300)
+        .map(|i| format!("line {i}: value {} ", i * 37 % 101))
+        .collect();
+    let events = vec![
+        (
+            "",
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]}),
+        ),
+        (
+            "",
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+        ),
+    ];
+    let server = FakeStream::start(vec![Reply::stream(sse(&events))]).await;
+    let agents = agents(
+        Fmt::Chat,
+        &server.url,
+        GenerationSettings {
+            max_output_tokens: Some(2048),
+            ..GenerationSettings::default()
+        },
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    let f = failure_of(reply.outcome);
+    assert!(
+        f.message.contains("raise `max_output_tokens`"),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains("loop"), "{}", f.message);
+}
