@@ -3,7 +3,6 @@
 //! what to do next, not "raise `max_output_tokens`". The fake server streams a looping answer
 //! and then goes silent: an orca that did not stop would wait for the idle timeout instead.
 
-
 use orca_agents::GenerationSettings;
 use orca_core::{AgentPort, Budget, ErrorCode};
 use serde_json::{Value, json};
