@@ -227,6 +227,21 @@ impl Run<'_> {
             if let Some(msg) = limits.exceeded(usage, started.elapsed().as_secs()) {
                 return Err(failure(ErrorCode::BudgetExceeded, msg));
             }
+            // Cut at the cap while repeating whitespace only: the answer was over, the model
+            // just did not stop. Read it as ended (a non-streamed answer; a streamed one was
+            // already ended so).
+            let mut response = response;
+            if response.stop_reason == StopReason::MaxTokens
+                && let Some(text) = response.text.as_deref()
+                && orca_llm::repetition::looping(text).is_some_and(|l| l.whitespace)
+            {
+                response.text = Some(text.trim_end().to_owned());
+                response.stop_reason = if response.tool_calls.is_empty() {
+                    StopReason::EndTurn
+                } else {
+                    StopReason::ToolUse
+                };
+            }
             if response.stop_reason == StopReason::MaxTokens {
                 // A cut answer is not a forgotten `submit_result`: repairing it only grows the
                 // conversation, and a cut tool call's arguments are incomplete JSON.

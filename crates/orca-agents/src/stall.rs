@@ -130,9 +130,8 @@ impl Detector {
             };
             if stalled.is_none() && self.limits.max_repeats >= 2 && run >= self.limits.max_repeats {
                 stalled = Some(format!(
-                    "called `{}` with the same arguments {} {run} times in a row and got the same result each time; do something else (read another file, change the approach) or submit a failure",
+                    "called `{}` {run} times in a row with the same arguments and got the same result each time; do something else (read another file, change the approach) or submit a failure",
                     call.name,
-                    clip(&seen.arguments),
                 ));
             }
             if result.is_error {
@@ -142,10 +141,11 @@ impl Detector {
                     && self.limits.max_repeats >= 2
                     && *times >= self.limits.max_repeats
                 {
+                    // Not the arguments: this message reaches the next attempt, and a small
+                    // model's first call there was the one it quoted.
                     stalled = Some(format!(
-                        "called `{}` with the same arguments {} {times} times and it was refused the same way each time ({}); fix the call as the error says (omit an argument it names as optional, use a tool you were given) or submit a failure",
+                        "called `{}` {times} times with the same arguments and was refused the same way each time: {} — do what that says instead of the same call, or submit a failure",
                         call.name,
-                        clip(&seen.arguments),
                         clip(result.content.trim_start_matches("error: ")),
                     ));
                 }

@@ -355,13 +355,18 @@ impl WorkspaceTools {
         let a: WriteArgs = parse(args)?;
         let path = self.writable(&a.path)?;
         // A model that rewrites a file unchanged believes it fixed something: say it did not.
+        // Unchanged but for trailing whitespace counts too (and the file is left as it is):
+        // a json-mode model reads files without their last newline and copies them back so.
         if let Ok((file, len)) = self.guard.open_read(&a.path, &path)
-            && len == a.content.len() as u64
-            && read_bounded(file, len, &a.path).is_ok_and(|b| b == a.content.as_bytes())
+            && len.abs_diff(a.content.len() as u64) <= 64
+            && read_bounded(file, len, &a.path).is_ok_and(|b| {
+                b == a.content.as_bytes()
+                    || b.trim_ascii_end() == a.content.as_bytes().trim_ascii_end()
+            })
         {
             return Ok(json!({
                 "written": a.path,
-                "unchanged": "the file already had exactly this content: nothing changed",
+                "unchanged": "the file already had this content (whitespace at its end aside): nothing changed",
             }));
         }
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {

@@ -19,6 +19,8 @@ pub struct Loop {
     pub period: usize,
     /// How many whole times it is repeated at the end.
     pub repeats: usize,
+    /// The stretch is whitespace alone: the answer is over, the model just did not stop.
+    pub whitespace: bool,
 }
 
 impl std::fmt::Display for Loop {
@@ -51,7 +53,11 @@ pub fn looping(text: &str) -> Option<Loop> {
             .count();
         let covered = run + period;
         let repeats = covered / period;
-        (repeats >= MIN_REPEATS && covered >= MIN_COVERED).then_some(Loop { period, repeats })
+        (repeats >= MIN_REPEATS && covered >= MIN_COVERED).then(|| Loop {
+            period,
+            repeats,
+            whitespace: bytes[len - period..].iter().all(u8::is_ascii_whitespace),
+        })
     })
 }
 
@@ -75,6 +81,7 @@ mod tests {
         text.push_str(&block[..37]);
         let found = looping(&text).unwrap();
         assert_eq!(found.period, block.len());
+        assert!(!found.whitespace);
         assert!(found.repeats >= 12, "{found:?}");
         // Escaped inside a JSON string (json mode, a tool call's arguments): still a loop.
         let escaped = serde_json::to_string(&text).unwrap();
@@ -104,13 +111,19 @@ mod tests {
             "```json\n{{\n  \"status\": \"interruption\",\n  \"question\": \"What is the bug?\"\n}}\n```\n```{}",
             "\n".repeat(1000)
         );
-        assert_eq!(looping(&text).map(|l| l.period), Some(1));
+        assert_eq!(
+            looping(&text).map(|l| (l.period, l.whitespace)),
+            Some((1, true))
+        );
     }
 
     #[test]
     fn one_token_over_and_over_is_a_loop() {
         let found = looping(&format!("fn main() {{{}", "\n".repeat(1500))).unwrap();
-        assert_eq!((found.period, found.repeats), (1, 1500));
+        assert_eq!(
+            (found.period, found.repeats, found.whitespace),
+            (1, 1500, true)
+        );
     }
 
     #[test]

@@ -108,3 +108,58 @@ async fn a_long_answer_cut_at_its_cap_still_says_raise_the_cap() {
     );
     assert!(!f.message.contains("loop"), "{}", f.message);
 }
+
+#[tokio::test]
+async fn an_answer_trailing_off_into_newlines_is_read_as_ended_and_the_model_asked_again() {
+    // As the 1.5B model answered natively: a result written as text, then newlines to its cap.
+    let prose = "```json\n{\"status\": \"success\", \"summary\": \"fixed\"}\n```\n";
+    let chunk = |delta: Value| {
+        (
+            "",
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]}),
+        )
+    };
+    let mut events = vec![chunk(json!({"role": "assistant", "content": prose}))];
+    events.extend((0..3_000).map(|_| chunk(json!({ "content": "\n" }))));
+    let body = sse(&events);
+    let submit = json!({
+        "id": "c2", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                "name": "submit_result",
+                "arguments": json!({"status": "success", "summary": "fixed"}).to_string()}}]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    });
+    let server = FakeStream::start(vec![
+        Reply::Stream {
+            stall_after: Some(body.len()),
+            pieces: vec![512],
+            body,
+        },
+        Reply::json(200, &submit),
+    ])
+    .await;
+    let agents = agents(
+        Fmt::Chat,
+        &server.url,
+        GenerationSettings {
+            idle_timeout_secs: Some(120),
+            ..GenerationSettings::default()
+        },
+    );
+    let reply = agents
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await;
+    assert!(
+        matches!(reply.outcome, orca_core::TaskResult::Success(_)),
+        "{:?}",
+        reply.outcome
+    );
+    assert_eq!(server.count(), 2, "asked again after the newlines");
+    // The second request carries the first answer without its newlines, and the repair.
+    let second = server.bodies()[1].to_string();
+    assert!(!second.contains("\\n\\n\\n\\n"), "{second}");
+    assert!(second.contains("submit_result"), "{second}");
+}

@@ -150,9 +150,11 @@ async fn the_same_read_twenty_times_stalls_at_the_third() {
         requests, 3,
         "ended after the third identical call, not 20 (or 40) turns"
     );
+    // The tool, not its arguments: the message reaches the next attempt, and a small model
+    // repeated the call it quoted.
     assert!(
-        f.message.contains("`read_file`") && f.message.contains(r#"{"path":"notes.txt"}"#),
-        "the message names the tool and its arguments: {}",
+        f.message.contains("`read_file`") && !f.message.contains(r#"{"path":"notes.txt"}"#),
+        "the message names the tool, not its arguments: {}",
         f.message
     );
     assert!(f.message.contains("3 times in a row"), "{}", f.message);
@@ -239,7 +241,7 @@ async fn a_refused_call_repeated_between_progress_stalls_at_the_third_refusal() 
     let run_command = |n| ("run_command".to_owned(), n);
     assert_eq!(shown, [run_command(1), run_command(2), run_command(3)]);
     assert!(
-        f.message.contains("`run_command`") && f.message.contains("3 times and it was refused"),
+        f.message.contains("`run_command` 3 times") && f.message.contains("was refused the same way"),
         "{}",
         f.message
     );

@@ -385,7 +385,9 @@ async fn a_write_or_edit_that_changes_nothing_says_so() {
     std::fs::write(project.path().join("lib.rs"), "fn a() {}\n").unwrap();
     let tools = WorkspaceTools::new(project.path(), &["write_file".to_owned()]).unwrap();
     let mut said = Vec::new();
-    for content in ["fn a() {}\n", "fn b() {}\n", "fn b() {}\n"] {
+    // The last: the same without its final newline, as a json-mode model copies back a file
+    // it read (the tool result's text ends trimmed): unchanged, and the file keeps it.
+    for content in ["fn a() {}\n", "fn b() {}\n", "fn b() {}\n", "fn b() {}"] {
         let call = ToolCall {
             id: "c".into(),
             name: "write_file".into(),
@@ -393,8 +395,8 @@ async fn a_write_or_edit_that_changes_nothing_says_so() {
         };
         said.push(tools.call(&call).await.unwrap().get("unchanged").is_some());
     }
-    println!("unchanged reported (same, new, same again): {said:?}");
-    assert_eq!(said, [true, false, true]);
+    println!("unchanged reported (same, new, same again, same less its newline): {said:?}");
+    assert_eq!(said, [true, false, true, true]);
     assert_eq!(
         std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
         "fn b() {}\n"

@@ -137,8 +137,17 @@ impl Assemble for ChatAssembler {
         })
     }
 
-    fn cut(&mut self) {
-        self.finish_reason = Some("length".to_owned());
+    fn end(&mut self, cut: bool) {
+        if !cut {
+            let kept = self.text.trim_end().len();
+            self.text.truncate(kept);
+        }
+        let reason = match (cut, self.calls.is_empty()) {
+            (true, _) => "length",
+            (false, true) => "stop",
+            (false, false) => "tool_calls",
+        };
+        self.finish_reason = Some(reason.to_owned());
     }
 
     fn finish(self: Box<Self>, endpoint: &str) -> Result<ChatResponse, BackendError> {

@@ -102,8 +102,11 @@ pub(crate) trait Assemble: Send {
         None
     }
 
-    /// Ends the answer here as if cut at the output cap (`finish_reason` "length").
-    fn cut(&mut self) {}
+    /// Ends the answer here: as if cut at the output cap (`finish_reason` "length"), or, `cut`
+    /// false, as if the model had stopped (what it repeats is whitespace: the answer is over).
+    fn end(&mut self, cut: bool) {
+        let _ = cut;
+    }
 
     /// The answer, as the non-streaming body would have given it.
     ///
@@ -289,10 +292,11 @@ pub(crate) async fn exchange(
         if !ended && chars >= looked_at + LOOK_EVERY {
             looked_at = chars;
             looped = assembler.looping();
-            if looped.is_some() {
+            if let Some(found) = looped {
                 // Stopped here, not at the cap: the server is left (it stops generating when
-                // the connection closes) and the turn ends as if cut.
-                assembler.cut();
+                // the connection closes) and the turn ends as if cut — or as if finished, when
+                // all it repeats is whitespace.
+                assembler.end(!found.whitespace);
                 ended = true;
             }
         }

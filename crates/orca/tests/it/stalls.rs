@@ -130,7 +130,9 @@ async fn a_looping_model_ends_stalled_and_the_next_attempt_is_told() {
         "{second}"
     );
     assert!(
-        second.contains("attempt 1: stalled: called `read_file` with the same arguments {\"path\":\"notes.txt\"} 3 times in a row"),
+        second.contains(
+            "attempt 1: stalled: called `read_file` 3 times in a row with the same arguments"
+        ),
         "{second}"
     );
 
