@@ -241,7 +241,8 @@ async fn a_refused_call_repeated_between_progress_stalls_at_the_third_refusal() 
     let run_command = |n| ("run_command".to_owned(), n);
     assert_eq!(shown, [run_command(1), run_command(2), run_command(3)]);
     assert!(
-        f.message.contains("`run_command` 3 times") && f.message.contains("was refused the same way"),
+        f.message.contains("`run_command` 3 times")
+            && f.message.contains("was refused the same way"),
         "{}",
         f.message
     );

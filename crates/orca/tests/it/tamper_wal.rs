@@ -178,3 +178,62 @@ fn write_ahead_audit_records_tampered_past_the_file_are_detected() {
     );
     assert_eq!(detected, cases.len());
 }
+
+/// Tampering with the task write-ahead log of an ended execution that cannot change what is
+/// read (the execution's end folded the log into the task snapshot and emptied it: only a
+/// newer revision could count, and that is the catalogue's forged record): `exec show` prints
+/// the same, and `audit verify --all` exits as it did before. Prints `write-ahead log: N/N
+/// harmless`.
+#[test]
+fn write_ahead_log_tampering_without_a_newer_revision_changes_nothing() {
+    let fixture = Fixture::new();
+    type WalTamper = fn(&std::path::Path);
+    /// `a`'s record in the snapshot beside the log, as a log line `back` revisions older,
+    /// with another result.
+    fn forged(wal: &std::path::Path, back: u64) -> String {
+        let mut task = task_record(&wal.with_file_name("tasks.json"), "a");
+        let revision = task["revision"].as_u64().unwrap() - back;
+        task.as_object_mut().unwrap().remove("revision");
+        task["result"]["summary"] = json!("forged");
+        json!({"step": "a", "revision": revision, "task": task}).to_string()
+    }
+    let cases: [(&str, WalTamper); 4] = [
+        ("empty the write-ahead log", |w| {
+            std::fs::write(w, b"").unwrap()
+        }),
+        ("remove the write-ahead log", |w| {
+            std::fs::remove_file(w).unwrap()
+        }),
+        ("append an edited record at the snapshot's revision", |w| {
+            let mut all = lines(w);
+            all.push(forged(w, 0));
+            write_lines(w, &all);
+        }),
+        ("append an edited record older than the snapshot's", |w| {
+            let mut all = lines(w);
+            all.push(forged(w, 1));
+            write_lines(w, &all);
+        }),
+    ];
+    let clean = fixture.copy();
+    let show = |p: &Proj| text(&p.run(&["exec", "show", &p.ids.a1]));
+    let expected = show(&clean);
+    let verify_code = code(&clean.run(&["audit", "verify", "--all"]));
+    let mut harmless = 0;
+    for (name, tamper) in cases {
+        let p = fixture.copy();
+        let wal = p.wal(&p.ids.a, &p.ids.a1);
+        assert!(wal.is_file(), "{name}: no write-ahead log in the fixture");
+        assert!(
+            lines(&wal).is_empty(),
+            "{name}: an ended execution's log is not empty"
+        );
+        tamper(&wal);
+        let verify = p.run(&["audit", "verify", "--all"]);
+        let same = show(&p) == expected && code(&verify) == verify_code;
+        println!("{name:<66} {}", if same { "HARMLESS" } else { "CHANGED" });
+        harmless += usize::from(same);
+    }
+    println!("write-ahead log: {harmless}/{} harmless", cases.len());
+    assert_eq!(harmless, cases.len());
+}
