@@ -174,12 +174,14 @@ impl Inner {
         id: ExecutionId,
         step: &StepId,
     ) -> Result<Versioned<Task>, StoreError> {
-        let stored = self.stored_tasks(plan, id, std::slice::from_ref(step))?;
-        self.merge_tasks(plan, id, stored)?
-            .pop()
-            .ok_or_else(|| StoreError::NotFound {
-                what: format!("task {step} of {id}"),
-            })
+        self.consistently(plan, id, || {
+            let stored = self.stored_tasks(plan, id, std::slice::from_ref(step))?;
+            self.merge_tasks(plan, id, stored)
+        })?
+        .pop()
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("task {step} of {id}"),
+        })
     }
 
     /// An execution with every task: the stored records first, then the log, once.
@@ -189,11 +191,39 @@ impl Inner {
         header: Versioned<Execution>,
     ) -> Result<ExecutionSnapshot, StoreError> {
         let id = header.value.id();
-        let stored = self.stored_tasks(plan, id, &header.value.info().steps)?;
-        let tasks = self.merge_tasks(plan, id, stored)?;
+        let tasks = self.consistently(plan, id, || {
+            let stored = self.stored_tasks(plan, id, &header.value.info().steps)?;
+            self.merge_tasks(plan, id, stored)
+        })?;
         Ok(ExecutionSnapshot {
             execution: header,
             tasks,
         })
     }
+
+    /// Runs a read of the snapshot and then the log again if a compaction replaced the log
+    /// in between: the old snapshot with the new, emptied log would be the execution as it
+    /// was created (a reader takes no lock; compaction writes the snapshot, then empties the
+    /// log as a new file).
+    fn consistently<T>(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        read: impl Fn() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        let wal = self.wal_file(plan, id);
+        let identity = || fs::symlink_metadata(&wal).ok().map(|m| m.ino());
+        for _ in 0..COMPACTION_RETRIES {
+            let before = identity();
+            let value = read()?;
+            if identity() == before {
+                return Ok(value);
+            }
+        }
+        read()
+    }
 }
+
+/// How often a read starts over when compactions keep replacing the log under it.
+const COMPACTION_RETRIES: usize = 8;

@@ -140,3 +140,47 @@ async fn an_execution_of_the_file_per_task_layout_is_read_and_converted_by_its_n
     assert!(matches!(t.value, Task::Running(_)), "{:?}", t.value);
     println!("older layout: read as it was, converted by the lease: 3 task files -> 1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_never_sees_tasks_go_back_while_the_log_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let plan = approved("compacting", 3);
+    store.create_plan(&plan_of(&plan)).await.unwrap();
+    let (exec, mut tasks) = new_execution(&plan);
+    store.create_execution(&exec, &tasks).await.unwrap();
+    let id = exec.id();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (reader_stop, root) = (stop.clone(), dir.path().to_path_buf());
+    // Another store (as another process would): every read's revisions never go back.
+    let reader = tokio::spawn(async move {
+        let other = FileStore::open(&root).unwrap();
+        let (mut reads, mut backwards) = (0u32, 0u32);
+        let mut last = vec![0u64; 3];
+        while !reader_stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let snap = other.execution(id).await.unwrap();
+            for (i, t) in snap.tasks.iter().enumerate() {
+                backwards += u32::from(t.revision.0 < last[i]);
+                last[i] = t.revision.0;
+            }
+            reads += 1;
+        }
+        (reads, backwards)
+    });
+    let me = holder("c");
+    for _ in 0..40 {
+        for i in 0..tasks.len() {
+            let next = next_task(&plan, &tasks, i, &me);
+            let stored = store.task(id, tasks[i].step_id()).await.unwrap().revision;
+            store.update_task(id, &next, stored).await.unwrap();
+            tasks[i] = next;
+        }
+        // A lease taken compacts: a new snapshot, then a new, empty log.
+        drop(store.acquire_lease(id, &holder("c")).await.unwrap());
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (reads, backwards) = reader.await.unwrap();
+    println!("{reads} reads during 40 compactions: {backwards} went back");
+    assert!(reads > 0);
+    assert_eq!(backwards, 0);
+}
