@@ -156,7 +156,7 @@ async fn a_reader_never_sees_tasks_go_back_while_the_log_is_compacted() {
     let reader = tokio::spawn(async move {
         let other = FileStore::open(&root).unwrap();
         let (mut reads, mut backwards) = (0u32, 0u32);
-        let mut last = vec![0u64; 3];
+        let mut last = [0u64; 3];
         while !reader_stop.load(std::sync::atomic::Ordering::SeqCst) {
             let snap = other.execution(id).await.unwrap();
             for (i, t) in snap.tasks.iter().enumerate() {
