@@ -4,22 +4,32 @@
 //! and then goes silent: an orca that did not stop would wait for the idle timeout instead.
 
 use orca_agents::GenerationSettings;
-use orca_core::{AgentPort, Budget, ErrorCode};
+use orca_core::{AgentPort, Budget, ErrorCode, TaskResult};
 use serde_json::{Value, json};
 
 use crate::common::{TestTools, task};
 use crate::fake_stream::{FakeStream, Reply, sse};
 use crate::streaming::{Fmt, agents, failure_of};
 
+/// One Chat Completions chunk carrying `delta` (and a finish reason, if the turn ends there).
+fn chunk(delta: Value, finish: Value) -> (&'static str, Value) {
+    (
+        "",
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+    )
+}
+
+/// One coder step against the fake server at `url`.
+async fn one_step(url: &str, settings: GenerationSettings) -> orca_core::Reply<TaskResult> {
+    agents(Fmt::Chat, url, settings)
+        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
+        .await
+}
+
 /// A Chat Completions stream: `blocks` copies of `block` as text deltas, then silence.
 fn looping_stream(block: &str, blocks: usize) -> String {
-    let chunk = |delta: Value| {
-        (
-            "",
-            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]}),
-        )
-    };
+    let chunk = |delta: Value| chunk(delta, Value::Null);
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}))];
     events.extend((0..blocks).map(|_| chunk(json!({ "content": block }))));
     sse(&events)
@@ -36,18 +46,15 @@ async fn a_looping_answer_is_stopped_early_and_named_a_loop() {
         body,
     }])
     .await;
-    let agents = agents(
-        Fmt::Chat,
+    let reply = one_step(
         &server.url,
         GenerationSettings {
             idle_timeout_secs: Some(120),
             max_output_tokens: Some(100_000),
             ..GenerationSettings::default()
         },
-    );
-    let reply = agents
-        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
-        .await;
+    )
+    .await;
     let tokens = reply.usage.output_tokens;
     let f = failure_of(reply.outcome);
     assert_eq!(f.code, ErrorCode::AgentError, "{f}");
@@ -77,29 +84,18 @@ async fn a_long_answer_cut_at_its_cap_still_says_raise_the_cap() {
         .map(|i| format!("line {i}: value {} ", i * 37 % 101))
         .collect();
     let events = vec![
-        (
-            "",
-            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]}),
-        ),
-        (
-            "",
-            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
-        ),
+        chunk(json!({"role": "assistant", "content": text}), Value::Null),
+        chunk(json!({}), json!("length")),
     ];
     let server = FakeStream::start(vec![Reply::stream(sse(&events))]).await;
-    let agents = agents(
-        Fmt::Chat,
+    let reply = one_step(
         &server.url,
         GenerationSettings {
             max_output_tokens: Some(2048),
             ..GenerationSettings::default()
         },
-    );
-    let reply = agents
-        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
-        .await;
+    )
+    .await;
     let f = failure_of(reply.outcome);
     assert!(
         f.message.contains("raise `max_output_tokens`"),
@@ -113,13 +109,7 @@ async fn a_long_answer_cut_at_its_cap_still_says_raise_the_cap() {
 async fn an_answer_trailing_off_into_newlines_is_read_as_ended_and_the_model_asked_again() {
     // As the 1.5B model answered natively: a result written as text, then newlines to its cap.
     let prose = "```json\n{\"status\": \"success\", \"summary\": \"fixed\"}\n```\n";
-    let chunk = |delta: Value| {
-        (
-            "",
-            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]}),
-        )
-    };
+    let chunk = |delta: Value| chunk(delta, Value::Null);
     let mut events = vec![chunk(json!({"role": "assistant", "content": prose}))];
     events.extend((0..3_000).map(|_| chunk(json!({ "content": "\n" }))));
     let body = sse(&events);
@@ -141,17 +131,14 @@ async fn an_answer_trailing_off_into_newlines_is_read_as_ended_and_the_model_ask
         Reply::json(200, &submit),
     ])
     .await;
-    let agents = agents(
-        Fmt::Chat,
+    let reply = one_step(
         &server.url,
         GenerationSettings {
             idle_timeout_secs: Some(120),
             ..GenerationSettings::default()
         },
-    );
-    let reply = agents
-        .run_task(task("coder", Budget::UNLIMITED), &TestTools::new())
-        .await;
+    )
+    .await;
     assert!(
         matches!(reply.outcome, orca_core::TaskResult::Success(_)),
         "{:?}",
