@@ -38,13 +38,21 @@ pub(super) fn encode<T: Serialize>(
             "a document must be a JSON object",
         ));
     };
-    let mut map = serde_json::Map::with_capacity(fields.len() + 1);
-    map.insert("revision".into(), revision.0.into());
-    map.extend(fields);
-    let mut bytes = serde_json::to_vec_pretty(&serde_json::Value::Object(map))
+    let mut bytes = serde_json::to_vec_pretty(&with_revision(fields, revision))
         .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
     bytes.push(b'\n');
     Ok(bytes)
+}
+
+/// A document's fields with `"revision"` first: a file's document, or a snapshot's record.
+pub(super) fn with_revision(
+    fields: serde_json::Map<String, serde_json::Value>,
+    revision: Revision,
+) -> serde_json::Value {
+    let mut map = serde_json::Map::with_capacity(fields.len() + 1);
+    map.insert("revision".into(), revision.0.into());
+    map.extend(fields);
+    serde_json::Value::Object(map)
 }
 
 /// [`encode`] after redacting every string of the document (see [`Redactor::redact_strings`]).

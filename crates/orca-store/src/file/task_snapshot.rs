@@ -21,7 +21,7 @@ use std::sync::{Arc, PoisonError};
 
 use orca_core::{ExecutionId, PlanId, StepId, Task};
 
-use super::codec::{corrupt, decode, io_err, read_bounded};
+use super::codec::{corrupt, decode, io_err, read_bounded, with_revision};
 use super::listing::Stamp;
 use super::{Inner, wal};
 use crate::error::StoreError;
@@ -134,11 +134,7 @@ pub(super) fn encode_snapshot(
                 "a task must be a JSON object",
             ));
         };
-        // As a document file: `"revision"`, then the task's own fields.
-        let mut record = serde_json::Map::with_capacity(fields.len() + 1);
-        record.insert("revision".into(), revision.0.into());
-        record.extend(fields);
-        records.push(serde_json::Value::Object(record));
+        records.push(with_revision(fields, revision));
     }
     let mut bytes = serde_json::to_vec_pretty(&serde_json::json!({ "tasks": records }))
         .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
