@@ -175,6 +175,11 @@ impl Inner {
         step: &StepId,
     ) -> Result<Versioned<Task>, StoreError> {
         self.consistently(plan, id, || {
+            // Most often the log holds a newer record than the snapshot: only that one is
+            // decoded (the snapshot's revision is enough to know it).
+            if let Some(task) = self.newer_in_log(plan, id, step)? {
+                return Ok(vec![task]);
+            }
             let stored = self.stored_tasks(plan, id, std::slice::from_ref(step))?;
             self.merge_tasks(plan, id, stored)
         })?

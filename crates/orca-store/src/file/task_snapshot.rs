@@ -25,7 +25,7 @@ use super::codec::{corrupt, decode, io_err, read_bounded, with_revision};
 use super::listing::Stamp;
 use super::{Inner, wal};
 use crate::error::StoreError;
-use crate::port::Revision;
+use crate::port::{Revision, Versioned};
 
 /// The snapshot's name in an execution's directory.
 pub(super) const SNAPSHOT: &str = "tasks.json";
@@ -40,7 +40,7 @@ pub(super) struct Parsed {
     /// Why the whole file cannot be used (not JSON, not a snapshot): every task then reads as
     /// this error (the write-ahead log may still hold its record).
     broken: Option<String>,
-    records: HashMap<StepId, Arc<str>>,
+    records: HashMap<StepId, Record>,
     /// The steps in the file's order.
     order: Vec<StepId>,
 }
@@ -72,9 +72,15 @@ impl Parsed {
             let Some(step) = step else {
                 return Self::broken(format!("task record {i} has no valid `step_id`"));
             };
+            let revision = record
+                .get("revision")
+                .and_then(serde_json::Value::as_u64)
+                .filter(|r| *r >= 1)
+                .map(Revision);
+            let text = Arc::from(record.to_string());
             if parsed
                 .records
-                .insert(step.clone(), Arc::from(record.to_string()))
+                .insert(step.clone(), Record { revision, text })
                 .is_some()
             {
                 return Self::broken(format!("task {step} is recorded twice"));
@@ -82,6 +88,14 @@ impl Parsed {
             parsed.order.push(step);
         }
         parsed
+    }
+
+    /// A task's revision in a usable snapshot (`None`: the snapshot or the record is not).
+    fn revision(&self, step: &StepId) -> Option<Revision> {
+        match &self.broken {
+            Some(_) => None,
+            None => self.records.get(step).and_then(|r| r.revision),
+        }
     }
 
     fn broken(why: String) -> Self {
@@ -96,10 +110,11 @@ impl Parsed {
         if let Some(why) = &self.broken {
             return Err(corrupt(path, why.clone()));
         }
-        let text = self
+        let text = &self
             .records
             .get(step)
-            .ok_or_else(|| corrupt(path, format!("holds no record of task {step}")))?;
+            .ok_or_else(|| corrupt(path, format!("holds no record of task {step}")))?
+            .text;
         decode(path, text.as_bytes(), Task::from_json).and_then(|task| {
             if task.value.step_id() == step {
                 Ok(task)
@@ -111,6 +126,14 @@ impl Parsed {
             }
         })
     }
+}
+
+/// One task's record in the snapshot: its text, and its revision if the record has a valid one
+/// (one without is named as corrupt when the record is decoded).
+#[derive(Debug)]
+struct Record {
+    revision: Option<Revision>,
+    text: Arc<str>,
 }
 
 /// Steps' records as stored, before the write-ahead log is merged.
@@ -188,6 +211,28 @@ impl Inner {
         }
         cache.insert(id, (stamp, Arc::clone(&parsed)));
         Ok(Some(parsed))
+    }
+
+    /// A step's task when the log holds a newer record than the snapshot's (and not the
+    /// snapshot's revision too): decoded from the log alone. `None`: read both and merge.
+    pub(super) fn newer_in_log(
+        &self,
+        plan: PlanId,
+        id: ExecutionId,
+        step: &StepId,
+    ) -> Result<Option<Versioned<Task>>, StoreError> {
+        let Some(stored) = self
+            .parsed_snapshot(plan, id)?
+            .and_then(|parsed| parsed.revision(step))
+        else {
+            return Ok(None);
+        };
+        let Some((revision, text)) =
+            self.with_wal(plan, id, |index| index.newer_than(step, stored))?
+        else {
+            return Ok(None);
+        };
+        wal::decode_logged(&self.wal_file(plan, id), step, &text, revision).map(Some)
     }
 
     /// Each step's record as stored (before the log is merged): from the snapshot, or from

@@ -27,6 +27,7 @@ use std::sync::{Arc, PoisonError};
 
 use orca_core::{ExecutionId, PlanId, StepId, Task};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::Inner;
 use super::audit_log::read_log_lines;
@@ -38,9 +39,9 @@ use crate::port::{AuditLogId, Revision, Versioned};
 /// One line of the log, as written: a task record, an audit entry, or both.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Line<T, A> {
+pub(super) struct Line<T, A, S = StepId> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) step: Option<StepId>,
+    pub(super) step: Option<S>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) revision: Option<Revision>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,30 +130,64 @@ impl Index {
         let mut at = self.offset;
         for line in buf[..end].split(|b| *b == b'\n') {
             let bad = |why: String| corrupt(path, format!("the line at byte {at} {why}"));
-            let record: Line<serde_json::Value, AuditEntry> =
+            // The task kept as its text (as written): never built into a tree to be written
+            // out again.
+            let record: Line<Box<RawValue>, AuditEntry> =
                 serde_json::from_slice(line).map_err(|e| bad(format!("is not a record ({e})")))?;
-            match (record.step, record.revision, record.task) {
+            let task = match (record.step, record.revision, record.task) {
                 (Some(step), Some(revision), Some(task)) => {
-                    let revisions = &mut self.steps.entry(step).or_default().revisions;
-                    revisions.insert(revision, Arc::from(task.to_string()));
-                    if revisions.len() > KEEP_REVISIONS {
-                        revisions.pop_first();
-                    }
+                    Some((step, revision, Arc::from(task.get())))
                 }
-                (None, None, None) if record.audit.is_some() => {}
+                (None, None, None) if record.audit.is_some() => None,
                 _ => {
                     return Err(bad(
                         "is neither a whole task record nor an audit entry".into()
                     ));
                 }
-            }
-            if let Some(entry) = record.audit {
-                self.audit.entry(entry.seq).or_insert(entry);
-            }
+            };
+            self.add(task, record.audit);
             at += line.len() as u64 + 1;
         }
-        self.offset += end as u64 + 1;
-        let read = &buf[..=end];
+        self.advance(&buf[..=end]);
+        Ok(())
+    }
+
+    /// Takes in what this process has just appended at `from` (under the log's lock), without
+    /// reading it back: only if this index has read the file, `ino`, exactly up to `from`;
+    /// otherwise the next refresh reads it (a reader got there first, or the index was behind).
+    pub(super) fn ingest(
+        &mut self,
+        ino: u64,
+        from: u64,
+        bytes: &[u8],
+        records: impl IntoIterator<Item = (Option<(StepId, Revision, Arc<str>)>, Option<AuditEntry>)>,
+    ) {
+        if self.ino != ino || self.offset != from || !bytes.ends_with(b"\n") {
+            return;
+        }
+        for (task, audit) in records {
+            self.add(task, audit);
+        }
+        self.advance(bytes);
+    }
+
+    /// One record read (or written): the step's newest revisions, the audit entry by seq.
+    fn add(&mut self, task: Option<(StepId, Revision, Arc<str>)>, audit: Option<AuditEntry>) {
+        if let Some((step, revision, text)) = task {
+            let revisions = &mut self.steps.entry(step).or_default().revisions;
+            revisions.insert(revision, text);
+            if revisions.len() > KEEP_REVISIONS {
+                revisions.pop_first();
+            }
+        }
+        if let Some(entry) = audit {
+            self.audit.entry(entry.seq).or_insert(entry);
+        }
+    }
+
+    /// Moves past `read` (whole lines just taken in), keeping its last bytes as the tail.
+    fn advance(&mut self, read: &[u8]) {
+        self.offset += read.len() as u64;
         let keep = TAIL.min(read.len());
         if keep < TAIL {
             // Less than TAIL read this time: the earlier tail's end goes first.
@@ -162,7 +197,6 @@ impl Index {
             self.tail.clear();
         }
         self.tail.extend_from_slice(&read[read.len() - keep..]);
-        Ok(())
     }
 
     /// Whether `file` still holds, just before `offset`, the bytes last read there.
@@ -203,6 +237,19 @@ impl Index {
             .collect()
     }
 
+    /// The step's newest record, if it is newer than `stored` and the log does not also hold
+    /// `stored` (then the two records of that revision must be compared first: see `merge`).
+    pub(super) fn newer_than(
+        &self,
+        step: &StepId,
+        stored: Revision,
+    ) -> Option<(Revision, Arc<str>)> {
+        let log = self.steps.get(step)?;
+        let (&latest, text) = log.revisions.last_key_value()?;
+        (latest > stored && !log.revisions.contains_key(&stored))
+            .then(|| (latest, Arc::clone(text)))
+    }
+
     /// Whether the log holds any audit entry.
     pub(super) fn has_audit(&self) -> bool {
         !self.audit.is_empty()
@@ -233,6 +280,25 @@ impl Inner {
         f: impl FnOnce(&Index) -> T,
     ) -> Result<T, StoreError> {
         self.with_index(plan, id, Some(file), f)
+    }
+
+    /// Hands what this process just appended to its view of the log (see [`Index::ingest`]).
+    pub(super) fn ingest_written(
+        &self,
+        id: ExecutionId,
+        ino: u64,
+        from: u64,
+        bytes: &[u8],
+        records: impl IntoIterator<Item = (Option<(StepId, Revision, Arc<str>)>, Option<AuditEntry>)>,
+    ) {
+        if let Some(index) = self
+            .wal_index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(&id)
+        {
+            index.ingest(ino, from, bytes, records);
+        }
     }
 
     fn with_index<T>(
@@ -343,27 +409,26 @@ fn merge(
         Err(StoreError::Corrupt { .. }) => {}
         Err(_) => return file,
     }
-    let task = decode_record(wal_path, text, latest)?;
-    if task.value.step_id() != step {
-        return Err(corrupt(
-            wal_path,
-            format!(
-                "a record of step {step} holds task {}",
-                task.value.step_id()
-            ),
-        ));
-    }
+    let task = decode_logged(wal_path, step, text, latest)?;
     if file.is_err() {
         tracing::warn!(path = %path.display(), "unreadable task file: using its write-ahead log record");
     }
     Ok(task)
 }
 
-fn decode_record(
+/// A step's record in the log, decoded: it must be a task of that step.
+pub(super) fn decode_logged(
     wal_path: &Path,
+    step: &StepId,
     text: &str,
     revision: Revision,
 ) -> Result<Versioned<Task>, StoreError> {
     let value = Task::from_json(text).map_err(|e| corrupt(wal_path, e.to_string()))?;
+    if value.step_id() != step {
+        return Err(corrupt(
+            wal_path,
+            format!("a record of step {step} holds task {}", value.step_id()),
+        ));
+    }
     Ok(Versioned { value, revision })
 }

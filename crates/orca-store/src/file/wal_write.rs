@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use orca_core::{ExecutionId, PlanId, StepId, Task};
 use time::OffsetDateTime;
@@ -163,10 +163,10 @@ impl Inner {
         let mut wal = open_locked(&wal_path)?;
         // This process's view of the log, brought up to date through the open file: if it
         // has read to the file's end, the file ends with a whole line (no torn tail to cut).
-        let len = wal
+        let meta = wal
             .metadata()
-            .map_err(io_err(format!("reading {}", wal_path.display())))?
-            .len();
+            .map_err(io_err(format!("reading {}", wal_path.display())))?;
+        let (len, ino) = (meta.len(), meta.ino());
         let read_to = self.with_open_wal(plan, id, &wal, super::wal::Index::offset)?;
         let before = if read_to == len {
             len
@@ -192,20 +192,27 @@ impl Inner {
         let mut bytes = Vec::new();
         let mut audit_bytes = Vec::new();
         let mut entries = Vec::with_capacity(batch.len());
+        let mut records = Vec::with_capacity(batch.len());
         for request in batch {
             let entry = request.audit.map(|new| {
                 let entry = audit::next_entry(head.as_ref(), new, at);
                 head = Some(entry.clone());
                 entry
             });
-            let (step, revision, task) = match request.task {
-                Some((step, revision, task)) => (Some(step), Some(revision), Some(task)),
-                None => (None, None, None),
+            // The task's text, written once: into the line, and as this process's index of
+            // the log keeps it (so the log is not read back after it is written).
+            let task = match request.task {
+                Some((step, revision, doc)) => {
+                    let raw = serde_json::value::to_raw_value(&doc)
+                        .map_err(|e| StoreError::backend("encoding a write-ahead record", e))?;
+                    Some((step, revision, raw))
+                }
+                None => None,
             };
             let line = Line {
-                step,
-                revision,
-                task,
+                step: task.as_ref().map(|(step, _, _)| step),
+                revision: task.as_ref().map(|(_, revision, _)| *revision),
+                task: task.as_ref().map(|(_, _, raw)| &**raw),
                 audit: entry.as_ref(),
             };
             serde_json::to_writer(&mut bytes, &line)
@@ -217,13 +224,19 @@ impl Inner {
                 })?;
                 audit_bytes.push(b'\n');
             }
+            records.push((
+                task.map(|(step, revision, raw)| (step, revision, Arc::from(raw.get()))),
+                entry.clone(),
+            ));
             entries.push(entry);
         }
         if let Err(e) = wal.write_all(&bytes).and_then(|()| wal.sync_data()) {
             let _ = wal.set_len(before).and_then(|()| wal.sync_data());
             return Err(io_err(format!("appending to {}", wal_path.display()))(e));
         }
-        // Durable. The audit file's copy: written before anyone can take the audit log's lock,
+        // Durable: this process's view of the log takes it in as written.
+        self.ingest_written(id, ino, before, &bytes, records);
+        // The audit file's copy: written before anyone can take the audit log's lock,
         // repaired from the log by the next writer if this process dies first.
         let copied = match audit_file {
             Some(mut file) => file.write_all(&audit_bytes).map_err(|e| {
