@@ -19,6 +19,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::profile::ALL_TOOLS;
+
+mod guessed;
 use orca_os::process::{self, RunEnd, RunSpec};
 use orca_os::protected::PathGuard;
 use orca_os::sandbox::{SandboxMode, SandboxPolicy};
@@ -162,33 +164,6 @@ impl WorkspaceTools {
         }
     }
 
-    /// What a model reads for a path that does not exist: the project's files of the same name,
-    /// so that a guessed directory (`src/greet.py` for `greet.py`) is corrected in one turn.
-    fn not_found(&self, rel: &str) -> String {
-        let name = Path::new(rel)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        let mut same = Vec::new();
-        if let Some(name) = &name {
-            self.walk(&self.root, |p, _| {
-                if p.file_name().is_some_and(|n| n.to_string_lossy() == *name) {
-                    same.push(format!("`{}`", self.display(p)));
-                }
-                same.len() < 5
-            });
-        }
-        if same.is_empty() {
-            format!(
-                "`{rel}` does not exist (paths are relative to the project root; `list_files` shows what there is)"
-            )
-        } else {
-            format!(
-                "`{rel}` does not exist; the project has {}: use that path",
-                same.join(", ")
-            )
-        }
-    }
-
     /// A path to write: its nearest existing ancestor (and the file itself, if it exists) are
     /// canonicalized and confined.
     fn writable(&self, rel: &str) -> Result<PathBuf, ToolError> {
@@ -232,22 +207,29 @@ impl WorkspaceTools {
 
     fn read_file(&self, args: &Value) -> Result<Value, ToolError> {
         let a: PathArgs = parse(args)?;
-        let path = self.existing(&a.path)?;
+        let (path, instead) = self.existing_or_only(&a.path)?;
+        let shown = instead.as_deref().unwrap_or(&a.path);
         if path.is_dir() {
             return Err(ToolError::new(format!(
-                "`{}` is a directory; use list_files",
-                a.path
+                "`{shown}` is a directory; use list_files"
             )));
         }
-        let (file, len) = self.guard.open_read(&a.path, &path)?;
+        let (file, len) = self.guard.open_read(shown, &path)?;
         if len > MAX_READ_BYTES {
             return Err(ToolError::new(format!(
-                "`{}` is {len} bytes, more than the {MAX_READ_BYTES} bytes read_file returns; use search_text",
-                a.path,
+                "`{shown}` is {len} bytes, more than the {MAX_READ_BYTES} bytes read_file returns; use search_text",
             )));
         }
-        let bytes = read_bounded(file, MAX_READ_BYTES, &a.path)?;
-        Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        let bytes = read_bounded(file, MAX_READ_BYTES, shown)?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(match instead {
+            None => Value::String(text),
+            Some(only) => json!({
+                "path": only,
+                "note": format!("`{}` does not exist: this is `{only}`, the project's only file of that name; use that path", a.path),
+                "content": text,
+            }),
+        })
     }
 
     /// Visits the entries under `start` (sorted, depth first). Each directory is opened and
@@ -372,17 +354,32 @@ impl WorkspaceTools {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(ToolError::new(format!("`{}` is not a file path", a.path)));
         };
+        // A new file named like files the project has elsewhere: most often a guessed
+        // directory (`src/greet.py` beside the project's `greet.py`). Written, and said.
+        let elsewhere = if path.exists() {
+            Vec::new()
+        } else {
+            self.same_named(&a.path)
+        };
         let mut file = self
             .guard
             .create_write(&a.path, parent, &name.to_string_lossy())?;
         file.set_len(0)
             .and_then(|()| file.write_all(a.content.as_bytes()))
             .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", a.path)))?;
-        Ok(json!({"written": a.path, "bytes": a.content.len()}))
+        if elsewhere.is_empty() {
+            return Ok(json!({"written": a.path, "bytes": a.content.len()}));
+        }
+        let names: Vec<String> = elsewhere.iter().map(|p| format!("`{p}`")).collect();
+        Ok(json!({
+            "written": a.path,
+            "bytes": a.content.len(),
+            "note": format!("a new file; the project also has {}: if you meant to change that one, write or edit that path", names.join(", ")),
+        }))
     }
 
     fn edit_file(&self, args: &Value) -> Result<Value, ToolError> {
-        let a: EditArgs = parse(args)?;
+        let mut a: EditArgs = parse(args)?;
         if a.old.is_empty() {
             return Err(ToolError::new("`old` must not be empty"));
         }
@@ -391,7 +388,11 @@ impl WorkspaceTools {
                 "`old` and `new` are the same text: nothing would change; put the changed text in `new`",
             ));
         }
-        let path = self.existing(&a.path)?;
+        let (path, instead) = self.existing_or_only(&a.path)?;
+        let asked = a.path.clone();
+        if let Some(only) = &instead {
+            a.path.clone_from(only);
+        }
         let (mut file, len) = self.guard.open_rw(&a.path, &path)?;
         if len > MAX_EDIT_BYTES {
             return Err(ToolError::new(format!(
@@ -416,7 +417,13 @@ impl WorkspaceTools {
             .and_then(|()| file.rewind())
             .and_then(|()| file.write_all(new_text.as_bytes()))
             .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", a.path)))?;
-        Ok(json!({"edited": a.path}))
+        Ok(match instead {
+            None => json!({"edited": a.path}),
+            Some(only) => json!({
+                "edited": only,
+                "note": format!("`{asked}` does not exist: edited `{only}`, the project's only file of that name; use that path"),
+            }),
+        })
     }
 
     /// Runs a command for `caller`: its processes get the caller's step identity and their

@@ -374,6 +374,94 @@ async fn a_missing_path_names_the_files_of_that_name() {
     assert!(errors[2].contains("`list_files`"), "{}", errors[2]);
 }
 
+/// A guessed directory with exactly one file of that name in the project is taken as that file
+/// (a 1.5B model kept writing `src/…` after being told the right path, two trials lost): the
+/// read and the edit reach `app.py`, and the note says which path was used. A new file named
+/// like one elsewhere is written where asked, and the result names the other. Two candidates,
+/// or a refused place, are never guessed.
+#[tokio::test]
+async fn a_guessed_directory_reaches_the_only_file_of_that_name() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("app.py"), "PORT = 80\n").unwrap();
+    std::fs::create_dir(project.path().join("lib")).unwrap();
+    std::fs::write(project.path().join("util.py"), "a = 1\n").unwrap();
+    std::fs::write(project.path().join("lib/util.py"), "a = 2\n").unwrap();
+    std::fs::create_dir(project.path().join(".orca")).unwrap();
+    std::fs::write(project.path().join(".orca/secret.py"), "k = 1\n").unwrap();
+    let granted = ["read_file", "edit_file", "write_file"].map(str::to_owned);
+    let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+    let call = |name: &str, arguments: Value| ToolCall {
+        id: "c".into(),
+        name: name.into(),
+        arguments,
+    };
+    let read = tools
+        .call(&call("read_file", json!({"path": "src/app.py"})))
+        .await
+        .unwrap();
+    println!("read: {read}");
+    assert_eq!(read["path"], "app.py");
+    assert_eq!(read["content"], "PORT = 80\n");
+    assert!(
+        read["note"]
+            .as_str()
+            .unwrap()
+            .contains("`src/app.py` does not exist")
+    );
+    let edited = tools
+        .call(&call(
+            "edit_file",
+            json!({"path": "src/app.py", "old": "80", "new": "8080"}),
+        ))
+        .await
+        .unwrap();
+    println!("edit: {edited}");
+    assert_eq!(edited["edited"], "app.py");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("app.py")).unwrap(),
+        "PORT = 8080\n"
+    );
+    assert!(!project.path().join("src").exists());
+    // A path that exists is read as it is (a plain string, as before).
+    let plain = tools
+        .call(&call("read_file", json!({"path": "app.py"})))
+        .await
+        .unwrap();
+    assert_eq!(plain, json!("PORT = 8080\n"));
+    // Two files of the name: never guessed; orca's records: never a candidate.
+    let ambiguous = tools
+        .call(&call("read_file", json!({"path": "src/util.py"})))
+        .await
+        .unwrap_err();
+    assert!(
+        ambiguous.message.contains("`lib/util.py`"),
+        "{}",
+        ambiguous.message
+    );
+    let hidden = tools
+        .call(&call("read_file", json!({"path": "src/secret.py"})))
+        .await
+        .unwrap_err();
+    assert!(!hidden.message.contains(".orca"), "{}", hidden.message);
+    // A new file named like the project's: written where asked, the other one named.
+    let written = tools
+        .call(&call(
+            "write_file",
+            json!({"path": "src/app.py", "content": "PORT = 1\n"}),
+        ))
+        .await
+        .unwrap();
+    println!("write: {written}");
+    assert_eq!(written["written"], "src/app.py");
+    assert!(written["note"].as_str().unwrap().contains("`app.py`"));
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("app.py")).unwrap(),
+        "PORT = 8080\n"
+    );
+}
+
 /// A file rewritten with the content it already has is reported unchanged: a 1.5B model
 /// rewrote an unfixed `src/lib.rs` five times, each time told only "written". An edit of
 /// equal texts is refused.
