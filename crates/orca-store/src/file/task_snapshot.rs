@@ -5,14 +5,19 @@
 //! ([`super::wal`]), and a reader merges the two exactly as it merged a task file with the log.
 //!
 //! ```text
-//! {"tasks": [{"revision": 1, "format_version": 1, "status": "pending", "step_id": "a", …}, …]}
+//! {"tasks": [
+//! {"revision":1,"status":"pending","format_version":1,"step_id":"a"},
+//! {"revision":3,"status":"completed",…,"step_id":"b",…}
+//! ]}
 //! ```
 //!
 //! Executions written before this layout keep a file per task under `tasks/`: they are read as
 //! they are, and their next compaction writes the snapshot and removes the per-task files.
 //!
-//! A reader parses the snapshot once per version of the file (its [`Stamp`]) and keeps each
-//! task's text, so a task update reads one task's record however many tasks the execution has.
+//! One record a line. A reader parses the snapshot once per version of the file (its
+//! [`Stamp`]) and keeps each task's text, so a task update reads one task's record however many
+//! tasks the execution has; compaction writes the log's newer records into it as text (the
+//! revision put first), decoding only the records it keeps, to check them.
 
 use std::collections::HashMap;
 use std::fs;
@@ -90,6 +95,11 @@ impl Parsed {
         parsed
     }
 
+    /// A task's record as the snapshot holds it (with its `"revision"`).
+    fn text(&self, step: &StepId) -> Option<Arc<str>> {
+        self.records.get(step).map(|r| Arc::clone(&r.text))
+    }
+
     /// A task's revision in a usable snapshot (`None`: the snapshot or the record is not).
     fn revision(&self, step: &StepId) -> Option<Revision> {
         match &self.broken {
@@ -157,12 +167,42 @@ pub(super) fn encode_snapshot(
                 "a task must be a JSON object",
             ));
         };
-        records.push(with_revision(fields, revision));
+        records.push(with_revision(fields, revision).to_string());
     }
-    let mut bytes = serde_json::to_vec_pretty(&serde_json::json!({ "tasks": records }))
-        .map_err(|e| StoreError::backend(format!("encoding {}", path.display()), e))?;
-    bytes.push(b'\n');
-    Ok(bytes)
+    Ok(encode_records(records))
+}
+
+/// The snapshot's bytes from its records' texts (each a JSON object, `"revision"` first): one
+/// record a line, so a snapshot reads (and diffs) task by task.
+fn encode_records(records: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<u8> {
+    let mut bytes = b"{\"tasks\": [".to_vec();
+    for (i, record) in records.into_iter().enumerate() {
+        bytes.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        bytes.extend_from_slice(record.as_ref().as_bytes());
+    }
+    bytes.extend_from_slice(b"\n]}\n");
+    bytes
+}
+
+/// A log record's document (a task without `"revision"`, as the writer wrote it) as a snapshot
+/// record at `revision`, without building it into a tree: `None` if it is not an object, or
+/// already holds a `"revision"` (a forged line: its own would win).
+fn record_at(doc: &str, revision: Revision) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Fields {
+        revision: Option<serde::de::IgnoredAny>,
+    }
+    let fields: Fields = serde_json::from_str(doc).ok()?;
+    let rest = doc.trim_start().strip_prefix('{')?;
+    if fields.revision.is_some() {
+        return None;
+    }
+    let sep = if rest.trim_start().starts_with('}') {
+        ""
+    } else {
+        ","
+    };
+    Some(format!("{{\"revision\":{}{sep}{rest}", revision.0))
 }
 
 impl Inner {
@@ -318,40 +358,84 @@ impl Inner {
         let mut steps: Vec<(&StepId, u64)> = facts.steps.iter().map(|(s, i)| (s, *i)).collect();
         steps.sort_by_key(|(_, i)| *i);
         let steps: Vec<StepId> = steps.into_iter().map(|(s, _)| s.clone()).collect();
-        let Stored {
-            legacy,
-            tasks: stored,
-        } = self.stored_tasks(plan, id, &steps)?;
+        // The snapshot's records are kept as text: a task the log is ahead of is never
+        // decoded; one it is not is decoded to be checked, and written as it was.
+        let parsed = self.parsed_snapshot(plan, id)?;
+        let mut legacy_tasks = match parsed {
+            Some(_) => None,
+            None => Some(
+                self.stored_tasks(plan, id, &steps)?
+                    .tasks
+                    .into_iter()
+                    .collect::<HashMap<_, _>>(),
+            ),
+        };
+        let legacy = legacy_tasks.is_some();
         let logged: HashMap<&StepId, (Revision, &Arc<str>)> =
             latest.iter().map(|(s, r, t)| (s, (*r, t))).collect();
         let wal_path = self.wal_file(plan, id);
+        let path = self.snapshot_file(plan, id);
+        let from_log = |(rev, text): (Revision, &Arc<str>)| {
+            record_at(text, rev).ok_or_else(|| {
+                corrupt(
+                    &wal_path,
+                    format!("a record of revision {rev} is not a task"),
+                )
+            })
+        };
         let mut changed = legacy;
         let mut records = Vec::with_capacity(steps.len());
-        for (step, file) in stored {
+        for step in &steps {
+            let stored: Option<(Revision, Option<Arc<str>>)> = match (&parsed, &mut legacy_tasks) {
+                (Some(parsed), _) => parsed.revision(step).map(|r| (r, parsed.text(step))),
+                (None, Some(tasks)) => tasks
+                    .get(step)
+                    .and_then(|t| t.as_ref().ok())
+                    .map(|t| (t.revision, None)),
+                (None, None) => None,
+            };
             let newer = logged
-                .get(&step)
-                .filter(|(rev, _)| file.as_ref().is_ok_and(|f| f.revision < *rev) || file.is_err());
-            let record = match (newer, file) {
-                (Some((rev, text)), _) => {
-                    changed = true;
-                    let doc: serde_json::Value = serde_json::from_str(text)
-                        .map_err(|e| corrupt(&wal_path, format!("a task record: {e}")))?;
-                    (doc, *rev)
-                }
-                (None, Ok(task)) => {
+                .get(step)
+                .copied()
+                .filter(|(rev, _)| stored.as_ref().is_none_or(|(s, _)| s < rev));
+            if let Some(newer) = newer {
+                changed = true;
+                records.push(from_log(newer)?);
+                continue;
+            }
+            // Checked as the snapshot's record (or the older layout's file) is read.
+            let file = match (&parsed, &mut legacy_tasks) {
+                (Some(parsed), _) => parsed.task(&path, step),
+                (None, Some(tasks)) => tasks.remove(step).unwrap_or_else(|| {
+                    Err(corrupt(&path, format!("holds no record of task {step}")))
+                }),
+                (None, None) => Err(corrupt(&path, format!("holds no record of task {step}"))),
+            };
+            match (file, stored) {
+                (Ok(_), Some((_, Some(text)))) => records.push(text.to_string()),
+                (Ok(task), _) => {
                     let doc = serde_json::to_value(&task.value)
                         .map_err(|e| StoreError::backend("encoding a task", e))?;
-                    (doc, task.revision)
+                    let serde_json::Value::Object(fields) = doc else {
+                        return Err(StoreError::backend("encoding a task", "not a JSON object"));
+                    };
+                    records.push(with_revision(fields, task.revision).to_string());
                 }
-                (None, Err(e)) => {
-                    tracing::warn!(error = %e, "write-ahead log not compacted");
-                    return Ok(false);
-                }
-            };
-            records.push(record);
+                (Err(e), _) => match logged.get(step).copied() {
+                    // An unusable record the log has any record of: the log's.
+                    Some(logged) => {
+                        changed = true;
+                        records.push(from_log(logged)?);
+                    }
+                    None => {
+                        tracing::warn!(error = %e, "write-ahead log not compacted");
+                        return Ok(false);
+                    }
+                },
+            }
         }
         if changed {
-            self.write_snapshot(plan, id, records)?;
+            self.write_atomic(&path, &encode_records(&records))?;
         }
         if legacy {
             let dir = self.tasks_dir(plan, id);

@@ -134,7 +134,7 @@ async fn corrupt_task_record_is_named() {
     let good = std::fs::read_to_string(&path).unwrap();
     // Cut short, one record of another step in place of s1's, s1's record missing, the file
     // removed: each is named, by file and (where it is one task's) by step.
-    let other_step = good.replacen("\"step_id\": \"s1\"", "\"step_id\": \"s9\"", 1);
+    let other_step = good.replacen("\"step_id\":\"s1\"", "\"step_id\":\"s9\"", 1);
     let without_s1 = {
         let mut doc: serde_json::Value = serde_json::from_str(&good).unwrap();
         doc["tasks"].as_array_mut().unwrap().pop();
