@@ -98,6 +98,18 @@ pub enum ServiceError {
         cause: String,
     },
     /// Storage failed (or reported bad data).
+    /// A claiming worker could not renew its task leases: it stopped its attempts before
+    /// another worker could take them over.
+    #[error(
+        "execution {execution}: this worker could not renew its task leases for {}s; it stopped its attempts before another worker may take them over",
+        .since.as_secs()
+    )]
+    TaskLeasesLost {
+        /// The execution whose tasks were claimed.
+        execution: orca_core::ExecutionId,
+        /// How long ago the last renewal that succeeded was sent.
+        since: std::time::Duration,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

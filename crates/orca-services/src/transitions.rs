@@ -614,6 +614,18 @@ impl ExecutionService {
         steps: &[StepId],
         note: &str,
     ) -> Result<Vec<StepId>> {
+        self.interrupt_held(id, steps, note, None).await
+    }
+
+    /// [`Self::interrupt_attempts`], of the attempts `token`'s holder started only (with
+    /// `Some`): another worker's attempt of the same step, begun since, is left alone.
+    pub(crate) async fn interrupt_held(
+        &self,
+        id: ExecutionId,
+        steps: &[StepId],
+        note: &str,
+        token: Option<&str>,
+    ) -> Result<Vec<StepId>> {
         let header = self.header(id).await?;
         let mut interrupted = Vec::new();
         for step in steps {
@@ -621,6 +633,9 @@ impl ExecutionService {
             let Task::Running(running) = task.value else {
                 continue;
             };
+            if token.is_some_and(|t| running.holder.token != t) {
+                continue;
+            }
             let attempt = running.attempt;
             let groups = running.processes.clone();
             let next = Versioned {

@@ -297,6 +297,10 @@ impl ExecutionStore for PgStore {
         crate::locks::renew_task_leases(self, holder).await
     }
 
+    fn task_lease(&self) -> Option<std::time::Duration> {
+        Some(self.inner.task_lease)
+    }
+
     async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<StepId>, StoreError> {
         crate::locks::expired_tasks(self, execution).await
     }

@@ -460,6 +460,13 @@ pub trait ExecutionStore: Send + Sync {
         Ok(())
     }
 
+    /// How long a task's lease runs from its claim or its last renewal, for backends whose
+    /// workers claim tasks individually: a worker that could not renew for this long must
+    /// have stopped its attempts (another worker may take them over). `None`: no task leases.
+    fn task_lease(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// The running tasks of an execution whose lease expired (their holder stopped its
     /// heartbeat), by the backend's clock. By default none: a backend without task leases
     /// leaves takeovers to the execution's lease.

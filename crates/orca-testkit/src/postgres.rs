@@ -399,6 +399,69 @@ impl Throwaway {
         )
     }
 
+    /// Freezes the server (`SIGSTOP` to the postmaster and every backend): connections stay
+    /// open and nothing answers, as across a network partition that drops packets.
+    /// [`Throwaway::thaw`] lets it go on.
+    ///
+    /// # Errors
+    ///
+    /// The server's pid cannot be read, or `kill` failed.
+    pub fn freeze(&self) -> Result<(), ThrowawayError> {
+        self.signal_all("-STOP")
+    }
+
+    /// Lets a frozen server go on (`SIGCONT`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Throwaway::freeze`].
+    pub fn thaw(&self) -> Result<(), ThrowawayError> {
+        self.signal_all("-CONT")
+    }
+
+    /// Signals the postmaster (its pid from `postmaster.pid`) and its children.
+    fn signal_all(&self, signal: &str) -> Result<(), ThrowawayError> {
+        let pid_file = self.dir.join("data").join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file)
+            .map_err(|e| failed(format!("reading {}", pid_file.display()), e))?;
+        let postmaster = text
+            .lines()
+            .next()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| failed("reading the postmaster's pid", "empty postmaster.pid"))?
+            .to_owned();
+        let mut pids = vec![postmaster.clone()];
+        for entry in std::fs::read_dir("/proc")
+            .map_err(|e| failed("listing /proc", e))?
+            .flatten()
+        {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: the fields after the last `)`.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            if ppid == Some(postmaster.as_str()) {
+                pids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        let out = Command::new("kill")
+            .arg(signal)
+            .args(&pids)
+            .output()
+            .map_err(|e| failed("running kill", e))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(failed(
+                format!("kill {signal}"),
+                String::from_utf8_lossy(&out.stderr),
+            ))
+        }
+    }
+
     /// Starts it again on the same port, after [`Throwaway::stop`].
     ///
     /// # Errors

@@ -25,8 +25,8 @@ use orca_core::{ExecutionId, ExecutionStage, StepId, TaskStatus};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
 
+use super::fence::TaskHeartbeat;
 use super::loop_event::{LoopEvent, Turn};
 use super::open::Verified;
 use super::report::terminal_outcome;
@@ -36,6 +36,13 @@ use crate::{RunEvent, Runner, ServiceError};
 
 /// How often a claiming worker looks for running tasks whose lease expired.
 const EXPIRY_CHECK: Duration = Duration::from_secs(1);
+
+/// How often the attempts a worker stopped without their leases are tried to be recorded.
+const FENCED_RETRY: Duration = Duration::from_secs(1);
+
+/// How long a worker goes on trying to record them (the store unreachable that long: they
+/// stay running under its token, and expire unless one of its later drives renews them).
+const FENCED_PATIENCE: Duration = Duration::from_secs(600);
 
 /// How long a claiming worker waits for a notification before it looks at what the other
 /// workers did anyway.
@@ -117,12 +124,29 @@ impl Runner {
         let deps = orca_core::graph::dependency_indices(&plan.content().steps);
         let mode = Mode::Claiming(Claiming::new(wake));
         let mut run = Run::new(id, plan, deps, execution, snap.tasks, mode);
-        let heartbeat = self.task_heartbeat();
-        let outcome = self.claim(&mut run, cancel).await;
+        let every = (self.config.lease_timeout / 3).max(Duration::from_millis(100));
+        let heartbeat = TaskHeartbeat::start(store.clone(), self.config.holder.clone(), every);
+        let outcome = tokio::select! {
+            outcome = self.claim(&mut run, cancel) => outcome,
+            () = heartbeat.lost() => Err(ServiceError::TaskLeasesLost {
+                execution: id,
+                since: heartbeat.since_renewed(),
+            }),
+        };
         if outcome.is_err() {
+            // The agents first (their processes killed), then what was being written.
+            run.calls.cancel();
+            let fenced: Vec<StepId> = run
+                .where_slot(|s| matches!(s, Slot::InFlight { .. }))
+                .into_iter()
+                .filter_map(|i| run.plan.content().steps.get(i).map(|s| s.id.clone()))
+                .collect();
             self.stop_calls(&mut run).await;
+            drop(heartbeat);
+            if matches!(outcome, Err(ServiceError::TaskLeasesLost { .. })) {
+                self.record_fenced(id, &fenced, cancel).await;
+            }
         }
-        heartbeat.abort();
         drop(shared);
         if matches!(outcome, Ok(ClaimOutcome::ForLeader)) {
             // What the leader that follows checks first (see `Runner::verified`).
@@ -135,19 +159,37 @@ impl Runner {
         outcome
     }
 
-    /// Renews this worker's task leases, every third of the lease timeout.
-    fn task_heartbeat(&self) -> tokio::task::JoinHandle<()> {
-        let store = self.executions.store().clone();
-        let holder = self.config.holder.clone();
-        let every = (self.config.lease_timeout / 3).max(Duration::from_millis(100));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                if let Err(e) = store.renew_task_leases(&holder).await {
-                    warn!(error = %e, "renewing task leases");
+    /// The attempts a drive stopped when it could not renew their leases, recorded as
+    /// interrupted once the store answers again (tried every [`FENCED_RETRY`], for at most
+    /// [`FENCED_PATIENCE`]): left running under this worker's token, a later drive's
+    /// heartbeat would renew leases nobody runs under. One another worker took over since
+    /// is not this worker's to record.
+    async fn record_fenced(&self, id: ExecutionId, steps: &[StepId], cancel: &CancellationToken) {
+        if steps.is_empty() {
+            return;
+        }
+        let note = format!(
+            "interrupted: pid {} on {} could not renew its task leases and stopped the attempt before they ran out",
+            self.config.holder.pid, self.config.holder.host
+        );
+        let token = self.config.holder.token.as_str();
+        let give_up = Instant::now() + FENCED_PATIENCE;
+        while Instant::now() < give_up && !cancel.is_cancelled() {
+            match self
+                .executions
+                .interrupt_held(id, steps, &note, Some(token))
+                .await
+            {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "recording the attempts stopped without their leases")
                 }
             }
-        })
+            tokio::select! {
+                () = tokio::time::sleep(FENCED_RETRY) => {}
+                () = cancel.cancelled() => {}
+            }
+        }
     }
 
     /// A claiming worker's loop: a turn, then the next event, handled; until nothing is left

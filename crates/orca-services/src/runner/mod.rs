@@ -22,7 +22,8 @@
 //! - `lead.rs`: the leader's loop — a turn, then the next `LoopEvent` (`loop_event.rs`),
 //!   handled by a named method — until the execution ends.
 //! - `claim.rs`: the same loop for a worker claiming tasks beside others
-//!   ([`Runner::run_claims`], ADR 0026).
+//!   ([`Runner::run_claims`], ADR 0026); `fence.rs`: its task leases' heartbeat, which stops
+//!   its attempts when it could not renew them for most of a lease.
 //! - What both loops call: `launch.rs` (starting ready tasks), `replies.rs` (taking in
 //!   replies, ending calls in flight), `decide.rs` (after a final failure: retry, the human's
 //!   decision or the policy).
@@ -32,6 +33,7 @@
 mod claim;
 mod config;
 mod decide;
+mod fence;
 mod launch;
 mod lead;
 mod loop_event;

@@ -34,6 +34,7 @@ mod net;
 mod notify_delivery;
 mod notify_starttls;
 mod pg_chaos;
+mod pg_fence;
 mod pg_store;
 mod pg_tls;
 mod pg_workers;

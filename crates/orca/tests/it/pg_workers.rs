@@ -71,7 +71,7 @@ pub(crate) fn detached(url: &str, root: &Path, cfg: &Path, name: &str, doc: &Val
         .to_owned()
 }
 
-fn worker(url: &str, root: &Path, cfg: &Path, extra: &[&str]) -> Child {
+pub(crate) fn worker(url: &str, root: &Path, cfg: &Path, extra: &[&str]) -> Child {
     let mut cmd = isolated(root, cfg);
     cmd.args(["--store", url, "--json", "worker", "--poll", "1"])
         .args(extra)
@@ -81,7 +81,7 @@ fn worker(url: &str, root: &Path, cfg: &Path, extra: &[&str]) -> Child {
     cmd.spawn().unwrap()
 }
 
-fn wait(mut child: Child, limit: Duration) -> std::process::Output {
+pub(crate) fn wait(mut child: Child, limit: Duration) -> std::process::Output {
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > limit {
@@ -93,7 +93,7 @@ fn wait(mut child: Child, limit: Duration) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-fn stage(url: &str, root: &Path, cfg: &Path, exec: &str) -> Value {
+pub(crate) fn stage(url: &str, root: &Path, cfg: &Path, exec: &str) -> Value {
     let out = on(url, root, cfg, &["--json", "exec", "show", exec]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     serde_json::from_slice(&out.stdout).unwrap()
