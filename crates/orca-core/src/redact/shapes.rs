@@ -59,6 +59,29 @@ fn starts_ci(bytes: &[u8], i: usize, lower: &[u8]) -> bool {
 
 /// [`ranges`]; `labels`: also labelled values (`password: …`).
 pub(super) fn ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
+    scan(text, labels, next_word)
+}
+
+/// Where a word can start next after `i` (see [`boundary`]): inside a word none can, so the
+/// rest of the word is skipped — but for the word right after an escaped line break or tab
+/// (`\ntoken`: the `n` is alphanumeric, the word starts one byte later).
+fn next_word(bytes: &[u8], i: usize) -> usize {
+    let b = bytes[i];
+    if !b.is_ascii_alphanumeric()
+        || (i >= 1 && bytes[i - 1] == b'\\' && matches!(b, b'n' | b'r' | b't'))
+    {
+        return i + 1;
+    }
+    let mut j = i + 1;
+    while j < bytes.len() && bytes[j].is_ascii_alphanumeric() {
+        j += 1;
+    }
+    j
+}
+
+/// [`ranges_with`], looking at the positions `next` leads to ([`next_word`]; every one, in
+/// the test that checks the two agree).
+fn scan(text: &str, labels: bool, next: fn(&[u8], usize) -> usize) -> Vec<(usize, usize)> {
     let bytes = text.as_bytes();
     let mut ranges = Vec::new();
     let run =
@@ -72,7 +95,7 @@ pub(super) fn ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
             b'a' | b'b' | b'c' | b'g' | b'p' | b'r' | b's' | b't' | b'x' | b'-'
         ) || !boundary(bytes, i)
         {
-            i += 1;
+            i = next(bytes, i);
             continue;
         }
         let mut matched: Option<usize> = None;
@@ -146,7 +169,7 @@ pub(super) fn ranges_with(text: &str, labels: bool) -> Vec<(usize, usize)> {
             i = end.max(i + 1);
             continue;
         }
-        i += 1;
+        i = next(bytes, i);
     }
     ranges.extend(url_passwords(bytes));
     merge(ranges)
@@ -325,6 +348,37 @@ mod tests {
         }
         for (l, _, _) in LABELS {
             assert_eq!(*l, l.to_ascii_lowercase(), "label {l}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod skipping {
+    use proptest::prelude::*;
+
+    /// Skipping the inside of words finds exactly what looking at every byte finds.
+    fn every_byte(_: &[u8], i: usize) -> usize {
+        i + 1
+    }
+
+    proptest! {
+        #[test]
+        fn skipping_words_finds_what_every_byte_finds(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "token", "TOKEN", "x", "ab", "sk-", "abcdefghijklmnop", "ghp_", "AKIA",
+                "1234567890ABCDEF", "bearer", "Bearer ", "\\n", "\\t", "\\", "\n", " ", "=",
+                ":", "\"", "_", "-", "password", "api_key", "-----BEGIN RSA PRIVATE KEY-----",
+                "-----END RSA PRIVATE KEY-----", "https://u:p4ss@h", "é", "xoxb-", "secret",
+                "ntoken", "Authorization: ", "GITHUB_TOKEN=", "ghs_0123456789abcdefXYZ",
+            ]), 0..24),
+            labels in any::<bool>(),
+        ) {
+            let text: String = parts.concat();
+            prop_assert_eq!(
+                super::scan(&text, labels, super::next_word),
+                super::scan(&text, labels, every_byte),
+                "{:?}", text
+            );
         }
     }
 }
