@@ -90,11 +90,23 @@ pub(crate) async fn ask(app: &App, message: &str, options: &RunOptions) -> Resul
             CliError::bad_input(format!("the planner cannot run: {failure}")),
         ),
         // The model failed (an error status after retries, a timeout, an answer that could
-        // not be used): the work failed, not orca (exit 3, as a failed execution).
-        PlannerResponse::Failure(failure) => Err(CliError::with(
-            Exit::ExecutionFailed,
-            format!("the planner failed: {failure}"),
-        )),
+        // not be used): the work failed, not orca (exit 3, as a failed execution). A planner
+        // that failed before it made a plan has no log to hold what it spent: the JSON line
+        // says it (`orca eval` counts it).
+        PlannerResponse::Failure(failure) => {
+            if app.json {
+                out_json(&json!({
+                    "type": "planner_failed",
+                    "code": failure.code,
+                    "message": failure.message,
+                    "usage": reply.usage,
+                }));
+            }
+            Err(CliError::with(
+                Exit::ExecutionFailed,
+                format!("the planner failed: {failure}"),
+            ))
+        }
     }
 }
 

@@ -512,6 +512,85 @@ async fn a_model_step_s_tokens_are_counted_per_trial() {
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
 }
 
+/// The scripted planner: lists the files, the same way, every turn (it stalls before it
+/// makes any plan).
+struct Stuck;
+
+impl wiremock::Respond for Stuck {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let call = orca_testkit::fake_model::tool_call("l", "list_files", &json!({}));
+        wiremock::ResponseTemplate::new(200).set_body_json(orca_testkit::fake_model::tool_calls(
+            "chatcmpl-stuck",
+            &body["model"],
+            vec![call],
+        ))
+    }
+}
+
+/// A planner that fails before it makes any plan leaves no log in the trial's store; what it
+/// spent is still counted (it used to be 0), from the failure line `orca ask --json` writes,
+/// and `eval verify` refuses the trial once that output is edited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planner_that_made_no_plan_has_its_tokens_counted() {
+    let server = wiremock::MockServer::start().await;
+    server
+        .register(
+            wiremock::Mock::given(wiremock::matchers::method("POST"))
+                .and(wiremock::matchers::path("/v1/chat/completions"))
+                .respond_with(Stuck),
+        )
+        .await;
+    let b = Bench::new();
+    b.write(
+        "config.toml",
+        &format!(
+            "[agents.planner]\nbackend = \"ollama\"\nbase_url = \"{}/v1\"\nmodel = \"stuck\"\n",
+            server.uri()
+        ),
+    );
+    b.write("tasks/p/repo/README", "x\n");
+    b.write("tasks/p/check.sh", CHECK);
+    let suite = b.write(
+        "suite.toml",
+        "name = \"planner\"\nconfig = \"config.toml\"\n[[task]]\nid = \"p\"\nrepo = \"tasks/p/repo\"\nrequest = \"write hello into out.txt\"\ncheck = \"tasks/p/check.sh\"\ntimeout_secs = 120\n",
+    );
+    let (dir, report) = tokio::task::block_in_place(|| b.run(&suite, "r", &[]));
+    let p = &report["tasks"]["p"];
+    let trial = &report["trials"][0];
+    let log = dir.join(format!("{}.orca.log", trial["dir"].as_str().unwrap()));
+    println!(
+        "p: {p}\ntrial: {trial}\noutput: {}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(p["failures"], json!({ "plan not made": 1 }), "{report}");
+    // Every turn of the scripted model: 10 tokens in, 5 out.
+    let (input, output) = (
+        p["input_tokens"].as_u64().unwrap(),
+        p["output_tokens"].as_u64().unwrap(),
+    );
+    assert!(input >= 10 && input % 10 == 0 && output == input / 2, "{p}");
+    assert!(trial["figures"]["planner_output"].is_string(), "{trial}");
+    let out = tokio::task::block_in_place(|| b.verify(&dir.join("report.json")));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    // The output edited (fewer tokens): refused, naming the figure.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let edited = text.replacen(
+        &format!("\"input_tokens\": {input}"),
+        "\"input_tokens\": 1",
+        1,
+    );
+    assert_ne!(edited, text, "{text}");
+    std::fs::write(&log, edited).unwrap();
+    let out = tokio::task::block_in_place(|| b.verify(&dir.join("report.json")));
+    println!(
+        "verify after the edit: exit {:?}: {}",
+        code(&out),
+        stderr(&out)
+    );
+    assert_eq!(code(&out), 5, "{}{}", stdout(&out), stderr(&out));
+}
+
 #[test]
 fn the_built_in_suite_s_reference_solutions_pass_every_check() {
     let b = Bench::new();

@@ -92,6 +92,59 @@ fn failure_of(stage: ExecutionStage, events: &[orca_services::events::ExecEvent]
 }
 
 /// Reads a trial's `.orca/`: its plans and executions, their figures and log heads.
+/// The most of a trial's output read for a planner's failure line.
+const MAX_OUTPUT: u64 = 16 << 20;
+
+/// What a planner that failed before it made a plan spent, from the `planner_failed` line
+/// `orca ask --json` wrote to the trial's output, and the output's digest (kept with the
+/// figures, so `eval verify` refuses an edited output). `None`: no such line.
+fn unplanned_usage(output: &Path) -> Option<(Usage, String)> {
+    let file = std::fs::File::open(output).ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_OUTPUT), &mut bytes).ok()?;
+    // The output mixes JSON documents (pretty-printed) with lines of text: a document starts
+    // at a line that starts with `{`.
+    let starts = std::iter::once(0).chain(
+        bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .map(|(i, _)| i + 1),
+    );
+    let usage = starts
+        .filter(|at| bytes.get(*at) == Some(&b'{'))
+        .filter_map(|at| {
+            let v: Value = serde_json::Deserializer::from_slice(&bytes[at..])
+                .into_iter()
+                .next()?
+                .ok()?;
+            (v["type"] == "planner_failed").then(|| usage_of(&v["usage"]))
+        })
+        .next_back()?;
+    Some((usage, orca_core::Digest::of_bytes(&bytes).to_string()))
+}
+
+/// [`measure`], counting a planner that failed before it made any plan from the trial's
+/// `output` (see [`unplanned_usage`]).
+pub(crate) async fn measure_trial(store: &FileStore, output: &Path) -> Result<Measured, CliError> {
+    let mut measured = measure(store).await?;
+    let no_plan = matches!(
+        &measured.figures.failure,
+        Some(Failure::PlanNotMade { detail }) if detail == NO_PLAN
+    );
+    if no_plan && let Some((usage, digest)) = unplanned_usage(output) {
+        let f = &mut measured.figures;
+        f.input_tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        f.output_tokens += usage.output_tokens;
+        f.cost_micro_usd += usage.cost_micro_usd;
+        f.planner_output = Some(digest);
+    }
+    Ok(measured)
+}
+
+/// Why a trial failed when its planner made no plan at all.
+const NO_PLAN: &str = "the planner made no plan";
+
 pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
     let mut figures = Figures {
         passed: false,
@@ -103,6 +156,7 @@ pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
         output_tokens: 0,
         cost_micro_usd: 0,
         logs: Vec::new(),
+        planner_output: None,
     };
     let mut tampered = Vec::new();
     let mut usage = Usage::default();
@@ -166,7 +220,7 @@ pub(crate) async fn measure(store: &FileStore) -> Result<Measured, CliError> {
         None => {
             figures.failure = Some(Failure::PlanNotMade {
                 detail: if plans.is_empty() {
-                    "the planner made no plan".to_owned()
+                    NO_PLAN.to_owned()
                 } else {
                     "no plan was approved and run".to_owned()
                 },

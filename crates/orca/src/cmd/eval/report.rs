@@ -71,6 +71,10 @@ pub(crate) struct Figures {
     pub(crate) output_tokens: u64,
     pub(crate) cost_micro_usd: u64,
     pub(crate) logs: Vec<LogHead>,
+    /// The digest of the trial's output, when its planner failed before making a plan and
+    /// what it spent was read from there (no log holds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) planner_output: Option<String>,
 }
 
 /// One trial: a task's n-th run in its own copy.
@@ -367,6 +371,7 @@ mod tests {
                 output_tokens: 5,
                 cost_micro_usd: 0,
                 logs: Vec::new(),
+                planner_output: None,
             },
         }
     }

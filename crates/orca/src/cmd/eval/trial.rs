@@ -182,7 +182,7 @@ pub(crate) async fn run(setup: &Setup, task: &Task, n: u32) -> Result<Trial, Cli
         let _ = child.kill().await;
     }
     let store = measure::open_store(&root, &setup.trusted)?;
-    let measured = measure::measure(&store).await?;
+    let measured = measure::measure_trial(&store, &side).await?;
     let status = match measured.completed {
         Some(run) => Some(measure::run_check(&task.check, &root, &check_log, run).await?),
         None => None,

@@ -112,7 +112,8 @@ pub(crate) async fn verify(path: &Path, global: &Global) -> Result<Exit, CliErro
                 continue;
             }
         };
-        let measured = match measure::measure(&store).await {
+        let output = base.join(format!("{}.orca.log", t.dir));
+        let measured = match measure::measure_trial(&store, &output).await {
             Ok(m) => m,
             Err(e) => {
                 problems.push(format!("{name}: {}", e.message));
