@@ -175,9 +175,9 @@ impl Inner {
         step: &StepId,
     ) -> Result<Versioned<Task>, StoreError> {
         self.consistently(plan, id, || {
-            // Most often the log holds a newer record than the snapshot: only that one is
-            // decoded (the snapshot's revision is enough to know it).
-            if let Some(task) = self.newer_in_log(plan, id, step)? {
+            // The snapshot's revision and the log's are enough to know which record is
+            // current: only that one is decoded.
+            if let Some(task) = self.current_task(plan, id, step)? {
                 return Ok(vec![task]);
             }
             let stored = self.stored_tasks(plan, id, std::slice::from_ref(step))?;

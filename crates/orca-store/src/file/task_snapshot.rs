@@ -253,26 +253,28 @@ impl Inner {
         Ok(Some(parsed))
     }
 
-    /// A step's task when the log holds a newer record than the snapshot's (and not the
-    /// snapshot's revision too): decoded from the log alone. `None`: read both and merge.
-    pub(super) fn newer_in_log(
+    /// A step's current task read from the snapshot's record or the log's, whichever is
+    /// current, decoding only that one. `None`: read both and merge (no snapshot, a stored
+    /// record without a usable revision or not a task, or a revision the log also holds).
+    pub(super) fn current_task(
         &self,
         plan: PlanId,
         id: ExecutionId,
         step: &StepId,
     ) -> Result<Option<Versioned<Task>>, StoreError> {
-        let Some(stored) = self
-            .parsed_snapshot(plan, id)?
-            .and_then(|parsed| parsed.revision(step))
-        else {
+        let Some(parsed) = self.parsed_snapshot(plan, id)? else {
             return Ok(None);
         };
-        let Some((revision, text)) =
-            self.with_wal(plan, id, |index| index.newer_than(step, stored))?
-        else {
+        let Some(stored) = parsed.revision(step) else {
             return Ok(None);
         };
-        wal::decode_logged(&self.wal_file(plan, id), step, &text, revision).map(Some)
+        match self.with_wal(plan, id, |index| index.against(step, stored))? {
+            wal::Current::Stored => Ok(parsed.task(&self.snapshot_file(plan, id), step).ok()),
+            wal::Current::Logged(revision, text) => {
+                wal::decode_logged(&self.wal_file(plan, id), step, &text, revision).map(Some)
+            }
+            wal::Current::Compare => Ok(None),
+        }
     }
 
     /// Each step's record as stored (before the log is merged): from the snapshot, or from

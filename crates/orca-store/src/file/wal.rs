@@ -55,6 +55,16 @@ pub(super) struct Line<T, A, S = StepId> {
 /// between its append and its rename). A file further behind is simply superseded.
 const KEEP_REVISIONS: usize = 2;
 
+/// Which record of a step is current ([`Index::against`]).
+pub(super) enum Current {
+    /// The stored one: the log holds nothing newer.
+    Stored,
+    /// The log's newest, at this revision: the log does not hold the stored revision.
+    Logged(Revision, Arc<str>),
+    /// The log's newest, once the log's record of the stored revision was compared with it.
+    Compare,
+}
+
 /// What the log holds for one step.
 #[derive(Debug, Default)]
 struct StepLog {
@@ -237,17 +247,23 @@ impl Index {
             .collect()
     }
 
-    /// The step's newest record, if it is newer than `stored` and the log does not also hold
-    /// `stored` (then the two records of that revision must be compared first: see `merge`).
-    pub(super) fn newer_than(
-        &self,
-        step: &StepId,
-        stored: Revision,
-    ) -> Option<(Revision, Arc<str>)> {
-        let log = self.steps.get(step)?;
-        let (&latest, text) = log.revisions.last_key_value()?;
-        (latest > stored && !log.revisions.contains_key(&stored))
-            .then(|| (latest, Arc::clone(text)))
+    /// Which record of a step is current, given the snapshot's at `stored` (as `merge` decides
+    /// it, without reading either record).
+    pub(super) fn against(&self, step: &StepId, stored: Revision) -> Current {
+        let Some((log, (&latest, text))) = self
+            .steps
+            .get(step)
+            .and_then(|log| Some((log, log.revisions.last_key_value()?)))
+        else {
+            return Current::Stored;
+        };
+        if latest <= stored {
+            Current::Stored
+        } else if log.revisions.contains_key(&stored) {
+            Current::Compare
+        } else {
+            Current::Logged(latest, Arc::clone(text))
+        }
     }
 
     /// Whether the log holds any audit entry.
