@@ -407,9 +407,8 @@ impl WorkspaceTools {
             .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", a.path)))?;
         let count = text.matches(&a.old).count();
         if count != 1 {
-            return Err(ToolError::new(format!(
-                "`old` must occur exactly once in `{}`; it occurs {count} times",
-                a.path
+            return Err(ToolError::new(guessed::not_once(
+                &a.path, &text, &a.old, count,
             )));
         }
         let new_text = text.replacen(&a.old, &a.new, 1);

@@ -1,5 +1,6 @@
-//! A path a model guessed wrong: the project's files of the same name, named in the error, or
-//! taken instead when there is exactly one (the note a model reads says so).
+//! What a model guessed wrong: a path (the project's files of the same name, named in the
+//! error, or taken instead when there is exactly one: the note a model reads says so), or the
+//! text an edit replaces (the file's closest lines, shown so the next call can copy them).
 
 use std::path::{Path, PathBuf};
 
@@ -64,4 +65,84 @@ impl WorkspaceTools {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The most lines of a file compared with an edit's `old` text.
+const MAX_COMPARED_LINES: usize = 20_000;
+
+/// How many of the closest lines an error shows.
+const SHOWN_LINES: usize = 3;
+
+/// The error for an edit whose `old` text occurs `count` times (not once) in `path`: for none,
+/// the file's lines closest to `old`'s first line, numbered, to copy exactly (a 1.5B model
+/// guessed `print('Hello, world!')` for `print(f"Hello, {args.name}!")` three times, told only
+/// that it occurs 0 times); for several, how to make it unique.
+pub(super) fn not_once(path: &str, text: &str, old: &str, count: usize) -> String {
+    if count > 1 {
+        return format!(
+            "`old` occurs {count} times in `{path}`; it must occur exactly once: include more of the lines around the change in `old`"
+        );
+    }
+    let wanted = old
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let want = bigrams(wanted);
+    let mut scored: Vec<(f64, usize, &str)> = text
+        .lines()
+        .take(MAX_COMPARED_LINES)
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| (dice(&want, &bigrams(line.trim())), i + 1, line))
+        .filter(|(score, _, _)| *score >= 0.4)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    if scored.is_empty() {
+        return format!(
+            "`old` does not occur in `{path}` and no line of it is close; read the file (`read_file`) and copy `old` from it exactly"
+        );
+    }
+    let shown: Vec<String> = scored
+        .iter()
+        .take(SHOWN_LINES)
+        .map(|(_, n, line)| format!("line {n}: {line}"))
+        .collect();
+    format!(
+        "`old` does not occur in `{path}`; its closest lines are:\n{}\ncopy `old` from the file exactly (whitespace and quotes included)",
+        shown.join("\n")
+    )
+}
+
+/// The character bigrams of a line (lowercased), for [`dice`].
+fn bigrams(line: &str) -> Vec<(char, char)> {
+    let chars: Vec<char> = line.chars().flat_map(char::to_lowercase).collect();
+    let mut pairs: Vec<(char, char)> = chars.windows(2).map(|w| (w[0], w[1])).collect();
+    pairs.sort_unstable();
+    pairs
+}
+
+/// The Dice coefficient of two sorted bigram lists: 1 for the same line, 0 for nothing shared.
+fn dice(a: &[(char, char)], b: &[(char, char)]) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut shared) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a line's bigrams, far below 2^52"
+    )]
+    let score = 2.0 * shared as f64 / (a.len() + b.len()) as f64;
+    score
 }

@@ -462,6 +462,54 @@ async fn a_guessed_directory_reaches_the_only_file_of_that_name() {
     );
 }
 
+/// An edit whose `old` text is not in the file shows the file's closest lines, numbered, to be
+/// copied exactly: a 1.5B model sent `print('Hello, world!')` for the file's
+/// `print(f"Hello, {args.name}!")` three times in a row, told only that it occurs 0 times, and
+/// its attempt stalled. Nothing close: told to read the file. Several: told to add lines.
+#[tokio::test]
+async fn an_edit_that_misses_shows_the_closest_lines() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("greet.py"),
+        "import argparse\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n    args = parser.parse_args()\n    print(f\"Hello, {args.name}!\")\n\n\nmain()\nmain()\n",
+    )
+    .unwrap();
+    let tools = WorkspaceTools::new(project.path(), &["edit_file".to_owned()]).unwrap();
+    let edit = |old: &str| ToolCall {
+        id: "c".into(),
+        name: "edit_file".into(),
+        arguments: json!({"path": "greet.py", "old": old, "new": "x"}),
+    };
+    let missed = tools
+        .call(&edit("print('Hello, world!')"))
+        .await
+        .unwrap_err()
+        .message;
+    println!("{missed}");
+    let first_shown = missed.lines().nth(1).unwrap_or_default();
+    assert_eq!(
+        first_shown, "line 7:     print(f\"Hello, {args.name}!\")",
+        "{missed}"
+    );
+    let far = tools.call(&edit("zzzz qqqq")).await.unwrap_err().message;
+    assert!(far.contains("read_file"), "{far}");
+    let twice = tools.call(&edit("main()\n")).await.unwrap_err().message;
+    assert!(
+        twice.contains("occurs 2 times") && twice.contains("more of the lines"),
+        "{twice}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("greet.py"))
+            .unwrap()
+            .matches('x')
+            .count(),
+        0,
+        "nothing was edited"
+    );
+}
+
 /// A file rewritten with the content it already has is reported unchanged: a 1.5B model
 /// rewrote an unfixed `src/lib.rs` five times, each time told only "written". An edit of
 /// equal texts is refused.

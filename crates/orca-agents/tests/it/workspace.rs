@@ -130,7 +130,7 @@ async fn write_and_edit() {
             json!({"path": "new/dir/a.txt", "old": "zzz", "new": "x"}),
         )
         .await,
-        "occurs 0 times",
+        "does not occur in `new/dir/a.txt`",
     );
     call(&f, "write_file", json!({"path": "b.txt", "content": "x x"}))
         .await
