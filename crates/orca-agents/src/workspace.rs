@@ -468,6 +468,13 @@ impl WorkspaceTools {
         })
         .await;
         match run.end {
+            RunEnd::Exited(status) if !status.success() => {
+                let mut result = json!({ "exit_code": status.code(), "output": run.output });
+                if let Some(note) = self.guessed_in_command(&a.command) {
+                    result["note"] = Value::String(note);
+                }
+                Ok(result)
+            }
             RunEnd::Exited(status) => Ok(json!({
                 "exit_code": status.code(),
                 "output": run.output,

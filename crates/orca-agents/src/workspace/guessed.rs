@@ -67,6 +67,38 @@ impl WorkspaceTools {
     }
 }
 
+impl WorkspaceTools {
+    /// For a command that failed: the paths it names that do not exist while the project has
+    /// exactly one file of that name (`node src/port.js` for the project's `port.js`: a 1.5B
+    /// model kept the guessed directory in its commands after every file tool had taken the
+    /// right file). Only words that look like relative paths are looked at.
+    pub(super) fn guessed_in_command(&self, command: &str) -> Option<String> {
+        let mut notes = Vec::new();
+        for word in command.split_whitespace() {
+            let word = word.trim_matches(|c| matches!(c, '"' | '\'' | ';' | '(' | ')'));
+            let looks_like_path = word.contains('/')
+                && word.contains('.')
+                && !word.starts_with(['/', '-', '$', '~'])
+                && !word.contains("://");
+            if !looks_like_path || notes.len() >= 3 {
+                continue;
+            }
+            let Ok(joined) = self.lexical(word) else {
+                continue;
+            };
+            if joined.symlink_metadata().is_ok() {
+                continue;
+            }
+            if let [only] = self.same_named(word).as_slice() {
+                notes.push(format!(
+                    "`{word}` does not exist: the project's only file of that name is `{only}`"
+                ));
+            }
+        }
+        (!notes.is_empty()).then(|| format!("{}; use that path", notes.join("; ")))
+    }
+}
+
 /// The most lines of a file compared with an edit's `old` text.
 const MAX_COMPARED_LINES: usize = 20_000;
 

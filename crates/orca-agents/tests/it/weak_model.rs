@@ -390,7 +390,7 @@ async fn a_guessed_directory_reaches_the_only_file_of_that_name() {
     std::fs::write(project.path().join("lib/util.py"), "a = 2\n").unwrap();
     std::fs::create_dir(project.path().join(".orca")).unwrap();
     std::fs::write(project.path().join(".orca/secret.py"), "k = 1\n").unwrap();
-    let granted = ["read_file", "edit_file", "write_file"].map(str::to_owned);
+    let granted = ["read_file", "edit_file", "write_file", "run_command"].map(str::to_owned);
     let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
     let call = |name: &str, arguments: Value| ToolCall {
         id: "c".into(),
@@ -445,6 +445,23 @@ async fn a_guessed_directory_reaches_the_only_file_of_that_name() {
         .await
         .unwrap_err();
     assert!(!hidden.message.contains(".orca"), "{}", hidden.message);
+    // A command that failed on the guessed path: the result names the right one; one that
+    // did not fail says nothing more.
+    let ran = tools
+        .call(&call("run_command", json!({"command": "cat src/app.py"})))
+        .await
+        .unwrap();
+    println!("run: {ran}");
+    assert_ne!(ran["exit_code"], 0);
+    assert!(
+        ran["note"].as_str().unwrap().contains("is `app.py`"),
+        "{ran}"
+    );
+    let fine = tools
+        .call(&call("run_command", json!({"command": "cat app.py"})))
+        .await
+        .unwrap();
+    assert!(fine.get("note").is_none(), "{fine}");
     // A new file named like the project's: written where asked, the other one named.
     let written = tools
         .call(&call(
