@@ -406,7 +406,16 @@ impl WorkspaceTools {
             .read_to_string(&mut text)
             .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", a.path)))?;
         let count = text.matches(&a.old).count();
-        if count != 1 {
+        let mut notes = Vec::new();
+        if count == 0
+            && let Some((old, new)) = guessed::quotes_swapped(&text, &a.old, &a.new)
+        {
+            // In json mode a double quote inside `old` must be escaped; small models write
+            // single ones instead.
+            notes.push("`old` was found with double quotes where it had single ones; `new` was written with double quotes too".to_owned());
+            a.old = old;
+            a.new = new;
+        } else if count != 1 {
             return Err(ToolError::new(guessed::not_once(
                 &a.path, &text, &a.old, count,
             )));
@@ -416,13 +425,14 @@ impl WorkspaceTools {
             .and_then(|()| file.rewind())
             .and_then(|()| file.write_all(new_text.as_bytes()))
             .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", a.path)))?;
-        Ok(match instead {
-            None => json!({"edited": a.path}),
-            Some(only) => json!({
-                "edited": only,
-                "note": format!("`{asked}` does not exist: edited `{only}`, the project's only file of that name; use that path"),
-            }),
-        })
+        if let Some(only) = &instead {
+            notes.insert(0, format!("`{asked}` does not exist: edited `{only}`, the project's only file of that name; use that path"));
+        }
+        let mut result = json!({ "edited": a.path });
+        if !notes.is_empty() {
+            result["note"] = Value::String(notes.join("; "));
+        }
+        Ok(result)
     }
 
     /// Runs a command for `caller`: its processes get the caller's step identity and their

@@ -99,6 +99,17 @@ impl WorkspaceTools {
     }
 }
 
+/// An edit written with single quotes where the file has double ones: `old` and `new` with
+/// every `'` as `"`, if that `old` occurs exactly once in `text` and neither text had a `"` of
+/// its own (a mix is not guessed at).
+pub(super) fn quotes_swapped(text: &str, old: &str, new: &str) -> Option<(String, String)> {
+    if !old.contains('\'') || old.contains('"') || new.contains('"') {
+        return None;
+    }
+    let swapped = old.replace('\'', "\"");
+    (text.matches(&swapped).count() == 1).then(|| (swapped, new.replace('\'', "\"")))
+}
+
 /// The most lines of a file compared with an edit's `old` text.
 const MAX_COMPARED_LINES: usize = 20_000;
 

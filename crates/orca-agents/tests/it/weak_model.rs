@@ -482,7 +482,8 @@ async fn a_guessed_directory_reaches_the_only_file_of_that_name() {
 /// An edit whose `old` text is not in the file shows the file's closest lines, numbered, to be
 /// copied exactly: a 1.5B model sent `print('Hello, world!')` for the file's
 /// `print(f"Hello, {args.name}!")` three times in a row, told only that it occurs 0 times, and
-/// its attempt stalled. Nothing close: told to read the file. Several: told to add lines.
+/// its attempt stalled. Nothing close: told to read the file. Several: told to add lines. Then,
+/// shown the line, it sent it with single quotes four times: that is taken as the line.
 #[tokio::test]
 async fn an_edit_that_misses_shows_the_closest_lines() {
     use orca_agents::workspace::WorkspaceTools;
@@ -524,6 +525,26 @@ async fn an_edit_that_misses_shows_the_closest_lines() {
             .count(),
         0,
         "nothing was edited"
+    );
+    // The same line with single quotes for the file's double ones (json mode makes a model
+    // escape a double quote; small ones write single quotes): found, and `new` written with
+    // the file's quotes.
+    let swapped = ToolCall {
+        id: "c".into(),
+        name: "edit_file".into(),
+        arguments: json!({"path": "greet.py", "old": "print(f'Hello, {args.name}!')",
+                          "new": "print(f'HELLO, {args.name}!')"}),
+    };
+    let edited = tools.call(&swapped).await.unwrap();
+    println!("{edited}");
+    assert!(
+        edited["note"].as_str().unwrap().contains("double quotes"),
+        "{edited}"
+    );
+    assert!(
+        std::fs::read_to_string(project.path().join("greet.py"))
+            .unwrap()
+            .contains("    print(f\"HELLO, {args.name}!\")\n"),
     );
 }
 
