@@ -417,7 +417,7 @@ impl WorkspaceTools {
             a.new = new;
         } else if count != 1 {
             return Err(ToolError::new(guessed::not_once(
-                &a.path, &text, &a.old, count,
+                &a.path, &text, &a.old, &a.new, count,
             )));
         }
         let new_text = text.replacen(&a.old, &a.new, 1);

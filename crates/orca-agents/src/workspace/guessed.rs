@@ -120,10 +120,19 @@ const SHOWN_LINES: usize = 3;
 /// the file's lines closest to `old`'s first line, numbered, to copy exactly (a 1.5B model
 /// guessed `print('Hello, world!')` for `print(f"Hello, {args.name}!")` three times, told only
 /// that it occurs 0 times); for several, how to make it unique.
-pub(super) fn not_once(path: &str, text: &str, old: &str, count: usize) -> String {
+pub(super) fn not_once(path: &str, text: &str, old: &str, new: &str, count: usize) -> String {
     if count > 1 {
         return format!(
             "`old` occurs {count} times in `{path}`; it must occur exactly once: include more of the lines around the change in `old`"
+        );
+    }
+    // The same edit sent again once it was made (a 1.5B model did, then edited the result
+    // into itself three times).
+    let made =
+        text.contains(new) || (!new.contains('"') && text.contains(&new.replace('\'', "\"")));
+    if !new.is_empty() && made {
+        return format!(
+            "`old` does not occur in `{path}`, and `new` already does: this edit was made; go on with the next change, or check the result (`read_file`)"
         );
     }
     let wanted = old

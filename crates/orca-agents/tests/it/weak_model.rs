@@ -546,6 +546,10 @@ async fn an_edit_that_misses_shows_the_closest_lines() {
             .unwrap()
             .contains("    print(f\"HELLO, {args.name}!\")\n"),
     );
+    // The same edit again, once made: said to be made (the model sent it once more, then
+    // edited the result into itself until it stalled).
+    let again = tools.call(&swapped).await.unwrap_err().message;
+    assert!(again.contains("this edit was made"), "{again}");
 }
 
 /// A file rewritten with the content it already has is reported unchanged: a 1.5B model
