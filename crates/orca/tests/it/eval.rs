@@ -421,6 +421,19 @@ fn a_bad_suite_is_refused_naming_the_problem() {
     assert!(!inside.exists());
 }
 
+/// A model server answering every chat request with `respond`.
+async fn model_server(respond: impl wiremock::Respond + 'static) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    server
+        .register(
+            wiremock::Mock::given(wiremock::matchers::method("POST"))
+                .and(wiremock::matchers::path("/v1/chat/completions"))
+                .respond_with(respond),
+        )
+        .await;
+    server
+}
+
 /// The scripted model: writes `out.txt`, then submits a success.
 struct Writer;
 
@@ -453,14 +466,7 @@ impl wiremock::Respond for Writer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_step_s_tokens_are_counted_per_trial() {
-    let server = wiremock::MockServer::start().await;
-    server
-        .register(
-            wiremock::Mock::given(wiremock::matchers::method("POST"))
-                .and(wiremock::matchers::path("/v1/chat/completions"))
-                .respond_with(Writer),
-        )
-        .await;
+    let server = model_server(Writer).await;
     let b = Bench::new();
     b.write(
         "config.toml",
@@ -533,14 +539,7 @@ impl wiremock::Respond for Stuck {
 /// and `eval verify` refuses the trial once that output is edited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planner_that_made_no_plan_has_its_tokens_counted() {
-    let server = wiremock::MockServer::start().await;
-    server
-        .register(
-            wiremock::Mock::given(wiremock::matchers::method("POST"))
-                .and(wiremock::matchers::path("/v1/chat/completions"))
-                .respond_with(Stuck),
-        )
-        .await;
+    let server = model_server(Stuck).await;
     let b = Bench::new();
     b.write(
         "config.toml",
