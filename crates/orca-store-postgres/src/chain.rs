@@ -359,8 +359,12 @@ pub(crate) async fn stage(
         for r in results {
             match r.and_then(|row| row.try_get::<_, String>(0)) {
                 Ok(a) => answers.push(a),
-                // The transaction is aborted; dropping it rolls it back.
-                Err(e) if retryable(&e) => again = true,
+                // The transaction is aborted (dropping it rolls it back): the calls after this
+                // one only answer "current transaction is aborted". The first error says why.
+                Err(e) if retryable(&e) => {
+                    again = true;
+                    break;
+                }
                 Err(e) => return Err(failed(e)),
             }
         }

@@ -11,6 +11,20 @@ use crate::port::Revision;
 /// A boxed backend error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+fn conflict_text(what: &str, expected: Revision, found: Revision) -> String {
+    if expected == found {
+        format!(
+            "{what} is being written by another writer right now (at revision {found}): re-read \
+             it and retry"
+        )
+    } else {
+        format!(
+            "{what} was changed concurrently (expected revision {expected}, found {found}): \
+             re-read it and retry"
+        )
+    }
+}
+
 /// What can go wrong in a store.
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -27,10 +41,9 @@ pub enum StoreError {
         /// What (`plan plan_…`).
         what: String,
     },
-    /// Compare-and-swap failed: someone else wrote first. Re-read and retry.
-    #[error(
-        "{what} was changed concurrently (expected revision {expected}, found {found}): re-read it and retry"
-    )]
+    /// Compare-and-swap failed: someone else wrote first (or, `found == expected`, is writing
+    /// it right now and a claim does not wait). Re-read and retry.
+    #[error("{}", conflict_text(what, *expected, *found))]
     Conflict {
         /// What (`execution exec_…`, `task build of exec_…`).
         what: String,

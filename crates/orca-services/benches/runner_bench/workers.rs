@@ -115,8 +115,11 @@ async fn bench_worker(
         move || orca.runner(config(), Arc::new(Quiet))
     };
     let warm_up = Worker::new(&orca, WorkerConfig::new(ClaimMode::Task), warming);
-    claim_through(&warm_up, execs.warm_up, &wake).await?;
+    let warmed = claim_through(&warm_up, execs.warm_up, &wake).await;
+    // At the barrier also when the warm-up failed: the others (and the timer) do not wait for
+    // a worker that is gone; its error ends the run after.
     ready.wait().await;
+    warmed?;
     let timed = {
         let orca = orca.clone();
         move || orca.runner(config(), span.clone())
