@@ -56,6 +56,7 @@ async fn a_looping_answer_is_stopped_early_and_named_a_loop() {
     )
     .await;
     let tokens = reply.usage.output_tokens;
+    let input = reply.usage.input_tokens;
     let f = failure_of(reply.outcome);
     assert_eq!(f.code, ErrorCode::AgentError, "{f}");
     assert!(f.message.contains("generation loop"), "{}", f.message);
@@ -72,8 +73,16 @@ async fn a_looping_answer_is_stopped_early_and_named_a_loop() {
         "{tokens} of {streamed}"
     );
     assert_eq!(server.count(), 1, "the looping turn was not sent again");
+    // The server's usage never came: the prompt is estimated from the request sent (it was
+    // counted as 0 input tokens, and a looping turn looked free in `orca eval`).
+    let sent = server.bodies()[0].to_string().len() as u64;
+    assert!(
+        input > sent / 8 && input <= sent / 4,
+        "{input} input tokens estimated for a request of {sent} bytes"
+    );
     println!(
-        "looping answer: stopped after ~{tokens} output tokens of ~{streamed} the server would send"
+        "looping answer: stopped after ~{tokens} output tokens of ~{streamed} the server would \
+         send; ~{input} input tokens estimated for a request of {sent} bytes"
     );
 }
 

@@ -309,9 +309,13 @@ pub(crate) async fn exchange(
     let mut answer = assembler.finish(endpoint)?;
     if let Some(found) = looped {
         tracing::debug!(endpoint, %found, "stopped a looping answer");
-        // The server's usage never came: the output counted so far stands for it.
+        // The server's usage never came: the output counted so far stands for it, and the
+        // request's text for the prompt (an estimate; a turn is never counted as free).
         if answer.usage.output_tokens == 0 {
             answer.usage.output_tokens = estimate;
+        }
+        if answer.usage.input_tokens == 0 {
+            answer.usage.input_tokens = prompt_estimate(body);
         }
     }
     let reported = answer.usage.output_tokens;
@@ -321,6 +325,21 @@ pub(crate) async fn exchange(
         reported > 0,
     );
     Ok(answer)
+}
+
+/// An estimate of the input tokens of a request: one per four characters of its text (every
+/// string and key of the body: messages, tool schemas, the answer's schema), as the output is
+/// estimated while it streams.
+fn prompt_estimate(body: &Value) -> u64 {
+    fn chars(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.chars().count(),
+            Value::Array(a) => a.iter().map(chars).sum(),
+            Value::Object(o) => o.iter().map(|(k, v)| k.chars().count() + chars(v)).sum(),
+            Value::Null | Value::Bool(_) | Value::Number(_) => 1,
+        }
+    }
+    u64::try_from(chars(body).div_ceil(4)).unwrap_or(u64::MAX)
 }
 
 /// The rest of a body as text, each read bounded by the idle timeout.
