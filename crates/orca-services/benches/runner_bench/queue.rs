@@ -54,6 +54,82 @@ pub(crate) struct Compared {
     pub(crate) connections: usize,
     pub(crate) bare_per_s: f64,
     pub(crate) orca_per_s: f64,
+    /// What the database did per orca task and per bare job (`pg_stat_statements`; `None`
+    /// when the server does not have it).
+    pub(crate) orca_work: Option<Work>,
+    pub(crate) bare_work: Option<Work>,
+}
+
+/// The database's work per unit (task or job) of one run, from `pg_stat_statements`: the
+/// statements executed (`BEGIN`/`COMMIT` not counted), their execution time and the WAL they
+/// wrote — everything the run's database did, its set-up included.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Work {
+    pub(crate) statements: f64,
+    pub(crate) exec_us: f64,
+    pub(crate) wal_bytes: f64,
+}
+
+/// The database work of the run in `url`'s database, per `units` (tasks or jobs done there).
+async fn work(url: &str, units: f64) -> Result<Option<Work>, BoxError> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let driver = tokio::spawn(conn);
+    // The view needs the extension in the database it is read from; the library is loaded
+    // (or not) by the server's start.
+    if client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await
+        .is_err()
+    {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt(
+            "SELECT sum(calls)::float8, sum(total_exec_time)::float8, sum(wal_bytes)::float8
+               FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND query NOT IN ('BEGIN', 'COMMIT', 'ROLLBACK', 'START TRANSACTION')
+                AND query NOT LIKE 'CREATE EXTENSION%'",
+            &[],
+        )
+        .await;
+    drop(client);
+    let _ = driver.await;
+    let Ok(Some(row)) = row else {
+        return Ok(None);
+    };
+    let (calls, ms, wal): (Option<f64>, Option<f64>, Option<f64>) =
+        (row.get(0), row.get(1), row.get(2));
+    let units = units.max(1.0);
+    Ok(calls.map(|calls| Work {
+        statements: calls / units,
+        exec_us: ms.unwrap_or(0.0) * 1000.0 / units,
+        wal_bytes: wal.unwrap_or(0.0) / units,
+    }))
+}
+
+/// The tasks an orca run's database holds (the timed execution's and the warm-up's: every one
+/// claimed and completed).
+async fn tasks_in(url: &str) -> Result<f64, BoxError> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let driver = tokio::spawn(conn);
+    let n: i64 = client
+        .query_one("SELECT count(*) FROM tasks", &[])
+        .await?
+        .get(0);
+    drop(client);
+    let _ = driver.await;
+    Ok(n as f64)
+}
+
+/// The median of each field of `works` (`None` if any run had none).
+fn median_work(works: Vec<Option<Work>>) -> Option<Work> {
+    let works: Vec<Work> = works.into_iter().collect::<Option<_>>()?;
+    Some(Work {
+        statements: median(works.iter().map(|w| w.statements).collect()),
+        exec_us: median(works.iter().map(|w| w.exec_us).collect()),
+        wal_bytes: median(works.iter().map(|w| w.wal_bytes).collect()),
+    })
 }
 
 impl Compared {
@@ -70,25 +146,31 @@ pub(crate) async fn compare(scope: Scope) -> Result<Vec<Compared>, BoxError> {
     let mut out = Vec::new();
     for &workers in scope.counts() {
         let (mut orca, mut bare, mut conns) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut orca_work, mut bare_work) = (Vec::new(), Vec::new());
         for _ in 0..scope.runs() {
             let load = Load {
                 tasks,
                 layers: 1,
                 delay: Duration::ZERO,
             };
-            let timed =
-                workers_run(&server.create_database().await?, Mode::Task, workers, load).await?;
+            let url = server.create_database().await?;
+            let timed = workers_run(&url, Mode::Task, workers, load).await?;
             orca.push(tasks as f64 / timed.wall.as_secs_f64());
+            orca_work.push(work(&url, tasks_in(&url).await?).await?);
             conns.push(timed.connections);
             let connections = timed.connections.max(workers);
-            let wall = bare_run(&server.create_database().await?, connections, jobs).await?;
+            let url = server.create_database().await?;
+            let wall = bare_run(&url, connections, jobs).await?;
             bare.push(jobs as f64 / wall.as_secs_f64());
+            bare_work.push(work(&url, jobs as f64).await?);
         }
         out.push(Compared {
             workers,
             connections: median_usize(conns),
             bare_per_s: median(bare),
             orca_per_s: median(orca),
+            orca_work: median_work(orca_work),
+            bare_work: median_work(bare_work),
         });
     }
     Ok(out)
@@ -145,6 +227,27 @@ pub(crate) fn table(compared: &[Compared]) -> String {
             c.orca_per_s,
             c.ratio()
         ));
+    }
+    if compared.iter().any(|c| c.orca_work.is_some()) {
+        s.push_str(
+            "\nthe database's work per orca task | per bare job (pg_stat_statements, set-up included):\n\
+             workers  statements     exec µs         WAL bytes\n",
+        );
+        for c in compared {
+            let (Some(o), Some(b)) = (c.orca_work, c.bare_work) else {
+                continue;
+            };
+            s.push_str(&format!(
+                "{:>7}  {:>5.2} | {:<4.2}  {:>5.0} | {:<4.0}  {:>6.0} | {:<6.0}\n",
+                c.workers,
+                o.statements,
+                b.statements,
+                o.exec_us,
+                b.exec_us,
+                o.wal_bytes,
+                b.wal_bytes
+            ));
+        }
     }
     s
 }
