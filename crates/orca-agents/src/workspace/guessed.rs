@@ -8,6 +8,9 @@ use orca_core::ToolError;
 
 use super::WorkspaceTools;
 
+/// A project with at most this many files has them all named when a path does not exist.
+const FEW_FILES: usize = 12;
+
 impl WorkspaceTools {
     /// The project's files named like `rel`'s last part (at most 5), as paths from the root.
     pub(super) fn same_named(&self, rel: &str) -> Vec<String> {
@@ -27,6 +30,21 @@ impl WorkspaceTools {
         same
     }
 
+    /// Every file of the project, as paths from the root, if it has at most [`FEW_FILES`].
+    fn all_files_if_few(&self) -> Option<Vec<String>> {
+        let mut files = Vec::new();
+        self.walk(&self.root, |p, is_dir| {
+            if !is_dir {
+                files.push(self.display(p));
+            }
+            files.len() <= FEW_FILES
+        });
+        (files.len() <= FEW_FILES).then(|| {
+            files.sort();
+            files
+        })
+    }
+
     /// What a model reads for a path that does not exist: the project's files of the same name,
     /// so that a guessed directory (`src/greet.py` for `greet.py`) is corrected in one turn.
     pub(super) fn not_found(&self, rel: &str) -> String {
@@ -36,9 +54,23 @@ impl WorkspaceTools {
             .map(|p| format!("`{p}`"))
             .collect();
         if same.is_empty() {
-            format!(
-                "`{rel}` does not exist (paths are relative to the project root; `list_files` shows what there is)"
-            )
+            match self.all_files_if_few() {
+                // A model asked again and again for a `Cargo.toml` the task said was not there,
+                // between `list_files` calls that showed the one file: naming every file of a
+                // small project ends the search in the error itself.
+                Some(files) if !files.is_empty() => format!(
+                    "`{rel}` does not exist; these are all of the project's files: {}",
+                    files
+                        .iter()
+                        .map(|p| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => format!(
+                    "`{rel}` does not exist (paths are relative to the project root; `list_files` \
+                     shows what there is)"
+                ),
+            }
         } else {
             format!(
                 "`{rel}` does not exist; the project has {}: use that path",

@@ -335,7 +335,8 @@ async fn json_mode_lists_the_project_and_shows_output_as_text() {
 
 /// A guessed path is corrected in the error a model reads: `src/greet.py` for the project's
 /// `greet.py` names the real path (a 1.5B model, told "cannot open … (os error 2)", wrote a
-/// new `src/greet.py` instead); a name found nowhere points at `list_files`.
+/// new `src/greet.py` instead); a name found nowhere in this small project names every file
+/// (in a larger one it points at `list_files`: the next test).
 #[tokio::test]
 async fn a_missing_path_names_the_files_of_that_name() {
     use orca_agents::workspace::WorkspaceTools;
@@ -371,7 +372,11 @@ async fn a_missing_path_names_the_files_of_that_name() {
             "{e}"
         );
     }
-    assert!(errors[2].contains("`list_files`"), "{}", errors[2]);
+    assert!(
+        errors[2].contains("all of the project's files: `greet.py`, `lib/greet.py`"),
+        "{}",
+        errors[2]
+    );
 }
 
 /// A guessed directory with exactly one file of that name in the project is taken as that file
@@ -595,4 +600,45 @@ async fn a_write_or_edit_that_changes_nothing_says_so() {
         std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
         "fn c() {}\n"
     );
+}
+
+#[tokio::test]
+async fn a_missing_file_in_a_small_project_is_answered_with_every_file() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    // A 1.5B model asked for `Cargo.toml` five times in each of two attempts (the task said
+    // there was none), between `list_files` calls: the error now names the project's files.
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join("src")).unwrap();
+    std::fs::write(project.path().join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+    std::fs::create_dir(project.path().join(".orca")).unwrap();
+    std::fs::write(project.path().join(".orca/key"), "secret\n").unwrap();
+    let granted = ["read_file", "list_files"].map(str::to_owned);
+    let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+    let read = |path: &'static str| ToolCall {
+        id: "c".into(),
+        name: "read_file".into(),
+        arguments: json!({ "path": path }),
+    };
+    let err = tools.call(&read("Cargo.toml")).await.unwrap_err();
+    println!("{}", err.message);
+    assert!(
+        err.message.contains(
+            "`Cargo.toml` does not exist; these are all of the project's files: `src/lib.rs`"
+        ),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains(".orca"), "{}", err.message);
+    // A larger project: pointed at `list_files`, not listed.
+    for i in 0..13 {
+        std::fs::write(project.path().join(format!("src/m{i}.rs")), "\n").unwrap();
+    }
+    let err = tools.call(&read("Cargo.toml")).await.unwrap_err();
+    assert!(
+        err.message.contains("`list_files` shows"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("m0.rs"), "{}", err.message);
 }
