@@ -334,8 +334,9 @@ impl WorkspaceTools {
     }
 
     fn write_file(&self, args: &Value) -> Result<Value, ToolError> {
-        let a: WriteArgs = parse(args)?;
+        let mut a: WriteArgs = parse(args)?;
         let path = self.writable(&a.path)?;
+        let unescaped = guessed::escaped_twice(&a.content).map(|c| a.content = c);
         // A model that rewrites a file unchanged believes it fixed something: say it did not.
         // Unchanged but for trailing whitespace counts too (and the file is left as it is):
         // a json-mode model reads files without their last newline and copies them back so.
@@ -367,6 +368,11 @@ impl WorkspaceTools {
         file.set_len(0)
             .and_then(|()| file.write_all(a.content.as_bytes()))
             .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", a.path)))?;
+        if unescaped.is_some() {
+            let note = "the content's line breaks came as `\\n` text (escaped twice) and no real \
+                        one: written as line breaks (with `\\\"`, `\\t` and `\\\\` undone too)";
+            return Ok(json!({"written": a.path, "bytes": a.content.len(), "note": note}));
+        }
         if elsewhere.is_empty() {
             return Ok(json!({"written": a.path, "bytes": a.content.len()}));
         }

@@ -131,6 +131,38 @@ impl WorkspaceTools {
     }
 }
 
+/// `content` with one level of JSON escapes undone, if its line breaks came escaped twice:
+/// not one real line break, and at least two `\n` written out as text (a json-mode 1.5B model
+/// wrote `src/lib.rs` as one line of `\n`s; rustc refused it and the next attempt's edits found
+/// nothing to match). `\\`, `\"`, `\t` and `\r` are undone with them; any other `\` is
+/// kept.
+pub(super) fn escaped_twice(content: &str) -> Option<String> {
+    if content.contains('\n') || content.matches("\\n").count() < 2 {
+        return None;
+    }
+    let mut out = String::with_capacity(content.len());
+    let mut chars = content.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('"') => out.push('"'),
+            Some('\\') => out.push('\\'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    Some(out)
+}
+
 /// An edit written with single quotes where the file has double ones: `old` and `new` with
 /// every `'` as `"`, if that `old` occurs exactly once in `text` and neither text had a `"` of
 /// its own (a mix is not guessed at).

@@ -642,3 +642,43 @@ async fn a_missing_file_in_a_small_project_is_answered_with_every_file() {
     );
     assert!(!err.message.contains("m0.rs"), "{}", err.message);
 }
+
+#[tokio::test]
+async fn content_whose_line_breaks_came_escaped_twice_is_written_with_line_breaks() {
+    use orca_agents::workspace::WorkspaceTools;
+    use orca_core::{ToolCall, ToolHost};
+    // A json-mode 1.5B model sent `src/lib.rs` with `\\n` for every line break: one line of
+    // text rustc refused ("expected item after doc comment"), and the next attempt's edits,
+    // written with real line breaks, matched nothing in it.
+    let project = tempfile::tempdir().unwrap();
+    let granted = ["write_file"].map(str::to_owned);
+    let tools = WorkspaceTools::new(project.path(), &granted).unwrap();
+    let write = |path: &str, content: &str| ToolCall {
+        id: "c".into(),
+        name: "write_file".into(),
+        arguments: json!({ "path": path, "content": content }),
+    };
+    let sent = r#"/// `key=value`.\n\npub fn f() -> &'static str {\n    \"a\\nb\"\n}\n"#;
+    let written = tools.call(&write("lib.rs", sent)).await.unwrap();
+    println!("{written}");
+    assert!(
+        written["note"].as_str().unwrap().contains("escaped twice"),
+        "{written}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("lib.rs")).unwrap(),
+        "/// `key=value`.\n\npub fn f() -> &'static str {\n    \"a\\nb\"\n}\n"
+    );
+    // Real line breaks beside a `\n` in a string, or one `\n` on one line: written as sent.
+    for (name, content) in [
+        ("a.sh", "printf 'a\\nb\\n'\necho done\n"),
+        ("b.sh", "printf 'a\\n'"),
+    ] {
+        let written = tools.call(&write(name, content)).await.unwrap();
+        assert!(written.get("note").is_none(), "{written}");
+        assert_eq!(
+            std::fs::read_to_string(project.path().join(name)).unwrap(),
+            content
+        );
+    }
+}
