@@ -158,15 +158,19 @@ fn outside_a_repository_diff_says_so_once_and_lists_the_files() {
 fn in_place_steps_that_ran_together_say_their_diffs_may_mix() {
     let p = Project::new(true);
     let plan = p.plan(&[
+        // Each waits (up to 20 s) until the other has started: they ran together however
+        // slow the machine (two `sleep 1` steps assumed it).
         (
             "a",
-            "sleep 1 && printf 'a\\n' > a.txt",
+            "touch a.started && for i in $(seq 400); do [ -f b.started ] && break; sleep 0.05; \
+             done && printf 'a\\n' > a.txt",
             &[],
             Some("in_place"),
         ),
         (
             "b",
-            "sleep 1 && printf 'b\\n' > b.txt",
+            "touch b.started && for i in $(seq 400); do [ -f a.started ] && break; sleep 0.05; \
+             done && printf 'b\\n' > b.txt",
             &[],
             Some("in_place"),
         ),
