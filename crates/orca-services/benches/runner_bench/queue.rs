@@ -70,32 +70,45 @@ pub(crate) struct Work {
     pub(crate) wal_bytes: f64,
 }
 
-/// The database work of the run in `url`'s database, per `units` (tasks or jobs done there).
-async fn work(url: &str, units: f64) -> Result<Option<Work>, BoxError> {
+/// The database work of the run in `url`'s database, per unit done there: `jobs` (the bare
+/// queue's), or — `None` — every task of the database (an orca run's: the timed execution's and
+/// the warm-up's, every one claimed and completed).
+async fn work(url: &str, jobs: Option<usize>) -> Result<Option<Work>, BoxError> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     let driver = tokio::spawn(conn);
+    let units = match jobs {
+        Some(n) => n as f64,
+        None => {
+            let n: i64 = client
+                .query_one("SELECT count(*) FROM tasks", &[])
+                .await?
+                .get(0);
+            n as f64
+        }
+    };
     // The view needs the extension in the database it is read from; the library is loaded
     // (or not) by the server's start.
-    if client
+    let row = match client
         .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         .await
-        .is_err()
     {
-        return Ok(None);
-    }
-    let row = client
-        .query_opt(
-            "SELECT sum(calls)::float8, sum(total_exec_time)::float8, sum(wal_bytes)::float8
-               FROM pg_stat_statements
-              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND query NOT IN ('BEGIN', 'COMMIT', 'ROLLBACK', 'START TRANSACTION')
-                AND query NOT LIKE 'CREATE EXTENSION%'",
-            &[],
-        )
-        .await;
+        Err(_) => None,
+        Ok(()) => client
+            .query_opt(
+                "SELECT sum(calls)::float8, sum(total_exec_time)::float8, sum(wal_bytes)::float8
+                   FROM pg_stat_statements
+                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND query NOT IN ('BEGIN', 'COMMIT', 'ROLLBACK', 'START TRANSACTION')
+                    AND query NOT LIKE 'CREATE EXTENSION%'",
+                &[],
+            )
+            .await
+            .ok()
+            .flatten(),
+    };
     drop(client);
     let _ = driver.await;
-    let Ok(Some(row)) = row else {
+    let Some(row) = row else {
         return Ok(None);
     };
     let (calls, ms, wal): (Option<f64>, Option<f64>, Option<f64>) =
@@ -106,20 +119,6 @@ async fn work(url: &str, units: f64) -> Result<Option<Work>, BoxError> {
         exec_us: ms.unwrap_or(0.0) * 1000.0 / units,
         wal_bytes: wal.unwrap_or(0.0) / units,
     }))
-}
-
-/// The tasks an orca run's database holds (the timed execution's and the warm-up's: every one
-/// claimed and completed).
-async fn tasks_in(url: &str) -> Result<f64, BoxError> {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    let driver = tokio::spawn(conn);
-    let n: i64 = client
-        .query_one("SELECT count(*) FROM tasks", &[])
-        .await?
-        .get(0);
-    drop(client);
-    let _ = driver.await;
-    Ok(n as f64)
 }
 
 /// The median of each field of `works` (`None` if any run had none).
@@ -156,13 +155,13 @@ pub(crate) async fn compare(scope: Scope) -> Result<Vec<Compared>, BoxError> {
             let url = server.create_database().await?;
             let timed = workers_run(&url, Mode::Task, workers, load).await?;
             orca.push(tasks as f64 / timed.wall.as_secs_f64());
-            orca_work.push(work(&url, tasks_in(&url).await?).await?);
+            orca_work.push(work(&url, None).await?);
             conns.push(timed.connections);
             let connections = timed.connections.max(workers);
             let url = server.create_database().await?;
             let wall = bare_run(&url, connections, jobs).await?;
             bare.push(jobs as f64 / wall.as_secs_f64());
-            bare_work.push(work(&url, jobs as f64).await?);
+            bare_work.push(work(&url, Some(jobs)).await?);
         }
         out.push(Compared {
             workers,
