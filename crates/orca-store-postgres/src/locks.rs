@@ -190,7 +190,9 @@ async fn take_locks(
     let mut session =
         match crate::pool::take_open(&releases.idle).or_else(|| store.pool().take_idle()) {
             Some(s) => s,
-            None => Session::new(crate::pool::connect(store.pool().config()).await?),
+            None => {
+                Session::new(crate::pool::connect(store.pool().config(), store.pool().own()).await?)
+            }
         };
     let stmt = session
         .prepared(if shared { TRY_SHARED } else { TRY_LOCKS })

@@ -15,6 +15,30 @@ use tokio_postgres::{AsyncMessage, Client, Statement};
 
 use crate::tls::Target;
 
+/// The server processes (backend pids) of this store's open writing connections: a
+/// notification one of them sent is this store's own write (see [`Forward::others_only`]).
+#[derive(Debug, Default)]
+pub(crate) struct Backends(Mutex<std::collections::HashSet<i32>>);
+
+impl Backends {
+    fn set(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<i32>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn contains(&self, pid: i32) -> bool {
+        self.set().contains(&pid)
+    }
+}
+
+/// Where a connection's notifications go: every one, or (`others_only`) those another store's
+/// connection sent on `orca_tasks` — the store's own task writes are known to its runner
+/// already, and a worker that read them back found nothing new at a fifth of the database's
+/// time per task.
+pub(crate) struct Forward {
+    pub(crate) to: mpsc::Sender<String>,
+    pub(crate) others_only: Option<Arc<Backends>>,
+}
+
 /// Connections open at once through the pool (lock holders and listeners are apart: see
 /// `locks` and `notify`).
 pub(crate) const POOL_SIZE: usize = 16;
@@ -69,6 +93,8 @@ pub(crate) struct Pool {
     permits: Arc<Semaphore>,
     /// Connections being opened in the background (see [`Pool::replenish`]).
     opening: Arc<std::sync::atomic::AtomicUsize>,
+    /// The server processes of this store's writing connections (pooled and lock holders').
+    own: Arc<Backends>,
 }
 
 /// A pooled connection; goes back to the pool when dropped, unless it was closed or may be
@@ -88,11 +114,16 @@ impl Pool {
             idle: Arc::default(),
             permits: Arc::new(Semaphore::new(POOL_SIZE)),
             opening: Arc::default(),
+            own: Arc::default(),
         }
     }
 
     pub(crate) fn config(&self) -> &Target {
         &self.config
+    }
+
+    pub(crate) fn own(&self) -> &Arc<Backends> {
+        &self.own
     }
 
     /// An idle connection, still open, taken out of the pool for good (a lock holder's: a
@@ -117,13 +148,14 @@ impl Pool {
             return;
         }
         self.opening.fetch_add(1, Ordering::SeqCst);
-        let (idle, opening, config) = (
+        let (idle, opening, config, own) = (
             Arc::clone(&self.idle),
             Arc::clone(&self.opening),
             self.config.clone(),
+            Arc::clone(&self.own),
         );
         tokio::spawn(async move {
-            if let Ok(client) = connect(&config).await {
+            if let Ok(client) = connect(&config, &own).await {
                 idle.lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(Session::new(client));
@@ -142,7 +174,7 @@ impl Pool {
         self.replenish();
         let session = match reused {
             Some(s) => s,
-            None => Session::new(connect(&self.config).await?),
+            None => Session::new(connect(&self.config, &self.own).await?),
         };
         Ok(Conn {
             session: Some(session),
@@ -165,26 +197,34 @@ pub(crate) fn take_open(idle: &Mutex<Vec<Session>>) -> Option<Session> {
 }
 
 /// Opens a connection (the one place the store connects): its driver runs on the runtime and
-/// forwards notifications to `notifications`, if given, until the connection ends or nobody
-/// receives them any more. The receiver fires when the driver has ended.
+/// forwards notifications as `forward` says, if given, until the connection ends or nobody
+/// receives them any more. The receiver fires when the driver has ended. A writing
+/// connection (`own`) has its server process counted among the store's while it is open.
 pub(crate) async fn open(
     config: &Target,
     what: &str,
-    notifications: Option<mpsc::Sender<String>>,
+    forward: Option<Forward>,
+    own: Option<&Arc<Backends>>,
 ) -> Result<(Client, oneshot::Receiver<()>), StoreError> {
     let (client, mut connection) = config.connect(what).await?;
     let (ended, on_end) = oneshot::channel();
+    let pid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let (counted, owner) = (Arc::clone(&pid), own.map(Arc::clone));
     tokio::spawn(async move {
         while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
             match message {
                 Ok(AsyncMessage::Notification(n)) => {
-                    if let Some(tx) = &notifications {
-                        // A full queue means the listener is behind: it re-reads anyway.
-                        if let Err(mpsc::error::TrySendError::Closed(_)) =
-                            tx.try_send(n.payload().to_owned())
-                        {
-                            break;
-                        }
+                    let Some(f) = &forward else { continue };
+                    if f.others_only.as_ref().is_some_and(|own| {
+                        n.channel() == "orca_tasks" && own.contains(n.process_id())
+                    }) {
+                        continue;
+                    }
+                    // A full queue means the listener is behind: it re-reads anyway.
+                    if let Err(mpsc::error::TrySendError::Closed(_)) =
+                        f.to.try_send(n.payload().to_owned())
+                    {
+                        break;
                     }
                 }
                 Ok(_) => {}
@@ -194,14 +234,31 @@ pub(crate) async fn open(
                 }
             }
         }
+        if let Some(own) = owner {
+            own.set()
+                .remove(&counted.load(std::sync::atomic::Ordering::SeqCst));
+        }
         let _ = ended.send(());
     });
+    if let Some(own) = own {
+        // Best effort: a connection not counted only wakes its own store once more.
+        if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]).await
+            && let Ok(p) = row.try_get::<_, i32>(0)
+        {
+            pid.store(p, std::sync::atomic::Ordering::SeqCst);
+            own.set().insert(p);
+            // Ended meanwhile: its driver may have looked before the pid was known.
+            if client.is_closed() {
+                own.set().remove(&p);
+            }
+        }
+    }
     Ok((client, on_end))
 }
 
-/// Opens a connection of its own (not pooled).
-pub(crate) async fn connect(config: &Target) -> Result<Client, StoreError> {
-    open(config, "connecting to the postgres store", None)
+/// Opens a writing connection of the store's own (not pooled, or for the pool).
+pub(crate) async fn connect(config: &Target, own: &Arc<Backends>) -> Result<Client, StoreError> {
+    open(config, "connecting to the postgres store", None, Some(own))
         .await
         .map(|(client, _)| client)
 }

@@ -331,10 +331,6 @@ impl App {
         &self.files
     }
 
-    pub(crate) const fn config(&self) -> Option<&Config> {
-        self.config.as_ref()
-    }
-
     pub(crate) fn env_policy(&self) -> &orca_os::step_env::EnvPolicy {
         self.agents.env_policy()
     }
@@ -470,7 +466,7 @@ pub(crate) async fn run(command: Command, global: &Global) -> Result<Exit, CliEr
         Command::Ask(args) => cmd::ask::ask(&app, &args.message, &args.run).await,
         Command::Plan(command) => cmd::plan::plan(&app, command).await,
         Command::Run(args) => cmd::run::run_plan(&app, &args.plan, &args.run, args.detach).await,
-        Command::Worker(args) => crate::cmd::worker::run(&app, global, args).await,
+        Command::Worker(args) => crate::cmd::worker::run(&app, args).await,
         Command::Exec(command) => cmd::exec::exec(&app, command).await,
         Command::Watch { exec } => {
             let url = crate::cmd::store::url(global, app.config.as_ref())?;

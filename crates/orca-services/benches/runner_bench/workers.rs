@@ -89,7 +89,7 @@ async fn bench_worker(
         orca_core::redact::Redactor::new(),
     )
     .await?;
-    let mut rx = pg.listen(orca_store_postgres::CHANNELS).await?;
+    let mut rx = pg.listen_to_others(orca_store_postgres::CHANNELS).await?;
     let wake = Arc::new(tokio::sync::Notify::new());
     let fed = Arc::clone(&wake);
     let feeder = tokio::spawn(async move {

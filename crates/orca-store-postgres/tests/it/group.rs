@@ -24,7 +24,10 @@ use crate::db::{database, store_on};
 use serde_json::json;
 
 /// A stored plan of `steps` steps and a pending execution of it.
-async fn execution(store: &PgStore, steps: usize) -> (ApprovedPlan, ExecutionId, Vec<Task>) {
+pub(crate) async fn execution(
+    store: &PgStore,
+    steps: usize,
+) -> (ApprovedPlan, ExecutionId, Vec<Task>) {
     let plan = approved("group commit", steps);
     store.create_plan(&plan.clone().into()).await.unwrap();
     let (pending, tasks) = PendingExecution::new(ExecutionId::new(), &plan, now());
@@ -33,7 +36,7 @@ async fn execution(store: &PgStore, steps: usize) -> (ApprovedPlan, ExecutionId,
     (plan, exec.id(), tasks)
 }
 
-fn transition(
+pub(crate) fn transition(
     plan: &ApprovedPlan,
     id: ExecutionId,
     task: Task,

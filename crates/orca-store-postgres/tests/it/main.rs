@@ -8,6 +8,7 @@ mod common;
 mod conformance;
 mod db;
 mod group;
+mod notify;
 mod schema;
 mod staged;
 mod tamper;

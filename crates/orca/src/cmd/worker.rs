@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::cli::{Global, OnFailure, RunOptions};
+use crate::cli::{OnFailure, RunOptions};
 use crate::exit::{CliError, Exit};
 use crate::term::Progress;
 
@@ -131,21 +131,28 @@ const fn worker_channels(claim: Claim) -> &'static [&'static str] {
 }
 
 /// The shared PostgreSQL store's notifications on a worker's channels, listened to again
-/// after the connection ended.
+/// after the connection ended: through the store the worker writes with, so that its own task
+/// writes (which its runners know) do not wake it.
 struct Listener {
-    url: Option<String>,
+    store: Option<orca_store_postgres::PgStore>,
     channels: &'static [&'static str],
 }
 
 #[async_trait]
 impl Notifications for Listener {
     async fn listen(&self) -> Option<tokio::sync::mpsc::Receiver<String>> {
-        listener(self.url.as_deref(), self.channels).await
+        match self.store.as_ref()?.listen_to_others(self.channels).await {
+            Ok(rx) => Some(rx),
+            Err(e) => {
+                tracing::warn!(error = %e, "no notifications: polling only");
+                None
+            }
+        }
     }
 }
 
 /// Runs the worker until Ctrl-C / SIGTERM (or idle, with `--until-idle`).
-pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<Exit, CliError> {
+pub(crate) async fn run(app: &App, args: WorkerArgs) -> Result<Exit, CliError> {
     let options = RunOptions {
         concurrency: args.tasks,
         yes: false,
@@ -182,9 +189,8 @@ pub(crate) async fn run(app: &App, global: &Global, args: WorkerArgs) -> Result<
             cancel.cancel();
         });
     }
-    let url = crate::cmd::store::url(global, app.config()).ok().flatten();
     let notifications = Listener {
-        url,
+        store: app.shared.clone(),
         channels: worker_channels(args.claim),
     };
     let limit = usize::from(args.concurrency);
