@@ -13,8 +13,8 @@ use orca_core::{
 };
 use orca_store::audit::NewAuditEntry;
 use orca_store::{
-    AuditLogId, ExecutionSnapshot, ExecutionSummary, Listing, Revision, Store, StoreError,
-    Versioned,
+    AuditLogId, ExecutionSnapshot, ExecutionSummary, ExpiredTask, Listing, Revision, Store,
+    StoreError, Versioned,
 };
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -98,7 +98,7 @@ impl std::fmt::Debug for ExecutionService {
 
 /// How many times a header update is retried after a CAS conflict (the runner and a
 /// `decide` / `stop` from another process may race).
-const HEADER_RETRIES: usize = 20;
+pub(crate) const HEADER_RETRIES: usize = 20;
 
 impl ExecutionService {
     /// The same service deciding plans with `planning` (its approval policy).
@@ -413,13 +413,14 @@ impl ExecutionService {
         self.recover_steps(id, note, None).await
     }
 
-    /// [`Self::recover`] of the running tasks among `only` (all when `None`): a task that
-    /// changed meanwhile (its holder finished it after all) is left as it is.
+    /// [`Self::recover`] of the running tasks among `only` (all when `None`), each only while
+    /// it is still at the revision given: a task that changed meanwhile (its holder finished
+    /// it after all; another worker took it over and claimed it again) is left as it is.
     pub async fn recover_steps(
         &self,
         id: ExecutionId,
         note: &str,
-        only: Option<&[StepId]>,
+        only: Option<&[ExpiredTask]>,
     ) -> Result<Vec<StepId>> {
         let snap = self.get(id).await?;
         self.recover_among(&snap.execution.value, snap.tasks, note, only)
@@ -433,12 +434,13 @@ impl ExecutionService {
         execution: &Execution,
         tasks: Vec<Versioned<Task>>,
         note: &str,
-        only: Option<&[StepId]>,
+        only: Option<&[ExpiredTask]>,
     ) -> Result<Vec<StepId>> {
         let mut recovered = Vec::new();
         for t in tasks {
             if let Task::Running(r) = t.value {
-                if only.is_some_and(|o| !o.contains(&r.step_id)) {
+                let seen = |e: &ExpiredTask| e.step == r.step_id && e.revision == t.revision;
+                if only.is_some_and(|o| !o.iter().any(seen)) {
                     continue;
                 }
                 let step = r.step_id.clone();
@@ -476,23 +478,18 @@ impl ExecutionService {
         Ok(recovered)
     }
 
-    /// Completes a running execution (every task completed), judged on `tasks`: the
-    /// execution's tasks as its runner knows them under the execution's lease (nobody else
-    /// writes them then), not read again.
-    pub(crate) async fn complete(
-        &self,
-        id: ExecutionId,
-        tasks: &[Task],
-    ) -> Result<Versioned<Execution>> {
-        self.update_header(id, |e| match e {
+    /// The header completing a running execution makes (every task completed), judged on
+    /// `tasks`: the execution's tasks as its runner knows them under the execution's lease
+    /// (nobody else writes them then), not read again. `None`: it has completed already.
+    pub(crate) fn completed(e: Execution, tasks: &[Task]) -> Result<Option<Execution>> {
+        match e {
             Execution::Running(r) => r
                 .complete(tasks, now())
                 .map(|c| Some(Execution::Completed(c)))
                 .map_err(|f| ServiceError::Transition(f.error)),
             Execution::Completed(_) => Ok(None),
             other => Err(terminal(&other, "it cannot complete")),
-        })
-        .await
+        }
     }
 
     /// Ends a running execution as failed.
@@ -502,7 +499,17 @@ impl ExecutionService {
         reason: &str,
         replanned_as: Option<PlanId>,
     ) -> Result<Versioned<Execution>> {
-        self.update_header(id, |e| match e {
+        self.update_header(id, |e| Self::failed(e, reason, replanned_as))
+            .await
+    }
+
+    /// The header failing `e` makes; `None` if it has failed or stopped already.
+    pub(crate) fn failed(
+        e: Execution,
+        reason: &str,
+        replanned_as: Option<PlanId>,
+    ) -> Result<Option<Execution>> {
+        match e {
             Execution::Running(r) => {
                 Ok(Some(Execution::Failed(r.fail(reason, replanned_as, now()))))
             }
@@ -513,8 +520,7 @@ impl ExecutionService {
             )))),
             Execution::Failed(_) | Execution::Stopped(_) => Ok(None),
             other => Err(terminal(&other, "it cannot fail")),
-        })
-        .await
+        }
     }
 
     /// Stops an execution (pending or running; a no-op if it already ended stopped or failed),

@@ -18,6 +18,7 @@ mod budgets;
 pub mod changes;
 mod checks;
 pub mod dispatch;
+mod ending;
 pub mod error;
 pub mod events;
 pub mod execution;

@@ -75,7 +75,7 @@ impl ExecutionService {
     /// A write the store refused because the execution's log was cut or rewritten (nothing
     /// was written) is a refused run: recorded in the plan's run register, as the runner's
     /// own check of the log does.
-    async fn refused_if_tampered<T>(
+    pub(crate) async fn refused_if_tampered<T>(
         &self,
         execution: &Execution,
         written: std::result::Result<T, StoreError>,
@@ -551,41 +551,37 @@ impl ExecutionService {
         self.fail(execution.id(), &reason, Some(new_plan)).await
     }
 
-    /// Every task completed: the execution completes (`execution.completed`), judged on
-    /// `tasks` as the runner holding the execution's lease knows them (see
-    /// `ExecutionService::complete`).
+    /// Every task completed: the execution completes (`execution.completed`, and its log is
+    /// sealed, in one write where the store can), judged on `tasks` as the runner holding the
+    /// execution's lease knows them (see `ExecutionService::completed`).
     pub async fn record_completed(
         &self,
         id: ExecutionId,
         tasks: &[Task],
         usage: &Usage,
     ) -> Result<Versioned<Execution>> {
-        let completed = self.complete(id, tasks).await?;
-        self.append(
-            &completed.value,
+        self.end_header(
+            id,
+            |e| Self::completed(e, tasks),
             AuditKind::ExecutionCompleted,
-            UNDER_EXECUTION,
-            json!({ "usage": usage }),
+            &json!({ "usage": usage }),
         )
-        .await?;
-        Ok(completed)
+        .await
     }
 
-    /// The execution ends failed (`execution.failed`).
+    /// The execution ends failed (`execution.failed`; its log sealed, as for a completion).
     pub async fn record_failed(
         &self,
         id: ExecutionId,
         reason: &str,
     ) -> Result<Versioned<Execution>> {
-        let failed = self.fail(id, reason, None).await?;
-        self.append(
-            &failed.value,
+        self.end_header(
+            id,
+            |e| Self::failed(e, reason, None),
             AuditKind::ExecutionFailed,
-            UNDER_EXECUTION,
-            json!({ "reason": reason }),
+            &json!({ "reason": reason }),
         )
-        .await?;
-        Ok(failed)
+        .await
     }
 
     /// The run was interrupted; the execution stays resumable (`execution.interrupted`).

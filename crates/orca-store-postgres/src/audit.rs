@@ -18,9 +18,10 @@ fn parse_seal(key: &str, text: &str) -> Result<Seal, StoreError> {
     serde_json::from_str(text).map_err(|e| corrupt("audit_logs", key, format!("not a seal: {e}")))
 }
 
-const LOCK_LOG: &str = "SELECT seal FROM audit_logs WHERE log_key = $1 FOR UPDATE";
-const LINES: &str = "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq";
-const SET_SEAL: &str = "UPDATE audit_logs SET seal = $2 WHERE log_key = $1";
+pub(crate) const LOCK_LOG: &str = "SELECT seal FROM audit_logs WHERE log_key = $1 FOR UPDATE";
+pub(crate) const LINES: &str =
+    "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq";
+pub(crate) const SET_SEAL: &str = "UPDATE audit_logs SET seal = $2 WHERE log_key = $1";
 /// The seal (the row marked `true` first; none if the log has no row) and every line in order,
 /// in ONE statement: one snapshot, one round trip. Rows are told apart by the mark, not by
 /// their numbers, so every entry row stored is read as a line, whatever its number.
@@ -41,7 +42,7 @@ fn numbered(
 }
 
 /// The entries of `rows` (`seq`, `line`).
-fn parsed(
+pub(crate) fn parsed(
     key: &str,
     log: AuditLogId,
     rows: &[tokio_postgres::Row],
@@ -50,6 +51,51 @@ fn parsed(
         .into_iter()
         .map(|(seq, line)| parse_entry(key, seq, line.as_deref().unwrap_or_default()))
         .collect()
+}
+
+/// Chains `staged` after `entries` (the log's, in order) and signs a seal over them all, in
+/// the transaction open on `client`, which holds the log's chainer lock and row lock (nothing
+/// is committed here). Returns the seal, its text and every entry of the log.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one transaction's statements and its log"
+)]
+pub(crate) async fn chain_and_seal<C, S>(
+    store: &PgStore,
+    client: &C,
+    log: AuditLogId,
+    key: &str,
+    mut entries: Vec<AuditEntry>,
+    staged: &[(i64, String)],
+    insert: &S,
+    unstage: &S,
+) -> Result<(Seal, String, Vec<AuditEntry>), StoreError>
+where
+    C: tokio_postgres::GenericClient + Sync,
+    S: tokio_postgres::ToStatement + Sync + Send + ?Sized,
+{
+    if !staged.is_empty() {
+        // Written by writers whose chaining has not happened yet: chained before the seal.
+        let hashed = chain::hash_after(log, key, entries.last(), staged)?;
+        let (seqs, lines, ids) = chain::insert_columns(log, &hashed)?;
+        let (inserted, unstaged) = futures_util::future::join(
+            client.execute(insert, &[&key, &seqs, &lines, &ids]),
+            client.execute(unstage, &[&ids]),
+        )
+        .await;
+        inserted
+            .and(unstaged)
+            .map_err(db(format!("chaining the staged entries of the {log}")))?;
+        entries.extend(hashed.into_iter().map(|(e, _, _)| e));
+    }
+    let seal = orca_store::verify::signed_seal(
+        log,
+        &entries,
+        OffsetDateTime::now_utc(),
+        &store.inner.authority,
+    );
+    let text = encode(&seal, &format!("the seal of the {log}"))?;
+    Ok((seal, text, entries))
 }
 
 #[async_trait]
@@ -129,34 +175,11 @@ impl AuditStore for PgStore {
             conn.set_dirty(false);
             return parse_seal(&key, &seal);
         }
-        let mut entries = parsed(&key, log, &rows)?;
-        let staged = staged
-            .map_err(db(format!("reading the staged entries of the {log}")))?
-            .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect::<Result<Vec<(i64, String)>, tokio_postgres::Error>>()
-            .map_err(db(format!("reading the staged entries of the {log}")))?;
-        if !staged.is_empty() {
-            // Written by writers whose chaining has not happened yet: chained before the seal.
-            let hashed = chain::hash_after(log, &key, entries.last(), &staged)?;
-            let (seqs, lines, ids) = chain::insert_columns(log, &hashed)?;
-            let (inserted, unstaged) = futures_util::future::join(
-                client.execute(insert, &[&key, &seqs, &lines, &ids]),
-                client.execute(unstage, &[&ids]),
-            )
-            .await;
-            inserted
-                .and(unstaged)
-                .map_err(db(format!("chaining the staged entries of the {log}")))?;
-            entries.extend(hashed.into_iter().map(|(e, _, _)| e));
-        }
-        let seal = orca_store::verify::signed_seal(
-            log,
-            &entries,
-            OffsetDateTime::now_utc(),
-            &self.inner.authority,
-        );
-        let text = encode(&seal, &format!("the seal of the {log}"))?;
+        let entries = parsed(&key, log, &rows)?;
+        let staged = staged.map_err(db(format!("reading the staged entries of the {log}")))?;
+        let staged = chain::staged_rows(&staged, log)?;
+        let (seal, text, _) =
+            chain_and_seal(self, client, log, &key, entries, &staged, insert, unstage).await?;
         let (set, committed) = futures_util::future::join(
             client.execute(set, &[&key, &text]),
             client.batch_execute("COMMIT"),

@@ -82,17 +82,10 @@ impl StageParams {
         task: Option<&Prepared>,
         entry: &NewAuditEntry,
     ) -> Result<Self, StoreError> {
-        let staged = Staged {
-            at: OffsetDateTime::now_utc(),
-            entry: NewAuditEntry {
-                data: store.inner.redactor.redact_json(entry.data.clone()),
-                ..entry.clone()
-            },
-        };
         Ok(Self {
             task: Params::new(store, task, None),
             log: key.to_owned(),
-            entry: encode(&staged, &format!("an entry of the {log}"))?,
+            entry: staged_text(store, log, entry)?,
         })
     }
 
@@ -102,6 +95,35 @@ impl StageParams {
         refs.push(&self.entry);
         refs
     }
+}
+
+/// `entry` (redacted here) as a staged row holds it, stamped now.
+pub(crate) fn staged_text(
+    store: &PgStore,
+    log: AuditLogId,
+    entry: &NewAuditEntry,
+) -> Result<String, StoreError> {
+    let staged = Staged {
+        at: OffsetDateTime::now_utc(),
+        entry: NewAuditEntry {
+            data: store.inner.redactor.redact_json(entry.data.clone()),
+            ..entry.clone()
+        },
+    };
+    encode(&staged, &format!("an entry of the {log}"))
+}
+
+/// The `(id, entry)` of each staged row read by [`STAGED`].
+pub(crate) fn staged_rows(
+    rows: &[tokio_postgres::Row],
+    log: AuditLogId,
+) -> Result<Vec<(i64, String)>, StoreError> {
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<Vec<(i64, String)>, tokio_postgres::Error>>()
+        .map_err(crate::db(format!(
+            "reading the staged entries of the {log}"
+        )))
 }
 
 /// The advisory lock keys of a log.

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use orca_core::{Execution, ExecutionId, Holder, PlanId, StepId, Task};
 use orca_store::AuditStore;
+use orca_store::audit::NewAuditEntry;
 use orca_store::common;
 use orca_store::{
-    ExecutionSnapshot, ExecutionStore, ExecutionSummary, Lease, LeaseInfo, Listing, ListingProblem,
-    ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
+    ExecutionSnapshot, ExecutionStore, ExecutionSummary, ExpiredTask, Lease, LeaseInfo, Listing,
+    ListingProblem, ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
 };
 
 use crate::codec::{self, db_revision, decode, encode_redacted, tag};
@@ -293,6 +294,17 @@ impl ExecutionStore for PgStore {
             .ok_or_else(|| StoreError::backend("writing a task and its entry", "nothing written"))
     }
 
+    async fn end_execution(
+        &self,
+        _audit: &dyn AuditStore,
+        execution: &Execution,
+        expected: Revision,
+        entry: NewAuditEntry,
+    ) -> Result<Transitioned, StoreError> {
+        // This store is its own audit store: one transaction (see `ending`).
+        self.end(execution, expected, &entry).await
+    }
+
     async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
         crate::locks::renew_task_leases(self, holder).await
     }
@@ -301,7 +313,7 @@ impl ExecutionStore for PgStore {
         Some(self.inner.task_lease)
     }
 
-    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<StepId>, StoreError> {
+    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<ExpiredTask>, StoreError> {
         crate::locks::expired_tasks(self, execution).await
     }
 

@@ -16,6 +16,7 @@
 mod audit;
 mod chain;
 mod codec;
+mod ending;
 mod executions;
 mod group;
 mod libpq_env;

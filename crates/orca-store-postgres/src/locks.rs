@@ -21,7 +21,7 @@ use crate::pool::Session;
 use crate::{PgStore, db};
 use orca_core::{ExecutionId, Holder, StepId};
 use orca_store::common;
-use orca_store::{Lease, LeaseInfo, ResourceGuard, StoreError};
+use orca_store::{ExpiredTask, Lease, LeaseInfo, ResourceGuard, Revision, StoreError};
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 
@@ -430,7 +430,7 @@ pub(crate) async fn renew_task_leases(store: &PgStore, holder: &Holder) -> Resul
     let stmt = conn
         .prepared(
             "UPDATE task_leases SET expires_at = now() + make_interval(secs => $2)
-             WHERE token = $1",
+             WHERE token = $1 AND expires_at >= now()",
         )
         .await
         .map_err(db("renewing task leases"))?;
@@ -440,15 +440,16 @@ pub(crate) async fn renew_task_leases(store: &PgStore, holder: &Holder) -> Resul
     Ok(())
 }
 
-/// The running tasks of `execution` whose lease expired (the database's clock).
+/// The running tasks of `execution` whose lease expired (the database's clock), with their
+/// revisions.
 pub(crate) async fn expired_tasks(
     store: &PgStore,
     execution: ExecutionId,
-) -> Result<Vec<StepId>, StoreError> {
+) -> Result<Vec<ExpiredTask>, StoreError> {
     let mut conn = store.conn().await?;
     let stmt = conn
         .prepared(
-            "SELECT t.step_id FROM tasks t
+            "SELECT t.step_id, t.revision FROM tasks t
                JOIN task_leases l ON l.execution_id = t.execution_id AND l.step_id = t.step_id
               WHERE t.execution_id = $1 AND t.status = 'running' AND l.expires_at < now()
               ORDER BY t.ord",
@@ -463,9 +464,14 @@ pub(crate) async fn expired_tasks(
     rows.iter()
         .map(|r| {
             let step: String = r.get(0);
-            StepId::parse(&step).map_err(|e| {
+            let revision: i64 = r.get(1);
+            let step = StepId::parse(&step).map_err(|e| {
                 crate::codec::corrupt("task_leases", &key, format!("bad step id {step:?}: {e}"))
-            })
+            })?;
+            let revision = u64::try_from(revision).map(Revision).map_err(|_| {
+                crate::codec::corrupt("tasks", &key, format!("step {step}: revision {revision}"))
+            })?;
+            Ok(ExpiredTask { step, revision })
         })
         .collect()
 }

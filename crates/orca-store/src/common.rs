@@ -114,6 +114,22 @@ pub fn check_execution_update(stored: &Execution, new: &Execution) -> Result<(),
     Ok(())
 }
 
+/// The log an ending of `execution` seals; a header that has not ended is refused.
+pub fn ending_log(execution: &Execution) -> Result<crate::AuditLogId, StoreError> {
+    if !execution.stage().is_terminal() {
+        return Err(StoreError::Invalid(format!(
+            "execution {}: an ending needs a header that has ended, not one {}",
+            execution.id(),
+            execution.stage()
+        )));
+    }
+    let info = execution.info();
+    Ok(crate::AuditLogId::Execution {
+        plan_id: info.plan_id,
+        execution_id: info.id,
+    })
+}
+
 /// Tasks of a terminal execution cannot change; the step must be one of the execution's.
 pub fn check_task_update(
     execution: ExecutionId,

@@ -301,6 +301,15 @@ pub enum WriteOrder {
     EntryFirst,
 }
 
+/// A running task whose lease expired, as [`ExecutionStore::expired_tasks`] read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredTask {
+    /// Its step.
+    pub step: StepId,
+    /// The task's revision when its lease was seen expired.
+    pub revision: Revision,
+}
+
 /// A task transition and the audit entry that records it, written together by
 /// [`ExecutionStore::update_task_with_audit`].
 #[derive(Debug, Clone)]
@@ -330,10 +339,11 @@ impl TaskTransition {
     }
 }
 
-/// What [`ExecutionStore::update_task_with_audit`] wrote.
+/// What [`ExecutionStore::update_task_with_audit`] (or [`ExecutionStore::end_execution`])
+/// wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transitioned {
-    /// The task's new revision.
+    /// The task's (or the execution header's) new revision.
     pub revision: Revision,
     /// The entry as appended (its `seq` is the parent of what happens under it).
     pub entry: AuditEntry,
@@ -453,6 +463,27 @@ pub trait ExecutionStore: Send + Sync {
         }
     }
 
+    /// Ends an execution: its terminal header (if the stored one is still at `expected`),
+    /// `entry` appended to its log, and the log sealed — as ONE write where the backend can
+    /// (PostgreSQL: one transaction), so a process killed in between cannot leave an ended
+    /// execution whose log has no ending entry and no seal (which `audit verify` must take for
+    /// a deleted seal). `audit` is where the default writes the entry and the seal: this same
+    /// store. The default writes the three one after the other. A header that has not ended
+    /// is refused ([`StoreError::Invalid`]) and nothing is written.
+    async fn end_execution(
+        &self,
+        audit: &dyn AuditStore,
+        execution: &Execution,
+        expected: Revision,
+        entry: NewAuditEntry,
+    ) -> Result<Transitioned, StoreError> {
+        let log = crate::common::ending_log(execution)?;
+        let revision = self.update_execution(execution, expected).await?;
+        let entry = audit.append(log, entry).await?;
+        audit.seal(log).await?;
+        Ok(Transitioned { revision, entry })
+    }
+
     /// Renews the leases of the running tasks `holder` claimed (its heartbeat), for backends
     /// whose workers claim tasks individually (ADR 0026). By default nothing is recorded.
     async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
@@ -468,9 +499,11 @@ pub trait ExecutionStore: Send + Sync {
     }
 
     /// The running tasks of an execution whose lease expired (their holder stopped its
-    /// heartbeat), by the backend's clock. By default none: a backend without task leases
+    /// heartbeat), by the backend's clock, each with the revision it was read at: a takeover
+    /// abandons the attempt only while the task is still at it (another worker may have taken
+    /// it over and claimed it again since). By default none: a backend without task leases
     /// leaves takeovers to the execution's lease.
-    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<StepId>, StoreError> {
+    async fn expired_tasks(&self, execution: ExecutionId) -> Result<Vec<ExpiredTask>, StoreError> {
         let _ = execution;
         Ok(Vec::new())
     }

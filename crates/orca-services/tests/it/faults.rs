@@ -371,6 +371,72 @@ async fn an_attempt_found_abandoned_by_a_runner_that_then_died_is_retried() {
     assert_eq!(t.value.attempts().len(), 2);
 }
 
+/// Two workers find the same attempt's lease expired; the first takes it over and claims the
+/// task again before the second gets to it. The second must leave the new attempt alone: it
+/// takes over only the attempt it saw expired (the task's revision then), or the task would
+/// run twice at once.
+#[tokio::test]
+async fn a_takeover_seen_late_leaves_the_attempt_claimed_since_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let o = orca(store.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
+    let p = o
+        .planning()
+        .create_proposal(content(chain(1)), None)
+        .await
+        .unwrap();
+    let approved = o.planning().approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions().create(p.id()).await.unwrap();
+    o.executions().start(exec).await.unwrap();
+    let start = || async {
+        let snap = o.executions().get(exec).await.unwrap();
+        o.executions()
+            .start_task(
+                &approved,
+                &snap,
+                &id("s0"),
+                &holder(),
+                None,
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+        o.executions().task(exec, &id("s0")).await.unwrap()
+    };
+    let first = start().await;
+    // What both workers read: the first attempt's lease expired, at this revision.
+    let seen = [orca_store::ExpiredTask {
+        step: id("s0"),
+        revision: first.revision,
+    }];
+    let note = "its worker stopped renewing the task's lease: taken over";
+    let taken = o
+        .executions()
+        .recover_steps(exec, note, Some(&seen))
+        .await
+        .unwrap();
+    assert_eq!(taken, [id("s0")], "the first worker takes it over");
+    let second = start().await;
+    assert!(second.revision > first.revision);
+    assert_eq!(second.value.status(), TaskStatus::Running);
+
+    let late = o
+        .executions()
+        .recover_steps(exec, note, Some(&seen))
+        .await
+        .unwrap();
+    assert!(
+        late.is_empty(),
+        "the attempt claimed since was taken over: {late:?}"
+    );
+    let now = o.executions().task(exec, &id("s0")).await.unwrap();
+    assert_eq!(
+        (now.revision, now.value.status()),
+        (second.revision, TaskStatus::Running),
+        "the second attempt runs on, untouched"
+    );
+}
+
 /// A step's agent call is over when the agent returns: the next ready step's claim is written
 /// while the reply is still being written (runner, ADR 0038) — and the concurrency
 /// still bounds the agent calls, not the writes, and each call's usage is counted once.

@@ -7,7 +7,9 @@
 mod common;
 mod conformance;
 mod db;
+mod ending;
 mod group;
+mod leases;
 mod notify;
 mod schema;
 mod staged;

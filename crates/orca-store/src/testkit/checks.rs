@@ -524,3 +524,105 @@ pub async fn task_status_round_trips<S: Backend>(store: &S) {
         StoreError::NotFound { .. }
     ));
 }
+
+/// An ending writes the terminal header, its entry (the log's last) and the seal; a header
+/// that has not ended, a stale revision or a second ending is refused and writes nothing.
+pub async fn ending_writes_header_entry_and_seal<S: Backend>(store: &S) {
+    let plan = approved("end", 2);
+    store.create_plan(&plan_of(&plan)).await.unwrap();
+    let (exec, tasks) = new_execution(&plan);
+    let id = exec.id();
+    store.create_execution(&exec, &tasks).await.unwrap();
+    let Execution::Pending(pending) = exec else {
+        panic!("a new execution is pending");
+    };
+    let running = pending.start(now());
+    let at = store
+        .update_execution(&Execution::Running(running.clone()), Revision::FIRST)
+        .await
+        .unwrap();
+    let log = AuditLogId::Execution {
+        plan_id: plan.id(),
+        execution_id: id,
+    };
+    store
+        .append(log, NewAuditEntry::new("execution.started", json!({})))
+        .await
+        .unwrap();
+    let failed = Execution::Failed(running.clone().fail("a step failed", None, now()));
+    let entry = || NewAuditEntry::new("execution.failed", json!({ "reason": "a step failed" }));
+    let unchanged = |what: &str| format!("{what}: nothing may be written");
+
+    // Refused, nothing written: a header that has not ended; a revision that is not the
+    // stored one.
+    let err = store
+        .end_execution(store, &Execution::Running(running), at, entry())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    let err = store
+        .end_execution(store, &failed, Revision::FIRST, entry())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    let header = store.execution_header(id).await.unwrap();
+    assert_eq!(
+        (header.revision, header.value.stage()),
+        (at, ExecutionStage::Running),
+        "{}",
+        unchanged("refused endings")
+    );
+    assert_eq!(
+        store.verify(log).await.unwrap(),
+        VerifyReport::Intact {
+            entries: 1,
+            sealed: false
+        },
+        "{}",
+        unchanged("refused endings")
+    );
+
+    // The ending: all three.
+    let ended = store
+        .end_execution(store, &failed, at, entry())
+        .await
+        .unwrap();
+    assert_eq!(ended.revision, at.next());
+    assert_eq!(ended.entry.kind.as_str(), "execution.failed");
+    let header = store.execution_header(id).await.unwrap();
+    assert_eq!(
+        (header.revision, header.value.stage()),
+        (at.next(), ExecutionStage::Failed)
+    );
+    let entries = store.entries(log).await.unwrap();
+    assert_eq!(
+        entries.last(),
+        Some(&ended.entry),
+        "the ending entry is the log's last"
+    );
+    assert_eq!(
+        store.verify(log).await.unwrap(),
+        VerifyReport::Intact {
+            entries: 2,
+            sealed: true
+        }
+    );
+
+    // A second ending is refused and changes nothing.
+    assert!(
+        store
+            .end_execution(store, &failed, at.next(), entry())
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        store.entries(log).await.unwrap(),
+        entries,
+        "{}",
+        unchanged("a second ending")
+    );
+    assert_eq!(
+        store.execution_header(id).await.unwrap().revision,
+        at.next()
+    );
+}

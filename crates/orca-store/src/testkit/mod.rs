@@ -71,6 +71,7 @@ macro_rules! store_conformance {
             case!(audit_append_seal_verify);
             case!(task_status_round_trips);
             case!(concurrent_appends_chain);
+            case!(ending_writes_header_entry_and_seal);
         }
     };
 }

@@ -27,14 +27,20 @@ const WORKERS: usize = 8;
 const KILLS: usize = 5;
 const KILL_EVERY: Duration = Duration::from_secs(3);
 
-fn worker(url: &str, root: &Path, cfg: &Path) -> Child {
+/// A worker logging at debug level to `logs/worker-N.log` (kept when the test fails).
+fn worker(url: &str, root: &Path, cfg: &Path, logs: &Path, n: usize) -> Child {
+    let log = std::fs::File::create(logs.join(format!("worker-{n}.log"))).unwrap();
     let mut cmd = isolated(root, cfg);
     cmd.args([
         "--store", url, "worker", "--poll", "1", "--claim", "task", "--tasks", "4",
     ])
+    .env(
+        "ORCA_LOG",
+        "orca_services=debug,orca_store_postgres=debug,orca=debug",
+    )
     .stdin(Stdio::null())
     .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    .stderr(log);
     cmd.spawn().unwrap()
 }
 
@@ -97,14 +103,16 @@ fn attempts(runs: &Path) -> Attempts {
 
 /// Pairs of one task's attempts that ran at the same time: an attempt that ended after
 /// another attempt of the same task began (a killed attempt has no end: its processes died
-/// with its worker, or it would have written one).
+/// with its worker, or it would have written one). Each pair is printed.
+#[expect(clippy::print_stdout, reason = "the test names what overlapped")]
 fn overlaps(attempts: &Attempts) -> usize {
     let mut n = 0;
-    for runs in attempts.values() {
+    for (id, runs) in attempts {
         for (i, a) in runs.iter().enumerate() {
             for b in &runs[i + 1..] {
                 let (first, second) = if a.0 <= b.0 { (a, b) } else { (b, a) };
                 if first.1.is_some_and(|end| end > second.0) {
+                    println!("overlap: {id}: {first:?} and {second:?}");
                     n += 1;
                 }
             }
@@ -129,19 +137,25 @@ fn eight_workers_killed_and_a_restarted_server_lose_and_double_nothing() {
     let (root, cfg) = (project.path(), config.path());
     assert_eq!(orca(root, cfg, &["init"]).status.code(), Some(0));
     let runs = root.join("runs.log");
+    let logs = tempfile::tempdir().unwrap();
+    let mut started = 0;
+    let mut spawn = || {
+        started += 1;
+        worker(&url, root, cfg, logs.path(), started)
+    };
     let execs: Vec<String> = (0..EXECUTIONS)
         .map(|p| detached(&url, root, cfg, &format!("chaos{p}.json"), &plan(p, &runs)))
         .collect();
 
     let start = Instant::now();
-    let mut workers: Vec<Child> = (0..WORKERS).map(|_| worker(&url, root, cfg)).collect();
+    let mut workers: Vec<Child> = (0..WORKERS).map(|_| spawn()).collect();
     let mut marks = Vec::new();
     for k in 0..KILLS {
         std::thread::sleep(KILL_EVERY);
         let i = k % WORKERS;
         workers[i].kill().unwrap(); // SIGKILL: no cleanup, its connections just close.
         let _ = workers[i].wait();
-        workers[i] = worker(&url, root, cfg);
+        workers[i] = spawn();
         marks.push((start.elapsed(), "kill -9 of a worker"));
         if k == 1 {
             server.stop().unwrap();
@@ -218,7 +232,15 @@ fn eight_workers_killed_and_a_restarted_server_lose_and_double_nothing() {
          attempts cut off and run again {reruns}; overlapping attempts of one task {overlapping}",
         end.as_secs_f64()
     );
-    assert_eq!((completed, lost, doubled, overlapping), (TASKS, 0, 0, 0));
+    if (completed, lost, doubled, overlapping) != (TASKS, 0, 0, 0) {
+        let kept = logs.keep();
+        let _ = std::fs::copy(&runs, kept.join("runs.log"));
+        panic!(
+            "expected {TASKS} completed and nothing lost, doubled or overlapping; the workers' \
+             logs and the steps' record are kept in {}",
+            kept.display()
+        );
+    }
 
     // Every chain verifies.
     verify_exported(&url, root, cfg);
