@@ -22,13 +22,15 @@ pub struct RawLog {
 }
 
 impl PgStore {
-    /// A log's stored lines and seal, untouched.
+    /// A log's stored lines and seal, untouched — after what a writer staged and did not live
+    /// to chain is chained (as every reader does): an export holds every entry written.
     ///
     /// # Errors
     ///
     /// The database cannot be read, or the seal is not one.
     pub async fn raw_log(&self, log: AuditLogId) -> Result<RawLog, StoreError> {
         let key = log_key(log);
+        crate::chain::chain_leftovers(self, log, &key).await?;
         let conn = self.conn().await?;
         let seal: Option<String> = conn
             .query_opt("SELECT seal FROM audit_logs WHERE log_key = $1", &[&key])

@@ -1,6 +1,6 @@
 //! Staged audit entries (ADR 0055), against a real throwaway server: what a writer staged and
 //! did not live to chain (killed between its staging's commit and its chaining) is chained by
-//! the log's next reader, writer or seal, in staging order and before any later append, and the chain verifies; a staged
+//! the log's next reader, writer, export or seal, in staging order and before any later append, and the chain verifies; a staged
 //! row that is not an entry is named and changes nothing; a store that stages every write and
 //! one that appends optimistically share one chain, and what each was answered is what is
 //! stored.
@@ -93,11 +93,18 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
         .unwrap();
     assert_eq!(appended.seq, 6, "after the leftover");
 
+    // An export: reads the log as stored, after chaining what is staged.
+    leave_staged(&db, "left.by.export", 7).await;
+    let raw = store.raw_log(log).await.unwrap();
+    assert_eq!(raw.lines.len(), 8, "the export holds the staged entry");
+    assert!(raw.lines[7].contains("left.by.export"), "{}", raw.lines[7]);
+    assert_eq!(staged_rows(&db).await, 0);
+
     // A seal: chains what is staged and seals over it.
     leave_staged(&db, "left.by.seal", 7).await;
     leave_staged(&db, "left.by.seal", 8).await;
     let seal = store.seal(log).await.unwrap();
-    assert_eq!(seal.entries, 9);
+    assert_eq!(seal.entries, 10);
     assert_eq!(staged_rows(&db).await, 0);
     let (report, entries) = store.verified_entries(log).await.unwrap();
     assert!(report.is_intact(), "{report:?}");
@@ -105,7 +112,7 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
         .iter()
         .map(|e| e.data["i"].as_u64().unwrap())
         .collect();
-    assert_eq!(is, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(is, [0, 1, 2, 3, 4, 5, 6, 7, 7, 8]);
     // After the seal nothing more can be staged.
     let refused = other
         .append(log, NewAuditEntry::new("late", json!({})))
@@ -115,8 +122,8 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
         "{refused:?}"
     );
     println!(
-        "leftovers chained by a reader 1, a staging writer 1, an appender 1, a seal 2: \
-         9 entries in order, chain intact"
+        "leftovers chained by a reader 1, a staging writer 1, an appender 1, an export 1, \
+         a seal 2: 10 entries in order, chain intact"
     );
 }
 
