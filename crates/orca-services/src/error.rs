@@ -97,7 +97,15 @@ pub enum ServiceError {
         /// Why (no planner configured, the planner's answer was not a plan…).
         cause: String,
     },
-    /// Storage failed (or reported bad data).
+    /// A claiming worker's shared hold on the execution was lost (its database connection
+    /// was cut): a leader may take the execution now, so it stopped its attempts.
+    #[error(
+        "execution {execution}: this worker's hold on the execution was lost (its database connection was cut); it stopped its attempts, which will run again"
+    )]
+    HoldLost {
+        /// The execution whose tasks were claimed.
+        execution: orca_core::ExecutionId,
+    },
     /// A claiming worker could not renew its task leases: it stopped its attempts before
     /// another worker could take them over.
     #[error(

@@ -305,6 +305,10 @@ impl ExecutionStore for PgStore {
         self.end(execution, expected, &entry).await
     }
 
+    fn lease_held(&self, lease: &Lease) -> bool {
+        crate::locks::lease_held(lease)
+    }
+
     async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {
         crate::locks::renew_task_leases(self, holder).await
     }

@@ -384,6 +384,14 @@ pub(crate) async fn acquire_shared_lease(
     Ok(Some(Lease::new(execution, info, Box::new(held), None)))
 }
 
+/// `false` once the connection holding `lease`'s lock is closed (the lock went with it).
+pub(crate) fn lease_held(lease: &Lease) -> bool {
+    lease
+        .backend_guard()
+        .downcast_ref::<Held>()
+        .is_none_or(|held| held.client.as_ref().is_some_and(|s| !s.is_closed()))
+}
+
 pub(crate) async fn renew_lease(lease: &Lease) -> Result<(), StoreError> {
     let Some(held) = lease.backend_guard().downcast_ref::<Held>() else {
         return Err(StoreError::Invalid(

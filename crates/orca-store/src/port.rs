@@ -484,6 +484,15 @@ pub trait ExecutionStore: Send + Sync {
         Ok(Transitioned { revision, entry })
     }
 
+    /// Whether `lease` is still held, as far as this process can tell without asking anyone:
+    /// `false` once it is known to be gone (PostgreSQL: the connection holding its lock was
+    /// cut, which released the lock — another process may take the execution now). Default:
+    /// `true` (a lease that cannot go away by itself).
+    fn lease_held(&self, lease: &Lease) -> bool {
+        let _ = lease;
+        true
+    }
+
     /// Renews the leases of the running tasks `holder` claimed (its heartbeat), for backends
     /// whose workers claim tasks individually (ADR 0026). By default nothing is recorded.
     async fn renew_task_leases(&self, holder: &Holder) -> Result<(), StoreError> {

@@ -74,6 +74,17 @@ pub enum ClaimOutcome {
     },
 }
 
+/// How often a claiming worker looks whether its hold on the execution is still there (a
+/// look at its own connection, no round trip).
+const HOLD_CHECK: Duration = Duration::from_millis(50);
+
+/// Resolves once `store` tells that `hold` is gone.
+async fn hold_lost(store: &dyn orca_store::Store, hold: &orca_store::Lease) {
+    while store.lease_held(hold) {
+        tokio::time::sleep(HOLD_CHECK).await;
+    }
+}
+
 impl Runner {
     /// Opens a pending execution for claiming workers: what [`Self::run`] does first (the
     /// record checked, the execution begun), under the exclusive lease, which then goes.
@@ -132,6 +143,9 @@ impl Runner {
                 execution: id,
                 since: heartbeat.since_renewed(),
             }),
+            // A leader may take the execution once the hold is gone (and recover every
+            // running task): this worker's attempts stop first.
+            () = hold_lost(store.as_ref(), &shared) => Err(ServiceError::HoldLost { execution: id }),
         };
         if outcome.is_err() {
             // The agents first (their processes killed), then what was being written.
@@ -143,8 +157,17 @@ impl Runner {
                 .collect();
             self.stop_calls(&mut run).await;
             drop(heartbeat);
-            if matches!(outcome, Err(ServiceError::TaskLeasesLost { .. })) {
-                self.record_fenced(id, &fenced, cancel).await;
+            let why = match &outcome {
+                Err(ServiceError::TaskLeasesLost { .. }) => Some(
+                    "could not renew its task leases and stopped the attempt before they ran out",
+                ),
+                Err(ServiceError::HoldLost { .. }) => Some(
+                    "lost its hold on the execution (its database connection was cut) and stopped the attempt",
+                ),
+                _ => None,
+            };
+            if let Some(why) = why {
+                self.record_fenced(id, &fenced, why, cancel).await;
             }
         }
         drop(shared);
@@ -164,12 +187,18 @@ impl Runner {
     /// [`FENCED_PATIENCE`]): left running under this worker's token, a later drive's
     /// heartbeat would renew leases nobody runs under. One another worker took over since
     /// is not this worker's to record.
-    async fn record_fenced(&self, id: ExecutionId, steps: &[StepId], cancel: &CancellationToken) {
+    async fn record_fenced(
+        &self,
+        id: ExecutionId,
+        steps: &[StepId],
+        why: &str,
+        cancel: &CancellationToken,
+    ) {
         if steps.is_empty() {
             return;
         }
         let note = format!(
-            "interrupted: pid {} on {} could not renew its task leases and stopped the attempt before they ran out",
+            "interrupted: pid {} on {} {why}",
             self.config.holder.pid, self.config.holder.host
         );
         let token = self.config.holder.token.as_str();

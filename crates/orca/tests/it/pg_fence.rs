@@ -3,7 +3,8 @@
 //! still runs (once seen in the chaos run: two attempts of one task at once). The database is
 //! cut off under a worker mid-step — frozen (nothing answers, no connection breaks: a
 //! partition that drops packets, which the worker notices only by its own clock), or stopped
-//! (every connection cut, which it notices at once); the step's process must be gone before
+//! (every connection cut, which it notices at once), or only the connection holding its hold on
+//! the execution is cut (a leader could take the execution now); the step's process must be gone before
 //! the lease could expire, and the task, taken up again once the database is back, must run
 //! once more without its attempts overlapping.
 
@@ -23,10 +24,26 @@ use crate::pg_workers::{detached, own_server, stage, verify_exported};
 /// The postgres store's task lease.
 const LEASE: Duration = Duration::from_secs(30);
 
+/// How the worker is cut off.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Nothing answers, no connection breaks.
+    Frozen,
+    /// The server stops: every connection cut.
+    Stopped,
+    /// Only the connection holding the worker's hold on the execution (a session lock) is cut:
+    /// the lock is gone — a leader could take the execution — and every other connection works.
+    Hold,
+}
+
 /// The first attempt's sleep: long past the lease; its value names its process (one per test:
-/// the two run at once).
-fn marker(frozen: bool) -> &'static str {
-    if frozen { "47.25" } else { "47.75" }
+/// they run at once).
+fn marker(cut: Cut) -> &'static str {
+    match cut {
+        Cut::Frozen => "47.25",
+        Cut::Stopped => "47.75",
+        Cut::Hold => "47.5",
+    }
 }
 
 /// A worker with its output in a file (a pipe nobody reads would stall it).
@@ -49,18 +66,39 @@ fn marker_alive(marker: &str) -> bool {
 
 #[test]
 fn a_worker_whose_database_stops_answering_stops_its_attempt_before_the_lease_runs_out() {
-    cut_off(true);
+    cut_off(Cut::Frozen);
 }
 
 #[test]
 fn a_worker_whose_database_goes_down_stops_its_attempt_before_the_lease_runs_out() {
-    cut_off(false);
+    cut_off(Cut::Stopped);
+}
+
+/// Seen in the chaos run: after a server restart a claimer ran on without its hold, a leader
+/// took the execution and recovered (ran again) the task the claimer was running.
+#[test]
+fn a_worker_whose_hold_on_the_execution_is_cut_stops_its_attempt_at_once() {
+    cut_off(Cut::Hold);
+}
+
+/// Cuts the connection that holds a shared lock on an execution (a claimer's hold).
+fn cut_the_hold(url: &str) {
+    let out = std::process::Command::new(crate::pg_store::psql())
+        .args([
+            url,
+            "-tAc",
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_locks \
+             WHERE locktype = 'advisory' AND mode = 'ShareLock' AND granted",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{out:?}");
 }
 
 #[expect(clippy::print_stdout, reason = "the test prints its figures")]
-fn cut_off(frozen: bool) {
+fn cut_off(cut: Cut) {
     let (server, url) = own_server(false);
-    let marker = marker(frozen);
+    let marker = marker(cut);
     let project = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
     let (root, cfg) = (project.path(), config.path());
@@ -91,25 +129,26 @@ fn cut_off(frozen: bool) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Cut off: no renewal can reach the database from now on.
-    if frozen {
-        server.freeze().unwrap();
-    } else {
-        server.stop().unwrap();
+    // Cut off: no renewal can reach the database from now on (or, for the hold, the worker
+    // no longer holds the execution).
+    match cut {
+        Cut::Frozen => server.freeze().unwrap(),
+        Cut::Stopped => server.stop().unwrap(),
+        Cut::Hold => cut_the_hold(&url),
     }
-    let cut = Instant::now();
+    let cut_at = Instant::now();
     while marker_alive(marker) {
         assert!(
-            cut.elapsed() < Duration::from_secs(90),
+            cut_at.elapsed() < Duration::from_secs(90),
             "the cut-off worker's attempt never ended"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let stopped_after = cut.elapsed();
-    if frozen {
-        server.thaw().unwrap();
-    } else {
-        server.restart(false).unwrap();
+    let stopped_after = cut_at.elapsed();
+    match cut {
+        Cut::Frozen => server.thaw().unwrap(),
+        Cut::Stopped => server.restart(false).unwrap(),
+        Cut::Hold => {}
     }
     // Another worker, and the first one, take the task up again once the database is back.
     // Either may run it (the first one, once it recorded its attempt interrupted, often
@@ -145,7 +184,9 @@ fn cut_off(frozen: bool) {
         .filter(|(start, end)| starts.iter().any(|s| s > start && s < end))
         .count();
     let shown = v.to_string();
-    let how = if shown.contains("could not renew its task leases") {
+    let how = if shown.contains("could not renew its task leases")
+        || shown.contains("lost its hold on the execution")
+    {
         "recorded interrupted by the cut-off worker"
     } else if shown.contains("abandoned") {
         "taken over after its lease"
@@ -155,7 +196,11 @@ fn cut_off(frozen: bool) {
     println!(
         "database {}: attempt stopped {:.1} s after the cut (lease {} s); attempts {}, \
          first one ended by itself: {}; overlapping attempts {overlapping}; first attempt {how}",
-        if frozen { "frozen" } else { "stopped" },
+        match cut {
+            Cut::Frozen => "frozen",
+            Cut::Stopped => "stopped",
+            Cut::Hold => "hold cut",
+        },
         stopped_after.as_secs_f64(),
         LEASE.as_secs(),
         starts.len(),

@@ -216,7 +216,7 @@ fn a_run_on_the_shared_store_exports_verifies_offline_and_imports_back() {
 }
 
 /// `psql`, on the PATH or beside the server binaries the tests use.
-fn psql() -> PathBuf {
+pub(crate) fn psql() -> PathBuf {
     let beside = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
         .flatten()
