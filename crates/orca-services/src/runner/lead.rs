@@ -26,6 +26,9 @@ impl Runner {
     ) -> Result<RunReport> {
         let (plan, deps, recovered, snapshot) = match self.open(id, lease).await? {
             Opened::Ended(outcome) => {
+                // Its ending may have been written by a run that stopped before the seal (a
+                // store that writes them apart, a seal that failed): sealed now (idempotent).
+                self.executions.seal_if_ended(id).await?;
                 return Ok(RunReport {
                     execution_id: id,
                     outcome,

@@ -38,6 +38,8 @@ struct FullDisk {
     writes_left: AtomicUsize,
     slow_replies: Option<Duration>,
     written: std::sync::Mutex<Vec<(String, TaskStatus, std::time::Instant)>>,
+    /// Seals that fail (the disk full at that moment) before seals work again.
+    seals_failing: AtomicUsize,
 }
 
 impl FullDisk {
@@ -48,6 +50,7 @@ impl FullDisk {
             writes_left: AtomicUsize::new(0),
             slow_replies: None,
             written: std::sync::Mutex::default(),
+            seals_failing: AtomicUsize::new(0),
         }
     }
 
@@ -160,6 +163,16 @@ impl AuditStore for FullDisk {
     }
     async fn seal(&self, log: AuditLogId) -> Result<Seal, StoreError> {
         self.write("an audit seal")?;
+        if self
+            .seals_failing
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::backend(
+                "writing an audit seal",
+                std::io::Error::from_raw_os_error(libc_enospc()),
+            ));
+        }
         self.inner.seal(log).await
     }
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
@@ -269,6 +282,58 @@ async fn full_disk_mid_run_gives_a_clear_error_keeps_the_last_good_state_and_res
         );
         verify_all(&fresh).await;
     }
+}
+
+/// A run whose end was written and whose seal was not (the disk full at that moment, or the
+/// process killed between the two on a store that writes them apart): the ended execution's
+/// log is unsealed, and the next run of it (`exec resume`) seals it.
+#[tokio::test]
+async fn an_ended_run_whose_seal_failed_is_sealed_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FullDisk::new(FileStore::open(dir.path()).unwrap()));
+    let o = orca(disk.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
+    let p = o
+        .planning()
+        .create_proposal(content(chain(2)), None)
+        .await
+        .unwrap();
+    o.planning().approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions().create(p.id()).await.unwrap();
+    let log = AuditLogId::Execution {
+        plan_id: p.id(),
+        execution_id: exec,
+    };
+    // The ending's seal fails (the run stops there, with the error).
+    disk.seals_failing.store(1, Ordering::SeqCst);
+    let err = o
+        .runner(config(), Arc::new(Quiet))
+        .run(exec, CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("seal"), "{err}");
+    let header = o.executions().get(exec).await.unwrap().execution.value;
+    assert_eq!(header.stage(), ExecutionStage::Completed);
+    assert!(
+        matches!(
+            disk.verify(log).await.unwrap(),
+            VerifyReport::Intact { sealed: false, .. }
+        ),
+        "the seal failed: the log is not sealed"
+    );
+
+    let report = o
+        .runner(config(), Arc::new(Quiet))
+        .run(exec, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, RunOutcome::Completed);
+    assert!(
+        matches!(
+            disk.verify(log).await.unwrap(),
+            VerifyReport::Intact { sealed: true, .. }
+        ),
+        "the next run seals the ended execution's log"
+    );
 }
 
 #[tokio::test]
