@@ -77,11 +77,36 @@ pub(super) fn set_checks<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> 
     Box::pin(async move { edit(g, args, DraftEdit::SetChecks(arg(args, "checks")?)).await })
 }
 
+/// `step` without its id, as compared with the draft's steps.
+fn without_id(step: &Step) -> Value {
+    let mut v = json!(step);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("id");
+    }
+    v
+}
+
 pub(super) fn add_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let id: PlanId = arg(args, "plan_id")?;
         let step: Step = arg(args, "step")?;
         let position: Option<usize> = opt_arg(args, "position")?;
+        // A small model adds the same step again and again (each under a new id, so no call
+        // repeats another): the same work twice is refused, with what to do instead.
+        let plan = g.ctx.planning.plan(id).await.map_err(tool_err)?;
+        let new = without_id(&step);
+        let steps = &plan.content().steps;
+        if let Some(same) = steps.iter().find(|s| without_id(s) == new) {
+            return Err(ToolError::new(format!(
+                "step `{}` already does exactly this (the same agent, description and command); \
+                 the draft has {} step(s). Add a step that does something else, change a step \
+                 with `{}`, or submit the draft with `{}` once it is complete",
+                same.id,
+                steps.len(),
+                super::table::names::PLAN_UPDATE_STEP,
+                super::table::names::PLAN_SUBMIT,
+            )));
+        }
         let draft = g
             .ctx
             .planning

@@ -294,6 +294,63 @@ async fn the_planner_sets_a_steps_and_the_plans_checks() {
     assert_eq!(c.checks[0].timeout_secs, Some(60));
 }
 
+/// Seen with a 1.5B planner: the same step added six times, each under a new id, between
+/// calls setting the same goal — no call repeated the one before, so no stall was seen in 15
+/// minutes. The same work added again is refused, naming the step that does it and what to do
+/// instead; a step that differs in anything but its id is added.
+#[tokio::test]
+async fn the_same_step_added_again_is_refused_with_what_to_do_instead() {
+    let ws = Arc::new(CountingWorkspace::default());
+    let ctx = context(&ws);
+    let planner = Gate::new(
+        ctx.clone(),
+        &every_tool_agent(Role::Planner),
+        CallMode::Planning,
+        None,
+    );
+    let call = |name: &str, arguments: Value| ToolCall {
+        id: "c".to_owned(),
+        name: name.to_owned(),
+        arguments,
+    };
+    let created = planner
+        .call(&call(names::PLAN_CREATE_DRAFT, json!({ "goal": "g" })))
+        .await
+        .unwrap();
+    let plan_id = created["plan_id"].clone();
+    let step = |id: &str, description: &str| json!({ "id": id, "agent": "coder", "description": description, "command": "cargo test" });
+    let add = |step: Value| {
+        call(
+            names::PLAN_ADD_STEP,
+            json!({ "plan_id": plan_id, "step": step }),
+        )
+    };
+    let first = planner
+        .call(&add(step("s1", "add reverse()")))
+        .await
+        .unwrap();
+    assert_eq!(first["steps"], 1);
+    // Under a new id (the model numbered them on), the same work is the same step.
+    let again = planner
+        .call(&add(step("s2", "add reverse()")))
+        .await
+        .unwrap_err();
+    assert!(
+        again
+            .message
+            .contains("step `s1` already does exactly this")
+            && again.message.contains(names::PLAN_SUBMIT)
+            && again.message.contains(names::PLAN_UPDATE_STEP),
+        "{}",
+        again.message
+    );
+    let other = planner
+        .call(&add(step("s2", "write its test")))
+        .await
+        .unwrap();
+    assert_eq!(other["steps"], 2);
+}
+
 /// The tools each role is offered, with their count: the contract of what a model sees (a
 /// small model does better with fewer). With no human attached `orca_ask_user` is not offered.
 #[test]
