@@ -28,13 +28,20 @@ pub(super) fn create_draft<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a
         let p = &g.ctx.planning;
         let goal: String = arg(args, "goal")?;
         let summary: Option<String> = opt_arg(args, "summary")?;
-        let draft = p.create_draft(Some(goal), None).await.map_err(tool_err)?;
+        let mut draft = p.create_draft(Some(goal), None).await.map_err(tool_err)?;
         if summary.is_some() {
-            p.edit(draft.id(), DraftEdit::SetSummary(summary))
+            draft = p
+                .edit(draft.id(), DraftEdit::SetSummary(summary))
                 .await
                 .map_err(tool_err)?;
         }
-        Ok(json!({ "plan_id": draft.id(), "stage": "draft" }))
+        let mut answer = json!({ "plan_id": draft.id(), "stage": "draft" });
+        if let (Some(a), Value::Object(state)) =
+            (answer.as_object_mut(), draft_state(g, draft.content()))
+        {
+            a.extend(state.into_iter().filter(|(k, _)| k != "ok"));
+        }
+        Ok(answer)
     })
 }
 
@@ -42,23 +49,43 @@ pub(super) fn set_goal<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let p = &g.ctx.planning;
         let id: PlanId = arg(args, "plan_id")?;
-        p.edit(id, DraftEdit::SetGoal(arg(args, "goal")?))
+        let mut draft = p
+            .edit(id, DraftEdit::SetGoal(arg(args, "goal")?))
             .await
             .map_err(tool_err)?;
         if let Some(summary) = opt_arg::<String>(args, "summary")? {
-            p.edit(id, DraftEdit::SetSummary(Some(summary)))
+            draft = p
+                .edit(id, DraftEdit::SetSummary(Some(summary)))
                 .await
                 .map_err(tool_err)?;
         }
-        Ok(json!({ "ok": true }))
+        Ok(draft_state(g, draft.content()))
     })
 }
 
-/// Applies one edit to the draft `plan_id` names; answers `{ "ok": true }`.
+/// Applies one edit to the draft `plan_id` names; answers with the draft's state after it.
 async fn edit(g: &Gate, args: &Value, edit: DraftEdit) -> Result<Value, ToolError> {
     let id: PlanId = arg(args, "plan_id")?;
-    g.ctx.planning.edit(id, edit).await.map_err(tool_err)?;
-    Ok(json!({ "ok": true }))
+    let draft = g.ctx.planning.edit(id, edit).await.map_err(tool_err)?;
+    Ok(draft_state(g, draft.content()))
+}
+
+/// What an edit answers: done, how many steps the draft has, and what would still refuse its
+/// submission — or that it is ready. A small model that reads only `ok` loses track of where
+/// its draft stands (seen: the same goal set and the same step added over and over).
+fn draft_state(g: &Gate, content: &orca_core::PlanContent) -> Value {
+    let problems: Vec<String> = content
+        .validate(g.ctx.planning.known_agents())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if problems.is_empty() {
+        json!({ "ok": true, "steps": content.steps.len(),
+            "ready": format!("the draft can be submitted: call `{}` when it is complete",
+                super::table::names::PLAN_SUBMIT) })
+    } else {
+        json!({ "ok": true, "steps": content.steps.len(), "before_submitting": problems })
+    }
 }
 
 pub(super) fn set_assumptions<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
@@ -119,7 +146,7 @@ pub(super) fn add_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
             )
             .await
             .map_err(tool_err)?;
-        Ok(json!({ "ok": true, "steps": draft.content().steps.len() }))
+        Ok(draft_state(g, draft.content()))
     })
 }
 

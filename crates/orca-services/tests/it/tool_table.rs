@@ -297,9 +297,10 @@ async fn the_planner_sets_a_steps_and_the_plans_checks() {
 /// Seen with a 1.5B planner: the same step added six times, each under a new id, between
 /// calls setting the same goal — no call repeated the one before, so no stall was seen in 15
 /// minutes. The same work added again is refused, naming the step that does it and what to do
-/// instead; a step that differs in anything but its id is added.
+/// instead; a step that differs in anything but its id is added; and every edit answers where
+/// the draft stands (what its submission would still refuse, or that it is ready).
 #[tokio::test]
-async fn the_same_step_added_again_is_refused_with_what_to_do_instead() {
+async fn the_same_step_added_again_is_refused_and_each_edit_says_where_the_draft_stands() {
     let ws = Arc::new(CountingWorkspace::default());
     let ctx = context(&ws);
     let planner = Gate::new(
@@ -330,6 +331,14 @@ async fn the_same_step_added_again_is_refused_with_what_to_do_instead() {
         .await
         .unwrap();
     assert_eq!(first["steps"], 1);
+    // Each edit says where the draft stands: here, what its submission would still refuse.
+    let before = first["before_submitting"].as_array().unwrap();
+    assert!(
+        before
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("assumptions")),
+        "{first}"
+    );
     // Under a new id (the model numbered them on), the same work is the same step.
     let again = planner
         .call(&add(step("s2", "add reverse()")))
@@ -349,6 +358,30 @@ async fn the_same_step_added_again_is_refused_with_what_to_do_instead() {
         .await
         .unwrap();
     assert_eq!(other["steps"], 2);
+    for (name, items) in [
+        (names::PLAN_SET_ASSUMPTIONS, "a"),
+        (names::PLAN_SET_RISKS, "r"),
+        (names::PLAN_SET_VERIFICATION, "v"),
+    ] {
+        let state = planner
+            .call(&call(name, json!({ "plan_id": plan_id, "items": [items] })))
+            .await
+            .unwrap();
+        assert_eq!(state["steps"], 2, "{state}");
+    }
+    let state = planner
+        .call(&call(
+            names::PLAN_SET_GOAL,
+            json!({ "plan_id": plan_id, "goal": "g", "summary": "s" }),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        state["ready"]
+            .as_str()
+            .is_some_and(|r| r.contains(names::PLAN_SUBMIT)),
+        "a complete draft says it can be submitted: {state}"
+    );
 }
 
 /// The tools each role is offered, with their count: the contract of what a model sees (a
