@@ -113,11 +113,33 @@ fn without_id(step: &Step) -> Value {
     v
 }
 
+/// The least `budget.max_tokens` the planner may give a model step: one turn sends the agent's
+/// prompt and tools (over 1,000 tokens for the built-in coder) and a step takes many turns. A
+/// human writing a plan file may set less; a small planner filled the field with 100.
+const MIN_STEP_TOKENS: u64 = 10_000;
+
+/// A model step's token budget too small to let it work, refused with the fix.
+fn budget_too_small(step: &Step) -> Result<(), ToolError> {
+    let tokens = step.budget.as_ref().and_then(|b| b.max_tokens);
+    match tokens {
+        Some(n) if n < MIN_STEP_TOKENS && step.agent.as_str() != orca_core::AgentId::SHELL => {
+            Err(ToolError::new(format!(
+                "`budget.max_tokens` {n} would stop step `{}` within its first turn (a turn of a \
+                 model agent sends its prompt and tools, over 1,000 tokens, and a step takes \
+                 many): omit `budget` unless the user stated a limit, or give at least {MIN_STEP_TOKENS}",
+                step.id
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn add_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {
     Box::pin(async move {
         let id: PlanId = arg(args, "plan_id")?;
         let step: Step = arg(args, "step")?;
         let position: Option<usize> = opt_arg(args, "position")?;
+        budget_too_small(&step)?;
         // A small model adds the same step again and again (each under a new id, so no call
         // repeats another): the same work twice is refused, with what to do instead.
         let plan = g.ctx.planning.plan(id).await.map_err(tool_err)?;
@@ -154,6 +176,19 @@ pub(super) fn update_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a>
     Box::pin(async move {
         let step: StepId = arg(args, "step_id")?;
         let patch: StepPatch = arg(args, "changes")?;
+        if let Some(Some(budget)) = &patch.budget {
+            // The step as it would be: its agent (changed or not) and the new budget.
+            let id: PlanId = arg(args, "plan_id")?;
+            let plan = g.ctx.planning.plan(id).await.map_err(tool_err)?;
+            if let Some(current) = plan.content().steps.iter().find(|s| s.id == step) {
+                let mut changed = current.clone();
+                if let Some(agent) = &patch.agent {
+                    changed.agent = agent.clone();
+                }
+                changed.budget = Some(*budget);
+                budget_too_small(&changed)?;
+            }
+        }
         edit(
             g,
             args,

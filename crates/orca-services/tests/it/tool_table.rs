@@ -353,10 +353,32 @@ async fn the_same_step_added_again_is_refused_and_each_edit_says_where_the_draft
         "{}",
         again.message
     );
+    // A model step's token budget too small for one turn is refused with the fix.
+    let mut tiny = step("s2", "write its test");
+    tiny["budget"] = json!({ "max_tokens": 100 });
+    let refused = planner.call(&add(tiny)).await.unwrap_err();
+    assert!(
+        refused.message.contains("`budget.max_tokens` 100")
+            && refused.message.contains("omit `budget`"),
+        "{}",
+        refused.message
+    );
     let other = planner
         .call(&add(step("s2", "write its test")))
         .await
         .unwrap();
+    let patched = planner
+        .call(&call(
+            names::PLAN_UPDATE_STEP,
+            json!({ "plan_id": plan_id, "step_id": "s2", "changes": { "budget": { "max_tokens": 500 } } }),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        patched.message.contains("`budget.max_tokens` 500"),
+        "{}",
+        patched.message
+    );
     assert_eq!(other["steps"], 2);
     for (name, items) in [
         (names::PLAN_SET_ASSUMPTIONS, "a"),
