@@ -74,17 +74,37 @@ async fn edit(g: &Gate, args: &Value, edit: DraftEdit) -> Result<Value, ToolErro
 /// submission — or that it is ready. A small model that reads only `ok` loses track of where
 /// its draft stands (seen: the same goal set and the same step added over and over).
 fn draft_state(g: &Gate, content: &orca_core::PlanContent) -> Value {
-    let problems: Vec<String> = content
-        .validate(g.ctx.planning.known_agents())
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if problems.is_empty() {
-        json!({ "ok": true, "steps": content.steps.len(),
+    let found = content.validate(g.ctx.planning.known_agents());
+    let problems: Vec<String> = found.iter().map(ToString::to_string).collect();
+    match found.first() {
+        None => json!({ "ok": true, "steps": content.steps.len(),
             "ready": format!("the draft can be submitted: call `{}` when it is complete",
-                super::table::names::PLAN_SUBMIT) })
-    } else {
-        json!({ "ok": true, "steps": content.steps.len(), "before_submitting": problems })
+                super::table::names::PLAN_SUBMIT) }),
+        Some(first) => {
+            let mut state =
+                json!({ "ok": true, "steps": content.steps.len(), "before_submitting": problems });
+            if let Some(next) = next_tool(first) {
+                state["next"] = json!(format!("call `{next}`"));
+            }
+            state
+        }
+    }
+}
+
+/// The tool that fixes `problem`, where one tool does.
+fn next_tool(problem: &orca_core::graph::Problem) -> Option<&'static str> {
+    use super::table::names;
+    use orca_core::graph::Problem;
+    match problem {
+        Problem::EmptyGoal => Some(names::PLAN_SET_GOAL),
+        Problem::NoSteps => Some(names::PLAN_ADD_STEP),
+        Problem::EmptyList { field } => match field.as_str() {
+            "assumptions" => Some(names::PLAN_SET_ASSUMPTIONS),
+            "risks" => Some(names::PLAN_SET_RISKS),
+            "verification" => Some(names::PLAN_SET_VERIFICATION),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

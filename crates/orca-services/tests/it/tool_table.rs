@@ -339,6 +339,12 @@ async fn the_same_step_added_again_is_refused_and_each_edit_says_where_the_draft
             .any(|p| p.as_str().unwrap().contains("assumptions")),
         "{first}"
     );
+    // And which tool fixes the first of them.
+    assert_eq!(
+        first["next"],
+        format!("call `{}`", names::PLAN_SET_ASSUMPTIONS),
+        "{first}"
+    );
     // Under a new id (the model numbered them on), the same work is the same step.
     let again = planner
         .call(&add(step("s2", "add reverse()")))
