@@ -271,7 +271,7 @@ pub fn against_log(snapshot: &ExecutionSnapshot, entries: &[AuditEntry]) -> Vec<
 ///
 /// Store failures (an unreadable file is an error naming it).
 pub async fn check_execution(store: &dyn Store, id: ExecutionId) -> Result<Vec<Finding>> {
-    let snapshot = store.execution(id).await?;
+    let mut snapshot = store.execution(id).await?;
     let info = snapshot.execution.value.info();
     let log = ExecutionService::log(info.plan_id, info.id);
     // A log whose entries do not verify (an unparseable line included) is the first finding.
@@ -281,6 +281,36 @@ pub async fn check_execution(store: &dyn Store, id: ExecutionId) -> Result<Vec<F
     {
         return Ok(vec![finding(Place::Log, Some(seq), problem)]);
     }
-    let entries = store.entries(log).await?;
-    Ok(against_log(&snapshot, &entries))
+    // The records and the log are two reads: a run writing meanwhile (another process, a
+    // worker on a shared store) can put a task's completion in the log after its record was
+    // read, which would read as a completion rolled back. A finding counts only if the
+    // records read again after the log are the ones checked; otherwise the check is made
+    // again on the newer records (a few times: a rollback behind orca's back stays put).
+    let mut findings = Vec::new();
+    for _ in 0..RECHECKS {
+        let entries = store.entries(log).await?;
+        findings = against_log(&snapshot, &entries);
+        if findings.is_empty() {
+            return Ok(findings);
+        }
+        let again = store.execution(id).await?;
+        if same_records(&again, &snapshot) {
+            return Ok(findings);
+        }
+        snapshot = again;
+    }
+    Ok(findings)
+}
+
+/// How many times an execution's check is made again on records that changed while it read.
+const RECHECKS: usize = 5;
+
+/// Whether two reads of an execution's records found the same revisions.
+fn same_records(a: &orca_store::ExecutionSnapshot, b: &orca_store::ExecutionSnapshot) -> bool {
+    a.execution.revision == b.execution.revision
+        && a.tasks.len() == b.tasks.len()
+        && a.tasks
+            .iter()
+            .zip(&b.tasks)
+            .all(|(x, y)| x.revision == y.revision)
 }

@@ -40,6 +40,9 @@ struct FullDisk {
     written: std::sync::Mutex<Vec<(String, TaskStatus, std::time::Instant)>>,
     /// Seals that fail (the disk full at that moment) before seals work again.
     seals_failing: AtomicUsize,
+    /// Written (a task's transition with its entry) when the log is next read: another
+    /// process writing between a reader's two reads.
+    before_entries: std::sync::Mutex<Option<orca_store::TaskTransition>>,
 }
 
 impl FullDisk {
@@ -51,6 +54,7 @@ impl FullDisk {
             slow_replies: None,
             written: std::sync::Mutex::default(),
             seals_failing: AtomicUsize::new(0),
+            before_entries: std::sync::Mutex::default(),
         }
     }
 
@@ -176,6 +180,10 @@ impl AuditStore for FullDisk {
         self.inner.seal(log).await
     }
     async fn entries(&self, log: AuditLogId) -> Result<Vec<AuditEntry>, StoreError> {
+        let meanwhile = self.before_entries.lock().unwrap().take();
+        if let Some(t) = meanwhile {
+            self.inner.update_task_with_audit(&self.inner, t).await?;
+        }
         self.inner.entries(log).await
     }
     async fn verify(&self, log: AuditLogId) -> Result<VerifyReport, StoreError> {
@@ -334,6 +342,65 @@ async fn an_ended_run_whose_seal_failed_is_sealed_by_the_next_run() {
         ),
         "the next run seals the ended execution's log"
     );
+}
+
+/// A reader's check of an execution against its log (`exec show`, a resume) while another
+/// process completes a task between the reader's two reads (the records, then the log): the
+/// completion in the log is newer than the record read — not a rollback. Before, `exec show`
+/// exited 5 in exactly this way while a worker on a shared store finished a task.
+#[tokio::test]
+async fn a_task_completed_between_a_checks_two_reads_is_not_a_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FullDisk::new(FileStore::open(dir.path()).unwrap()));
+    let o = orca(disk.clone(), ScriptedAgents::new(), Arc::new(NoHuman));
+    let p = o
+        .planning()
+        .create_proposal(content(chain(1)), None)
+        .await
+        .unwrap();
+    let approved = o.planning().approve(p.id(), "tester", None).await.unwrap();
+    let (_, exec) = o.executions().create(p.id()).await.unwrap();
+    o.executions().start(exec).await.unwrap();
+    let snap = o.executions().get(exec).await.unwrap();
+    o.executions()
+        .start_task(
+            &approved,
+            &snap,
+            &id("s0"),
+            &holder(),
+            None,
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let running = o.executions().task(exec, &id("s0")).await.unwrap();
+    let Task::Running(r) = running.value.clone() else {
+        panic!("s0 runs");
+    };
+    let attempt = r.attempt;
+    let done = Task::Completed(r.complete(
+        orca_core::TaskSuccess::default(),
+        time::OffsetDateTime::now_utc(),
+    ));
+    *disk.before_entries.lock().unwrap() = Some(orca_store::TaskTransition {
+        plan_id: p.id(),
+        execution_id: exec,
+        task: done,
+        expected: running.revision,
+        entry: NewAuditEntry::new(
+            orca_core::AuditKind::TaskAttemptCompleted,
+            serde_json::json!({ "step_id": "s0", "attempt": attempt }),
+        ),
+        order: orca_store::WriteOrder::EntryFirst,
+    });
+    let findings = orca_services::integrity::check_execution(disk.as_ref(), exec)
+        .await
+        .unwrap();
+    assert!(
+        disk.before_entries.lock().unwrap().is_none(),
+        "the completion was written between the two reads"
+    );
+    assert!(findings.is_empty(), "{findings:?}");
 }
 
 #[tokio::test]
