@@ -570,7 +570,7 @@ pub trait ExecutionStore: Send + Sync {
 
 /// Which audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "log", rename_all = "snake_case")]
+#[serde(tag = "log", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AuditLogId {
     /// A plan's lifecycle (created, submitted, changes requested, approved, rejected).
     Plan {

@@ -246,6 +246,34 @@ mod audit {
         }
     }
 
+    /// Found by the fuzzer on CI: `"format_version": 99,` inserted into the seal's `log`
+    /// object was read as the same seal (the log id took unknown fields) and verified intact.
+    /// A seal that says anything more than it signed is not the seal that was written.
+    #[test]
+    fn a_seal_whose_log_id_gained_a_field_is_not_intact() {
+        let (plan_id, lines) = plan_log_seed();
+        let log = AuditLogId::Plan { plan_id };
+        let dir = tempfile::tempdir().unwrap();
+        let key = orca_store::SigningKey::from_seed([11; 32]);
+        let store =
+            FileStore::open_with(dir.path(), orca_store::Authority::new(Some(key), [])).unwrap();
+        let log_dir = dir.path().join(".orca/plans").join(plan_id.to_string());
+        std::fs::create_dir_all(&log_dir).unwrap();
+        std::fs::write(log_dir.join("plan.audit.jsonl"), lines.join("\n") + "\n").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(store.seal(log)).unwrap();
+        let path = store.seal_path(log);
+        let mut seal: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        seal["log"]["format_version"] = serde_json::json!(99);
+        std::fs::write(&path, serde_json::to_vec(&seal).unwrap()).unwrap();
+        match rt.block_on(store.verify(log)) {
+            Ok(report) => assert!(!report.is_intact(), "{report:?}"),
+            Err(e) => clear(&e.to_string()),
+        }
+    }
+
     #[test]
     fn the_seed_log_verifies() {
         let (plan_id, lines) = plan_log_seed();
