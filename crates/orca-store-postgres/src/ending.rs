@@ -14,7 +14,7 @@ use orca_store::common;
 use orca_store::{Revision, StoreError, Transitioned};
 
 use crate::audit::{LINES, LOCK_LOG, SET_SEAL, chain_and_seal, parsed};
-use crate::codec::{self, db_revision, encode, encode_redacted, log_key, tag};
+use crate::codec::{encode, log_key};
 use crate::group::NEW_LOG;
 use crate::{PgStore, chain, db};
 
@@ -30,35 +30,15 @@ impl PgStore {
     ) -> Result<Transitioned, StoreError> {
         let log = common::ending_log(execution)?;
         let id = execution.id();
-        let key = id.to_string();
         let what = common::exec_what(id);
-        let doc = encode_redacted(execution, &what, &self.inner.redactor)?;
         let log_key = log_key(log);
         let log_id = encode(&log, &log.to_string())?;
         let staged_entry = chain::staged_text(self, log, entry)?;
         let ending = format!("ending {what}");
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await.map_err(db(ending.clone()))?;
-        let (stored, next) = codec::locked_at(
-            &tx,
-            "executions",
-            &key,
-            &what,
-            expected,
-            Execution::from_json,
-        )
-        .await?;
-        common::check_execution_update(&stored.value, execution)?;
-        tx.execute(
-            "UPDATE executions SET revision = $2, stage = $3, doc = $4 WHERE id = $1",
-            &[&key, &db_revision(next), &tag(&execution.stage()), &doc],
-        )
-        .await
-        .map_err(db(format!("writing {what}")))?;
-        // Wakes workers and watchers (LISTEN orca_executions); delivered on commit.
-        tx.execute("SELECT pg_notify('orca_executions', $1)", &[&key])
-            .await
-            .map_err(db(format!("notifying the change of {what}")))?;
+        // An ending always changes the stage: workers and watchers are woken on commit.
+        let next = crate::executions::write_header(self, &tx, execution, expected).await?;
         let (class, lock_id) = chain::lock_keys(&log_key);
         tx.execute(chain::LOCK, &[&class, &lock_id])
             .await

@@ -233,37 +233,13 @@ impl ExecutionStore for PgStore {
         execution: &Execution,
         expected: Revision,
     ) -> Result<Revision, StoreError> {
-        let id = execution.id();
-        let key = id.to_string();
-        let what = common::exec_what(id);
-        let doc = encode_redacted(execution, &what, &self.inner.redactor)?;
+        let what = common::exec_what(execution.id());
         let mut conn = self.conn().await?;
         let tx = conn
             .transaction()
             .await
             .map_err(db(format!("updating {what}")))?;
-        let (stored, next) = codec::locked_at(
-            &tx,
-            "executions",
-            &key,
-            &what,
-            expected,
-            Execution::from_json,
-        )
-        .await?;
-        common::check_execution_update(&stored.value, execution)?;
-        tx.execute(
-            "UPDATE executions SET revision = $2, stage = $3, doc = $4 WHERE id = $1",
-            &[&key, &db_revision(next), &tag(&execution.stage()), &doc],
-        )
-        .await
-        .map_err(db(format!("writing {what}")))?;
-        if !stored.value.stage().eq(&execution.stage()) {
-            // Wakes workers and watchers (LISTEN orca_executions); delivered on commit.
-            tx.execute("SELECT pg_notify('orca_executions', $1)", &[&key])
-                .await
-                .map_err(db(format!("notifying the change of {what}")))?;
-        }
+        let next = write_header(self, &tx, execution, expected).await?;
         tx.commit()
             .await
             .map_err(db(format!("committing {what}")))?;
@@ -508,4 +484,42 @@ impl std::error::Error for BatchFailed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
     }
+}
+
+/// Replaces `execution`'s header in `tx` if the stored one is at `expected` (its row locked
+/// `FOR UPDATE`, the update checked as every store checks it), and wakes workers and watchers
+/// when its stage changes (on commit). Returns the new revision; `tx` is not committed here.
+pub(crate) async fn write_header(
+    store: &PgStore,
+    tx: &tokio_postgres::Transaction<'_>,
+    execution: &Execution,
+    expected: Revision,
+) -> Result<Revision, StoreError> {
+    let id = execution.id();
+    let key = id.to_string();
+    let what = common::exec_what(id);
+    let doc = encode_redacted(execution, &what, &store.inner.redactor)?;
+    let (stored, next) = codec::locked_at(
+        tx,
+        "executions",
+        &key,
+        &what,
+        expected,
+        Execution::from_json,
+    )
+    .await?;
+    common::check_execution_update(&stored.value, execution)?;
+    tx.execute(
+        "UPDATE executions SET revision = $2, stage = $3, doc = $4 WHERE id = $1",
+        &[&key, &db_revision(next), &tag(&execution.stage()), &doc],
+    )
+    .await
+    .map_err(db(format!("writing {what}")))?;
+    if stored.value.stage() != execution.stage() {
+        // Wakes workers and watchers (LISTEN orca_executions); delivered on commit.
+        tx.execute("SELECT pg_notify('orca_executions', $1)", &[&key])
+            .await
+            .map_err(db(format!("notifying the change of {what}")))?;
+    }
+    Ok(next)
 }

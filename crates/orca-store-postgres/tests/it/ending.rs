@@ -4,10 +4,8 @@
 //! staged row that is not an entry (written behind orca's back).
 
 use orca_core::{Execution, ExecutionStage};
-use orca_store::testkit::fixtures::{approved, new_execution, now, plan_of};
-use orca_store::{
-    AuditLogId, AuditStore, ExecutionStore, NewAuditEntry, PlanStore, Revision, VerifyReport,
-};
+use orca_store::testkit::fixtures::{now, running_execution};
+use orca_store::{AuditLogId, AuditStore, ExecutionStore, NewAuditEntry, VerifyReport};
 use serde_json::json;
 
 use crate::db::{database, store_on};
@@ -20,19 +18,8 @@ async fn an_ending_that_cannot_seal_leaves_the_execution_running_and_its_log_uns
         .await
         .unwrap();
     tokio::spawn(connection);
-    let plan = approved("end", 1);
-    store.create_plan(&plan_of(&plan)).await.unwrap();
-    let (exec, tasks) = new_execution(&plan);
-    let id = exec.id();
-    store.create_execution(&exec, &tasks).await.unwrap();
-    let Execution::Pending(pending) = exec else {
-        panic!("a new execution is pending");
-    };
-    let running = pending.start(now());
-    let at = store
-        .update_execution(&Execution::Running(running.clone()), Revision::FIRST)
-        .await
-        .unwrap();
+    let (plan, _, running, at) = running_execution(&store, "end", 1).await;
+    let id = running.info.id;
     let log = AuditLogId::Execution {
         plan_id: plan.id(),
         execution_id: id,

@@ -3,9 +3,8 @@
 //! it back to life — once expired, the attempt is another worker's to take over, and its
 //! holder has stopped it (the fence) or is gone.
 
-use orca_core::Execution;
-use orca_store::testkit::fixtures::{approved, holder, new_execution, next_task, now, plan_of};
-use orca_store::{ExecutionStore, ExpiredTask, PlanStore, Revision};
+use orca_store::testkit::fixtures::{holder, next_task, running_execution};
+use orca_store::{ExecutionStore, ExpiredTask, Revision};
 
 use crate::db::{database, store_on};
 
@@ -17,18 +16,8 @@ async fn an_expired_lease_is_listed_with_its_revision_and_never_renewed() {
         .await
         .unwrap();
     tokio::spawn(connection);
-    let plan = approved("leases", 2);
-    store.create_plan(&plan_of(&plan)).await.unwrap();
-    let (exec, tasks) = new_execution(&plan);
-    let id = exec.id();
-    store.create_execution(&exec, &tasks).await.unwrap();
-    let Execution::Pending(pending) = exec else {
-        panic!("a new execution is pending");
-    };
-    store
-        .update_execution(&Execution::Running(pending.start(now())), Revision::FIRST)
-        .await
-        .unwrap();
+    let (plan, tasks, running, _) = running_execution(&store, "leases", 2).await;
+    let id = running.info.id;
     let h = holder("claimer");
     for i in 0..2 {
         let running = next_task(&plan, &tasks, i, &h);

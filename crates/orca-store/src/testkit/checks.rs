@@ -528,19 +528,8 @@ pub async fn task_status_round_trips<S: Backend>(store: &S) {
 /// An ending writes the terminal header, its entry (the log's last) and the seal; a header
 /// that has not ended, a stale revision or a second ending is refused and writes nothing.
 pub async fn ending_writes_header_entry_and_seal<S: Backend>(store: &S) {
-    let plan = approved("end", 2);
-    store.create_plan(&plan_of(&plan)).await.unwrap();
-    let (exec, tasks) = new_execution(&plan);
-    let id = exec.id();
-    store.create_execution(&exec, &tasks).await.unwrap();
-    let Execution::Pending(pending) = exec else {
-        panic!("a new execution is pending");
-    };
-    let running = pending.start(now());
-    let at = store
-        .update_execution(&Execution::Running(running.clone()), Revision::FIRST)
-        .await
-        .unwrap();
+    let (plan, _, running, at) = super::fixtures::running_execution(store, "end", 2).await;
+    let id = running.info.id;
     let log = AuditLogId::Execution {
         plan_id: plan.id(),
         execution_id: id,

@@ -81,3 +81,30 @@ pub fn next_task(plan: &ApprovedPlan, tasks: &[Task], index: usize, holder: &Hol
 pub fn plan_of(p: &ApprovedPlan) -> Plan {
     p.clone().into()
 }
+
+/// A stored plan of `steps` steps and its execution, started: the plan, the tasks as created,
+/// the running header and the header's revision.
+pub async fn running_execution(
+    store: &dyn crate::Store,
+    goal: &str,
+    steps: usize,
+) -> (
+    ApprovedPlan,
+    Vec<Task>,
+    orca_core::RunningExecution,
+    crate::Revision,
+) {
+    let plan = approved(goal, steps);
+    store.create_plan(&plan_of(&plan)).await.unwrap();
+    let (exec, tasks) = new_execution(&plan);
+    store.create_execution(&exec, &tasks).await.unwrap();
+    let Execution::Pending(pending) = exec else {
+        panic!("a new execution is pending");
+    };
+    let running = pending.start(now());
+    let at = store
+        .update_execution(&Execution::Running(running.clone()), crate::Revision::FIRST)
+        .await
+        .unwrap();
+    (plan, tasks, running, at)
+}
