@@ -236,6 +236,7 @@ impl Runner {
             if let Some(outcome) = self.claimer_handle(run, &mut others, event).await? {
                 return Ok(outcome);
             }
+            self.take_recorded(run).await?;
         }
     }
 

@@ -87,6 +87,7 @@ impl Runner {
             if let Some(outcome) = self.leader_handle(run, event).await? {
                 return Ok(outcome);
             }
+            self.take_recorded(run).await?;
         }
     }
 
