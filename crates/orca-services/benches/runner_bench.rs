@@ -579,7 +579,7 @@ fn peak_memory_figure(tasks: usize) -> Result<Figure, BoxError> {
 }
 
 #[expect(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
-fn say(text: &str) {
+pub(crate) fn say(text: &str) {
     println!("{text}");
 }
 

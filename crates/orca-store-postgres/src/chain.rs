@@ -11,9 +11,11 @@
 //! cost N commits of their own (which PostgreSQL groups, as they do not wait on each other)
 //! and a few chaining commits, not N² lost rounds.
 //!
-//! Optimistic appends (`group`, `orca_write`) go on beside this: a chain insert that collides
-//! with one on the entries' key rolls back and is done again after reading the new head; a
-//! chainer that keeps colliding locks the log's row (appends wait) for its next try. A seal
+//! Since ADR 0060 a store stages only when told to (or when its database hashes differently
+//! from orca); entries chained by the database (`chained`) go on beside this: a chain insert
+//! that collides with one on the entries' key rolls back and is done again after reading the
+//! new head; a chainer that keeps colliding locks the log's row (appends wait) for its next
+//! try. A seal
 //! takes the same advisory lock and chains what is staged before sealing (`audit`).
 
 use std::collections::HashMap;
@@ -52,7 +54,7 @@ pub(crate) const UNSTAGE: &str = "DELETE FROM audit_staged WHERE id = ANY($1::in
 /// The advisory lock's first key: "orca" (the two-key form never meets the one-key locks of
 /// leases and resources).
 const LOCK_CLASS: i32 = 0x6f72_6361;
-/// Chain attempts that collide with optimistic appends before the log's row is locked.
+/// Chain attempts that collide with appends before the log's row is locked.
 const COLLISIONS_BEFORE_LOCK: usize = 3;
 /// A bound against a loop that never ends (a locked chain cannot collide).
 const CHAIN_ATTEMPTS: usize = 1000;
@@ -83,7 +85,7 @@ impl StageParams {
         entry: &NewAuditEntry,
     ) -> Result<Self, StoreError> {
         Ok(Self {
-            task: Params::new(store, task, None),
+            task: Params::new(store, task),
             log: key.to_owned(),
             entry: staged_text(store, log, entry)?,
         })
@@ -186,10 +188,9 @@ pub(crate) fn insert_columns(
     ))
 }
 
-/// What a chaining found: the entries of `own` staged ids, and the log's head after it.
+/// What a chaining found: the entries of `own` staged ids.
 pub(crate) struct Chained {
     pub(crate) own: HashMap<i64, AuditEntry>,
-    pub(crate) head: Option<(AuditEntry, String)>,
 }
 
 /// Chains everything staged for `log` (see the module), and returns the entries of the `own`
@@ -260,7 +261,7 @@ pub(crate) async fn chain(
         if staged.is_empty() {
             // Nothing to write: every entry of ours was chained by someone else.
             tx.rollback().await.map_err(failed)?;
-            return finish(log, own, found, head);
+            return finish(log, own, found);
         }
         let hashed = hash_after(log, key, head.as_ref().map(|(e, _)| e), &staged)?;
         let (seqs, lines, ids) = insert_columns(log, &hashed)?;
@@ -272,18 +273,17 @@ pub(crate) async fn chain(
         match inserted.and(unstaged) {
             Ok(_) => {}
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                // An optimistic append took the next number first: again, after it.
+                // An append took the next number first: again, after it.
                 collisions += 1;
                 continue;
             }
             Err(e) => return Err(failed(e)),
         }
         tx.commit().await.map_err(failed)?;
-        let head = hashed.last().map(|(e, l, _)| (e.clone(), l.clone()));
         for (entry, _, staged_id) in hashed {
             found.insert(staged_id, entry);
         }
-        return finish(log, own, found, head);
+        return finish(log, own, found);
     }
     Err(StoreError::backend(
         context,
@@ -295,7 +295,6 @@ fn finish(
     log: AuditLogId,
     own: &[i64],
     mut found: HashMap<i64, AuditEntry>,
-    head: Option<(AuditEntry, String)>,
 ) -> Result<Chained, StoreError> {
     let mut mine = HashMap::with_capacity(own.len());
     for id in own {
@@ -308,7 +307,7 @@ fn finish(
         })?;
         mine.insert(*id, entry);
     }
-    Ok(Chained { own: mine, head })
+    Ok(Chained { own: mine })
 }
 
 /// The error with its causes (the driver's own message is only "db error").

@@ -15,6 +15,7 @@
 
 mod audit;
 mod chain;
+mod chained;
 mod codec;
 mod ending;
 mod executions;
@@ -70,8 +71,8 @@ struct Inner {
     heads: group::Heads,
     /// How long a claimed task's lease lasts without a heartbeat.
     task_lease: std::time::Duration,
-    /// Every audit write is staged and chained (`chain`), none appended optimistically first
-    /// (tests).
+    /// Every audit write is staged and chained here (`chain`), none chained by the database
+    /// (tests, and a database that hashes differently from orca).
     stage_first: std::sync::atomic::AtomicBool,
     url: String,
     /// The schema was brought up to date by this store (on its first connection).
@@ -198,15 +199,23 @@ impl PgStore {
             .migrated
             .get_or_try_init(|| async {
                 let mut conn = self.inner.pool.get().await?;
-                schema::migrate(&mut conn).await
+                let report = schema::migrate(&mut conn).await?;
+                if !chained::hashes_as_orca(&conn).await {
+                    tracing::warn!(
+                        "this database does not hash text as orca does: audit entries are \
+                         staged and chained by orca"
+                    );
+                    self.set_stage_first(true);
+                }
+                Ok(report)
             })
             .await
             .cloned()
     }
 
-    /// Stages every audit write and chains it (ADR 0055) instead of appending it after the
-    /// head this store last saw first and staging only after losing that race (the default).
-    /// Tests use it to exercise staging beside optimistic appends.
+    /// Stages every audit write and chains it here (ADR 0055) instead of having the database
+    /// chain it (ADR 0060, the default). Tests use it to exercise staging beside entries the
+    /// database chains; a store whose database hashes text differently turns it on itself.
     pub fn set_stage_first(&self, stage_first: bool) {
         self.inner
             .stage_first

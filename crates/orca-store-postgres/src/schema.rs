@@ -18,6 +18,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "staged audit",
         include_str!("../migrations/0004_staged_audit.sql"),
     ),
+    (
+        "chained in database",
+        include_str!("../migrations/0005_chained_in_database.sql"),
+    ),
 ];
 
 /// Serialises migrations of one database across processes (an advisory transaction lock).

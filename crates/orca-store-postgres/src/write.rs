@@ -1,30 +1,20 @@
-//! One durable write is ONE call of `orca_write` (migration 0002): a task transition
-//! (compare-and-swap on its revision), an audit entry (appended after the head it was hashed
-//! from), or both (ADR 0026). This module prepares a call's parameters and reads its answer;
-//! writes that touch an audit log go through that log's queue (`group`, group commit), a
-//! transition alone is one statement and one commit here.
+//! One durable write is ONE call: a task transition alone (`orca_write`, migration 0002:
+//! compare-and-swap on its revision) here, one statement and one commit; a transition with its
+//! audit entry, or an entry alone, through that log's queue (`group`, group commit; the entry
+//! chained by the database, `chained`). This module prepares a transition's parameters and
+//! reads the answers' refusals.
 
 use orca_core::{ExecutionId, ExecutionStage, Task};
 use orca_store::audit::AuditEntry;
 use orca_store::common;
-use orca_store::{AuditLogId, Revision, StoreError};
+use orca_store::{Revision, StoreError};
 use tokio_postgres::types::ToSql;
 
 use crate::codec::{self, corrupt, db_revision, encode, encode_redacted, tag};
-use crate::pool::Conn;
 use crate::{PgStore, db};
 
 pub(crate) const WRITE: &str = "SELECT orca_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
                                 $12, $13, $14, $15, $16)";
-/// An optimistic append (`group`): refused as `staged` while the log has staged entries not
-/// yet chained, so an append never goes before them — a writer whose chaining failed (a cut
-/// connection) and that wrote again must find its earlier entry first (ADR 0055).
-pub(crate) const APPEND: &str = "SELECT CASE WHEN EXISTS \
-     (SELECT 1 FROM audit_staged WHERE log_key = $12) THEN 'staged' ELSE orca_write($1, $2, $3, \
-     $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) END";
-const HEAD: &str =
-    "SELECT seq, line FROM audit_entries WHERE log_key = $1 ORDER BY seq DESC LIMIT 1";
-
 /// A task transition ready to write: its document encoded (redacted) and its next revision.
 pub(crate) struct Prepared {
     pub(crate) execution: ExecutionId,
@@ -68,17 +58,9 @@ impl Prepared {
     }
 }
 
-/// The entry part of a call: the log, the head it was hashed after, and the new line.
-pub(crate) struct EntryPart<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) prev_seq: Option<i64>,
-    pub(crate) prev_line: Option<&'a str>,
-    pub(crate) seq: i64,
-    pub(crate) line: &'a str,
-}
-
-/// The 16 parameters of one `orca_write` call, owned.
-pub(crate) struct Params {
+/// The transition's 11 parameters of an `orca_write` (or `orca_write_chained`) call, owned
+/// (all null for an entry alone).
+pub(crate) struct TaskParams {
     exec: Option<String>,
     step: Option<String>,
     expected: Option<i64>,
@@ -90,19 +72,10 @@ pub(crate) struct Params {
     token: Option<String>,
     holder: Option<String>,
     lease_secs: f64,
-    log: Option<String>,
-    prev_seq: Option<i64>,
-    prev_line: Option<String>,
-    seq: Option<i64>,
-    line: Option<String>,
 }
 
-impl Params {
-    pub(crate) fn new(
-        store: &PgStore,
-        task: Option<&Prepared>,
-        entry: Option<EntryPart<'_>>,
-    ) -> Self {
+impl TaskParams {
+    pub(crate) fn new(store: &PgStore, task: Option<&Prepared>) -> Self {
         Self {
             exec: task.map(|t| t.execution.to_string()),
             step: task.map(|t| t.step.clone()),
@@ -115,15 +88,10 @@ impl Params {
             token: task.and_then(|t| t.lease.as_ref().map(|(tok, _)| tok.clone())),
             holder: task.and_then(|t| t.lease.as_ref().map(|(_, h)| h.clone())),
             lease_secs: store.inner.task_lease.as_secs_f64(),
-            log: entry.as_ref().map(|e| e.key.to_owned()),
-            prev_seq: entry.as_ref().and_then(|e| e.prev_seq),
-            prev_line: entry.as_ref().and_then(|e| e.prev_line.map(str::to_owned)),
-            seq: entry.as_ref().map(|e| e.seq),
-            line: entry.as_ref().map(|e| e.line.to_owned()),
         }
     }
 
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 16] {
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 11] {
         [
             &self.exec,
             &self.step,
@@ -136,12 +104,31 @@ impl Params {
             &self.token,
             &self.holder,
             &self.lease_secs,
-            &self.log,
-            &self.prev_seq,
-            &self.prev_line,
-            &self.seq,
-            &self.line,
         ]
+    }
+}
+
+/// The 16 parameters of one `orca_write` call of a transition alone (its entry's five null),
+/// owned.
+pub(crate) struct Params {
+    task: TaskParams,
+    none: Option<String>,
+    none_seq: Option<i64>,
+}
+
+impl Params {
+    pub(crate) fn new(store: &PgStore, task: Option<&Prepared>) -> Self {
+        Self {
+            task: TaskParams::new(store, task),
+            none: None,
+            none_seq: None,
+        }
+    }
+
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 16] {
+        let [a, b, c, d, e, f, g, h, i, j, k] = self.task.refs();
+        let (text, seq) = (&self.none, &self.none_seq);
+        [a, b, c, d, e, f, g, h, i, j, k, text, seq, text, seq, text]
     }
 }
 
@@ -170,27 +157,6 @@ fn open_stages() -> Vec<String> {
     .collect()
 }
 
-/// The head of a log as stored: its last entry and that entry's exact line.
-pub(crate) async fn head(
-    conn: &mut Conn<'_>,
-    log: AuditLogId,
-    key: &str,
-) -> Result<Option<(AuditEntry, String)>, StoreError> {
-    let stmt = conn
-        .prepared(HEAD)
-        .await
-        .map_err(db(format!("reading the head of the {log}")))?;
-    let row = conn
-        .query_opt(&stmt, &[&key])
-        .await
-        .map_err(db(format!("reading the head of the {log}")))?;
-    row.map(|r| {
-        let line: String = r.get(1);
-        parse_entry(key, r.get(0), &line).map(|e| (e, line))
-    })
-    .transpose()
-}
-
 /// Writes a task transition alone: one statement, one commit. Returns its new revision.
 pub(crate) async fn write_task(store: &PgStore, task: &Prepared) -> Result<Revision, StoreError> {
     let mut conn = store.conn().await?;
@@ -198,7 +164,7 @@ pub(crate) async fn write_task(store: &PgStore, task: &Prepared) -> Result<Revis
         .prepared(WRITE)
         .await
         .map_err(db("preparing a write"))?;
-    let params = Params::new(store, Some(task), None);
+    let params = Params::new(store, Some(task));
     let row = conn
         .query_one(&stmt, &params.refs())
         .await

@@ -141,30 +141,44 @@ pub const fn zero_digest() -> Digest {
 /// `hash` field.
 #[must_use]
 pub fn entry_hash(entry: &AuditEntry) -> Digest {
-    // The entry without its `hash`, borrowed: the canonical writer takes it straight from
-    // `Serialize` — no copy of the data into a new JSON tree on every append and verification.
-    // The same bytes as the serialized entry without `hash` (a property test holds them).
-    #[derive(Serialize)]
-    struct Unhashed<'a> {
-        seq: u64,
-        #[serde(with = "time::serde::rfc3339")]
-        at: OffsetDateTime,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        parent: Option<u64>,
-        kind: &'a str,
-        data: &'a serde_json::Value,
-        prev: &'a Digest,
-    }
-    let unhashed = Unhashed {
-        seq: entry.seq,
-        at: entry.at,
-        parent: entry.parent,
-        kind: &entry.kind,
-        data: &entry.data,
-        prev: &entry.prev,
-    };
     // An entry is plain data (strings, numbers, a JSON value, a time RFC 3339 can show).
-    Digest::of_canonical(&unhashed).unwrap_or_else(|_| zero_digest())
+    Digest::of_canonical(&Unhashed::of(entry)).unwrap_or_else(|_| zero_digest())
+}
+
+/// The canonical JSON [`entry_hash`] hashes (`None` if the entry cannot be written as JSON).
+#[must_use]
+pub fn unhashed_canonical(entry: &AuditEntry) -> Option<Vec<u8>> {
+    let unhashed = Unhashed::of(entry);
+    orca_core::format::canonical_bytes(&unhashed)
+        .or_else(|| orca_core::format::canonical_bytes_via_value(&unhashed).ok())
+}
+
+/// The entry without its `hash`, borrowed: the canonical writer takes it straight from
+/// `Serialize` — no copy of the data into a new JSON tree on every append and verification.
+/// The same bytes as the serialized entry without `hash` (a property test holds them).
+#[derive(Serialize)]
+struct Unhashed<'a> {
+    seq: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    at: OffsetDateTime,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<u64>,
+    kind: &'a str,
+    data: &'a serde_json::Value,
+    prev: &'a Digest,
+}
+
+impl<'a> Unhashed<'a> {
+    fn of(entry: &'a AuditEntry) -> Self {
+        Self {
+            seq: entry.seq,
+            at: entry.at,
+            parent: entry.parent,
+            kind: &entry.kind,
+            data: &entry.data,
+            prev: &entry.prev,
+        }
+    }
 }
 
 /// [`entry_hash`] as first written: the serialized entry, `hash` removed, as canonical JSON

@@ -31,6 +31,7 @@
 pub mod audit;
 pub mod bounded;
 pub mod common;
+pub mod entry_template;
 mod error;
 mod file;
 pub mod keys;

@@ -106,6 +106,9 @@ async fn work(url: &str, jobs: Option<usize>) -> Result<Option<Work>, BoxError> 
             .ok()
             .flatten(),
     };
+    if row.is_some() && std::env::var_os("ORCA_BENCH_STATEMENTS").is_some() {
+        print_statements(&client, units).await?;
+    }
     drop(client);
     let _ = driver.await;
     let Some(row) = row else {
@@ -119,6 +122,30 @@ async fn work(url: &str, jobs: Option<usize>) -> Result<Option<Work>, BoxError> 
         exec_us: ms.unwrap_or(0.0) * 1000.0 / units,
         wal_bytes: wal.unwrap_or(0.0) / units,
     }))
+}
+
+/// With `ORCA_BENCH_STATEMENTS` set: the run's ten costliest statements, per unit (where a
+/// profile of the database starts).
+async fn print_statements(client: &tokio_postgres::Client, units: f64) -> Result<(), BoxError> {
+    let rows = client
+        .query(
+            "SELECT calls::float8, total_exec_time::float8, left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
+               FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+              ORDER BY total_exec_time DESC LIMIT 10",
+            &[],
+        )
+        .await?;
+    let units = units.max(1.0);
+    for row in rows {
+        let (calls, ms, query): (f64, f64, String) = (row.get(0), row.get(1), row.get(2));
+        super::say(&format!(
+            "  {:>6.2} calls {:>8.1} µs  {query}",
+            calls / units,
+            ms * 1000.0 / units
+        ));
+    }
+    Ok(())
 }
 
 /// The median of each field of `works` (`None` if any run had none).

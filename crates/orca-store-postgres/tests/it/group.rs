@@ -370,15 +370,15 @@ async fn many_writers_of_one_log_in_one_and_two_stores() {
     let url = database().await;
     let one = store_on(&url).await;
     let two = store_on(&url).await;
-    // Eight processes' stores on one log: each optimistic round one of them commits and the
-    // others lose theirs; a turn that lost stages its writes and chains them (it gave up after
+    // Eight processes' stores on one log: each round locks the log's row, the others wait for
+    // its commit (they used to lose the race for the head and write again: it gave up after
     // 200 lost rounds once, and took 12-14 calls per transition with 16 workers after that).
     let mut eight = vec![one.clone(), two.clone()];
     for _ in 0..6 {
         eight.push(store_on(&url).await);
     }
     // The same eight, seven of them staging every write from the first: chainings beside
-    // optimistic appends (which they collide with on the entries' key), as often as can be.
+    // entries the database chains (they collide on the entries' key), as often as can be.
     let mut staging = Vec::new();
     for _ in 0..8 {
         let store = store_on(&url).await;

@@ -2,7 +2,7 @@
 //! did not live to chain (killed between its staging's commit and its chaining) is chained by
 //! the log's next reader, writer, export or seal, in staging order and before any later append, and the chain verifies; a staged
 //! row that is not an entry is named and changes nothing; a store that stages every write and
-//! one that appends optimistically share one chain, and what each was answered is what is
+//! one whose entries the database chains share one chain, and what each was answered is what is
 //! stored.
 
 #![expect(clippy::unwrap_used, reason = "tests")]
@@ -84,7 +84,7 @@ async fn what_a_killed_writer_staged_is_chained_by_the_next_reader_writer_or_sea
     assert_eq!(entries[3].kind, "left.by.writer");
     assert_eq!(entries[4], mine, "answered what is stored");
 
-    // A writer that appends optimistically, after the head it knows: it never goes before what
+    // A writer whose entry the database chains: it never goes before what
     // is staged (a writer whose chaining failed and that wrote again finds its entries in order).
     leave_staged(&db, "left.by.appender", 5).await;
     let appended = store
@@ -164,15 +164,15 @@ async fn a_staged_row_that_is_not_an_entry_is_named_and_changes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn staging_and_optimistic_stores_share_one_chain_and_answer_what_is_stored() {
+async fn staging_and_database_chaining_stores_share_one_chain_and_answer_what_is_stored() {
     let url = database().await;
-    let optimistic = store_on(&url).await;
+    let chaining = store_on(&url).await;
     let staging = store_on(&url).await;
     staging.set_stage_first(true);
     let log = AuditLogId::Plan {
         plan_id: PlanId::new(),
     };
-    optimistic
+    chaining
         .append(log, NewAuditEntry::new("first", json!({})))
         .await
         .unwrap();
@@ -180,7 +180,7 @@ async fn staging_and_optimistic_stores_share_one_chain_and_answer_what_is_stored
     let mut joins = tokio::task::JoinSet::new();
     for w in 0..6u64 {
         let store = if w % 2 == 0 {
-            optimistic.clone()
+            chaining.clone()
         } else {
             staging.clone()
         };
@@ -202,7 +202,7 @@ async fn staging_and_optimistic_stores_share_one_chain_and_answer_what_is_stored
         });
     }
     let answered: Vec<_> = joins.join_all().await.into_iter().flatten().collect();
-    let (report, stored) = optimistic.verified_entries(log).await.unwrap();
+    let (report, stored) = chaining.verified_entries(log).await.unwrap();
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(stored.len(), 1 + 6 * 60);
     let by_seq: HashMap<u64, _> = stored.iter().map(|e| (e.seq, e)).collect();
@@ -218,7 +218,7 @@ async fn staging_and_optimistic_stores_share_one_chain_and_answer_what_is_stored
         .count();
     assert_eq!(after_parent, 6 * 59);
     println!(
-        "{} entries from 3 optimistic and 3 staging writers: 0 answers differ from the store",
+        "{} entries from 3 database-chaining and 3 staging writers: 0 answers differ from the store",
         stored.len()
     );
 }
