@@ -6,6 +6,7 @@ use orca_core::{
     AgentInfo, ApprovalAction, ApprovedPlan, Budget, ErrorCode, HumanAnswer, Plan, PlanId,
     PlanRefStage, PlannerRequest, PlannerResponse, Reply, Role, TaskFailure, match_action,
 };
+use orca_store::audit::NewAuditEntry;
 use tracing::instrument;
 
 use crate::error::{Result, ServiceError};
@@ -30,6 +31,20 @@ pub(crate) async fn ask_planner(
     budget: Budget,
     scope: Option<AuditScope>,
 ) -> Result<Reply<PlannerResponse>> {
+    Ok(ask_planner_keeping(ctx, message, plan_id, budget, scope)
+        .await?
+        .0)
+}
+
+/// [`ask_planner`], and what the conversation kept for a plan it never made (its answers and
+/// tool calls, in order; empty once it made a plan, whose log holds them).
+pub(crate) async fn ask_planner_keeping(
+    ctx: &ToolContext,
+    message: String,
+    plan_id: Option<PlanId>,
+    budget: Budget,
+    scope: Option<AuditScope>,
+) -> Result<(Reply<PlannerResponse>, Vec<NewAuditEntry>)> {
     let info = planner(ctx)?;
     // With no scope of its own (asked by a human, not from a step), the conversation goes to
     // the log of the plan it works on (`tools::plan_log`).
@@ -74,7 +89,7 @@ pub(crate) async fn ask_planner(
             }
         }
     }
-    Ok(reply)
+    Ok((reply, gate.unbound_transcript()))
 }
 
 /// What came of asking the human to approve a proposal.
@@ -124,6 +139,15 @@ impl OrcaService {
     #[instrument(skip(self, message))]
     pub async fn invoke(&self, message: &str) -> Result<Reply<PlannerResponse>> {
         ask_planner(&self.ctx, message.to_owned(), None, self.budget, None).await
+    }
+
+    /// [`Self::invoke`], and the conversation's answers and tool calls if it made no plan
+    /// (a plan's log holds them otherwise): what a failed planner did, to keep for a human.
+    pub async fn invoke_keeping(
+        &self,
+        message: &str,
+    ) -> Result<(Reply<PlannerResponse>, Vec<NewAuditEntry>)> {
+        ask_planner_keeping(&self.ctx, message.to_owned(), None, self.budget, None).await
     }
 
     /// Asks the human to approve a proposal with the two-question pattern; on "request

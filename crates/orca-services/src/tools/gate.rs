@@ -137,6 +137,16 @@ impl Gate {
         self
     }
 
+    /// What a planning conversation kept for a plan it never made (see [`PlanTranscript`]),
+    /// taken once it ended.
+    #[must_use]
+    pub fn unbound_transcript(&self) -> Vec<NewAuditEntry> {
+        self.plan_log
+            .as_ref()
+            .map(PlanTranscript::unbound)
+            .unwrap_or_default()
+    }
+
     /// The gate of one step attempt: processes get its identity, their groups go to its sink.
     #[must_use]
     pub fn for_step(mut self, owner: StepOwner) -> Self {

@@ -8,9 +8,9 @@
 //! new plan's log and the kept entries are written there, in order, after the plan's own
 //! `plan.created` entry. Only a plan the conversation created binds it (the gate passes only
 //! `orca_plan_create_draft` results here): a planner that reads or submits another plan must
-//! not write into that plan's log. A conversation that
-//! never produces a plan (a question back to the user, an error) is recorded nowhere: there
-//! is no log it belongs to.
+//! not write into that plan's log. A conversation that never produces a plan (a question back
+//! to the user, an error) has no log it belongs to: what was kept is handed back when it ends
+//! ([`PlanTranscript::unbound`]), and `orca ask` keeps a planner's that failed in a file.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -80,6 +80,18 @@ impl PlanTranscript {
     }
 }
 
+impl PlanTranscript {
+    /// The conversation ended: what was kept for a plan that never came (empty once a plan
+    /// bound it). Taken: a second call returns nothing.
+    pub(super) fn unbound(&self) -> Vec<NewAuditEntry> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &mut *state {
+            State::Unbound(kept, _) => std::mem::take(kept),
+            State::Bound(_) => Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +124,23 @@ mod tests {
         );
         let (log, _) = t.route(NewAuditEntry::new("tool.call", json!(4))).unwrap();
         assert_eq!(log, AuditLogId::Plan { plan_id: other });
+        assert!(
+            t.unbound().is_empty(),
+            "a bound conversation has nothing unbound"
+        );
+    }
+
+    #[test]
+    fn a_conversation_that_made_no_plan_hands_back_what_it_kept_once() {
+        let t = PlanTranscript::new(None);
+        assert!(t.route(NewAuditEntry::new("tool.call", json!(1))).is_none());
+        assert!(
+            t.route(NewAuditEntry::new("agent.answer", json!(2)))
+                .is_none()
+        );
+        let kept: Vec<_> = t.unbound().into_iter().map(|e| e.data).collect();
+        assert_eq!(kept, [json!(1), json!(2)]);
+        assert!(t.unbound().is_empty(), "taken");
     }
 
     #[test]
