@@ -10,6 +10,21 @@
 -- lose, and the writers of one log take turns holding its row until they commit. The writer
 -- checks the hash it is answered against its own arithmetic (orca-store's `entry_hash`).
 
+-- Which transaction last wrote each task, so a worker catching up reads the rows written since
+-- its last look (ADR 0060, `changed_tasks_since`), not every task of the execution: the
+-- transactions not finished when it looked have ids of at least that snapshot's xmin, and the
+-- rows they write are found by this index.
+ALTER TABLE tasks ADD COLUMN changed_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX tasks_by_change ON tasks (execution_id, changed_xid);
+CREATE FUNCTION orca_task_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.changed_xid := pg_current_xact_id();
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER tasks_changed BEFORE UPDATE ON tasks
+    FOR EACH ROW EXECUTE FUNCTION orca_task_changed();
+
 -- An entry's hash beside its line, so the next write reads the head's hash without reading (and
 -- decompressing) its whole line. Null for entries written by the earlier schemes: their hash
 -- is read from the line's end.

@@ -9,8 +9,9 @@ use orca_store::AuditStore;
 use orca_store::audit::NewAuditEntry;
 use orca_store::common;
 use orca_store::{
-    ExecutionSnapshot, ExecutionStore, ExecutionSummary, ExpiredTask, Lease, LeaseInfo, Listing,
-    ListingProblem, ResourceGuard, Revision, StoreError, TaskTransition, Transitioned, Versioned,
+    ChangeCursor, ExecutionSnapshot, ExecutionStore, ExecutionSummary, ExpiredTask, Lease,
+    LeaseInfo, Listing, ListingProblem, ResourceGuard, Revision, StoreError, TaskTransition,
+    Transitioned, Versioned,
 };
 
 use crate::codec::{self, db_revision, decode, encode_redacted, tag};
@@ -226,6 +227,15 @@ impl ExecutionStore for PgStore {
             changed.push((usize::try_from(ord).unwrap_or(usize::MAX), task));
         }
         Ok(changed)
+    }
+
+    async fn changed_tasks_since(
+        &self,
+        id: ExecutionId,
+        known: &[Revision],
+        since: Option<ChangeCursor>,
+    ) -> Result<(Vec<(usize, Versioned<Task>)>, Option<ChangeCursor>), StoreError> {
+        crate::catch_up::changed_since(self, id, known, since).await
     }
 
     async fn update_execution(

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod catch_up;
 mod chain;
 mod chained;
 mod codec;

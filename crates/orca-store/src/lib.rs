@@ -50,8 +50,8 @@ pub use memory::MemoryStore;
 pub use audit::{AuditEntry, NewAuditEntry, Seal, VerifyReport};
 pub use error::{BoxError, StoreError};
 pub use port::{
-    AuditLogId, AuditStore, ExecutionSnapshot, ExecutionStore, ExecutionSummary, ExpiredTask,
-    Lease, LeaseInfo, Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard, Revision,
-    Store, TaskTransition, Transitioned, Versioned, WriteOrder,
+    AuditLogId, AuditStore, ChangeCursor, ExecutionSnapshot, ExecutionStore, ExecutionSummary,
+    ExpiredTask, Lease, LeaseInfo, Listing, ListingProblem, PlanStore, PlanSummary, ResourceGuard,
+    Revision, Store, TaskTransition, Transitioned, Versioned, WriteOrder,
 };
 pub use signing::{Authority, PublicKey, SignatureProblem, SignatureRecord, SigningKey};

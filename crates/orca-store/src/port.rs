@@ -408,6 +408,21 @@ pub trait ExecutionStore: Send + Sync {
             .collect())
     }
 
+    /// [`Self::changed_tasks`] looking only at what changed since `since` (a cursor an earlier
+    /// call returned, from the caller's own catch-ups: its `known` holds everything that call
+    /// returned), and the cursor for the next call. A store that can find what changed without
+    /// visiting every task (PostgreSQL: the transaction that last wrote each row) makes a
+    /// catch-up O(changed); the default is [`Self::changed_tasks`] and no cursor.
+    async fn changed_tasks_since(
+        &self,
+        id: ExecutionId,
+        known: &[Revision],
+        since: Option<ChangeCursor>,
+    ) -> Result<(Vec<(usize, Versioned<Task>)>, Option<ChangeCursor>), StoreError> {
+        let _ = since;
+        Ok((self.changed_tasks(id, known).await?, None))
+    }
+
     /// Replaces the execution header if it is still at `expected`. Terminal executions are
     /// immutable.
     async fn update_execution(
@@ -567,6 +582,12 @@ pub trait ExecutionStore: Send + Sync {
         holder: &Holder,
     ) -> Result<Option<ResourceGuard>, StoreError>;
 }
+
+/// Where a catch-up of an execution's tasks left off ([`ExecutionStore::changed_tasks_since`]):
+/// opaque, meaningful only to the store that returned it and the caller whose knowledge it
+/// goes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeCursor(pub u64);
 
 /// Which audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

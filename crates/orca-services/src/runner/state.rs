@@ -224,6 +224,8 @@ pub(super) struct Run {
     pub(super) returns: Returns,
     /// What each step that wants to start has waited for so far (by plan index).
     pub(super) waits: std::collections::BTreeMap<usize, crate::StartWait>,
+    /// Where this run's last catch-up left off (`changed_tasks_since`).
+    pub(super) change_cursor: Option<orca_store::ChangeCursor>,
 }
 
 impl Run {
@@ -254,6 +256,7 @@ impl Run {
             mode,
             returns: Returns::default(),
             waits: std::collections::BTreeMap::new(),
+            change_cursor: None,
         }
     }
 
@@ -284,7 +287,13 @@ impl Run {
         watch_interval: Duration,
     ) -> Result<()> {
         let known: Vec<Revision> = self.tasks.iter().map(|t| t.revision).collect();
-        let changed = executions.store().changed_tasks(self.id, &known).await?;
+        // Only what changed since this run last looked (where the store can tell): its own
+        // writes and every look's answers are in `known`.
+        let (changed, cursor) = executions
+            .store()
+            .changed_tasks_since(self.id, &known, self.change_cursor)
+            .await?;
+        self.change_cursor = cursor;
         for (i, task) in changed {
             self.tasks.set(i, task);
         }

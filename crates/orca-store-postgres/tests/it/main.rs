@@ -1,6 +1,7 @@
 //! The crate's integration tests against a real throwaway PostgreSQL, one test binary with a
 //! module per area (`faults.rs` beside this directory is its own binary, from before).
 
+mod catch_up;
 mod chained;
 /// The orca-store integration tests' fixtures (plans, holders, the task cycle): shared, not
 /// copied.
