@@ -133,24 +133,61 @@ fn without_id(step: &Step) -> Value {
     v
 }
 
-/// The least `budget.max_tokens` the planner may give a model step: one turn sends the agent's
-/// prompt and tools (over 1,000 tokens for the built-in coder) and a step takes many turns. A
-/// human writing a plan file may set less; a small planner filled the field with 100.
+/// The least budget the planner may give a model step, field by field: a turn sends the
+/// agent's prompt and tools (over 1,000 tokens for the built-in coder), a step reads, edits,
+/// checks and submits (several turns), a small local model takes a minute a turn, and a turn
+/// of a paid model costs cents. A human writing a plan file may set less; small planners filled
+/// these fields with 100 tokens, 1 turn, 60 seconds and 10 micro-dollars — each stopped its step
+/// before it could work.
 const MIN_STEP_TOKENS: u64 = 10_000;
+const MIN_STEP_TURNS: u32 = 5;
+const MIN_STEP_WALL_SECS: u64 = 300;
+const MIN_STEP_COST_MICRO_USD: u64 = 10_000;
 
-/// A model step's token budget too small to let it work, refused with the fix.
+/// A model step's budget too small to let it work, refused with the fix (the first such field).
 fn budget_too_small(step: &Step) -> Result<(), ToolError> {
-    let tokens = step.budget.as_ref().and_then(|b| b.max_tokens);
-    match tokens {
-        Some(n) if n < MIN_STEP_TOKENS && step.agent.as_str() != orca_core::AgentId::SHELL => {
-            Err(ToolError::new(format!(
-                "`budget.max_tokens` {n} would stop step `{}` within its first turn (a turn of a \
-                 model agent sends its prompt and tools, over 1,000 tokens, and a step takes \
-                 many): omit `budget` unless the user stated a limit, or give at least {MIN_STEP_TOKENS}",
-                step.id
-            )))
-        }
-        _ => Ok(()),
+    let Some(budget) = step.budget.as_ref() else {
+        return Ok(());
+    };
+    if step.agent.as_str() == orca_core::AgentId::SHELL {
+        return Ok(());
+    }
+    let too_small = [
+        ("max_tokens", budget.max_tokens, MIN_STEP_TOKENS, "tokens"),
+        (
+            "max_turns",
+            budget.max_turns.map(u64::from),
+            u64::from(MIN_STEP_TURNS),
+            "turns",
+        ),
+        (
+            "max_wall_secs",
+            budget.max_wall_secs,
+            MIN_STEP_WALL_SECS,
+            "seconds",
+        ),
+        (
+            "max_cost_micro_usd",
+            budget.max_cost_micro_usd,
+            MIN_STEP_COST_MICRO_USD,
+            "micro-dollars",
+        ),
+    ]
+    .into_iter()
+    .find_map(|(field, value, least, unit)| {
+        value
+            .filter(|v| *v < least)
+            .map(|v| (field, v, least, unit))
+    });
+    match too_small {
+        Some((field, value, least, unit)) => Err(ToolError::new(format!(
+            "`budget.{field}` {value} would stop step `{}` before it can work (a model step \
+             reads, edits, checks and submits over several turns, each sending its prompt and \
+             tools): omit `budget` unless the user stated a limit, or give at least {least} \
+             {unit}",
+            step.id
+        ))),
+        None => Ok(()),
     }
 }
 

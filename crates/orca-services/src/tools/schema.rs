@@ -21,7 +21,7 @@ pub(super) fn plan_id() -> Value {
 fn budget() -> Value {
     let n = json!({ "type": "integer", "minimum": 1 });
     json!({ "type": "object", "additionalProperties": false,
-        "description": "ONLY limits the user stated in the request; omit otherwise (a model step takes tens of thousands of tokens, and a limit below that fails the step at once); crossing one stops the step for the human to decide",
+        "description": "ONLY limits the user stated in the request; omit otherwise (a model step takes tens of thousands of tokens, several turns and minutes; a limit below that fails the step at once); crossing one stops the step for the human to decide",
         "properties": { "max_tokens": n, "max_cost_micro_usd": n, "max_turns": n, "max_wall_secs": n } })
 }
 

@@ -369,6 +369,45 @@ async fn the_same_step_added_again_is_refused_and_each_edit_says_where_the_draft
         "{}",
         refused.message
     );
+    // So are the budget a small planner wrote for a coder step (1 turn, 60 seconds, 10
+    // micro-dollars: the step ran out of turns before it could submit), field by field; a
+    // budget big enough passes.
+    for (budget, field) in [
+        (
+            json!({ "max_tokens": 10_000, "max_turns": 1 }),
+            "`budget.max_turns` 1",
+        ),
+        (json!({ "max_wall_secs": 60 }), "`budget.max_wall_secs` 60"),
+        (
+            json!({ "max_cost_micro_usd": 10 }),
+            "`budget.max_cost_micro_usd` 10",
+        ),
+    ] {
+        let mut small = step("s2", "write its test");
+        small["budget"] = budget;
+        let refused = planner.call(&add(small)).await.unwrap_err();
+        assert!(
+            refused.message.contains(field) && refused.message.contains("omit `budget`"),
+            "{}",
+            refused.message
+        );
+    }
+    let mut shell_step = step("s9", "list the files");
+    shell_step["agent"] = json!("shell");
+    shell_step["command"] = json!("ls");
+    shell_step["budget"] = json!({ "max_wall_secs": 5 });
+    let listed = planner.call(&add(shell_step)).await.unwrap();
+    assert_eq!(
+        listed["steps"], 2,
+        "a shell step's budget is its own: {listed}"
+    );
+    planner
+        .call(&call(
+            names::PLAN_REMOVE_STEP,
+            json!({ "plan_id": plan_id, "step_id": "s9" }),
+        ))
+        .await
+        .unwrap();
     let other = planner
         .call(&add(step("s2", "write its test")))
         .await
