@@ -570,6 +570,18 @@ async fn a_planner_that_made_no_plan_has_its_tokens_counted() {
     );
     assert!(input >= 10 && input % 10 == 0 && output == input / 2, "{p}");
     assert!(trial["figures"]["planner_output"].is_string(), "{trial}");
+    // Why it failed, and the conversation the failed planner left in the trial: its calls.
+    let failure = trial["figures"]["failure"].to_string();
+    assert!(failure.contains("stalled"), "{failure}");
+    let kept = failure
+        .split("its conversation: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no conversation named: {failure}"));
+    let conversation = dir.join(trial["dir"].as_str().unwrap()).join(kept);
+    let text = std::fs::read_to_string(&conversation)
+        .unwrap_or_else(|e| panic!("{}: {e}", conversation.display()));
+    assert!(text.contains("\"tool\":\"list_files\""), "{text}");
     let out = tokio::task::block_in_place(|| b.verify(&dir.join("report.json")));
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     // The output edited (fewer tokens): refused, naming the figure.

@@ -95,10 +95,20 @@ fn failure_of(stage: ExecutionStage, events: &[orca_services::events::ExecEvent]
 /// The most of a trial's output read for a planner's failure line.
 const MAX_OUTPUT: u64 = 16 << 20;
 
-/// What a planner that failed before it made a plan spent, from the `planner_failed` line
-/// `orca ask --json` wrote to the trial's output, and the output's digest (kept with the
-/// figures, so `eval verify` refuses an edited output). `None`: no such line.
-fn unplanned_usage(output: &Path) -> Option<(Usage, String)> {
+/// What a planner that failed before it made a plan left in the trial's output.
+struct Unplanned {
+    /// What it spent.
+    usage: Usage,
+    /// The output's digest (kept with the figures, so `eval verify` refuses an edited output).
+    digest: String,
+    /// Why it failed, and where its conversation was kept (relative to the trial), when the
+    /// output names it.
+    why: String,
+}
+
+/// What a planner that failed before it made a plan spent and why it failed, from the
+/// `planner_failed` line `orca ask --json` wrote to the trial's output. `None`: no such line.
+fn unplanned(output: &Path) -> Option<Unplanned> {
     let file = std::fs::File::open(output).ok()?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_OUTPUT), &mut bytes).ok()?;
@@ -111,33 +121,53 @@ fn unplanned_usage(output: &Path) -> Option<(Usage, String)> {
             .filter(|(_, b)| **b == b'\n')
             .map(|(i, _)| i + 1),
     );
-    let usage = starts
+    let line = starts
         .filter(|at| bytes.get(*at) == Some(&b'{'))
         .filter_map(|at| {
             let v: Value = serde_json::Deserializer::from_slice(&bytes[at..])
                 .into_iter()
                 .next()?
                 .ok()?;
-            (v["type"] == "planner_failed").then(|| usage_of(&v["usage"]))
+            (v["type"] == "planner_failed").then_some(v)
         })
         .next_back()?;
-    Some((usage, orca_core::Digest::of_bytes(&bytes).to_string()))
+    // Why, and the conversation's path from the trial's root (`.orca/planner/…`), whoever ran
+    // it where. An output of an orca that kept no conversation keeps the bare reason, so a
+    // report it wrote still verifies.
+    let why = match line["conversation"]
+        .as_str()
+        .and_then(|kept| kept.find(".orca/planner/").map(|at| &kept[at..]))
+    {
+        Some(kept) => format!(
+            "{NO_PLAN}: {}: {} (its conversation: {kept})",
+            line["code"].as_str().unwrap_or("failed"),
+            line["message"].as_str().unwrap_or_default()
+        ),
+        None => NO_PLAN.to_owned(),
+    };
+    Some(Unplanned {
+        usage: usage_of(&line["usage"]),
+        digest: orca_core::Digest::of_bytes(&bytes).to_string(),
+        why,
+    })
 }
 
 /// [`measure`], counting a planner that failed before it made any plan from the trial's
-/// `output` (see [`unplanned_usage`]).
+/// `output` (see [`unplanned`]): what it spent, and why it failed.
 pub(crate) async fn measure_trial(store: &FileStore, output: &Path) -> Result<Measured, CliError> {
     let mut measured = measure(store).await?;
     let no_plan = matches!(
         &measured.figures.failure,
         Some(Failure::PlanNotMade { detail }) if detail == NO_PLAN
     );
-    if no_plan && let Some((usage, digest)) = unplanned_usage(output) {
+    if no_plan && let Some(found) = unplanned(output) {
         let f = &mut measured.figures;
+        let usage = found.usage;
         f.input_tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
         f.output_tokens += usage.output_tokens;
         f.cost_micro_usd += usage.cost_micro_usd;
-        f.planner_output = Some(digest);
+        f.planner_output = Some(found.digest);
+        f.failure = Some(Failure::PlanNotMade { detail: found.why });
     }
     Ok(measured)
 }
