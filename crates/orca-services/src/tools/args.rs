@@ -26,13 +26,17 @@ pub(super) fn arg<T: for<'de> Deserialize<'de>>(args: &Value, name: &str) -> Res
     })
 }
 
-/// An optional argument (absent or `null`: `None`).
+/// An optional argument (absent, `null` or a blank string: `None`). A small model in json
+/// mode writes every field of a tool's arguments, and fills one it means to leave out with
+/// `""`: a Qwen2.5-Coder-1.5B planner sent `"session_id": ""` to `orca_ask_agent` three times
+/// after being told to omit it, and stalled.
 pub(super) fn opt_arg<T: for<'de> Deserialize<'de>>(
     args: &Value,
     name: &str,
 ) -> Result<Option<T>, ToolError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
         Some(v) => serde_json::from_value(v.clone())
             .map(Some)
             .map_err(|e| {
@@ -65,6 +69,14 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+        // Left blank: taken as left out.
+        for blank in ["", "  "] {
+            assert!(
+                opt_arg::<SessionId>(&json!({ "session_id": blank }), "session_id")
+                    .unwrap()
+                    .is_none()
+            );
+        }
         let e = arg::<u32>(&json!({"n": "x"}), "n").unwrap_err();
         assert!(e.message.contains("call again with `n`"), "{}", e.message);
     }
