@@ -144,7 +144,8 @@ const MIN_STEP_TURNS: u32 = 5;
 const MIN_STEP_WALL_SECS: u64 = 300;
 const MIN_STEP_COST_MICRO_USD: u64 = 10_000;
 
-/// A model step's budget too small to let it work, refused with the fix (the first such field).
+/// A model step's budget too small to let it work, refused with the fix — every such field at
+/// once (named one per refusal, a small planner spent a turn of a minute on each).
 fn budget_too_small(step: &Step) -> Result<(), ToolError> {
     let Some(budget) = step.budget.as_ref() else {
         return Ok(());
@@ -152,7 +153,7 @@ fn budget_too_small(step: &Step) -> Result<(), ToolError> {
     if step.agent.as_str() == orca_core::AgentId::SHELL {
         return Ok(());
     }
-    let too_small = [
+    let too_small: Vec<String> = [
         ("max_tokens", budget.max_tokens, MIN_STEP_TOKENS, "tokens"),
         (
             "max_turns",
@@ -174,21 +175,22 @@ fn budget_too_small(step: &Step) -> Result<(), ToolError> {
         ),
     ]
     .into_iter()
-    .find_map(|(field, value, least, unit)| {
+    .filter_map(|(field, value, least, unit)| {
         value
             .filter(|v| *v < least)
-            .map(|v| (field, v, least, unit))
-    });
-    match too_small {
-        Some((field, value, least, unit)) => Err(ToolError::new(format!(
-            "`budget.{field}` {value} would stop step `{}` before it can work (a model step \
-             reads, edits, checks and submits over several turns, each sending its prompt and \
-             tools): omit `budget` unless the user stated a limit, or give at least {least} \
-             {unit}",
-            step.id
-        ))),
-        None => Ok(()),
+            .map(|v| format!("`budget.{field}` {v} (at least {least} {unit})"))
+    })
+    .collect();
+    if too_small.is_empty() {
+        return Ok(());
     }
+    Err(ToolError::new(format!(
+        "{} would stop step `{}` before it can work (a model step reads, edits, checks and \
+         submits over several turns, each sending its prompt and tools): omit `budget` unless \
+         the user stated a limit, or give at least what is said",
+        too_small.join(", "),
+        step.id
+    )))
 }
 
 pub(super) fn add_step<'a>(g: &'a Gate, args: &'a Value) -> HandlerFuture<'a> {

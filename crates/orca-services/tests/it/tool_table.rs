@@ -370,24 +370,37 @@ async fn the_same_step_added_again_is_refused_and_each_edit_says_where_the_draft
         refused.message
     );
     // So are the budget a small planner wrote for a coder step (1 turn, 60 seconds, 10
-    // micro-dollars: the step ran out of turns before it could submit), field by field; a
-    // budget big enough passes.
-    for (budget, field) in [
+    // micro-dollars: the step ran out of turns before it could submit); every field too small
+    // is named in one refusal (one a turn, a small planner spent a minute on each).
+    for (budget, fields) in [
         (
             json!({ "max_tokens": 10_000, "max_turns": 1 }),
-            "`budget.max_turns` 1",
+            vec!["`budget.max_turns` 1"],
         ),
-        (json!({ "max_wall_secs": 60 }), "`budget.max_wall_secs` 60"),
+        (
+            json!({ "max_wall_secs": 60 }),
+            vec!["`budget.max_wall_secs` 60"],
+        ),
         (
             json!({ "max_cost_micro_usd": 10 }),
-            "`budget.max_cost_micro_usd` 10",
+            vec!["`budget.max_cost_micro_usd` 10"],
+        ),
+        (
+            json!({ "max_tokens": 100, "max_turns": 1, "max_wall_secs": 10, "max_cost_micro_usd": 100 }),
+            vec![
+                "`budget.max_tokens` 100",
+                "`budget.max_turns` 1",
+                "`budget.max_wall_secs` 10",
+                "`budget.max_cost_micro_usd` 100",
+            ],
         ),
     ] {
         let mut small = step("s2", "write its test");
         small["budget"] = budget;
         let refused = planner.call(&add(small)).await.unwrap_err();
         assert!(
-            refused.message.contains(field) && refused.message.contains("omit `budget`"),
+            fields.iter().all(|f| refused.message.contains(f))
+                && refused.message.contains("omit `budget`"),
             "{}",
             refused.message
         );
