@@ -300,7 +300,13 @@ async fn planted_markdown_and_html_reach_no_page_as_markup() {
 async fn a_step_page_follows_the_running_step_live() {
     let p = crate::web_support::Project::new();
     let token = p.token("live");
-    let mut doc = plan(&[("slow", "sleep 6 && echo 'finally `done`'", &[])]);
+    // The step ends when the test lets it (a file in the project), at most two minutes on: a
+    // fixed sleep ended before a loaded machine opened the page.
+    let mut doc = plan(&[(
+        "slow",
+        "for i in $(seq 600); do [ -e release ] && break; sleep 0.2; done; echo 'finally `done`'",
+        &[],
+    )]);
     doc["goal"] = json!("A slow step");
     let id = p.proposal("slow", &doc);
     let server = Server::start(&p, &[]);
@@ -320,6 +326,7 @@ async fn a_step_page_follows_the_running_step_live() {
         !first.contains("finally"),
         "control: the page was opened while the step ran: {first}"
     );
+    std::fs::write(p.root.join("release"), "").unwrap();
     let text = d
         .wait_text("#live", "finally `done`", Duration::from_secs(60))
         .await;
