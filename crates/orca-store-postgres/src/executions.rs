@@ -197,36 +197,9 @@ impl ExecutionStore for PgStore {
         id: ExecutionId,
         known: &[Revision],
     ) -> Result<Vec<(usize, Versioned<Task>)>, StoreError> {
-        let key = id.to_string();
-        let known: Vec<i64> = known.iter().map(|r| db_revision(*r)).collect();
-        let mut conn = self.conn().await?;
-        let stmt = conn
-            .prepared(
-                "SELECT ord, step_id, revision, doc FROM tasks
-                  WHERE execution_id = $1
-                    AND revision IS DISTINCT FROM ($2::int8[])[ord + 1]
-                  ORDER BY ord",
-            )
-            .await
-            .map_err(db(format!("reading the tasks of {id}")))?;
-        let rows = conn
-            .query(&stmt, &[&key, &known])
-            .await
-            .map_err(db(format!("reading the tasks of {id}")))?;
-        let mut changed = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let ord: i32 = r.get(0);
-            let step: String = r.get(1);
-            let task = decode(
-                "tasks",
-                &format!("{key}/{step}"),
-                r.get(3),
-                r.get(2),
-                Task::from_json,
-            )?;
-            changed.push((usize::try_from(ord).unwrap_or(usize::MAX), task));
-        }
-        Ok(changed)
+        Ok(crate::catch_up::changed_since(self, id, known, None)
+            .await?
+            .0)
     }
 
     async fn changed_tasks_since(
